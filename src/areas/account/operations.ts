@@ -1,0 +1,130 @@
+import { z } from 'zod';
+import { PLAN_NAMES } from '../../config.js';
+import { defineOperation } from '../../platform/operation.js';
+import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import type { AccountService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    account: AccountService;
+  }
+}
+
+const tags = ['Account'];
+const Allowance = z.object({ used: z.number(), limit: z.number().nullable(), remaining: z.number().nullable() });
+const Key = z.object({
+  id: z.string(),
+  name: z.string(),
+  preview: z.string().describe('First characters of the key'),
+  createdAt: IsoTime,
+  revokedAt: IsoTime.nullable(),
+});
+const keyOut = (k: { id: string; name: string; preview: string; createdAt: number; revokedAt: number | null }) => ({
+  ...k,
+  createdAt: new Date(k.createdAt).toISOString(),
+  revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
+});
+
+export const accountOperations = [
+  defineOperation({
+    id: 'account.get',
+    method: 'GET',
+    path: '/account',
+    summary: 'Identity and plan of the calling account',
+    tags,
+    auth: ['owner'],
+    response: z.object({
+      id: z.string(),
+      name: z.string(),
+      createdAt: IsoTime,
+      credential: z.object({ scheme: z.string(), id: z.string().nullable() }),
+      plan: z.object({
+        name: z.enum(PLAN_NAMES),
+        title: z.string(),
+        monthlyMxn: z.number(),
+        listMonthlyMxn: z.number(),
+        currency: z.literal('MXN'),
+      }),
+    }),
+    handler: ({ services, principal }) => services.account.getAccount(principal),
+  }),
+  defineOperation({
+    id: 'account.usage',
+    method: 'GET',
+    path: '/account/usage',
+    summary: "Usage this month against the plan's allowances",
+    tags,
+    auth: ['owner'],
+    response: z.object({
+      plan: z.enum(PLAN_NAMES),
+      period: z.string().describe('YYYY-MM'),
+      storageBytes: Allowance,
+      aiCredits: Allowance,
+      llmTokens: Allowance,
+      databases: Allowance,
+      boxes: Allowance,
+      simultaneousAgents: Allowance,
+      sessionSeconds: z.number(),
+      trashRetentionDays: z.number(),
+    }),
+    handler: ({ services, principal }) => services.account.getUsage(principal),
+  }),
+  defineOperation({
+    id: 'account.llmBalance',
+    method: 'GET',
+    path: '/account/llm-tokens',
+    summary: 'LLM token balance for agents this month',
+    tags,
+    auth: ['owner'],
+    response: z.object({
+      period: z.string(),
+      allowance: z.number(),
+      used: z.number(),
+      remaining: z.number(),
+      included: z.boolean().describe('False when the plan includes no LLM tokens'),
+    }),
+    handler: ({ services, principal }) => services.account.getLlmBalance(principal),
+  }),
+  defineOperation({
+    id: 'account.keys.list',
+    method: 'GET',
+    path: '/account/keys',
+    summary: "The account's API keys (never their secrets)",
+    tags,
+    auth: ['owner'],
+    response: z.object({ items: z.array(Key) }),
+    handler: async ({ services, principal }) => ({
+      items: (await services.account.listKeys(principal.ownerId)).map(keyOut),
+    }),
+  }),
+  defineOperation({
+    id: 'account.keys.create',
+    method: 'POST',
+    path: '/account/keys',
+    summary: 'Create an API key; its secret is returned only now',
+    tags,
+    auth: ['owner'],
+    body: z.object({ name: z.string().min(1).max(64).default('api') }),
+    bodyOptional: true,
+    successStatus: 201,
+    response: Key.extend({ secret: z.string() }),
+    handler: async ({ services, principal, body }) => {
+      const { key, secret } = await services.account.createKey(principal.ownerId, body.name);
+      return { ...keyOut(key), secret };
+    },
+  }),
+  defineOperation({
+    id: 'account.keys.revoke',
+    method: 'DELETE',
+    path: '/account/keys/{keyId}',
+    summary: 'Revoke an API key',
+    tags,
+    auth: ['owner'],
+    params: z.object({ keyId: z.string().min(1).max(100) }),
+    response: Ok,
+    handler: async ({ services, principal, params }) => {
+      await services.account.revokeKey(params.keyId, principal.ownerId);
+      return ok;
+    },
+  }),
+];

@@ -1,0 +1,150 @@
+import type { Kysely, Migration } from 'kysely';
+import type { PlanName } from '../../config.js';
+import type { Tables } from '../../store/schema.js';
+
+interface AccountsTable {
+  id: string;
+  name: string;
+  plan: string;
+  created_at: number;
+}
+
+interface ApiKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  /** First 16 hex chars of the SHA-256: the index used to find the row. */
+  lookup: string;
+  /** Full SHA-256 hex of the key, compared in constant time. */
+  hash: string;
+  /** First characters of the key, shown in listings so a person can tell keys apart. */
+  preview: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+declare module '../../store/schema.js' {
+  interface Tables {
+    accounts: AccountsTable;
+    api_keys: ApiKeysTable;
+  }
+}
+
+export const accountMigrations: Record<string, Migration> = {
+  '0001-account-accounts': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('accounts')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('plan', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('lookup', 'text', (c) => c.notNull())
+        .addColumn('hash', 'text', (c) => c.notNull())
+        .addColumn('preview', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('revoked_at', 'bigint')
+        .execute();
+      await db.schema.createIndex('api_keys_lookup').on('api_keys').column('lookup').execute();
+      await db.schema.createIndex('api_keys_account').on('api_keys').column('account_id').execute();
+    },
+  },
+};
+
+export interface AccountRow {
+  id: string;
+  name: string;
+  plan: PlanName;
+  createdAt: number;
+}
+
+export interface KeyRow {
+  id: string;
+  accountId: string;
+  name: string;
+  preview: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+export class AccountRepo {
+  constructor(private readonly db: Kysely<Tables>) {}
+
+  async countAccounts(): Promise<number> {
+    const r = await this.db.selectFrom('accounts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  async insertAccount(a: AccountRow): Promise<void> {
+    await this.db.insertInto('accounts').values({ id: a.id, name: a.name, plan: a.plan, created_at: a.createdAt }).execute();
+  }
+
+  async getAccount(id: string): Promise<AccountRow | undefined> {
+    const r = await this.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && { id: r.id, name: r.name, plan: r.plan as PlanName, createdAt: Number(r.created_at) };
+  }
+
+  async listAccounts(): Promise<AccountRow[]> {
+    const rows = await this.db.selectFrom('accounts').selectAll().orderBy('created_at').execute();
+    return rows.map((r) => ({ id: r.id, name: r.name, plan: r.plan as PlanName, createdAt: Number(r.created_at) }));
+  }
+
+  async setPlan(id: string, plan: PlanName): Promise<boolean> {
+    const r = await this.db.updateTable('accounts').set({ plan }).where('id', '=', id).executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
+  }
+
+  async insertKey(k: KeyRow & { lookup: string; hash: string }): Promise<void> {
+    await this.db
+      .insertInto('api_keys')
+      .values({
+        id: k.id,
+        account_id: k.accountId,
+        name: k.name,
+        lookup: k.lookup,
+        hash: k.hash,
+        preview: k.preview,
+        created_at: k.createdAt,
+        revoked_at: null,
+      })
+      .execute();
+  }
+
+  /** Live keys whose hash starts with `lookup`, with their account's plan. */
+  async keysByLookup(lookup: string) {
+    return this.db
+      .selectFrom('api_keys')
+      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+      .select(['api_keys.id as id', 'api_keys.hash as hash', 'api_keys.account_id as accountId', 'accounts.plan as plan'])
+      .where('api_keys.lookup', '=', lookup)
+      .where('api_keys.revoked_at', 'is', null)
+      .execute();
+  }
+
+  async listKeys(accountId?: string): Promise<KeyRow[]> {
+    let q = this.db.selectFrom('api_keys').selectAll().orderBy('created_at');
+    if (accountId) q = q.where('account_id', '=', accountId);
+    const rows = await q.execute();
+    return rows.map((r) => ({
+      id: r.id,
+      accountId: r.account_id,
+      name: r.name,
+      preview: r.preview,
+      createdAt: Number(r.created_at),
+      revokedAt: r.revoked_at === null ? null : Number(r.revoked_at),
+    }));
+  }
+
+  async revokeKey(id: string, accountId: string | undefined, now: number): Promise<string | undefined> {
+    let q = this.db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null);
+    if (accountId) q = q.where('account_id', '=', accountId);
+    const r = await q.returning('hash').executeTakeFirst();
+    return r?.hash;
+  }
+}

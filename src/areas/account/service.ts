@@ -1,0 +1,133 @@
+import type { PlanName } from '../../config.js';
+import type { CredentialResolver, Principal } from '../../platform/auth.js';
+import { SCHEMES } from '../../platform/auth.js';
+import { safeEqual, sha256Hex } from '../../platform/crypto.js';
+import { errors } from '../../platform/errors.js';
+import { BASE62, newId, randomToken } from '../../platform/ids.js';
+import { PLANS } from '../../platform/plans.js';
+import { currentPeriod, type Usage } from '../../platform/usage.js';
+import type { AccountRepo, AccountRow, KeyRow } from './repo.js';
+
+export interface CreatedKey {
+  key: KeyRow;
+  /** The secret itself: shown once, never stored. */
+  secret: string;
+}
+
+export function generateOwnerKey(): string {
+  return SCHEMES.owner.prefix + randomToken(40, BASE62);
+}
+
+export class AccountService {
+  // Resolved keys are cached briefly so an authenticated request costs no store round trip; revocation
+  // clears this process's cache at once and other replicas' within authCacheMs.
+  private readonly cache = new Map<string, { principal: Principal; until: number }>();
+
+  constructor(
+    private readonly repo: AccountRepo,
+    private readonly usage: Usage,
+    private readonly authCacheMs: number,
+  ) {}
+
+  async createAccount(input: { name: string; plan: PlanName; keyValue?: string }): Promise<{ account: AccountRow } & CreatedKey> {
+    const account: AccountRow = { id: newId('acct'), name: input.name, plan: input.plan, createdAt: Date.now() };
+    await this.repo.insertAccount(account);
+    const created = await this.createKey(account.id, 'default', input.keyValue);
+    return { account, ...created };
+  }
+
+  async createKey(accountId: string, name: string, value = generateOwnerKey()): Promise<CreatedKey> {
+    if (!(await this.repo.getAccount(accountId))) throw errors.notFound('account');
+    const hash = sha256Hex(value);
+    const key: KeyRow = { id: newId('key'), accountId, name, preview: `${value.slice(0, 17)}…`, createdAt: Date.now(), revokedAt: null };
+    await this.repo.insertKey({ ...key, lookup: hash.slice(0, 16), hash });
+    return { key, secret: value };
+  }
+
+  listKeys(accountId?: string): Promise<KeyRow[]> {
+    return this.repo.listKeys(accountId);
+  }
+
+  listAccounts(): Promise<AccountRow[]> {
+    return this.repo.listAccounts();
+  }
+
+  /** Revokes a key; with `accountId` only that account's key (another owner's key is a 404). */
+  async revokeKey(id: string, accountId?: string): Promise<void> {
+    const hash = await this.repo.revokeKey(id, accountId, Date.now());
+    if (!hash) throw errors.notFound('key');
+    this.cache.delete(hash);
+  }
+
+  /** On an empty store, creates the owner account; returns the key to print once (undefined if preset). */
+  async bootstrapOwner(plan: PlanName, presetKey?: string): Promise<{ created: boolean; printKey?: string }> {
+    if ((await this.repo.countAccounts()) > 0) return { created: false };
+    const { secret } = await this.createAccount({ name: 'owner', plan, keyValue: presetKey });
+    return { created: true, printKey: presetKey ? undefined : secret };
+  }
+
+  readonly ownerKeyResolver: CredentialResolver = {
+    scheme: 'owner',
+    resolve: async (credential) => {
+      const hash = sha256Hex(credential);
+      const hit = this.cache.get(hash);
+      const now = Date.now();
+      if (hit && hit.until > now) return hit.principal;
+      const rows = await this.repo.keysByLookup(hash.slice(0, 16));
+      const row = rows.find((r) => safeEqual(r.hash, hash));
+      if (!row) {
+        this.cache.delete(hash);
+        return null;
+      }
+      const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id };
+      if (this.authCacheMs > 0) this.cache.set(hash, { principal, until: now + this.authCacheMs });
+      return principal;
+    },
+  };
+
+  async getAccount(p: Principal) {
+    const a = await this.repo.getAccount(p.ownerId);
+    if (!a) throw errors.notFound('account');
+    const plan = PLANS[a.plan];
+    return {
+      id: a.id,
+      name: a.name,
+      createdAt: new Date(a.createdAt).toISOString(),
+      credential: { scheme: p.scheme, id: p.credentialId ?? null },
+      plan: { name: plan.name, title: plan.title, monthlyMxn: plan.monthlyMxn, listMonthlyMxn: plan.listMonthlyMxn, currency: 'MXN' as const },
+    };
+  }
+
+  async getUsage(p: Principal) {
+    const plan = PLANS[p.plan];
+    const [storage, databases, boxes, agents, aiCredits, llmTokens, webQueries] = await Promise.all([
+      this.usage.gauge('storageBytes', p.ownerId),
+      this.usage.gauge('databases', p.ownerId),
+      this.usage.gauge('boxes', p.ownerId),
+      this.usage.gauge('agents', p.ownerId),
+      this.usage.counter(p.ownerId, 'aiCredits'),
+      this.usage.counter(p.ownerId, 'llmTokens'),
+      this.usage.counter(p.ownerId, 'webQueries'),
+    ]);
+    const item = (used: number, limit: number | null) => ({ used, limit, remaining: limit === null ? null : Math.max(0, limit - used) });
+    return {
+      plan: plan.name,
+      period: currentPeriod(),
+      storageBytes: item(storage, plan.storageBytes),
+      aiCredits: item(aiCredits + webQueries, plan.aiCreditsPerMonth),
+      llmTokens: item(llmTokens, plan.llmTokensPerMonth),
+      databases: item(databases, plan.databases),
+      boxes: item(boxes, plan.boxes),
+      simultaneousAgents: item(agents, plan.simultaneousAgents),
+      sessionSeconds: plan.sessionSeconds,
+      trashRetentionDays: plan.trashRetentionDays,
+    };
+  }
+
+  async getLlmBalance(p: Principal) {
+    const plan = PLANS[p.plan];
+    const used = await this.usage.counter(p.ownerId, 'llmTokens');
+    const allowance = plan.llmTokensPerMonth ?? 0;
+    return { period: currentPeriod(), allowance, used, remaining: Math.max(0, allowance - used), included: plan.llmTokensPerMonth !== null };
+  }
+}

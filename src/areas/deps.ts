@@ -1,0 +1,22 @@
+import type { Redis } from 'ioredis';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import type { Authenticator } from '../platform/auth.js';
+import type { SecretBox } from '../platform/crypto.js';
+import type { Bus } from '../platform/events.js';
+import type { RateLimiter } from '../platform/limits.js';
+import type { Usage } from '../platform/usage.js';
+import type { Store } from '../store/db.js';
+
+/** What the platform hands every area when it builds its service. */
+export interface PlatformDeps {
+  config: Config;
+  store: Store;
+  bus: Bus;
+  usage: Usage;
+  auth: Authenticator;
+  rateLimiter: RateLimiter;
+  secretBox: SecretBox;
+  redis?: Redis;
+  log: FastifyBaseLogger;
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander';
+import { AccountRepo, accountMigrations } from './areas/account/repo.js';
+import { AccountService } from './areas/account/service.js';
+import { areaMigrations } from './areas/index.js';
+import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
+import { Usage, usageMigrations } from './platform/usage.js';
+import { buildServer } from './server.js';
+import { openStore } from './store/db.js';
+import { migrateToLatest } from './store/migrate.js';
+import { VERSION } from './version.js';
+
+function config(): Config {
+  try {
+    return loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`nube: ${e.message}`);
+      process.exit(2);
+    }
+    throw e;
+  }
+}
+
+/** The account service straight on the store (local SQLite, or DATABASE_URL of a running deployment). */
+async function withAccounts<T>(fn: (svc: AccountService) => Promise<T>): Promise<T> {
+  const cfg = config();
+  const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
+  try {
+    await migrateToLatest(store.db, { ...usageMigrations, ...accountMigrations, ...areaMigrations });
+    return await fn(new AccountService(new AccountRepo(store.db), new Usage(store.db), 0));
+  } finally {
+    await store.close();
+  }
+}
+
+const program = new Command().name('nube').description('Self-hostable cloud for AI agents').version(VERSION);
+
+program
+  .command('serve', { isDefault: true })
+  .description('start the API server (configuration from NUBE_* environment variables)')
+  .action(async () => {
+    const nube = await buildServer(config());
+    const address = await nube.listen();
+    if (nube.ownerKeyToPrint) {
+      process.stdout.write(
+        `\nCreated the owner account. Its API key is shown only this once:\n\n  ${nube.ownerKeyToPrint}\n\nexport NUBE_API_KEY=${nube.ownerKeyToPrint}\n\n`,
+      );
+    }
+    nube.app.log.info(`nube ${VERSION} listening on ${address}`);
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      nube.app.log.info({ signal }, 'shutting down: finishing in-flight requests and jobs');
+      await nube.close();
+      process.exit(0);
+    };
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+    process.on('SIGINT', () => void stop('SIGINT'));
+  });
+
+program
+  .command('migrate')
+  .description('apply metadata store migrations and exit')
+  .action(() => withAccounts(async () => console.log('migrations applied')));
+
+const accounts = program.command('accounts').description('owner accounts');
+accounts
+  .command('create')
+  .description('create an owner account and print its first API key (shown once)')
+  .addOption(new Option('--plan <plan>', 'plan').choices(PLAN_NAMES).default('byte'))
+  .option('--name <name>', 'account name', 'owner')
+  .action((opts: { plan: PlanName; name: string }) =>
+    withAccounts(async (svc) => {
+      const { account, secret } = await svc.createAccount({ name: opts.name, plan: opts.plan });
+      console.log(JSON.stringify({ accountId: account.id, plan: account.plan, apiKey: secret }, null, 2));
+    }),
+  );
+accounts
+  .command('list')
+  .description('list owner accounts')
+  .action(() => withAccounts(async (svc) => console.log(JSON.stringify(await svc.listAccounts(), null, 2))));
+
+const keys = program.command('keys').description('API keys');
+keys
+  .command('create')
+  .description('create an API key for an account (default: the first account); prints it once')
+  .option('--account <id>', 'account id')
+  .option('--name <name>', 'key name', 'cli')
+  .action((opts: { account?: string; name: string }) =>
+    withAccounts(async (svc) => {
+      const accountId = opts.account ?? (await svc.listAccounts())[0]?.id;
+      if (!accountId) throw new Error('no account yet: run `nube accounts create` or start the server once');
+      const { key, secret } = await svc.createKey(accountId, opts.name);
+      console.log(JSON.stringify({ id: key.id, accountId, apiKey: secret }, null, 2));
+    }),
+  );
+keys
+  .command('list')
+  .description('list API keys (never their secrets)')
+  .option('--account <id>', 'only this account')
+  .action((opts: { account?: string }) =>
+    withAccounts(async (svc) => console.log(JSON.stringify(await svc.listKeys(opts.account), null, 2))),
+  );
+keys
+  .command('revoke <keyId>')
+  .description('revoke an API key')
+  .action((keyId: string) =>
+    withAccounts(async (svc) => {
+      await svc.revokeKey(keyId);
+      console.log(`revoked ${keyId}`);
+    }),
+  );
+
+program.parseAsync().catch((e: unknown) => {
+  console.error(`nube: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});

@@ -1,0 +1,95 @@
+import type { PlanName } from '../config.js';
+import { errors } from './errors.js';
+
+/**
+ * Credential schemes. Each operation lists the ones it accepts. Areas register a resolver per scheme
+ * (owner keys come from the account area, `agt_` tokens from agents, and so on); the platform only
+ * extracts the credential, routes it by prefix and checks the operation allows the scheme.
+ */
+export const SCHEMES = {
+  public: { description: 'No credential.' },
+  owner: { prefix: 'nube_sk_live_', description: 'Owner API key (Authorization: Bearer or X-API-Key).' },
+  agent: { prefix: 'agt_', description: "An agent's embed token: message and try of that agent only." },
+  fleetAgent: { prefix: 'flt_tk_', description: 'A fleet agent token with scope MESSAGE.' },
+  fleetPublic: { prefix: 'flt_pk_', description: 'Ephemeral fleet public key: read a conversation.' },
+  share: { prefix: 'shr_', description: 'Share token, in query `token`, in place of the credential.' },
+  client: { prefix: 'nube_cc_', description: 'Client credential: list fleet agents.' },
+} as const;
+
+export type SchemeName = keyof typeof SCHEMES;
+
+export interface Principal {
+  scheme: SchemeName;
+  /** Owner account every resource belongs to; '' only for the public scheme. */
+  ownerId: string;
+  plan: PlanName;
+  /** Id of the credential (key id, token id) for logs and revocation. */
+  credentialId?: string;
+  /** Scoped credentials carry the one resource they may address (agent id, fleet agent id, file id). */
+  resourceId?: string;
+}
+
+export const PUBLIC_PRINCIPAL: Principal = { scheme: 'public', ownerId: '', plan: 'byte' };
+
+export interface CredentialResolver {
+  scheme: Exclude<SchemeName, 'public'>;
+  /** Returns the principal for a well-formed, valid credential, or null. Must compare in constant time. */
+  resolve(credential: string): Promise<Principal | null>;
+}
+
+export interface CredentialSource {
+  authorization?: string | string[];
+  apiKey?: string | string[];
+  queryToken?: string;
+}
+
+export function schemeOf(credential: string): Exclude<SchemeName, 'public'> | undefined {
+  for (const [name, s] of Object.entries(SCHEMES)) {
+    if ('prefix' in s && credential.startsWith(s.prefix)) return name as Exclude<SchemeName, 'public'>;
+  }
+  return undefined;
+}
+
+export class Authenticator {
+  private readonly resolvers = new Map<string, CredentialResolver>();
+
+  register(resolver: CredentialResolver): void {
+    this.resolvers.set(resolver.scheme, resolver);
+  }
+
+  /** Principal for the request's credential against the schemes `accepted`; throws 401/403. */
+  async authenticate(src: CredentialSource, accepted: readonly SchemeName[]): Promise<Principal> {
+    const credential = extract(src, accepted.includes('share'));
+    if (!credential) {
+      if (accepted.includes('public')) return PUBLIC_PRINCIPAL;
+      throw errors.unauthorized();
+    }
+    const scheme = schemeOf(credential);
+    const resolver = scheme && this.resolvers.get(scheme);
+    const principal = resolver ? await resolver.resolve(credential) : null;
+    if (!principal) {
+      if (accepted.includes('public')) return PUBLIC_PRINCIPAL;
+      throw errors.unauthorized();
+    }
+    if (!accepted.includes(principal.scheme) && !accepted.includes('public')) {
+      throw errors.forbidden(`this operation does not accept a ${principal.scheme} credential`, 'CredentialNotAllowed');
+    }
+    return principal;
+  }
+}
+
+function first(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function extract(src: CredentialSource, allowQueryToken: boolean): string | undefined {
+  const auth = first(src.authorization);
+  if (auth) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (m) return m[1];
+  }
+  const key = first(src.apiKey)?.trim();
+  if (key) return key;
+  if (allowQueryToken && src.queryToken) return src.queryToken;
+  return undefined;
+}

@@ -1,0 +1,112 @@
+import type { Readable } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import type { z } from 'zod';
+import type { Principal, SchemeName } from './auth.js';
+
+/**
+ * Area services reachable from handlers. Platform code knows none of them: each area adds its service
+ * with declaration merging (`declare module '../../platform/operation.js' { interface Services {...} }`).
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: augmented by areas
+export interface Services {}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+type ZObj = z.ZodObject<z.ZodRawShape>;
+
+/** A response that is not JSON: a stream (SSE, PDF, a file) with its own content type. */
+export class RawResponse {
+  constructor(
+    readonly body: Readable | AsyncIterable<string | Buffer> | Buffer | string,
+    readonly contentType: string,
+    readonly headers: Record<string, string> = {},
+    readonly status = 200,
+  ) {}
+}
+
+export interface OpContext<P, Q, B> {
+  principal: Principal;
+  params: P;
+  query: Q;
+  body: B;
+  services: Services;
+  log: FastifyBaseLogger;
+  requestId: string;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface RateLimitRule {
+  /** Requests allowed per window for one owner on this operation. */
+  points: number;
+  windowSeconds: number;
+}
+
+export interface OperationSpec<
+  PS extends ZObj | undefined = undefined,
+  QS extends ZObj | undefined = undefined,
+  BS extends z.ZodType | undefined = undefined,
+  RS extends z.ZodType = z.ZodType,
+> {
+  /** Stable id, `area.verb` (`sandboxes.create`); the MCP tool name is the id with `.` as `_`. */
+  id: string;
+  method: HttpMethod;
+  /** Path under /api/v2 with `{param}` placeholders. */
+  path: string;
+  /** Extra method/path pairs served by the same operation (spec's "PUT alias"). */
+  aliases?: { method: HttpMethod; path: string }[];
+  summary: string;
+  description?: string;
+  tags: string[];
+  /** Credential schemes accepted; `public` means no credential is needed. */
+  auth: SchemeName[];
+  params?: PS;
+  query?: QS;
+  body?: BS;
+  /** Whether the body may be omitted entirely (actions with optional fields). */
+  bodyOptional?: boolean;
+  response: RS;
+  /** Content type of a non-JSON success response (the handler returns a RawResponse). */
+  produces?: string;
+  successStatus?: 200 | 201;
+  /** Error statuses and codes this operation documents beyond 400/401/404/429/500. */
+  errors?: { status: number; code?: string; description?: string }[];
+  rateLimit?: RateLimitRule;
+  /** Absent until the area is built: the operation answers 501 NotImplemented. */
+  handler?: (
+    ctx: OpContext<Infer<PS>, Infer<QS>, Infer<BS>>,
+  ) => Promise<z.input<RS> | RawResponse> | z.input<RS> | RawResponse;
+}
+
+type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds operations of every shape
+export type AnyOperation = OperationSpec<any, any, any, any>;
+
+/** Declares one operation; the only place its route, schemas and docs are written. */
+export function defineOperation<
+  PS extends ZObj | undefined = undefined,
+  QS extends ZObj | undefined = undefined,
+  BS extends z.ZodType | undefined = undefined,
+  RS extends z.ZodType = z.ZodType,
+>(spec: OperationSpec<PS, QS, BS, RS>): OperationSpec<PS, QS, BS, RS> {
+  return spec;
+}
+
+export function toolName(op: AnyOperation): string {
+  return op.id.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+/** `/sandboxes/{id}` -> `/sandboxes/:id` */
+export function fastifyPath(path: string): string {
+  return path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
+}
+
+export function pathParamNames(path: string): string[] {
+  return [...path.matchAll(/\{([A-Za-z0-9_]+)\}/g)].map((m) => m[1]!);
+}
+
+export function fillPath(path: string, values: Record<string, unknown>): string {
+  return path.replace(/\{([A-Za-z0-9_]+)\}/g, (_, k: string) => encodeURIComponent(String(values[k] ?? '')));
+}

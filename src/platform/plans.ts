@@ -1,0 +1,72 @@
+import type { PlanName } from '../config.js';
+
+/** The spec's plan allowances, encoded once. `null` = not included in the plan. */
+export interface Plan {
+  name: PlanName;
+  title: string;
+  monthlyMxn: number;
+  listMonthlyMxn: number;
+  storageBytes: number;
+  aiCreditsPerMonth: number;
+  llmTokensPerMonth: number | null;
+  databases: number;
+  boxes: number;
+  simultaneousAgents: number;
+  sessionSeconds: number;
+  trashRetentionDays: number;
+  includes: { staticWebsites: boolean; customDomains: boolean; hlsStreaming: boolean; imageTransformation: boolean; branding: boolean };
+}
+
+const MB = 1024 * 1024;
+const GB = 1024 * MB;
+const HOUR = 3600;
+
+export const PLANS: Record<PlanName, Plan> = {
+  byte: {
+    name: 'byte',
+    title: 'Byte',
+    monthlyMxn: 0,
+    listMonthlyMxn: 0,
+    storageBytes: 100 * MB,
+    aiCreditsPerMonth: 999,
+    llmTokensPerMonth: null,
+    databases: 3,
+    boxes: 1,
+    simultaneousAgents: 4,
+    sessionSeconds: 1 * HOUR,
+    trashRetentionDays: 7,
+    includes: { staticWebsites: false, customDomains: false, hlsStreaming: false, imageTransformation: false, branding: true },
+  },
+  mega: {
+    name: 'mega',
+    title: 'Mega',
+    monthlyMxn: 299,
+    listMonthlyMxn: 499,
+    storageBytes: 10 * GB,
+    aiCreditsPerMonth: 10_000,
+    llmTokensPerMonth: 10_000_000,
+    databases: 10,
+    boxes: 2,
+    simultaneousAgents: 8,
+    sessionSeconds: 4 * HOUR,
+    trashRetentionDays: 7,
+    includes: { staticWebsites: true, customDomains: true, hlsStreaming: true, imageTransformation: true, branding: false },
+  },
+  tera: {
+    name: 'tera',
+    title: 'Tera',
+    monthlyMxn: 2490,
+    listMonthlyMxn: 2490,
+    storageBytes: 100 * GB,
+    aiCreditsPerMonth: 50_000,
+    llmTokensPerMonth: 50_000_000,
+    databases: 20,
+    boxes: 5,
+    simultaneousAgents: 20,
+    sessionSeconds: 24 * HOUR,
+    trashRetentionDays: 7,
+    includes: { staticWebsites: true, customDomains: true, hlsStreaming: true, imageTransformation: true, branding: false },
+  },
+};
+
+export type CountedAllowance = 'databases' | 'boxes' | 'simultaneousAgents';

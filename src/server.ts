@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import { areaMigrations, createServices, operations } from './areas/index.js';
+import type { PlatformDeps } from './areas/deps.js';
+import type { Config } from './config.js';
+import { Authenticator } from './platform/auth.js';
+import { buildCatalog } from './platform/catalog.js';
+import { SecretBox } from './platform/crypto.js';
+import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
+import { FlexibleRateLimiter } from './platform/limits.js';
+import { mountMcp } from './platform/mcp.js';
+import { buildOpenApi } from './platform/openapi.js';
+import type { Services } from './platform/operation.js';
+import { API_PREFIX, installErrorHandling, mountOperations } from './platform/rest.js';
+import { Usage, usageMigrations } from './platform/usage.js';
+import { openStore } from './store/db.js';
+import { migrateToLatest } from './store/migrate.js';
+import { VERSION } from './version.js';
+
+export interface Nube {
+  app: FastifyInstance;
+  deps: PlatformDeps;
+  services: Services;
+  /** The owner key to print once, when this start created the owner account with a generated key. */
+  ownerKeyToPrint?: string;
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** Wires every dependency from the config, mounts the API and returns the server, not yet listening. */
+export async function buildServer(config: Config): Promise<Nube> {
+  const app = Fastify({
+    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers["x-api-key"]'] },
+    bodyLimit: config.bodyLimitBytes,
+    disableRequestLogging: true,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    return503OnClosing: true,
+  });
+
+  const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  await migrateToLatest(store.db, { ...usageMigrations, ...areaMigrations });
+
+  let redis: Redis | undefined;
+  let bus: Bus = new MemoryBus();
+  if (config.redisUrl) {
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    bus = new RedisBus(redis, redis.duplicate());
+  }
+  const deps: PlatformDeps = {
+    config,
+    store,
+    bus,
+    usage: new Usage(store.db),
+    auth: new Authenticator(),
+    rateLimiter: new FlexibleRateLimiter(redis),
+    secretBox: new SecretBox(config.secret),
+    redis,
+    log: app.log,
+  };
+  const services = await createServices(deps);
+  const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
+
+  // An empty body with a JSON content type is "no body": actions with optional fields accept it.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (e) {
+      done(e as Error, undefined);
+    }
+  });
+  app.addHook('onSend', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
+  installErrorHandling(app);
+
+  mountOperations(app, {
+    operations,
+    auth: deps.auth,
+    rateLimiter: deps.rateLimiter,
+    services,
+    defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+  });
+  const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
+  const catalog = buildCatalog(operations);
+  app.get(`${API_PREFIX}/openapi.json`, async () => openapi);
+  app.get('/api/tools.json', async () => catalog);
+  app.get('/healthz', async () => {
+    await store.db.selectFrom('accounts').select('id').limit(1).execute();
+    return { ok: true, version: VERSION };
+  });
+  mountMcp(app, operations, deps.auth, VERSION);
+
+  let closed = false;
+  return {
+    app,
+    deps,
+    services,
+    ownerKeyToPrint: boot.printKey,
+    async listen() {
+      return app.listen({ host: config.host, port: config.port });
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await app.close();
+      await bus.close();
+      redis?.disconnect();
+      await store.close();
+    },
+  };
+}

@@ -60,7 +60,9 @@ export interface Config {
   host: string;
   port: number;
   dataDir: string;
+  /** Base URL clients reach nube at; without NUBE_PUBLIC_URL it is the listen address, known after listen. */
   publicUrl: string;
+  publicUrlFixed: boolean;
   databaseUrl?: string;
   redisUrl?: string;
   ownerKey?: string;
@@ -92,6 +94,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     port: e.NUBE_PORT,
     dataDir,
     publicUrl: (e.NUBE_PUBLIC_URL ?? `http://${e.NUBE_HOST}:${e.NUBE_PORT}`).replace(/\/$/, ''),
+    publicUrlFixed: e.NUBE_PUBLIC_URL !== undefined,
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,
     ownerKey: e.NUBE_OWNER_KEY,

@@ -19,4 +19,6 @@ export interface PlatformDeps {
   secretBox: SecretBox;
   redis?: Redis;
   log: FastifyBaseLogger;
+  /** Base URL for links handed to clients (presigned URLs, public URLs). */
+  publicUrl(): string;
 }

@@ -1,4 +1,4 @@
-import { type JsonSchema, inputSchema, outputSchema } from './json-schema.js';
+import { hoistDefs, inputSchema, type JsonSchema, outputSchema } from './json-schema.js';
 import { type AnyOperation, pathParamNames } from './operation.js';
 import { SCHEMES, type SchemeName } from './auth.js';
 import { API_PREFIX } from './rest.js';
@@ -41,13 +41,16 @@ export interface OpenApiInfo {
 /** The OpenAPI 3.1 document, derived from the registry alone. */
 export function buildOpenApi(ops: AnyOperation[], info: OpenApiInfo): JsonSchema {
   const paths: Record<string, Record<string, unknown>> = {};
+  const named: Record<string, JsonSchema> = {};
+  const input = (s: Parameters<typeof inputSchema>[0]) => hoistDefs(inputSchema(s), named, 'Input');
+  const output = (s: Parameters<typeof outputSchema>[0]) => hoistDefs(outputSchema(s), named, '');
   for (const op of ops) {
     for (const { method, path } of [{ method: op.method, path: op.path }, ...(op.aliases ?? [])]) {
       const isAlias = method !== op.method || path !== op.path;
       const key = API_PREFIX + path;
       paths[key] = paths[key] ?? {};
       const entry = paths[key];
-      entry[method.toLowerCase()] = operationObject(op, isAlias ? `${op.id}.${method.toLowerCase()}` : op.id, path);
+      entry[method.toLowerCase()] = operationObject(op, isAlias ? `${op.id}.${method.toLowerCase()}` : op.id, path, input, output);
     }
   }
   return {
@@ -62,6 +65,7 @@ export function buildOpenApi(ops: AnyOperation[], info: OpenApiInfo): JsonSchema
     components: {
       securitySchemes: SECURITY_SCHEMES,
       schemas: {
+        ...named,
         Error: {
           type: 'object',
           required: ['error'],
@@ -87,15 +91,17 @@ export function buildOpenApi(ops: AnyOperation[], info: OpenApiInfo): JsonSchema
   };
 }
 
-function operationObject(op: AnyOperation, operationId: string, path: string): Record<string, unknown> {
+type Convert = (s: Parameters<typeof inputSchema>[0]) => JsonSchema;
+
+function operationObject(op: AnyOperation, operationId: string, path: string, input: Convert, output: Convert): Record<string, unknown> {
   const parameters: unknown[] = [];
-  const paramSchema = op.params ? inputSchema(op.params) : undefined;
+  const paramSchema = op.params ? input(op.params) : undefined;
   for (const name of pathParamNames(path)) {
     const s = (paramSchema?.properties as Record<string, JsonSchema> | undefined)?.[name] ?? { type: 'string' };
     parameters.push({ name, in: 'path', required: true, schema: s });
   }
   if (op.query) {
-    const qs = inputSchema(op.query);
+    const qs = input(op.query);
     const req = new Set((qs.required as string[] | undefined) ?? []);
     for (const [name, s] of Object.entries((qs.properties ?? {}) as Record<string, JsonSchema>)) {
       const { description, ...schema } = s;
@@ -106,8 +112,8 @@ function operationObject(op: AnyOperation, operationId: string, path: string): R
     [String(op.successStatus ?? 200)]: {
       description: 'Success',
       content: op.produces
-        ? { [op.produces]: { schema: op.produces.startsWith('application/json') ? outputSchema(op.response) : { type: 'string' } } }
-        : { 'application/json': { schema: outputSchema(op.response) } },
+        ? { [op.produces]: { schema: op.produces.startsWith('application/json') ? output(op.response) : { type: 'string' } } }
+        : { 'application/json': { schema: output(op.response) } },
     },
   };
   const statuses = new Map<number, string>();
@@ -129,7 +135,7 @@ function operationObject(op: AnyOperation, operationId: string, path: string): R
     tags: op.tags,
     parameters,
     ...(op.body
-      ? { requestBody: { required: !op.bodyOptional, content: { 'application/json': { schema: inputSchema(op.body) } } } }
+      ? { requestBody: { required: !op.bodyOptional, content: { 'application/json': { schema: input(op.body) } } } }
       : {}),
     responses,
     security,

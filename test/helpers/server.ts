@@ -1,0 +1,51 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config.js';
+import { BASE62, randomToken } from '../../src/platform/ids.js';
+import { buildServer, type Nube } from '../../src/server.js';
+import { createTempDatabase, type DialectName } from './pg.js';
+
+export interface TestNube {
+  nube: Nube;
+  baseUrl: string;
+  ownerKey: string;
+  dataDir: string;
+  /** Authorization header for the owner. */
+  auth: { authorization: string };
+  close(): Promise<void>;
+}
+
+export function newOwnerKey(): string {
+  return `nube_sk_live_${randomToken(40, BASE62)}`;
+}
+
+/** Starts a real nube on a loopback port with a fresh data dir (and a fresh PostgreSQL database if asked). */
+export async function startNube(opts: { dialect?: DialectName; env?: Record<string, string>; dataDir?: string; listen?: boolean } = {}): Promise<TestNube> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'nube-test-'));
+  const pgdb = opts.dialect === 'postgres' ? await createTempDatabase('srv') : undefined;
+  const ownerKey = opts.env?.NUBE_OWNER_KEY ?? newOwnerKey();
+  const config = loadConfig({
+    NUBE_DATA_DIR: dataDir,
+    NUBE_PORT: '0',
+    NUBE_OWNER_KEY: ownerKey,
+    NUBE_LOG_LEVEL: 'silent',
+    NUBE_JOB_POLL_MS: '50',
+    ...(pgdb ? { DATABASE_URL: pgdb.url } : {}),
+    ...opts.env,
+  });
+  const nube = await buildServer(config);
+  const baseUrl = opts.listen === false ? '' : await nube.listen();
+  return {
+    nube,
+    baseUrl,
+    ownerKey,
+    dataDir,
+    auth: { authorization: `Bearer ${ownerKey}` },
+    async close() {
+      await nube.close();
+      await pgdb?.drop();
+      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startNube } from '../helpers/server.js';
+
+const run = promisify(execFile);
+const dataDir = mkdtempSync(join(tmpdir(), 'nube-cli-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+async function nube(...args: string[]): Promise<string> {
+  const { stdout } = await run('npx', ['tsx', 'src/main.ts', ...args], {
+    env: { ...process.env, NUBE_DATA_DIR: dataDir, NUBE_LOG_LEVEL: 'silent' },
+    cwd: process.cwd(),
+  });
+  return stdout;
+}
+
+describe('nube CLI', () => {
+  it('creates accounts and keys, lists and revokes them; the server honours them', async () => {
+    const created = JSON.parse(await nube('accounts', 'create', '--plan', 'mega', '--name', 'team'));
+    expect(created.plan).toBe('mega');
+    expect(created.apiKey).toMatch(/^nube_sk_live_/);
+    const key = JSON.parse(await nube('keys', 'create', '--account', created.accountId, '--name', 'deploy'));
+    const listed = JSON.parse(await nube('keys', 'list', '--account', created.accountId));
+    expect(listed.map((k: { name: string }) => k.name)).toEqual(['default', 'deploy']);
+    expect(JSON.stringify(listed)).not.toContain(key.apiKey);
+
+    const server = await startNube({ dataDir, env: { NUBE_AUTH_CACHE_MS: '0' } });
+    try {
+      const ok = await fetch(`${server.baseUrl}/api/v2/account`, { headers: { authorization: `Bearer ${key.apiKey}` } });
+      expect(ok.status).toBe(200);
+      expect((await ok.json()).plan.name).toBe('mega');
+      await nube('keys', 'revoke', key.id);
+      const revoked = await fetch(`${server.baseUrl}/api/v2/account`, { headers: { authorization: `Bearer ${key.apiKey}` } });
+      expect(revoked.status).toBe(401);
+    } finally {
+      await server.close();
+    }
+  }, 240_000);
+
+  it('refuses a bad configuration with a message naming the variable', async () => {
+    await expect(
+      run('npx', ['tsx', 'src/main.ts', 'migrate'], { env: { ...process.env, NUBE_DATA_DIR: dataDir, NUBE_PORT: 'x' } }),
+    ).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('NUBE_PORT') });
+  }, 120_000);
+});

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+const base = { NUBE_DATA_DIR: '/tmp/nube-config-test', NUBE_SECRET: 'x'.repeat(40) };
+
+describe('configuration', () => {
+  it('has embedded defaults', () => {
+    const c = loadConfig(base);
+    expect(c).toMatchObject({ host: '127.0.0.1', port: 7070, ownerPlan: 'tera', databaseUrl: undefined, redisUrl: undefined });
+  });
+
+  it.each([
+    ['NUBE_PORT', 'eighty'],
+    ['NUBE_PORT', '70000'],
+    ['NUBE_OWNER_KEY', 'nube_sk_live_short'],
+    ['NUBE_OWNER_KEY', `sk_live_${'a'.repeat(40)}`],
+    ['NUBE_OWNER_PLAN', 'giga'],
+    ['DATABASE_URL', 'mysql://localhost/x'],
+    ['REDIS_URL', 'http://localhost'],
+  ])('a bad %s stops the start with a message naming it', (name, value) => {
+    expect(() => loadConfig({ ...base, [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ ...base, [name]: value })).toThrow(name);
+  });
+
+  it('accepts a well-formed owner key and plan', () => {
+    const key = `nube_sk_live_${'A1b2'.repeat(8)}`;
+    expect(loadConfig({ ...base, NUBE_OWNER_KEY: key, NUBE_OWNER_PLAN: 'byte' })).toMatchObject({ ownerKey: key, ownerPlan: 'byte' });
+  });
+});

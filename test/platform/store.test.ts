@@ -1,0 +1,81 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountRepo } from '../../src/areas/account/repo.js';
+import { AccountService, generateOwnerKey } from '../../src/areas/account/service.js';
+import { areaMigrations } from '../../src/areas/index.js';
+import { Usage, usageMigrations } from '../../src/platform/usage.js';
+import { openStore, type Store } from '../../src/store/db.js';
+import { migrateToLatest } from '../../src/store/migrate.js';
+import { createTempDatabase, DIALECTS } from '../helpers/pg.js';
+
+// The same bodies on SQLite and PostgreSQL.
+describe.each(DIALECTS)('metadata store on %s', (dialect) => {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  let svc: AccountService;
+  let usage: Usage;
+
+  beforeAll(async () => {
+    if (dialect === 'postgres') {
+      const pg = await createTempDatabase('store');
+      store = openStore({ databaseUrl: pg.url, dataDir: '' });
+      cleanup = pg.drop;
+    } else {
+      const dir = mkdtempSync(join(tmpdir(), 'nube-store-'));
+      store = openStore({ dataDir: dir });
+      cleanup = async () => rmSync(dir, { recursive: true, force: true });
+    }
+    const all = { ...usageMigrations, ...areaMigrations };
+    await migrateToLatest(store.db, all);
+    await migrateToLatest(store.db, all); // idempotent
+    usage = new Usage(store.db);
+    svc = new AccountService(new AccountRepo(store.db), usage, 0);
+  });
+  afterAll(async () => {
+    await store.close();
+    await cleanup();
+  });
+
+  it('creates accounts and resolves their keys; revoked and unknown keys resolve to nothing', async () => {
+    const { account, secret } = await svc.createAccount({ name: 'a', plan: 'mega' });
+    expect(secret).toMatch(/^nube_sk_live_[A-Za-z0-9]{40}$/);
+    const p = await svc.ownerKeyResolver.resolve(secret);
+    expect(p).toMatchObject({ scheme: 'owner', ownerId: account.id, plan: 'mega' });
+    expect(await svc.ownerKeyResolver.resolve(generateOwnerKey())).toBeNull();
+
+    const second = await svc.createKey(account.id, 'ci');
+    expect((await svc.listKeys(account.id)).map((k) => k.name)).toEqual(['default', 'ci']);
+    await svc.revokeKey(second.key.id, account.id);
+    expect(await svc.ownerKeyResolver.resolve(second.secret)).toBeNull();
+    expect(await svc.ownerKeyResolver.resolve(secret)).not.toBeNull();
+    await expect(svc.revokeKey(second.key.id, account.id)).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("one owner cannot revoke another owner's key (404)", async () => {
+    const a = await svc.createAccount({ name: 'a', plan: 'byte' });
+    const b = await svc.createAccount({ name: 'b', plan: 'byte' });
+    await expect(svc.revokeKey(a.key.id, b.account.id)).rejects.toMatchObject({ status: 404 });
+    expect(await svc.ownerKeyResolver.resolve(a.secret)).not.toBeNull();
+  });
+
+  it('stores only the SHA-256 of keys', async () => {
+    const { secret } = await svc.createAccount({ name: 'c', plan: 'byte' });
+    const rows = await store.db.selectFrom('api_keys').selectAll().execute();
+    for (const r of rows) {
+      expect(r.hash).toMatch(/^[0-9a-f]{64}$/);
+      expect(JSON.stringify(r)).not.toContain(secret.slice(13));
+    }
+  });
+
+  it('bootstraps the owner only on an empty store', async () => {
+    expect((await svc.bootstrapOwner('tera')).created).toBe(false);
+  });
+
+  it('meters monthly counters atomically', async () => {
+    await Promise.all(Array.from({ length: 20 }, () => usage.add('acct_x', 'llmTokens', 5)));
+    expect(await usage.counter('acct_x', 'llmTokens')).toBe(100);
+    expect(await usage.counter('acct_x', 'llmTokens', new Date('2001-01-01'))).toBe(0);
+  });
+});

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs everything nube needs on Debian 12, as root: Debian packages (sandboxes, PDF export) and
+# npm packages. Idempotent: a second run changes nothing.
+set -eu
+cd "$(dirname "$0")/.."
+
+major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$major" -lt 20 ]; then
+  echo "nube needs Node.js 20 or newer (found: $(node --version 2>/dev/null || echo none))." >&2
+  exit 1
+fi
+
+if [ "$(id -u)" = "0" ]; then
+  sh scripts/install-host-deps.sh
+else
+  echo "not root: skipping Debian packages (sandboxes need root and scripts/install-host-deps.sh)" >&2
+fi
+
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+else
+  npm install --no-audit --no-fund --loglevel=error
+fi
+echo "nube is set up"

@@ -1,0 +1,186 @@
+// The contract between the sandboxes service and whatever isolates a sandbox (Linux namespaces today;
+// gVisor, Firecracker or Kubernetes later). It knows nothing of HTTP, owners or the metadata DB: ids are
+// chosen by the caller, and a driver keeps whatever it needs to re-adopt sandboxes in its own state.
+
+export type BuiltinTemplate = 'base' | 'code-interpreter';
+
+export interface SandboxLimits {
+  memoryMb: number;
+  /** CPU bandwidth in cores (0.5 = half a core). */
+  cpus: number;
+  pids: number;
+}
+
+export interface NetworkPolicy {
+  /** CIDRs or domain names that are reachable even if a deny rule or a default deny covers them. */
+  allow?: string[];
+  /** CIDRs or domain names that are unreachable (`0.0.0.0/0` + `allow` = allow-list mode). */
+  deny?: string[];
+}
+
+export interface CreateSandboxInput {
+  /** Caller-chosen id; also the hostname inside. Lowercase letters, digits and dashes, at most 63. */
+  id: string;
+  /** Built-in template to start from (ignored when `snapshot` is given). */
+  template?: string;
+  /** Start on top of a snapshot (fork, derived template) instead of a bare template. */
+  snapshot?: string;
+  env?: Record<string, string>;
+  limits?: Partial<SandboxLimits>;
+  networkPolicy?: NetworkPolicy;
+}
+
+export type SandboxState = 'running' | 'suspended';
+
+export interface SandboxInfo {
+  id: string;
+  state: SandboxState;
+  template: string;
+  /** Template build (recipe hash) the sandbox's lowest layer comes from. */
+  templateBuild: string;
+  /** Snapshots stacked over the template, top first. */
+  layers: string[];
+  /** The sandbox's address on the host bridge; the host's proxy reaches exposed ports through it. */
+  address: string;
+  limits: SandboxLimits;
+  createdAt: string;
+}
+
+export interface ExecOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  stdin?: string | Uint8Array;
+  /** Cap on captured stdout and stderr each; the rest is dropped and `truncated` set. */
+  maxOutputBytes?: number;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  durationMs: number;
+  timedOut: boolean;
+  truncated: boolean;
+}
+
+export interface BackgroundProcess {
+  execId: string;
+  command: string;
+  state: 'running' | 'exited';
+  exitCode: number | null;
+  startedAt: string;
+  endedAt: string | null;
+}
+
+export interface BackgroundLogsQuery {
+  stdoutOffset?: number;
+  stderrOffset?: number;
+  maxBytes?: number;
+}
+
+export interface BackgroundDetail extends BackgroundProcess {
+  stdout: string;
+  stderr: string;
+  /** Offsets to pass next time to continue where this read stopped. */
+  stdoutNextOffset: number;
+  stderrNextOffset: number;
+}
+
+export interface FileEntry {
+  name: string;
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  size: number;
+  mtime: string;
+}
+
+export interface SnapshotInfo {
+  id: string;
+  sourceSandbox: string;
+  template: string;
+  templateBuild: string;
+  /** Snapshots this one sits on, top first. */
+  layers: string[];
+  sizeBytes: number;
+  createdAt: string;
+}
+
+export interface TemplateInfo {
+  name: string;
+  build: string;
+  path: string;
+  packages: string[];
+  builtAt: string;
+  buildMs: number;
+}
+
+export type ProgressFn = (line: string) => void;
+
+export interface SandboxRuntime {
+  readonly kind: string;
+  /** Template build for the current recipe, building it when missing. */
+  ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo>;
+  /** Build (or return the cached build of) the current recipe of a template. */
+  buildTemplate(name: string, onProgress?: ProgressFn, opts?: { force?: boolean }): Promise<TemplateInfo>;
+  /** Call once at start: re-adopts live sandboxes and restarts dead ones on their files. */
+  recover(): Promise<SandboxInfo[]>;
+
+  create(input: CreateSandboxInput): Promise<SandboxInfo>;
+  get(id: string): Promise<SandboxInfo | null>;
+  list(): Promise<SandboxInfo[]>;
+  destroy(id: string): Promise<void>;
+  suspend(id: string): Promise<SandboxInfo>;
+  resume(id: string, opts?: { env?: Record<string, string> }): Promise<SandboxInfo>;
+  snapshot(id: string): Promise<SnapshotInfo>;
+  getSnapshot(snapshotId: string): Promise<SnapshotInfo | null>;
+  /** Fails with `SnapshotInUse` while sandboxes or other snapshots stand on it. */
+  deleteSnapshot(snapshotId: string): Promise<void>;
+  /** Snapshot the parent (which keeps running) and start one sandbox per id on that snapshot. */
+  fork(id: string, childIds: string[], opts?: { env?: Record<string, string> }): Promise<SandboxInfo[]>;
+
+  exec(id: string, command: string, opts?: ExecOptions): Promise<ExecResult>;
+  startBackground(id: string, command: string, opts?: { cwd?: string; env?: Record<string, string> }): Promise<string>;
+  listBackground(id: string): Promise<BackgroundProcess[]>;
+  getBackground(id: string, execId: string, query?: BackgroundLogsQuery): Promise<BackgroundDetail>;
+  killBackground(id: string, execId: string, graceSeconds?: number): Promise<void>;
+
+  writeFile(id: string, path: string, data: Uint8Array): Promise<void>;
+  readFile(id: string, path: string): Promise<Buffer>;
+  listDir(id: string, path: string): Promise<FileEntry[]>;
+  remove(id: string, path: string, opts?: { recursive?: boolean }): Promise<void>;
+  move(id: string, from: string, to: string): Promise<void>;
+  mkdir(id: string, path: string): Promise<void>;
+  /** All or nothing: a patch that does not apply fails with `PatchFailed` and changes nothing. */
+  applyPatch(id: string, diff: string, opts?: { cwd?: string }): Promise<{ files: string[] }>;
+
+  setNetworkPolicy(id: string, policy: NetworkPolicy): Promise<void>;
+  addressOf(id: string): Promise<string>;
+  /** Stop using host resources owned by this instance object (timers); sandboxes keep running. */
+  close(): Promise<void>;
+}
+
+export type SandboxErrorCode =
+  | 'NotFound'
+  | 'AlreadyExists'
+  | 'InvalidState'
+  | 'InvalidInput'
+  | 'FileNotFound'
+  | 'NotADirectory'
+  | 'IsADirectory'
+  | 'DirectoryNotEmpty'
+  | 'PatchFailed'
+  | 'SnapshotInUse'
+  | 'TemplateBuildFailed'
+  | 'HostUnsupported'
+  | 'Internal';
+
+export class SandboxRuntimeError extends Error {
+  constructor(
+    readonly code: SandboxErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'SandboxRuntimeError';
+  }
+}

@@ -1,0 +1,265 @@
+import { lookup } from 'node:dns/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { isIPv4 } from 'node:net';
+import type { NetworkPolicy } from '../driver.js';
+import { SandboxRuntimeError } from '../driver.js';
+import { run } from './proc.js';
+
+export interface BridgeConfig {
+  name: string;
+  /** Host address and prefix, e.g. 10.77.0.1/16; sandboxes get the other addresses of the range. */
+  cidr: string;
+}
+
+// Never reachable by default: the host's own ranges, private networks, CGNAT, link-local (cloud
+// metadata), multicast and reserved space. `allow` can open any of them except the host itself.
+export const DEFAULT_DENY = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
+];
+
+const LEASE_ROOT = '/run/nube-net';
+
+function ipToInt(ip: string): number {
+  return ip.split('.').reduce((a, p) => a * 256 + Number(p), 0);
+}
+function intToIp(n: number): string {
+  return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
+}
+
+export class BridgeNetwork {
+  readonly table: string;
+  readonly hostIp: string;
+  readonly prefix: number;
+  private readonly first: number;
+  private readonly size: number;
+
+  constructor(
+    readonly bridge: BridgeConfig,
+    private readonly resolver: string | null,
+  ) {
+    const [ip, prefix] = bridge.cidr.split('/');
+    if (!isIPv4(ip) || !prefix) throw new SandboxRuntimeError('InvalidInput', `bad bridge cidr ${bridge.cidr}`);
+    this.hostIp = ip;
+    this.prefix = Number(prefix);
+    this.size = 2 ** (32 - this.prefix);
+    this.first = ipToInt(ip) - (ipToInt(ip) % this.size);
+    this.table = `nube_${bridge.name.replace(/[^a-zA-Z0-9_]/g, '_')}`;
+  }
+
+  get subnet(): string {
+    return `${intToIp(this.first)}/${this.prefix}`;
+  }
+
+  private leaseDir(): string {
+    return `${LEASE_ROOT}/${this.bridge.name}`;
+  }
+
+  /** Bridge, forwarding, NAT and the host-protecting rules; once per host (a lock serializes). */
+  async ensure(): Promise<void> {
+    await mkdir(this.leaseDir(), { recursive: true });
+    const lock = `${this.leaseDir()}/.setup.lock`;
+    for (let i = 0; ; i++) {
+      try {
+        await mkdir(lock);
+        break;
+      } catch {
+        if (i > 400) await rm(lock, { recursive: true, force: true });
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+    try {
+      const name = this.bridge.name;
+      if (!existsSync(`/sys/class/net/${name}`)) {
+        await run('ip', ['link', 'add', name, 'type', 'bridge']);
+        await run('ip', ['addr', 'add', `${this.hostIp}/${this.prefix}`, 'dev', name]);
+        await run('ip', ['link', 'set', name, 'up']);
+      }
+      await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
+      const has = await run('nft', ['list', 'table', 'inet', this.table], { allowFailure: true });
+      if (has.code !== 0) await run('nft', ['-f', '-'], { input: this.baseRules() });
+    } finally {
+      await rm(lock, { recursive: true, force: true });
+    }
+  }
+
+  private baseRules(): string {
+    const b = this.bridge.name;
+    return `table inet ${this.table} {
+  map sandboxes { type ipv4_addr : verdict; }
+  chain input {
+    type filter hook input priority -10; policy accept;
+    iifname "${b}" ct state established,related accept
+    iifname "${b}" reject with icmpx type admin-prohibited
+  }
+  chain forward {
+    type filter hook forward priority -10; policy accept;
+    oifname "${b}" ct state established,related accept
+    oifname "${b}" drop
+    iifname "${b}" ip saddr vmap @sandboxes
+    iifname "${b}" drop
+  }
+  chain postrouting {
+    type nat hook postrouting priority 100; policy accept;
+    ip saddr ${this.subnet} oifname != "${b}" masquerade
+  }
+}
+`;
+  }
+
+  /** Claim an address index; leases live in /run so every nube instance on the host sees them. */
+  async lease(owner: string, wanted?: number): Promise<number> {
+    await mkdir(this.leaseDir(), { recursive: true });
+    const hostIdx = ipToInt(this.hostIp) - this.first;
+    const tryClaim = async (idx: number) => {
+      const dir = `${this.leaseDir()}/${idx}`;
+      try {
+        await mkdir(dir);
+        await writeFile(`${dir}/owner`, owner);
+        return true;
+      } catch {
+        return (await readFile(`${dir}/owner`, 'utf8').catch(() => '')) === owner;
+      }
+    };
+    if (wanted !== undefined && (await tryClaim(wanted))) return wanted;
+    for (let idx = 2; idx < this.size - 1; idx++) {
+      if (idx !== hostIdx && (await tryClaim(idx))) return idx;
+    }
+    throw new SandboxRuntimeError('Internal', `no free address on ${this.bridge.name}`);
+  }
+
+  async release(idx: number): Promise<void> {
+    await rm(`${this.leaseDir()}/${idx}`, { recursive: true, force: true });
+  }
+
+  address(idx: number): string {
+    return intToIp(this.first + idx);
+  }
+
+  names(idx: number) {
+    return { veth: `nbv${this.bridge.name.slice(-3)}${idx.toString(36)}`, chain: `sb_${idx}` };
+  }
+
+  /** netns + veth into the bridge + addresses + sysctls + the sandbox's policy chain. */
+  async attach(netns: string, idx: number, policy: NetworkPolicy): Promise<void> {
+    const { veth } = this.names(idx);
+    await run('ip', ['netns', 'add', netns]);
+    await run('ip', ['-b', '-'], {
+      input: [
+        `link add ${veth} type veth peer name eth0 netns ${netns}`,
+        `link set ${veth} master ${this.bridge.name} up`,
+        // Isolated ports only talk to the bridge itself: no sandbox-to-sandbox traffic on layer 2.
+        `link set dev ${veth} type bridge_slave isolated on`,
+      ].join('\n'),
+    });
+    await Promise.all([
+      run('ip', ['-n', netns, '-b', '-'], {
+        input: [
+          'link set lo up',
+          `addr add ${this.address(idx)}/${this.prefix} dev eth0`,
+          'link set eth0 up',
+          `route add default via ${this.hostIp}`,
+        ].join('\n'),
+      }),
+      // Root inside has no capability over this netns (it belongs to the host's user namespace), so
+      // low ports and ping are opened here; IPv6 is off so policy has one address family to cover.
+      run('nsenter', [
+        `--net=/run/netns/${netns}`,
+        'sysctl',
+        '-q',
+        '-w',
+        'net.ipv4.ip_unprivileged_port_start=0',
+        'net.ipv4.ping_group_range=0 2147483647',
+        'net.ipv6.conf.all.disable_ipv6=1',
+      ]),
+      this.applyPolicy(idx, policy, true),
+    ]);
+  }
+
+  async detach(netns: string, idx: number): Promise<void> {
+    const { veth, chain } = this.names(idx);
+    const addr = this.address(idx);
+    await run('nft', ['-f', '-'], {
+      input: `delete element inet ${this.table} sandboxes { ${addr} }\n`,
+      allowFailure: true,
+    });
+    await run('nft', ['delete', 'chain', 'inet', this.table, chain], { allowFailure: true });
+    if (existsSync(`/sys/class/net/${veth}`)) await run('ip', ['link', 'del', veth], { allowFailure: true });
+    if (existsSync(`/run/netns/${netns}`)) await run('ip', ['netns', 'del', netns], { allowFailure: true });
+  }
+
+  /** Replace the sandbox's chain atomically (one nft transaction), so policy changes apply live. */
+  async applyPolicy(idx: number, policy: NetworkPolicy, create = false): Promise<void> {
+    const { chain } = this.names(idx);
+    const allow = await resolveTargets(policy.allow ?? []);
+    const deny = await resolveTargets(policy.deny ?? []);
+    const t = `inet ${this.table}`;
+    const lines = [`add chain ${t} ${chain}`, `flush chain ${t} ${chain}`];
+    // The host is never reachable (the input chain rejects it too); the subnet holds other sandboxes.
+    lines.push(`add rule ${t} ${chain} ip daddr { ${this.hostIp}, ${this.subnet} } reject with icmpx type admin-prohibited`);
+    // Order: allow beats deny (so `deny 0.0.0.0/0` + `allow` is an allow-list), an explicit deny beats
+    // the DNS resolver exception, and the resolver exception beats the default private-range deny.
+    const reject = 'reject with icmpx type admin-prohibited';
+    if (allow.length) lines.push(`add rule ${t} ${chain} ip daddr { ${allow.join(', ')} } accept`);
+    if (deny.length) lines.push(`add rule ${t} ${chain} ip daddr { ${deny.join(', ')} } ${reject}`);
+    if (this.resolver) {
+      lines.push(`add rule ${t} ${chain} ip daddr ${this.resolver} meta l4proto { tcp, udp } th dport 53 accept`);
+    }
+    lines.push(`add rule ${t} ${chain} ip daddr { ${DEFAULT_DENY.join(', ')} } ${reject}`);
+    lines.push(`add rule ${t} ${chain} accept`);
+    if (create) lines.push(`add element ${t} sandboxes { ${this.address(idx)} : jump ${chain} }`);
+    await run('nft', ['-f', '-'], { input: `${lines.join('\n')}\n` });
+  }
+
+  async listPolicy(idx: number): Promise<string> {
+    return (await run('nft', ['list', 'chain', 'inet', this.table, this.names(idx).chain])).stdout;
+  }
+
+  async hasNetns(netns: string): Promise<boolean> {
+    return existsSync(`/run/netns/${netns}`);
+  }
+}
+
+/**
+ * CIDRs pass through; domains are resolved to their IPv4 addresses now (at apply time): a domain
+ * whose addresses change later needs the policy applied again.
+ */
+export async function resolveTargets(items: string[]): Promise<string[]> {
+  const out = new Set<string>();
+  for (const raw of items) {
+    const item = raw.trim();
+    const [ip, bits] = item.split('/');
+    if (isIPv4(ip)) {
+      if (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= 32)) {
+        throw new SandboxRuntimeError('InvalidInput', `bad CIDR ${item}`);
+      }
+      out.add(bits === undefined ? ip : `${ip}/${bits}`);
+      continue;
+    }
+    if (!/^(?=.{1,253}$)([a-zA-Z0-9_]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9-]{1,63}\.?$/.test(item)) {
+      throw new SandboxRuntimeError('InvalidInput', `not a CIDR or domain: ${item}`);
+    }
+    const addrs = await lookup(item, { all: true, family: 4 }).catch(() => []);
+    if (addrs.length === 0) throw new SandboxRuntimeError('InvalidInput', `cannot resolve ${item}`);
+    for (const a of addrs) out.add(a.address);
+  }
+  return [...out];
+}
+
+/** The first host resolver a sandbox can reach through NAT (a loopback resolver is not reachable). */
+export async function hostResolver(): Promise<string | null> {
+  const text = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
+  for (const line of text.split('\n')) {
+    const m = /^\s*nameserver\s+(\S+)/.exec(line);
+    if (m && isIPv4(m[1]) && !m[1].startsWith('127.')) return m[1];
+  }
+  return null;
+}

@@ -1,0 +1,412 @@
+import { existsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import type {
+  BackgroundDetail,
+  BackgroundLogsQuery,
+  BackgroundProcess,
+  CreateSandboxInput,
+  ExecOptions,
+  ExecResult,
+  FileEntry,
+  NetworkPolicy,
+  ProgressFn,
+  SandboxInfo,
+  SandboxLimits,
+  SandboxRuntime,
+  SnapshotInfo,
+  TemplateInfo,
+} from '../driver.js';
+import { SandboxRuntimeError } from '../driver.js';
+import * as bg from './background.js';
+import { SandboxCgroup, checkCgroups } from './cgroups.js';
+import { enterArgv, toExecResult } from './exec.js';
+import * as files from './files.js';
+import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
+import { initAlive, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
+import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
+import { takeSnapshot } from './snapshots.js';
+import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
+import type { SandboxRecord } from './state.js';
+import { buildTemplate, readTemplate, recipeHash } from './templates.js';
+
+export interface NamespacesRuntimeOptions {
+  /** Sandboxes, snapshots, compiled helper and (by default) templates live here. */
+  dataDir: string;
+  /** Defaults to `<dataDir>/templates`; tests share one across data dirs so `base` is built once. */
+  templatesDir?: string;
+  /** Host bridge; default nube0 with 10.77.0.1/16. */
+  bridge?: BridgeConfig;
+  /** cgroup directory (under each v1 controller) holding one cgroup per sandbox; default `nube`. */
+  cgroupParent?: string;
+  defaultLimits?: Partial<SandboxLimits>;
+  /** uid/gid 0 inside = uidBase outside; the whole range of uidCount ids is mapped. */
+  uidBase?: number;
+  uidCount?: number;
+  /** Cap on captured exec stdout and stderr each (default 1 MiB). */
+  maxOutputBytes?: number;
+  /** Resolver written to the sandboxes' resolv.conf; default: the host's first non-loopback one. */
+  resolver?: string | null;
+  mirror?: string;
+}
+
+const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const MAX_FILE_BYTES = 256 * 1024 * 1024;
+
+export class NamespacesRuntime implements SandboxRuntime {
+  readonly kind = 'namespaces';
+  private readonly layout: Layout;
+  private readonly templatesDir: string;
+  private readonly limits: SandboxLimits;
+  private readonly uidBase: number;
+  private readonly uidCount: number;
+  private readonly cgroupParent: string;
+  private network!: BridgeNetwork;
+  private ctx!: LaunchContext;
+  private readyPromise: Promise<void> | null = null;
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly opts: NamespacesRuntimeOptions) {
+    this.layout = new Layout(opts.dataDir);
+    this.templatesDir = opts.templatesDir ?? `${opts.dataDir}/templates`;
+    this.limits = { memoryMb: 1024, cpus: 1, pids: 1024, ...opts.defaultLimits };
+    this.uidBase = opts.uidBase ?? 100_000;
+    this.uidCount = opts.uidCount ?? 65_536;
+    this.cgroupParent = opts.cgroupParent ?? 'nube';
+  }
+
+  private ready(): Promise<void> {
+    this.readyPromise ??= (async () => {
+      checkCgroups();
+      await mkdir(this.opts.dataDir, { recursive: true });
+      const [paths, resolver] = await Promise.all([
+        ensureHelper(this.opts.dataDir),
+        this.opts.resolver !== undefined ? Promise.resolve(this.opts.resolver) : hostResolver(),
+        ensureSubordinateIds(this.uidBase, this.uidCount),
+      ]);
+      this.network = new BridgeNetwork(this.opts.bridge ?? { name: 'nube0', cidr: '10.77.0.1/16' }, resolver);
+      await this.network.ensure();
+      this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
+    })();
+    return this.readyPromise;
+  }
+
+  /** Serialize lifecycle operations per sandbox id. */
+  private async locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(id) ?? Promise.resolve();
+    const next = prev.catch(() => {}).then(fn);
+    this.locks.set(id, next);
+    try {
+      return await next;
+    } finally {
+      if (this.locks.get(id) === next) this.locks.delete(id);
+    }
+  }
+
+  private cg(id: string) {
+    return new SandboxCgroup(this.cgroupParent, id);
+  }
+  private netns(id: string) {
+    return `nb-${id}`;
+  }
+
+  private info(rec: SandboxRecord): SandboxInfo {
+    return {
+      id: rec.id,
+      state: rec.state,
+      template: rec.template,
+      templateBuild: rec.templateBuild,
+      layers: rec.layers,
+      address: this.network.address(rec.leaseIdx),
+      limits: rec.limits,
+      createdAt: rec.createdAt,
+    };
+  }
+
+  private async record(id: string): Promise<SandboxRecord> {
+    await this.ready();
+    const rec = ID_RE.test(id) ? await loadRecord(this.layout, id) : null;
+    if (!rec) throw new SandboxRuntimeError('NotFound', `sandbox ${id} not found`);
+    return rec;
+  }
+
+  private async running(id: string): Promise<SandboxRecord> {
+    const rec = await this.record(id);
+    if (rec.state !== 'running' || !rec.init) {
+      throw new SandboxRuntimeError('InvalidState', `sandbox ${id} is ${rec.state}`);
+    }
+    return rec;
+  }
+
+  async ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo> {
+    const cached = await readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
+    return cached ?? this.buildTemplate(name, onProgress);
+  }
+
+  async buildTemplate(name: string, onProgress?: ProgressFn, o: { force?: boolean } = {}): Promise<TemplateInfo> {
+    return buildTemplate(this.templatesDir, name, this.uidBase, onProgress, { ...o, mirror: this.opts.mirror });
+  }
+
+  private async launch(rec: SandboxRecord): Promise<void> {
+    const cg = this.cg(rec.id);
+    const netns = this.netns(rec.id);
+    await Promise.all([
+      mountRootfs(this.ctx, rec),
+      cg.create(rec.limits),
+      this.network.attach(netns, rec.leaseIdx, rec.policy),
+    ]);
+    rec.init = await startInit(this.ctx, rec, netns, cg.dirs());
+    rec.state = 'running';
+    await saveRecord(this.layout, rec);
+  }
+
+  /** Free everything a running sandbox holds on the host except its files and address lease. */
+  private async halt(rec: SandboxRecord): Promise<void> {
+    await stopInit(rec);
+    await this.cg(rec.id).destroy();
+    await this.network.detach(this.netns(rec.id), rec.leaseIdx);
+    await unmountRootfs(this.ctx, rec.id);
+    rec.init = null;
+  }
+
+  async create(input: CreateSandboxInput): Promise<SandboxInfo> {
+    await this.ready();
+    const { id } = input;
+    if (!ID_RE.test(id)) throw new SandboxRuntimeError('InvalidInput', `invalid sandbox id ${id}`);
+    return this.locked(id, async () => {
+      if (existsSync(this.layout.sandbox(id).dir)) {
+        throw new SandboxRuntimeError('AlreadyExists', `sandbox ${id} already exists`);
+      }
+      let template: TemplateInfo;
+      let layers: string[] = [];
+      if (input.snapshot) {
+        const snap = await loadSnapshot(this.layout, input.snapshot);
+        if (!snap) throw new SandboxRuntimeError('NotFound', `snapshot ${input.snapshot} not found`);
+        const t = await readTemplate(this.templatesDir, snap.template, snap.templateBuild);
+        if (!t) throw new SandboxRuntimeError('NotFound', `template build ${snap.templateBuild} is gone`);
+        template = t;
+        layers = [snap.id, ...snap.layers];
+      } else {
+        template = await this.ensureTemplate(input.template ?? 'base');
+      }
+      const rec: SandboxRecord = {
+        id,
+        state: 'running',
+        template: template.name,
+        templateBuild: template.build,
+        layers,
+        lowerDirs: [...layers.map((l) => this.layout.snapshot(l).layer), template.path],
+        leaseIdx: 0,
+        env: input.env ?? {},
+        limits: { ...this.limits, ...input.limits },
+        policy: input.networkPolicy ?? {},
+        createdAt: new Date().toISOString(),
+        init: null,
+      };
+      await mkdir(this.layout.sandbox(id).dir, { recursive: true });
+      try {
+        rec.leaseIdx = await this.network.lease(`${this.opts.dataDir}:${id}`);
+        await saveRecord(this.layout, rec);
+        await this.launch(rec);
+      } catch (e) {
+        await this.teardown(rec).catch(() => {});
+        throw e;
+      }
+      return this.info(rec);
+    });
+  }
+
+  private async teardown(rec: SandboxRecord): Promise<void> {
+    await this.halt(rec);
+    if (rec.leaseIdx) await this.network.release(rec.leaseIdx);
+    await rm(this.layout.sandbox(rec.id).dir, { recursive: true, force: true });
+  }
+
+  async get(id: string): Promise<SandboxInfo | null> {
+    await this.ready();
+    const rec = ID_RE.test(id) ? await loadRecord(this.layout, id) : null;
+    return rec ? this.info(rec) : null;
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    await this.ready();
+    return (await loadAllRecords(this.layout)).map((r) => this.info(r));
+  }
+
+  async destroy(id: string): Promise<void> {
+    const rec = await this.record(id);
+    await this.locked(id, () => this.teardown(rec));
+  }
+
+  async suspend(id: string): Promise<SandboxInfo> {
+    await this.running(id);
+    return this.locked(id, async () => {
+      const rec = await this.running(id);
+      await this.halt(rec);
+      rec.state = 'suspended';
+      await saveRecord(this.layout, rec);
+      return this.info(rec);
+    });
+  }
+
+  async resume(id: string, o: { env?: Record<string, string> } = {}): Promise<SandboxInfo> {
+    return this.locked(id, async () => {
+      const rec = await this.record(id);
+      if (rec.state !== 'suspended') throw new SandboxRuntimeError('InvalidState', `sandbox ${id} is ${rec.state}`);
+      if (o.env) rec.env = o.env;
+      await this.launch(rec);
+      return this.info(rec);
+    });
+  }
+
+  async snapshot(id: string): Promise<SnapshotInfo> {
+    const rec = await this.record(id);
+    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? this.cg(id) : null));
+  }
+
+  async getSnapshot(snapshotId: string): Promise<SnapshotInfo | null> {
+    await this.ready();
+    return /^snap_[0-9a-f]+$/.test(snapshotId) ? loadSnapshot(this.layout, snapshotId) : null;
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    const snap = await this.getSnapshot(snapshotId);
+    if (!snap) throw new SandboxRuntimeError('NotFound', `snapshot ${snapshotId} not found`);
+    const sandboxes = (await loadAllRecords(this.layout)).filter((r) => r.layers.includes(snapshotId));
+    const snapshots = (await loadAllSnapshots(this.layout)).filter((s) => s.layers.includes(snapshotId));
+    if (sandboxes.length || snapshots.length) {
+      throw new SandboxRuntimeError('SnapshotInUse', `snapshot ${snapshotId} is in use`, {
+        children: sandboxes.map((r) => r.id),
+        snapshots: snapshots.map((s) => s.id),
+      });
+    }
+    await rm(this.layout.snapshot(snapshotId).dir, { recursive: true, force: true });
+  }
+
+  async fork(id: string, childIds: string[], o: { env?: Record<string, string> } = {}): Promise<SandboxInfo[]> {
+    const parent = await this.running(id);
+    for (const c of childIds) if (!ID_RE.test(c)) throw new SandboxRuntimeError('InvalidInput', `invalid id ${c}`);
+    const snap = await this.snapshot(id);
+    return Promise.all(
+      childIds.map((c) =>
+        this.create({
+          id: c,
+          snapshot: snap.id,
+          env: { ...parent.env, ...o.env },
+          limits: parent.limits,
+          networkPolicy: parent.policy,
+        }),
+      ),
+    );
+  }
+
+  async recover(): Promise<SandboxInfo[]> {
+    await this.ready();
+    const out: SandboxInfo[] = [];
+    for (const rec of await loadAllRecords(this.layout)) {
+      await this.locked(rec.id, async () => {
+        await this.network.lease(`${this.opts.dataDir}:${rec.id}`, rec.leaseIdx);
+        if (rec.state === 'running' && !(await initAlive(rec))) {
+          // Its processes died (nube's host rebooted, or someone killed them): start again on its files.
+          await this.halt(rec);
+          await this.launch(rec);
+        }
+      });
+      out.push(this.info(rec));
+    }
+    return out;
+  }
+
+  private enter(rec: SandboxRecord, cwd = '/') {
+    return (argv: string[], stdin?: Uint8Array | string) =>
+      enterArgv(this.ctx.helper, rec, this.cg(rec.id), argv, {
+        cwd,
+        stdin,
+        timeoutMs: 120_000,
+        maxOutputBytes: MAX_FILE_BYTES,
+      });
+  }
+
+  async exec(id: string, command: string, o: ExecOptions = {}): Promise<ExecResult> {
+    const rec = await this.running(id);
+    const r = await enterArgv(this.ctx.helper, rec, this.cg(id), ['/bin/sh', '-c', command], {
+      cwd: o.cwd,
+      env: o.env,
+      stdin: o.stdin,
+      timeoutMs: o.timeoutMs ?? 60_000,
+      maxOutputBytes: o.maxOutputBytes ?? this.opts.maxOutputBytes ?? 1024 * 1024,
+    });
+    return toExecResult(r);
+  }
+
+  async startBackground(id: string, command: string, o: { cwd?: string; env?: Record<string, string> } = {}) {
+    const rec = await this.running(id);
+    return bg.startBackground(this.ctx.helper, this.layout.sandbox(id).bg, rec, this.cg(id), command, o);
+  }
+  async listBackground(id: string): Promise<BackgroundProcess[]> {
+    await this.record(id);
+    return bg.listBackground(this.layout.sandbox(id).bg);
+  }
+  async getBackground(id: string, execId: string, q?: BackgroundLogsQuery): Promise<BackgroundDetail> {
+    await this.record(id);
+    return bg.getBackground(this.layout.sandbox(id).bg, execId, q);
+  }
+  async killBackground(id: string, execId: string, graceSeconds = 5): Promise<void> {
+    await this.record(id);
+    await bg.killBackground(this.layout.sandbox(id).bg, execId, Math.min(30, Math.max(0, graceSeconds)));
+  }
+
+  async writeFile(id: string, path: string, data: Uint8Array): Promise<void> {
+    await files.writeFile(this.enter(await this.running(id)), path, data);
+  }
+  async readFile(id: string, path: string): Promise<Buffer> {
+    return files.readFile(this.enter(await this.running(id)), path);
+  }
+  async listDir(id: string, path: string): Promise<FileEntry[]> {
+    return files.listDir(this.enter(await this.running(id)), path);
+  }
+  async remove(id: string, path: string, o: { recursive?: boolean } = {}): Promise<void> {
+    await files.remove(this.enter(await this.running(id)), path, o.recursive ?? false);
+  }
+  async move(id: string, from: string, to: string): Promise<void> {
+    await files.move(this.enter(await this.running(id)), from, to);
+  }
+  async mkdir(id: string, path: string): Promise<void> {
+    await files.mkdir(this.enter(await this.running(id)), path);
+  }
+  async applyPatch(id: string, diff: string, o: { cwd?: string } = {}): Promise<{ files: string[] }> {
+    const rec = await this.running(id);
+    return files.applyPatch(this.enter(rec, files.sandboxPath(o.cwd ?? '/root')), diff);
+  }
+
+  async setNetworkPolicy(id: string, policy: NetworkPolicy): Promise<void> {
+    await this.locked(id, async () => {
+      const rec = await this.record(id);
+      if (rec.state === 'running') await this.network.applyPolicy(rec.leaseIdx, policy);
+      rec.policy = policy;
+      await saveRecord(this.layout, rec);
+    });
+  }
+
+  /** The nft chain of a sandbox as text (diagnostics, tests). */
+  async describeNetworkPolicy(id: string): Promise<string> {
+    return this.network.listPolicy((await this.running(id)).leaseIdx);
+  }
+
+  async addressOf(id: string): Promise<string> {
+    return this.network.address((await this.record(id)).leaseIdx);
+  }
+
+  /** The pid (host view) of the sandbox's pid 1, for checks from outside. */
+  async initPid(id: string): Promise<number> {
+    return (await this.running(id)).init!.innerPid;
+  }
+
+  async cgroupStats(id: string) {
+    await this.running(id);
+    return this.cg(id).stats();
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.locks.values()]);
+  }
+}

@@ -1,0 +1,101 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import type { NetworkPolicy, SandboxLimits, SandboxState, SnapshotInfo } from '../driver.js';
+
+/**
+ * What the driver keeps per sandbox in `$DATA/sandboxes/<id>/state.json` so that a new runtime on
+ * the same data dir can re-adopt it. The driver owns this file; the caller persists nothing for it.
+ */
+export interface SandboxRecord {
+  id: string;
+  state: SandboxState;
+  template: string;
+  templateBuild: string;
+  layers: string[];
+  /** Overlay lower dirs, top first: snapshot layers, then the template rootfs. */
+  lowerDirs: string[];
+  leaseIdx: number;
+  env: Record<string, string>;
+  limits: SandboxLimits;
+  policy: NetworkPolicy;
+  createdAt: string;
+  init: { pid: number; innerPid: number; startTime: string } | null;
+}
+
+export class Layout {
+  constructor(readonly dataDir: string) {}
+  sandbox(id: string) {
+    const dir = `${this.dataDir}/sandboxes/${id}`;
+    return {
+      dir,
+      state: `${dir}/state.json`,
+      upper: `${dir}/upper`,
+      work: `${dir}/work`,
+      merged: `${dir}/merged`,
+      bg: `${dir}/bg`,
+      initLog: `${dir}/init.log`,
+    };
+  }
+  snapshot(id: string) {
+    const dir = `${this.dataDir}/snapshots/${id}`;
+    return { dir, layer: `${dir}/layer`, meta: `${dir}/meta.json` };
+  }
+}
+
+async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, JSON.stringify(value, null, 2));
+  await rename(tmp, path);
+}
+
+export async function saveRecord(layout: Layout, rec: SandboxRecord): Promise<void> {
+  await writeJsonAtomic(layout.sandbox(rec.id).state, rec);
+}
+
+export async function loadRecord(layout: Layout, id: string): Promise<SandboxRecord | null> {
+  const p = layout.sandbox(id).state;
+  if (!existsSync(p)) return null;
+  return JSON.parse(await readFile(p, 'utf8')) as SandboxRecord;
+}
+
+export async function loadAllRecords(layout: Layout): Promise<SandboxRecord[]> {
+  const dir = `${layout.dataDir}/sandboxes`;
+  if (!existsSync(dir)) return [];
+  const out: SandboxRecord[] = [];
+  for (const id of await readdir(dir)) {
+    const rec = await loadRecord(layout, id);
+    if (rec) out.push(rec);
+  }
+  return out;
+}
+
+export async function saveSnapshot(layout: Layout, info: SnapshotInfo): Promise<void> {
+  await writeJsonAtomic(layout.snapshot(info.id).meta, info);
+}
+
+export async function loadSnapshot(layout: Layout, id: string): Promise<SnapshotInfo | null> {
+  const p = layout.snapshot(id).meta;
+  if (!existsSync(p)) return null;
+  return JSON.parse(await readFile(p, 'utf8')) as SnapshotInfo;
+}
+
+export async function loadAllSnapshots(layout: Layout): Promise<SnapshotInfo[]> {
+  const dir = `${layout.dataDir}/snapshots`;
+  if (!existsSync(dir)) return [];
+  const out: SnapshotInfo[] = [];
+  for (const id of await readdir(dir)) {
+    const s = await loadSnapshot(layout, id);
+    if (s) out.push(s);
+  }
+  return out;
+}
+
+/** Field 22 of /proc/<pid>/stat: tells a recycled pid from the process we started. */
+export async function processStartTime(pid: number): Promise<string | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,151 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { lchown, chmod, lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import type { ProgressFn, TemplateInfo } from '../driver.js';
+import { SandboxRuntimeError } from '../driver.js';
+import { isAlive, run } from './proc.js';
+
+interface Recipe {
+  suite: string;
+  variant: string;
+  packages: string[];
+}
+
+const BASE_PACKAGES = [
+  'python3',
+  'nodejs',
+  'npm',
+  'git',
+  'curl',
+  'ca-certificates',
+  'build-essential',
+  'procps',
+  'iproute2',
+  'patch',
+];
+
+export const RECIPES: Record<string, Recipe> = {
+  base: { suite: 'bookworm', variant: 'minbase', packages: BASE_PACKAGES },
+  'code-interpreter': {
+    suite: 'bookworm',
+    variant: 'minbase',
+    packages: [...BASE_PACKAGES, 'python3-ipykernel', 'python3-jupyter-client'],
+  },
+};
+
+/** The build id: a template is rebuilt exactly when its recipe (or the uid shift) changes. */
+export function recipeHash(name: string, uidBase: number): string {
+  const recipe = RECIPES[name];
+  if (!recipe) throw new SandboxRuntimeError('NotFound', `unknown template ${name}`);
+  const text = JSON.stringify({ name, recipe, uidBase, v: 1 });
+  return createHash('sha256').update(text).digest('hex').slice(0, 16);
+}
+
+export function templatePaths(templatesDir: string, name: string, build: string) {
+  const dir = `${templatesDir}/${name}/${build}`;
+  return { dir, rootfs: `${dir}/rootfs`, meta: `${dir}/meta.json`, lock: `${dir}.lock` };
+}
+
+export async function readTemplate(templatesDir: string, name: string, build: string) {
+  const p = templatePaths(templatesDir, name, build);
+  if (!existsSync(p.meta)) return null;
+  return JSON.parse(await readFile(p.meta, 'utf8')) as TemplateInfo;
+}
+
+/** A lock between processes (parallel test files, two nube instances): mkdir is atomic. */
+async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      await mkdir(lock);
+      await writeFile(`${lock}/pid`, String(process.pid));
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const owner = Number(await readFile(`${lock}/pid`, 'utf8').catch(() => '0'));
+      if (owner && !isAlive(owner)) await rm(lock, { recursive: true, force: true });
+      else await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Shift every owner by uidBase so that root inside the sandbox's user namespace (uid 0 -> uidBase)
+ * owns the system files. chown clears setuid/setgid bits, so the mode is put back afterwards.
+ */
+async function shiftOwnership(root: string, uidBase: number): Promise<number> {
+  let count = 0;
+  const walk = async (path: string): Promise<void> => {
+    const st = await lstat(path);
+    await lchown(path, st.uid + uidBase, st.gid + uidBase);
+    count++;
+    if (!st.isSymbolicLink() && st.mode & 0o6000) await chmod(path, st.mode & 0o7777);
+    if (st.isDirectory()) {
+      const names = await readdir(path);
+      for (let i = 0; i < names.length; i += 64) {
+        await Promise.all(names.slice(i, i + 64).map((n) => walk(`${path}/${n}`)));
+      }
+    }
+  };
+  await walk(root);
+  return count;
+}
+
+export async function buildTemplate(
+  templatesDir: string,
+  name: string,
+  uidBase: number,
+  onProgress: ProgressFn = () => {},
+  opts: { force?: boolean; mirror?: string } = {},
+): Promise<TemplateInfo> {
+  const build = recipeHash(name, uidBase);
+  const recipe = RECIPES[name];
+  const p = templatePaths(templatesDir, name, build);
+  await mkdir(`${templatesDir}/${name}`, { recursive: true });
+  return withLock(p.lock, async () => {
+    const cached = await readTemplate(templatesDir, name, build);
+    if (cached && !opts.force) return cached;
+    const started = Date.now();
+    const tmp = `${p.dir}.building`;
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp, { recursive: true });
+    onProgress(`building template ${name} (${build}): mmdebstrap ${recipe.suite} ${recipe.variant}`);
+    const args = [
+      `--variant=${recipe.variant}`,
+      '--mode=root',
+      `--include=${recipe.packages.join(',')}`,
+      // Per-sandbox files (resolv.conf, hosts, hostname) are written into each upper dir instead.
+      '--customize-hook=rm -f "$1/etc/resolv.conf" "$1/etc/hostname"',
+      recipe.suite,
+      `${tmp}/rootfs`,
+    ];
+    if (opts.mirror) args.push(opts.mirror);
+    try {
+      await run('mmdebstrap', args, { onLine: onProgress });
+      onProgress('shifting ownership into the sandbox uid range');
+      const files = await shiftOwnership(`${tmp}/rootfs`, uidBase);
+      onProgress(`shifted ${files} files`);
+    } catch (e) {
+      await rm(tmp, { recursive: true, force: true });
+      throw new SandboxRuntimeError('TemplateBuildFailed', `template ${name}: ${(e as Error).message}`);
+    }
+    const info: TemplateInfo = {
+      name,
+      build,
+      path: p.rootfs,
+      packages: recipe.packages,
+      builtAt: new Date().toISOString(),
+      buildMs: Date.now() - started,
+    };
+    await writeFile(`${tmp}/meta.json`, JSON.stringify(info, null, 2));
+    // A forced rebuild keeps the old tree aside: running sandboxes still have it mounted as a layer.
+    if (existsSync(p.dir)) await rename(p.dir, `${p.dir}.replaced-${Date.now()}`);
+    await rename(tmp, p.dir);
+    onProgress(`template ${name} built in ${(info.buildMs / 1000).toFixed(1)} s`);
+    return info;
+  });
+}

@@ -1,0 +1,35 @@
+// Shared set-up for the driver's tests: one templates dir for the whole run (so `base` is built once
+// and reused by every test file and later runs), one data dir per test file, a test bridge.
+import { rm } from 'node:fs/promises';
+import { NamespacesRuntime, type NamespacesRuntimeOptions } from './runtime.js';
+
+export const TEST_ROOT = process.env.NUBE_TEST_DATA ?? '/var/lib/nube-test';
+export const TEST_BRIDGE = { name: 'nubet0', cidr: '10.78.0.1/16' };
+
+export function testRuntime(name: string, extra: Partial<NamespacesRuntimeOptions> = {}) {
+  const dataDir = `${TEST_ROOT}/${name}-${process.pid}`;
+  const opts: NamespacesRuntimeOptions = {
+    dataDir,
+    templatesDir: `${TEST_ROOT}/templates`,
+    bridge: TEST_BRIDGE,
+    cgroupParent: 'nube-test',
+    defaultLimits: { memoryMb: 512, cpus: 1, pids: 256 },
+    ...extra,
+  };
+  return { runtime: new NamespacesRuntime(opts), opts, dataDir };
+}
+
+/** Destroy every sandbox and snapshot of a runtime and its data dir (netns, veth, cgroups, mounts). */
+export async function cleanup(runtime: NamespacesRuntime, dataDir: string): Promise<void> {
+  for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
+  await rm(dataDir, { recursive: true, force: true });
+}
+
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
+}
+
+export function percentile(values: number[], p: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}

@@ -82,8 +82,11 @@ export async function buildServer(config: Config): Promise<Nube> {
       done(e as Error, undefined);
     }
   });
+  let closing = false;
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    // A response finishing during shutdown closes its keep-alive connection, or close() would wait on it.
+    if (closing) reply.header('connection', 'close');
   });
   app.addHook('onResponse', async (req, reply) => {
     req.log.info({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
@@ -107,7 +110,6 @@ export async function buildServer(config: Config): Promise<Nube> {
   });
   mountMcp(app, operations, deps.auth, VERSION);
 
-  let closed = false;
   return {
     app,
     deps,
@@ -119,8 +121,8 @@ export async function buildServer(config: Config): Promise<Nube> {
       return address;
     },
     async close() {
-      if (closed) return;
-      closed = true;
+      if (closing) return;
+      closing = true;
       await app.close();
       await bus.close();
       redis?.disconnect();

@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { startNube } from '../helpers/server.js';
+
+describe('operations', () => {
+  it('GET /healthz answers without a credential', async () => {
+    const t = await startNube();
+    try {
+      const r = await fetch(`${t.baseUrl}/healthz`);
+      expect(r.status).toBe(200);
+      expect(await r.json()).toMatchObject({ ok: true });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('close() lets an in-flight request finish and refuses new work', async () => {
+    const t = await startNube();
+    const svc = t.nube.services.account;
+    const original = svc.getAccount.bind(svc);
+    svc.getAccount = async (p) => {
+      await new Promise((r) => setTimeout(r, 400));
+      return original(p);
+    };
+    const inflight = fetch(`${t.baseUrl}/api/v2/account`, { headers: t.auth });
+    await new Promise((r) => setTimeout(r, 100));
+    const closing = t.close();
+    const r = await inflight;
+    expect(r.status).toBe(200);
+    expect((await r.json()).plan.name).toBe('tera');
+    await closing;
+    await expect(fetch(`${t.baseUrl}/api/v2/account`, { headers: t.auth })).rejects.toThrow();
+  });
+
+  it('a restart on the same data dir keeps the owner and its key', async () => {
+    const first = await startNube();
+    const { dataDir, ownerKey } = first;
+    await first.nube.close();
+    const second = await startNube({ dataDir, env: { NUBE_OWNER_KEY: ownerKey } });
+    try {
+      expect(second.nube.ownerKeyToPrint).toBeUndefined();
+      const r = await fetch(`${second.baseUrl}/api/v2/account`, { headers: second.auth });
+      expect(r.status).toBe(200);
+    } finally {
+      await second.close();
+    }
+  });
+});

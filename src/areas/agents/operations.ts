@@ -1,0 +1,175 @@
+import { z } from 'zod';
+import { defineOperation } from '../../platform/operation.js';
+import { IsoTime, Ok, StringMap } from '../../platform/schemas.js';
+
+const tags = ['Agents'];
+
+const AgentId = z.object({ id: z.string().min(1).max(200).describe('Agent id') });
+const AgentStatus = z
+  .enum(['building', 'running', 'lost'])
+  .describe('building: wait until running before the first message; lost: its box is gone (revive it)');
+
+export const Agent = z
+  .object({
+    id: z.string(),
+    agentId: z.string().describe('Same as id'),
+    name: z.string().nullable(),
+    template: z
+      .string()
+      .describe('Agent template (`goose`, the default ACP template, a code-agent template)'),
+    status: AgentStatus,
+    sandboxId: z.string().nullable().describe('The microVM the agent runs in'),
+    wsUrl: z.string().nullable().describe("The agent's own endpoint (WebSocket)"),
+    embedToken: z.string().describe('Agent-scoped token (`agt_...`) for message and try from a browser'),
+    timeoutSeconds: z.number().int().nullable(),
+    error: z.string().nullable().describe('Why the build failed or the agent was lost, if known'),
+    createdAt: IsoTime,
+    updatedAt: IsoTime,
+  })
+  .meta({ id: 'Agent', description: 'A persistent agent in its own microVM, with its own endpoint' });
+
+const McpStdio = z.object({
+  name: z.string().min(1).max(64),
+  type: z.literal('stdio').optional(),
+  command: z.string().min(1).max(4096),
+  args: z.array(z.string()).optional(),
+  env: StringMap.optional(),
+});
+const McpHttp = z.object({
+  name: z.string().min(1).max(64),
+  type: z.literal('http'),
+  url: z.url(),
+  headers: StringMap.optional(),
+});
+
+export const agentsOperations = [
+  defineOperation({
+    id: 'agents.list',
+    method: 'GET',
+    path: '/agents',
+    summary: 'List your hosted agents',
+    tags,
+    auth: ['owner'],
+    response: z.object({ agents: z.array(Agent) }),
+  }),
+  defineOperation({
+    id: 'agents.create',
+    method: 'POST',
+    path: '/agents',
+    summary: 'Create a persistent agent from a template in its own microVM',
+    description:
+      'Returns the agent with status `building`; poll GET /agents/{id} until `running` before the first ' +
+      'message. `env` is required (`{}` when the template needs nothing). mcpServers apply to ACP templates only.',
+    tags,
+    auth: ['owner'],
+    body: z.object({
+      template: z.string().min(1).max(128).describe('Agent template, e.g. `goose`'),
+      env: StringMap.describe('Environment for the agent (`{}` when the template needs nothing)'),
+      name: z.string().min(1).max(128).optional(),
+      timeoutSeconds: z.number().int().min(60).optional().describe('Lifetime of the agent box'),
+      seedFiles: z
+        .array(
+          z.object({
+            name: z.string().min(1).max(1024).describe('Path in the workspace'),
+            contentBase64: z.string(),
+          }),
+        )
+        .max(1000)
+        .optional()
+        .describe('Files written into the workspace before start'),
+      mcpServers: z
+        .array(z.union([McpStdio, McpHttp]))
+        .max(50)
+        .optional()
+        .describe(
+          'MCP servers (ACP templates only): stdio {name, command, args?, env?} or http {name, type: http, url, headers?}',
+        ),
+    }),
+    response: Agent,
+    errors: [
+      { status: 402, description: 'Insufficient plan or LLM token balance (simultaneous agents allowance)' },
+    ],
+  }),
+  defineOperation({
+    id: 'agents.get',
+    method: 'GET',
+    path: '/agents/{id}',
+    summary: 'Get an agent and its status',
+    tags,
+    auth: ['owner'],
+    params: AgentId,
+    response: Agent,
+  }),
+  defineOperation({
+    id: 'agents.delete',
+    method: 'DELETE',
+    path: '/agents/{id}',
+    summary: 'Delete an agent and its microVM',
+    tags,
+    auth: ['owner'],
+    params: AgentId,
+    response: Ok,
+  }),
+  defineOperation({
+    id: 'agents.message',
+    method: 'POST',
+    path: '/agents/{id}/message',
+    summary: 'Send a message to an agent and stream its reply (Server-Sent Events)',
+    description:
+      'SSE events: `{type: "chunk", value}`, optionally `{type: "usage", ...}`, then `{type: "done"}`. A lost ' +
+      "agent is revived automatically. Also accepts the agent's embedToken (`agt_`) as bearer, from any CORS origin.",
+    tags,
+    auth: ['owner', 'agent'],
+    params: AgentId,
+    body: z.object({ content: z.string().min(1).describe('The message') }),
+    produces: 'text/event-stream',
+    response: z.string().describe('Server-Sent Events stream'),
+  }),
+  defineOperation({
+    id: 'agents.try',
+    method: 'POST',
+    path: '/agents/{id}/try',
+    summary: 'Send a message to an agent and wait for its whole reply (up to 180 s)',
+    description:
+      'Waits up to 180 s. 409 with error `turno_en_curso` and `session` when a turn is already running in ' +
+      'that session; 502 when the agent ends without text. `reset: true` opens a new session.',
+    tags,
+    auth: ['owner', 'agent'],
+    params: AgentId,
+    body: z.object({
+      text: z.string().min(1).describe('The message'),
+      session: z.string().max(200).optional().describe('Session to continue (from a previous answer)'),
+      reset: z.boolean().optional().describe('Open a new session'),
+    }),
+    response: z.object({
+      text: z.string().describe('The reply'),
+      error: z.string().nullable(),
+      session: z.string().nullable().describe('Session to pass next time'),
+      ms: z.number().int().describe('Duration of the turn'),
+    }),
+    errors: [
+      {
+        status: 409,
+        code: 'turno_en_curso',
+        description: 'A turn is already running in that session (value of `error`); body has `session`',
+      },
+      { status: 502, description: 'The agent ended without producing text' },
+    ],
+  }),
+  defineOperation({
+    id: 'agents.revive',
+    method: 'POST',
+    path: '/agents/{id}/revive',
+    summary: 'Revive a lost agent (same agentId and URL; its previous disk is lost)',
+    description: 'Takes roughly 10-60 s; wait for the response and do not retry.',
+    tags,
+    auth: ['owner'],
+    params: AgentId,
+    response: z.object({
+      agentId: z.string(),
+      sandboxId: z.string(),
+      status: AgentStatus,
+      wsUrl: z.string(),
+    }),
+  }),
+];

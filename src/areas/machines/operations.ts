@@ -1,0 +1,334 @@
+import { z } from 'zod';
+import { defineOperation } from '../../platform/operation.js';
+import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
+
+const tags = ['Machines'];
+
+const MachineId = z.object({ id: z.string().min(1).max(200).describe('Machine id') });
+const CpuMode = z.enum(['shared', 'reserved']).describe('shared vCPU (default) or reserved cores');
+
+export const MachineTier = z
+  .object({
+    name: z.string().describe('Tier name (`nano`, `micro`, ...)'),
+    vcpus: z.number().describe('vCPUs'),
+    memoryMB: z.number().int(),
+    diskGB: z.number().int().describe('Included disk'),
+    monthlyMxn: z.number().describe('Price in MXN per month with shared CPU'),
+    reservedMonthlyMxn: z
+      .number()
+      .nullable()
+      .describe('Price in MXN per month with reserved CPU, or null if not offered'),
+    diskAddonMonthlyMxnPer100GB: z.number().describe('Price of each 100 GB disk add-on, MXN per month'),
+    canBuild: z.boolean().describe('False when the tier cannot sustain a build (nano)'),
+    notes: z
+      .string()
+      .nullable()
+      .describe('Guidance, e.g. micro is the practical minimum for an always-on Node app'),
+  })
+  .meta({ id: 'MachineTier', description: 'A machine size with its monthly price in MXN' });
+
+export const Machine = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    status: z
+      .enum(['provisioning', 'building', 'running', 'stopped', 'failed'])
+      .describe('provisioning -> building (launch) -> running; stopped; failed (see lastError)'),
+    tier: z.string(),
+    cpuMode: CpuMode,
+    diskAddonsGB: z.number().int(),
+    monthlyMxn: z.number().describe('Monthly price in MXN (tier, CPU mode and disk add-ons)'),
+    sandboxId: z.string().describe('The always-on sandbox behind the machine'),
+    template: z.string().nullable(),
+    url: z.string().nullable().describe('Public HTTPS URL of the app, once exposed'),
+    domains: z.array(z.string()).describe('Custom domains attached'),
+    currentReleaseId: z.string().nullable(),
+    lastError: z.string().nullable(),
+    createdAt: IsoTime,
+    updatedAt: IsoTime,
+  })
+  .meta({ id: 'Machine', description: 'Always-on hosting: a persistent sandbox billed monthly' });
+
+export const Release = z
+  .object({
+    id: z.string(),
+    machineId: z.string(),
+    version: z.number().int().describe('1, 2, 3... per machine'),
+    message: z.string().nullable(),
+    source: z.enum(['launch', 'manual', 'recovery']).describe('What published it'),
+    status: z.enum(['building', 'ready', 'failed']),
+    current: z.boolean().describe('Whether the machine runs this release'),
+    sizeBytes: z.number().int(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'Release', description: 'Code: a published, prebuilt snapshot of the app (not its data)' });
+
+export const Backup = z
+  .object({
+    id: z.string(),
+    machineId: z.string(),
+    consistency: z
+      .enum(['hot', 'cold'])
+      .describe(
+        'hot: copied while the app ran (crash-consistent); cold: the app was stopped during the copy',
+      ),
+    paths: z.array(z.string()).describe('runspec.dataPaths copied'),
+    sizeBytes: z.number().int(),
+    status: z.enum(['running', 'completed', 'failed']),
+    createdAt: IsoTime,
+    expiresAt: IsoTime.describe('Kept 7 days'),
+  })
+  .meta({ id: 'Backup', description: 'Data: a daily copy of runspec.dataPaths (not the root filesystem)' });
+
+export const LaunchResult = z
+  .object({
+    machineId: z.string(),
+    sandboxId: z.string(),
+    releaseId: z.string().describe('Recovery release published by the launch'),
+    url: z.string().describe('Public HTTPS URL of the app'),
+    domain: z.string().nullable().describe('Domain attached, or null'),
+    status: z.enum(['running', 'failed']),
+    buildLog: z.string().describe('Tail of the build output'),
+  })
+  .meta({ id: 'LaunchResult' });
+
+const Checkout = z
+  .object({ checkoutUrl: z.string().describe('Pay here; the machine is created when the payment confirms') })
+  .meta({ id: 'Checkout', description: 'Returned instead when the account has no active plan' });
+
+const SecretName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/)
+  .describe('Environment variable name');
+
+export const machinesOperations = [
+  defineOperation({
+    id: 'machines.tiers',
+    method: 'GET',
+    path: '/machines/tiers',
+    summary: 'List machine tiers with monthly prices in MXN',
+    description: '`micro` is the practical minimum for an always-on Node app; `nano` cannot sustain a build.',
+    tags,
+    auth: ['owner'],
+    response: z.object({ tiers: z.array(MachineTier) }),
+  }),
+  defineOperation({
+    id: 'machines.list',
+    method: 'GET',
+    path: '/machines',
+    summary: 'List your always-on machines',
+    tags,
+    auth: ['owner'],
+    response: z.object({ machines: z.array(Machine) }),
+  }),
+  defineOperation({
+    id: 'machines.create',
+    method: 'POST',
+    path: '/machines',
+    summary: 'Create an always-on machine, or promote an existing sandbox into one',
+    description:
+      'Without an active plan returns `{ checkoutUrl }`; the machine is created when payment confirms. ' +
+      'fromSandboxId promotes an ephemeral sandbox, keeping its sandboxId.',
+    tags,
+    auth: ['owner'],
+    body: z.object({
+      tier: z.string().min(1).max(32).describe('Tier name from GET /machines/tiers'),
+      cpuMode: CpuMode.default('shared'),
+      diskAddonsGB: z
+        .number()
+        .int()
+        .min(0)
+        .max(2000)
+        .multipleOf(100)
+        .default(0)
+        .describe('Extra disk in GB: multiples of 100, max 2000'),
+      template: z.string().min(1).max(128).optional().describe('Sandbox template (default `base`)'),
+      name: z.string().min(1).max(64).optional().describe('Display name, max 64'),
+      fromSandboxId: z
+        .string()
+        .min(1)
+        .max(200)
+        .optional()
+        .describe('Promote this sandbox (keeps its sandboxId)'),
+    }),
+    response: z.union([Machine, Checkout]),
+  }),
+  defineOperation({
+    id: 'machines.launch',
+    method: 'POST',
+    path: '/machines/launch',
+    summary: 'Launch an app from a git repo or archive URL in one call: build, release, HTTPS URL, domain',
+    description:
+      'Exactly one of repo or archiveUrl; sandboxId is the destination: alone it redeploys that machine, ' +
+      'with a source it deploys the source there. Builds inside the box, publishes a recovery release, ' +
+      'exposes an HTTPS URL and attaches the domain. Without an active plan returns `{ checkoutUrl }`.',
+    tags,
+    auth: ['owner'],
+    body: z
+      .object({
+        repo: z.string().min(1).max(2048).optional().describe('Git repository URL'),
+        ref: z
+          .string()
+          .min(1)
+          .max(255)
+          .optional()
+          .describe('Branch, tag or commit of repo (default: default branch)'),
+        archiveUrl: z.url().optional().describe('URL of a .tar.gz or .zip of the app'),
+        sandboxId: z
+          .string()
+          .min(1)
+          .max(200)
+          .optional()
+          .describe('Destination sandbox (machine) to deploy to'),
+        tier: z.string().min(1).max(32).optional().describe('Tier for a new machine (default `micro`)'),
+        name: z.string().min(1).max(64).optional(),
+        domain: z.string().min(1).max(253).optional().describe('Custom domain to attach'),
+        port: z
+          .number()
+          .int()
+          .min(1)
+          .max(65535)
+          .optional()
+          .describe('Port the app listens on (default: detected)'),
+        buildCommand: z.string().max(4096).optional().describe('Build command (default: detected)'),
+        startCommand: z.string().max(4096).optional().describe('Start command (default: detected)'),
+        env: StringMap.optional().describe('Non-secret environment; use /secrets for secrets'),
+      })
+      .refine((b) => !(b.repo !== undefined && b.archiveUrl !== undefined), {
+        message: 'give exactly one of repo or archiveUrl',
+        path: ['archiveUrl'],
+      })
+      .refine((b) => b.repo !== undefined || b.archiveUrl !== undefined || b.sandboxId !== undefined, {
+        message: 'give repo or archiveUrl (or sandboxId alone to redeploy)',
+        path: ['repo'],
+      })
+      .meta({ id: 'Launch' }),
+    response: z.union([LaunchResult, Checkout]),
+  }),
+  defineOperation({
+    id: 'machines.get',
+    method: 'GET',
+    path: '/machines/{id}',
+    summary: 'Get a machine',
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    response: Machine,
+  }),
+  defineOperation({
+    id: 'machines.delete',
+    method: 'DELETE',
+    path: '/machines/{id}',
+    summary: 'Delete a machine: cancels billing (prorated) and destroys the VM',
+    description: 'Idempotent.',
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    response: Ok,
+  }),
+  defineOperation({
+    id: 'machines.releases.list',
+    method: 'GET',
+    path: '/machines/{id}/releases',
+    summary: "List a machine's releases (code snapshots), newest first",
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    response: z.object({ releases: z.array(Release) }),
+  }),
+  defineOperation({
+    id: 'machines.releases.create',
+    method: 'POST',
+    path: '/machines/{id}/releases',
+    summary: "Publish a release: a prebuilt snapshot of the machine's current code",
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    body: z.object({ message: z.string().max(500).optional().describe('Release note') }),
+    bodyOptional: true,
+    response: Release,
+  }),
+  defineOperation({
+    id: 'machines.rollback',
+    method: 'POST',
+    path: '/machines/{id}/rollback',
+    summary: 'Roll a machine back to an earlier release (same machine, no rebuild)',
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    body: z.object({ releaseId: z.string().min(1).max(200) }),
+    response: z.object({
+      ok: z.literal(true),
+      machineId: z.string(),
+      releaseId: z.string().describe('Release now running'),
+      previousReleaseId: z.string().nullable(),
+    }),
+  }),
+  defineOperation({
+    id: 'machines.restart',
+    method: 'POST',
+    path: '/machines/{id}/restart',
+    summary: 'Restart a machine, applying secrets and runspec without a rebuild',
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    response: z.object({ ok: z.literal(true), machineId: z.string(), restartedAt: IsoTime }),
+  }),
+  defineOperation({
+    id: 'machines.secrets.get',
+    method: 'GET',
+    path: '/machines/{id}/secrets',
+    summary: "List the names of a machine's secrets (values are never returned)",
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    response: z.object({
+      secretNames: z.array(z.string()).describe('Names in the runspec'),
+      inVault: z.array(z.string()).describe('Names with an encrypted value stored'),
+    }),
+  }),
+  defineOperation({
+    id: 'machines.secrets.set',
+    method: 'POST',
+    path: '/machines/{id}/secrets',
+    aliases: [{ method: 'PUT', path: '/machines/{id}/secrets' }],
+    summary: 'Set secrets (environment variables) of a machine; restarts it unless restart=false',
+    description:
+      'Body maps name to value. Values are stored encrypted; the runspec keeps only the names. With ' +
+      'restart=false the secrets take effect at the next POST /machines/{id}/restart.',
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    query: z.object({ restart: qBool.optional().describe('Restart now to apply (default true)') }),
+    body: z.record(SecretName, z.string().max(65_536)).describe('Secret name to value'),
+    response: z.object({
+      secretNames: z.array(z.string()),
+      pendingRestart: z.boolean().describe('True when the new values wait for a restart'),
+    }),
+  }),
+  defineOperation({
+    id: 'machines.logs',
+    method: 'GET',
+    path: '/machines/{id}/logs',
+    summary: "Read the last lines of a machine's logs, optionally filtered",
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    query: z.object({
+      lines: qInt(1, 10_000).default(200).describe('Lines to return, 1-10000 (default 200)'),
+      grep: z.string().min(1).max(500).optional().describe('Only lines containing this text'),
+    }),
+    response: z.object({ lines: z.array(z.string()) }),
+  }),
+  defineOperation({
+    id: 'machines.backups.list',
+    method: 'GET',
+    path: '/machines/{id}/backups',
+    summary: "List a machine's backups (daily, kept 7 days, included in the price)",
+    description: 'Backups copy runspec.dataPaths, not the root filesystem.',
+    tags,
+    auth: ['owner'],
+    params: MachineId,
+    response: z.object({ backups: z.array(Backup) }),
+  }),
+];

@@ -88,11 +88,13 @@ export class SandboxCgroup {
     return readPids(this.dir('pids'));
   }
 
-  async stats(): Promise<{ memoryBytes: number; memoryFailcnt: number; pids: number; pidsMaxHits: number }> {
-    const num = async (p: string) => Number((await readFile(p, 'utf8').catch(() => '0')).trim().split(' ').pop());
+  async stats(): Promise<{ memoryBytes: number; oomKills: number; pids: number; pidsMaxHits: number }> {
+    const read = (p: string) => readFile(p, 'utf8').catch(() => '');
+    const num = async (p: string) => Number((await read(p)).trim().split(' ').pop() || 0);
+    const oom = /^oom_kill (\d+)$/m.exec(await read(`${this.dir('memory')}/memory.oom_control`));
     return {
       memoryBytes: await num(`${this.dir('memory')}/memory.usage_in_bytes`),
-      memoryFailcnt: await num(`${this.dir('memory')}/memory.failcnt`),
+      oomKills: oom ? Number(oom[1]) : 0,
       pids: await num(`${this.dir('pids')}/pids.current`),
       pidsMaxHits: await num(`${this.dir('pids')}/pids.events`),
     };

@@ -205,14 +205,14 @@ export class BridgeNetwork {
     const lines = [`add chain ${t} ${chain}`, `flush chain ${t} ${chain}`];
     // The host is never reachable (the input chain rejects it too); the subnet holds other sandboxes.
     lines.push(`add rule ${t} ${chain} ip daddr { ${this.hostIp}, ${this.subnet} } reject with icmpx type admin-prohibited`);
-    // Order: allow beats deny (so `deny 0.0.0.0/0` + `allow` is an allow-list), an explicit deny beats
-    // the DNS resolver exception, and the resolver exception beats the default private-range deny.
+    // Order: the resolver (port 53 only) is always reachable, so an allow-list (`deny 0.0.0.0/0` +
+    // `allow` domains) still resolves names; then allow beats deny, and deny beats the default accept.
     const reject = 'reject with icmpx type admin-prohibited';
-    if (allow.length) lines.push(`add rule ${t} ${chain} ip daddr { ${allow.join(', ')} } accept`);
-    if (deny.length) lines.push(`add rule ${t} ${chain} ip daddr { ${deny.join(', ')} } ${reject}`);
     if (this.resolver) {
       lines.push(`add rule ${t} ${chain} ip daddr ${this.resolver} meta l4proto { tcp, udp } th dport 53 accept`);
     }
+    if (allow.length) lines.push(`add rule ${t} ${chain} ip daddr { ${allow.join(', ')} } accept`);
+    if (deny.length) lines.push(`add rule ${t} ${chain} ip daddr { ${deny.join(', ')} } ${reject}`);
     lines.push(`add rule ${t} ${chain} ip daddr { ${DEFAULT_DENY.join(', ')} } ${reject}`);
     lines.push(`add rule ${t} ${chain} accept`);
     if (create) lines.push(`add element ${t} sandboxes { ${this.address(idx)} : jump ${chain} }`);

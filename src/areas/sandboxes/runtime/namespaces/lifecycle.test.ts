@@ -1,0 +1,166 @@
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SandboxRuntimeError } from '../driver.js';
+import { run } from './proc.js';
+import { cleanup, testRuntime, uniqueId } from './test-env.js';
+
+const { runtime, dataDir, opts } = testRuntime('lifecycle');
+// pid 2 inside is the init's `sleep infinity`; count only the sleeps a test started.
+const COUNT_SLEEPS = "ps -eo args= | grep -c '^sleep [0-9]' || true";
+
+beforeAll(async () => {
+  await runtime.ensureTemplate('base', (l) => console.log(l));
+}, 900_000);
+afterAll(() => cleanup(runtime, dataDir), 60_000);
+
+describe('namespaces runtime: lifecycle', () => {
+  it('creates a sandbox with its own hostname, env, address and root inside', async () => {
+    const id = uniqueId('lc');
+    const sb = await runtime.create({ id, env: { GREETING: 'hola' } });
+    expect(sb.state).toBe('running');
+    const r = await runtime.exec(id, 'id -u; hostname; echo $GREETING; ip -4 -o addr show eth0');
+    expect(r.exitCode).toBe(0);
+    const [uid, host, greeting, addr] = r.stdout.trim().split('\n');
+    expect(uid).toBe('0');
+    expect(host).toBe(id);
+    expect(greeting).toBe('hola');
+    expect(addr).toContain(`${sb.address}/16`);
+    expect(await runtime.addressOf(id)).toBe(sb.address);
+    await runtime.destroy(id);
+  });
+
+  it('exec: exit codes, cwd, env, stdin, output cap, deadline kills the process group', async () => {
+    const id = uniqueId('ex');
+    await runtime.create({ id });
+    expect((await runtime.exec(id, 'exit 3')).exitCode).toBe(3);
+    expect((await runtime.exec(id, 'pwd', { cwd: '/tmp' })).stdout).toBe('/tmp\n');
+    expect((await runtime.exec(id, 'echo $X', { env: { X: 'y' } })).stdout).toBe('y\n');
+    expect((await runtime.exec(id, 'cat', { stdin: 'piped' })).stdout).toBe('piped');
+    const big = await runtime.exec(id, 'head -c 5000000 /dev/zero', { maxOutputBytes: 1000 });
+    expect(big.stdout.length).toBe(1000);
+    expect(big.truncated).toBe(true);
+    const t = await runtime.exec(id, 'sleep 30 & sleep 30; echo never', { timeoutMs: 500 });
+    expect(t.timedOut).toBe(true);
+    expect(t.stdout).toBe('');
+    expect(t.durationMs).toBeLessThan(3000);
+    expect((await runtime.exec(id, COUNT_SLEEPS)).stdout.trim()).toBe('0');
+    // A background child started inside exec dies when the shell ends, even one that left the group.
+    await runtime.exec(id, 'sleep 100 & setsid sleep 101 & echo ok');
+    expect((await runtime.exec(id, COUNT_SLEEPS)).stdout.trim()).toBe('0');
+    await runtime.destroy(id);
+  });
+
+  it('destroy frees processes, mount, netns, veth, cgroups and dirs', async () => {
+    const id = uniqueId('de');
+    await runtime.create({ id });
+    const pid = await runtime.initPid(id);
+    const merged = `${dataDir}/sandboxes/${id}/merged`;
+    expect((await readFile('/proc/self/mountinfo', 'utf8')).includes(merged)).toBe(true);
+    await runtime.destroy(id);
+    expect(existsSync(`/proc/${pid}`)).toBe(false);
+    expect((await readFile('/proc/self/mountinfo', 'utf8')).includes(merged)).toBe(false);
+    expect(existsSync(`/run/netns/nb-${id}`)).toBe(false);
+    expect(existsSync(`/sys/fs/cgroup/pids/nube-test/${id}`)).toBe(false);
+    expect(existsSync(`/sys/fs/cgroup/memory/nube-test/${id}`)).toBe(false);
+    expect(existsSync(`${dataDir}/sandboxes/${id}`)).toBe(false);
+    const links = await run('ip', ['-o', 'link', 'show', 'master', 'nubet0']);
+    expect(links.stdout).not.toContain(`nb-${id}`);
+    await expect(runtime.exec(id, 'true')).rejects.toMatchObject({ code: 'NotFound' });
+  });
+
+  it('suspend keeps files and frees processes; resume rewrites env', async () => {
+    const id = uniqueId('su');
+    await runtime.create({ id, env: { PHASE: 'one' } });
+    await runtime.exec(id, 'echo kept > /root/note; sleep 1000 >/dev/null 2>&1 &');
+    const pid = await runtime.initPid(id);
+    const s = await runtime.suspend(id);
+    expect(s.state).toBe('suspended');
+    expect(existsSync(`/proc/${pid}`)).toBe(false);
+    expect(existsSync(`/run/netns/nb-${id}`)).toBe(false);
+    expect(existsSync(`/sys/fs/cgroup/pids/nube-test/${id}`)).toBe(false);
+    await expect(runtime.exec(id, 'true')).rejects.toBeInstanceOf(SandboxRuntimeError);
+    const t0 = performance.now();
+    await runtime.resume(id, { env: { PHASE: 'two' } });
+    console.log(`resume: ${(performance.now() - t0).toFixed(1)} ms`);
+    const r = await runtime.exec(id, `cat /root/note; echo $PHASE; ${COUNT_SLEEPS}`);
+    expect(r.stdout).toBe('kept\ntwo\n0\n');
+    await runtime.destroy(id);
+  });
+
+  it('snapshot and fork: copy-on-write children, the parent keeps running', async () => {
+    const id = uniqueId('fk');
+    await runtime.create({ id });
+    await runtime.exec(id, 'head -c 100000000 /dev/urandom > /root/big && echo parent > /root/who && sync');
+    const t0 = performance.now();
+    const kids = await runtime.fork(id, [`${id}-a`, `${id}-b`]);
+    const forkMs = performance.now() - t0;
+    console.log(`fork of a 100 MB sandbox into 2: ${forkMs.toFixed(0)} ms`);
+    expect(kids.map((k) => k.state)).toEqual(['running', 'running']);
+    expect(kids[0].layers.length).toBe(1);
+    const sum = async (sid: string) => (await runtime.exec(sid, 'md5sum < /root/big')).stdout;
+    expect(await sum(kids[0].id)).toBe(await sum(id));
+    await runtime.exec(kids[0].id, 'echo child > /root/who');
+    expect((await runtime.exec(id, 'cat /root/who')).stdout).toBe('parent\n');
+    expect((await runtime.exec(kids[1].id, 'cat /root/who')).stdout).toBe('parent\n');
+    expect((await runtime.exec(kids[0].id, 'cat /root/who')).stdout).toBe('child\n');
+    await expect(runtime.deleteSnapshot(kids[0].layers[0])).rejects.toMatchObject({ code: 'SnapshotInUse' });
+    // A fork of a fork stacks layers.
+    const [grand] = await runtime.fork(kids[0].id, [`${id}-c`]);
+    expect(grand.layers.length).toBe(2);
+    expect((await runtime.exec(grand.id, 'cat /root/who')).stdout).toBe('child\n');
+    for (const k of [grand.id, ...kids.map((x) => x.id)]) await runtime.destroy(k);
+    await runtime.deleteSnapshot(grand.layers[0]);
+    await runtime.deleteSnapshot(kids[0].layers[0]);
+    await runtime.destroy(id);
+    expect(forkMs).toBeLessThan(1000);
+  }, 60_000);
+
+  it('background processes: logs from an offset, kill with grace, exit codes', async () => {
+    const id = uniqueId('bg');
+    await runtime.create({ id });
+    const a = await runtime.startBackground(id, 'echo one; echo err >&2; sleep 0.3; echo two; exit 4');
+    const b = await runtime.startBackground(id, "trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.1; done");
+    const c = await runtime.startBackground(id, "trap '' TERM; exec sleep 1000");
+    await new Promise((r) => setTimeout(r, 800));
+    const da = await runtime.getBackground(id, a);
+    expect(da).toMatchObject({ state: 'exited', exitCode: 4, stdout: 'one\ntwo\n', stderr: 'err\n' });
+    const tail = await runtime.getBackground(id, a, { stdoutOffset: 4 });
+    expect(tail.stdout).toBe('two\n');
+    expect(tail.stdoutNextOffset).toBe(8);
+    expect((await runtime.listBackground(id)).map((p) => p.execId).sort()).toEqual([a, b, c].sort());
+    expect((await runtime.getBackground(id, b)).state).toBe('running');
+    await runtime.killBackground(id, b, 5);
+    expect(await runtime.getBackground(id, b)).toMatchObject({ state: 'exited', exitCode: 0, stdout: 'up\nbye\n' });
+    const t0 = Date.now();
+    await runtime.killBackground(id, c, 1);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    expect(await runtime.getBackground(id, c)).toMatchObject({ state: 'exited', exitCode: 137 });
+    await expect(runtime.getBackground(id, 'bg_00')).rejects.toMatchObject({ code: 'NotFound' });
+    await runtime.destroy(id);
+  });
+
+  it('a new runtime on the same data dir re-adopts running sandboxes and restarts dead ones', async () => {
+    const id = uniqueId('ra');
+    const id2 = uniqueId('rb');
+    await runtime.create({ id });
+    await runtime.create({ id: id2 });
+    await runtime.exec(id2, 'echo survives > /root/file');
+    const bgId = await runtime.startBackground(id, 'echo started; exec sleep 1000');
+    const pid = await runtime.initPid(id);
+    const pid2 = await runtime.initPid(id2);
+    process.kill(pid2, 'SIGKILL'); // its processes die while nube is "down"
+    const { NamespacesRuntime } = await import('./runtime.js');
+    const again = new NamespacesRuntime(opts);
+    const found = await again.recover();
+    expect(found.map((s) => s.id)).toEqual(expect.arrayContaining([id, id2]));
+    expect(await again.initPid(id)).toBe(pid);
+    expect(await again.getBackground(id, bgId)).toMatchObject({ state: 'running', stdout: 'started\n' });
+    expect(await again.initPid(id2)).not.toBe(pid2);
+    expect((await again.exec(id2, 'cat /root/file')).stdout).toBe('survives\n');
+    expect((await again.exec(id, 'hostname')).stdout).toBe(`${id}\n`);
+    await again.killBackground(id, bgId, 0);
+    await again.destroy(id);
+    await again.destroy(id2);
+  });
+});

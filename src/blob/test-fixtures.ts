@@ -65,8 +65,8 @@ export async function startBlobHttp(getStores: () => BlobStores): Promise<{ base
   return { baseUrl: `http://127.0.0.1:${port}/blob`, server };
 }
 
-export async function localBackend(publicBaseUrl: string): Promise<Backend> {
-  const root = await mkdtemp(join(tmpdir(), 'nube-blob-local-'));
+export async function localBackend(publicBaseUrl: string, parentDir = tmpdir()): Promise<Backend> {
+  const root = await mkdtemp(join(parentDir, 'nube-blob-local-'));
   const clock = new Clock();
   const stores = createBlobStores({
     defaultLocation: 'US',

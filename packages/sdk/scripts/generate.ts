@@ -1,0 +1,14 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generateSdkFiles } from './sdk-generator.js';
+
+// `npm run gen:sdk`: regenerates openapi.json, src/api.gen.ts and src/operations.gen.ts from the registry.
+const sdkDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const files = await generateSdkFiles();
+for (const [rel, text] of Object.entries(files)) {
+  const target = join(sdkDir, rel);
+  mkdirSync(dirname(target), { recursive: true });
+  writeFileSync(target, text);
+  console.log(`wrote packages/sdk/${rel} (${text.length} bytes)`);
+}

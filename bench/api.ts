@@ -1,0 +1,406 @@
+// Speed target of issue #2: authenticated GET /api/v2/account at 50 connections on loopback, against a
+// bare Fastify route answering the same JSON in the same run. Also PostgreSQL, request logging on, and
+// MCP tools/list latency. Flags: --duration <s> (10), --connections <n> (50), --no-pg, --no-info,
+// --profile [--bare] (one CPU-profiled nube or bare run, printed, results not written).
+import { type ChildProcess, fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { summarizeProfile } from './lib/cpuprofile.js';
+import { type LoadResult, runLoad } from './lib/load.js';
+import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
+import { round, summarize, timeIt } from './lib/stats.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const argv = process.argv.slice(2);
+const flag = (name: string) => argv.includes(`--${name}`);
+const num = (name: string, dflt: number) => {
+  const i = argv.indexOf(`--${name}`);
+  const v = i >= 0 ? Number(argv[i + 1]) : dflt;
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} wants a positive number`);
+  return v;
+};
+const DURATION = Math.min(num('duration', 10), 60);
+const WARMUP = 2;
+const ROUNDS = 5;
+// autocannon counts whole seconds.
+const SEGMENT = Math.max(1, Math.round(DURATION / ROUNDS));
+const CONNECTIONS = Math.min(num('connections', 50), 500);
+const MCP_CALLS = 200;
+const PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+const TARGET_RATIO = 0.5;
+const TARGET_P99_MS = 10;
+
+interface Server {
+  mode: string;
+  address: string;
+  child: ChildProcess;
+  cpuMicros(): Promise<number>;
+  /** Sends `msg` and waits for the reply carrying `key`. */
+  call(msg: string, key: string): Promise<unknown>;
+  stop(): Promise<void>;
+}
+
+/** Forks bench/lib/api-server.ts in its own process (own event loop, own core) and waits for it. */
+function startServer(
+  mode: 'nube' | 'bare',
+  env: Record<string, string>,
+  opts: { stdoutFile?: string; nodeArgs?: string[] } = {},
+): Promise<Server> {
+  const out = opts.stdoutFile ? openSync(opts.stdoutFile, 'w') : 'ignore';
+  const base = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('NUBE_') && k !== 'DATABASE_URL' && k !== 'REDIS_URL'),
+  );
+  const child = fork(join(here, 'lib', 'api-server.ts'), [mode], {
+    execArgv: ['--import', 'tsx', ...(opts.nodeArgs ?? [])],
+    env: { ...base, ...env },
+    stdio: ['ignore', out, 'inherit', 'ipc'],
+  });
+  if (typeof out === 'number') closeSync(out);
+  const request = <T>(msg: string, pick: (m: Record<string, unknown>) => T | undefined): Promise<T> =>
+    new Promise((resolve, reject) => {
+      const onMsg = (m: unknown) => {
+        const v = m && typeof m === 'object' ? pick(m as Record<string, unknown>) : undefined;
+        if (v !== undefined) {
+          child.off('message', onMsg);
+          resolve(v);
+        }
+      };
+      child.on('message', onMsg);
+      child.send(msg, (err) => err && reject(err));
+    });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill();
+      reject(new Error(`${mode} server did not start within 60 s`));
+    }, 60_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${mode} server exited with ${code} before it was ready`));
+    });
+    child.on('message', (m: unknown) => {
+      const msg = m as { ready?: boolean; address?: string };
+      if (!msg.ready || !msg.address) return;
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      resolve({
+        mode,
+        address: msg.address,
+        child,
+        cpuMicros: () =>
+          request('cpu', (m) => {
+            const c = m.cpu as { user: number; system: number } | undefined;
+            return c ? c.user + c.system : undefined;
+          }),
+        call: (msg, key) => request(msg, (m) => m[key]),
+        stop: () =>
+          new Promise<void>((res) => {
+            if (child.exitCode !== null) return res();
+            const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
+            child.once('exit', () => {
+              clearTimeout(kill);
+              res();
+            });
+            child.send('stop');
+          }),
+      });
+    });
+  });
+}
+
+interface Measured {
+  requests: number;
+  durationSec: number;
+  throughputPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  serverCpuPct: number;
+  serverCpuUsPerReq: number;
+}
+
+interface Contender {
+  label: string;
+  server: Server;
+  headers: Record<string, string>;
+}
+
+/**
+ * Warms every contender up, then measures them in `rounds` alternating segments (A B C, C B A, A B C, ...)
+ * so that drift in the machine's load falls on all of them alike. Each gets DURATION seconds in total.
+ * The server's CPU time is read around every measured segment.
+ */
+async function interleaved(contenders: Contender[], rounds: number): Promise<Map<string, Measured>> {
+  const load = (c: Contender, durationSec: number) =>
+    runLoad({ url: `${c.server.address}/api/v2/account`, connections: CONNECTIONS, durationSec, headers: c.headers });
+  for (const c of contenders) await load(c, WARMUP);
+  const acc = new Map(contenders.map((c) => [c.label, { samples: [] as number[], requests: 0, seconds: 0, cpu: 0 }]));
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? contenders : [...contenders].reverse();
+    for (const c of order) {
+      const cpu0 = await c.server.cpuMicros();
+      const res: LoadResult = await load(c, SEGMENT);
+      const cpu1 = await c.server.cpuMicros();
+      if (res.non2xx + res.errors + res.timeouts > 0) {
+        throw new Error(`${c.label}: ${res.non2xx} non-2xx, ${res.errors} errors, ${res.timeouts} timeouts: fix before measuring`);
+      }
+      const a = acc.get(c.label)!;
+      for (const v of res.samplesMs) a.samples.push(v);
+      a.requests += res.requests;
+      a.seconds += res.durationSec;
+      a.cpu += cpu1 - cpu0;
+    }
+  }
+  const out = new Map<string, Measured>();
+  for (const [label, a] of acc) {
+    const s = summarize(a.samples);
+    out.set(label, {
+      requests: a.requests,
+      durationSec: a.seconds,
+      throughputPerSec: a.samples.length / a.seconds,
+      p50Ms: s.p50Ms,
+      p99Ms: s.p99Ms,
+      serverCpuPct: a.cpu / 1e4 / a.seconds,
+      serverCpuUsPerReq: a.cpu / a.requests,
+    });
+  }
+  return out;
+}
+
+function loadRow(name: string, m: Measured, bare?: Measured, withTarget = false): ResultRow {
+  const row: ResultRow = {
+    name,
+    p50Ms: m.p50Ms,
+    p99Ms: m.p99Ms,
+    throughputPerSec: m.throughputPerSec,
+  };
+  if (bare) {
+    row.ratio = m.throughputPerSec / bare.throughputPerSec;
+    row.ratioAgainst = 'bare Fastify';
+  }
+  if (withTarget && bare) {
+    row.target = `>= ${TARGET_RATIO}x bare req/s, p99 < ${TARGET_P99_MS} ms`;
+    row.pass = row.ratio! >= TARGET_RATIO && m.p99Ms < TARGET_P99_MS;
+  }
+  row.requests = m.requests;
+  row.serverCpuPct = m.serverCpuPct;
+  row.serverCpuUsPerReq = m.serverCpuUsPerReq;
+  return row;
+}
+
+function nubeEnv(dataDir: string, key: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    NUBE_DATA_DIR: dataDir,
+    NUBE_HOST: '127.0.0.1',
+    NUBE_PORT: '0',
+    NUBE_OWNER_KEY: key,
+    NUBE_LOG_LEVEL: 'silent',
+    NUBE_RATE_LIMIT_PER_MINUTE: '10000000',
+    ...extra,
+  };
+}
+
+async function getAccountJson(address: string, key: string): Promise<string> {
+  const res = await fetch(`${address}/api/v2/account`, { headers: { authorization: `Bearer ${key}` } });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`GET /api/v2/account answered ${res.status}: ${text}`);
+  return text;
+}
+
+/** MCP tools/list over plain HTTP POST, stateless (no initialize first). */
+async function mcpToolsList(address: string, key: string) {
+  let bytes = 0;
+  let tools = 0;
+  const call = async (id: number) => {
+    const res = await fetch(`${address}/api/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list' }),
+    });
+    const text = await res.text();
+    const body = JSON.parse(text) as { result?: { tools?: unknown[] }; error?: unknown };
+    if (res.status !== 200 || !body.result?.tools) {
+      throw new Error(`tools/list without initialize answered ${res.status}: ${text.slice(0, 300)}`);
+    }
+    bytes = text.length;
+    tools = body.result.tools.length;
+  };
+  const t = await timeIt(call, { iterations: MCP_CALLS, warmup: 20, maxMs: 60_000 });
+  return { ...t, bytes, tools };
+}
+
+/** A fresh PostgreSQL database on loopback and a function that drops it. */
+async function createPgDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `nube_bench_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  const admin = () => new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 3000 });
+  const c = admin();
+  await c.connect();
+  try {
+    await c.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await c.end();
+  }
+  return {
+    url: PG_ADMIN_URL.replace(/\/postgres$/, `/${name}`),
+    async drop() {
+      const d = admin();
+      await d.connect();
+      try {
+        await d.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await d.end();
+      }
+    },
+  };
+}
+
+/** One nube (SQLite) run, or with --bare the bare route, under load with the V8 profiler on for the measured span only. */
+async function profile(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
+  const profFile = join(dir, 'nube.cpuprofile');
+  const key = `nube_sk_live_${randomBytes(24).toString('hex')}`;
+  let server = await startServer('nube', nubeEnv(join(dir, 'data'), key, { BENCH_PROFILE_FILE: profFile }));
+  if (flag('bare')) {
+    const body = await getAccountJson(server.address, key);
+    await server.stop();
+    server = await startServer('bare', { BENCH_BARE_BODY: body, BENCH_PROFILE_FILE: profFile });
+  }
+  const headers = { authorization: `Bearer ${key}` };
+  try {
+    const url = `${server.address}/api/v2/account`;
+    await runLoad({ url, connections: CONNECTIONS, durationSec: WARMUP, headers });
+    await server.call('profile-start', 'profiling');
+    const m = await runLoad({ url, connections: CONNECTIONS, durationSec: DURATION, headers });
+    await server.call('profile-stop', 'profiled');
+    console.log(`profiled run (profiler overhead included): ${round(m.throughputPerSec)} req/s, p99 ${round(m.p99Ms)} ms`);
+  } finally {
+    await server.stop();
+  }
+  console.log(summarizeProfile(profFile, 40));
+  console.log(`profile kept in ${profFile} (open in Chrome DevTools > Performance)`);
+}
+
+const load = () => loadavg().map((l) => round(l)).join(' / ');
+const busyMachine = () => loadavg()[0]! > cpus().length;
+
+async function main(): Promise<void> {
+  if (flag('profile')) return profile();
+  const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
+  const key = `nube_sk_live_${randomBytes(24).toString('hex')}`;
+  const auth = { authorization: `Bearer ${key}` };
+  const notes: string[] = [];
+  const rows: ResultRow[] = [];
+  const servers: Server[] = [];
+  const loadBefore = load();
+  let pgDrop: (() => Promise<void>) | undefined;
+  try {
+    // nube on SQLite (temp data dir), request logging off; its answer is what the bare route returns.
+    const nube = await startServer('nube', nubeEnv(join(dir, 'sqlite'), key));
+    servers.push(nube);
+    const body = await getAccountJson(nube.address, key);
+    const bare = await startServer('bare', { BENCH_BARE_BODY: body });
+    servers.push(bare);
+    if ((await getAccountJson(bare.address, key)) !== body) throw new Error('bare route answers other JSON');
+    const contenders: Contender[] = [
+      { label: 'bare', server: bare, headers: auth },
+      { label: 'sqlite', server: nube, headers: auth },
+    ];
+
+    // nube on PostgreSQL: a fresh database, dropped at the end.
+    if (!flag('no-pg')) {
+      try {
+        const pgDb = await createPgDatabase();
+        pgDrop = pgDb.drop;
+        const s = await startServer('nube', nubeEnv(join(dir, 'pg'), key, { DATABASE_URL: pgDb.url }));
+        servers.push(s);
+        await getAccountJson(s.address, key);
+        contenders.push({ label: 'pg', server: s, headers: auth });
+      } catch (e) {
+        notes.push(`PostgreSQL row skipped: ${(e as Error).message}`);
+      }
+    }
+
+    // nube on SQLite with NUBE_LOG_LEVEL=info (one JSON line per request) written to a file.
+    const logFile = join(dir, 'info.log');
+    if (!flag('no-info')) {
+      const s = await startServer('nube', nubeEnv(join(dir, 'sqlite-info'), key, { NUBE_LOG_LEVEL: 'info' }), {
+        stdoutFile: logFile,
+      });
+      servers.push(s);
+      contenders.push({ label: 'info', server: s, headers: auth });
+    }
+
+    const m = await interleaved(contenders, ROUNDS);
+    const b = m.get('bare')!;
+    const sq = m.get('sqlite')!;
+    rows.push(loadRow('bare Fastify route, same JSON', b));
+    rows.push(loadRow('nube GET /api/v2/account (SQLite)', sq, b, true));
+    const pgm = m.get('pg');
+    if (pgm) rows.push(loadRow('nube GET /api/v2/account (PostgreSQL)', pgm, b, true));
+    const info = m.get('info');
+    if (info) {
+      rows.push(loadRow('nube GET /api/v2/account (SQLite, NUBE_LOG_LEVEL=info to file)', info, b));
+      const log = readFileSync(logFile);
+      let lines = 0;
+      for (let i = log.indexOf(10); i !== -1; i = log.indexOf(10, i + 1)) lines++;
+      notes.push(
+        'Request logging: the SQLite and PostgreSQL rows run with NUBE_LOG_LEVEL=silent, so no request log is written. ' +
+          `With NUBE_LOG_LEVEL=info (pino JSON lines to a file, about ${Math.round(log.length / Math.max(1, lines))} bytes per request) ` +
+          `throughput is ${round((info.throughputPerSec / sq.throughputPerSec) * 100)}% of the silent run ` +
+          `(${round(info.throughputPerSec)} vs ${round(sq.throughputPerSec)} req/s; p99 ${round(info.p99Ms)} vs ${round(sq.p99Ms)} ms; ` +
+          `${round(info.serverCpuUsPerReq)} vs ${round(sq.serverCpuUsPerReq)} us server CPU per request).` +
+          (busyMachine()
+            ? ' The machine was busy with other work during this run (load average above its CPU count): differences of a few ' +
+              'tens of percent between nube rows are within run-to-run noise here, so this run cannot resolve the cost of request logging.'
+            : ''),
+      );
+    }
+
+    const mcp = await mcpToolsList(nube.address, key);
+    rows.push({
+      name: `MCP tools/list, ${MCP_CALLS} sequential POST /api/mcp (SQLite)`,
+      p50Ms: mcp.p50Ms,
+      p99Ms: mcp.p99Ms,
+      throughputPerSec: mcp.throughputPerSec,
+      requests: mcp.count,
+      responseBytes: mcp.bytes,
+      tools: mcp.tools,
+    });
+
+    notes.unshift(
+      `Load: autocannon, ${CONNECTIONS} keep-alive connections, closed loop (each connection sends its next request when the previous answer arrives), ` +
+        `to 127.0.0.1. Every server gets ${WARMUP} s of warm-up, then ${ROUNDS} measured segments of ${SEGMENT} s each that alternate between the servers ` +
+        '(A B C D, D C B A, ...) so that changes in machine load fall on all of them alike. ' +
+        "p50/p99 are computed from every 2xx response's own time (sub-ms resolution); throughputPerSec is 2xx responses per measured second; " +
+        'any non-2xx, error or timeout aborts the bench.',
+      'Process model: each server runs in its own child process (node --import tsx bench/lib/api-server.ts), all started before the first segment ' +
+        'and idle while another is measured; autocannon runs in the parent, so load generator and server never share an event loop.',
+      'Bare route: Fastify 5 defaults (logger off, no hooks) on GET /api/v2/account returning the exact bytes the nube server answered; ' +
+        'it is the ceiling of this HTTP stack on this machine. nube serves the real route: Bearer key check (cached for NUBE_AUTH_CACHE_MS), ' +
+        'rate limit (NUBE_RATE_LIMIT_PER_MINUTE=10000000 so it never trips), the account read from the store, output-schema validation, hooks.',
+      'serverCpuPct is the server process CPU time over its measured segments (100 = one core); serverCpuUsPerReq is its CPU microseconds per ' +
+        'request, which depends less on the load generator and on other load of the machine than req/s does.',
+      `MCP: tools/list works statelessly without an initialize call first (JSON-RPC POST with Accept: application/json, text/event-stream); ` +
+        `${mcp.tools} tools, ${mcp.bytes} bytes per answer; ${MCP_CALLS} sequential calls after 20 warm-up calls over one keep-alive connection (fetch).`,
+      'Data: a fresh SQLite file in a temp dir; PostgreSQL at 127.0.0.1:5432 in a fresh database created and dropped by the bench. Job workers on (defaults).',
+      `Machine load average (1/5/15 min) before: ${loadBefore}; after: ${load()}. On a shared machine absolute numbers move with other load; ` +
+        'the ratio, measured in alternating segments, is the figure to compare.',
+    );
+    const result = newResult('api', rows, notes, `npm run bench -- api${argv.length ? ` ${argv.join(' ')}` : ''}`);
+    printTable(result.rows);
+    for (const n of notes) console.log(`- ${n}`);
+    console.log(`wrote ${writeResult(result)}`);
+  } finally {
+    for (const s of servers) await s.stop();
+    await pgDrop?.();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
-import { AccountRepo, accountMigrations } from './areas/account/repo.js';
+import { AccountRepo } from './areas/account/repo.js';
 import { AccountService } from './areas/account/service.js';
 import { areaMigrations } from './areas/index.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
+import { jobsMigrations } from './platform/jobs.js';
 import { Usage, usageMigrations } from './platform/usage.js';
 import { buildServer } from './server.js';
 import { openStore } from './store/db.js';
@@ -27,7 +28,7 @@ async function withAccounts<T>(fn: (svc: AccountService) => Promise<T>): Promise
   const cfg = config();
   const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
   try {
-    await migrateToLatest(store.db, { ...usageMigrations, ...accountMigrations, ...areaMigrations });
+    await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...areaMigrations });
     return await fn(new AccountService(new AccountRepo(store.db), new Usage(store.db), 0));
   } finally {
     await store.close();

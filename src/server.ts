@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import { Redis } from 'ioredis';
-import { areaMigrations, createServices, operations } from './areas/index.js';
+import { AREAS, areaMigrations, createServices, operations } from './areas/index.js';
 import type { PlatformDeps } from './areas/deps.js';
 import type { Config } from './config.js';
 import { Authenticator } from './platform/auth.js';
 import { buildCatalog } from './platform/catalog.js';
 import { SecretBox } from './platform/crypto.js';
 import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
+import { createJobQueue, jobsMigrations } from './platform/jobs.js';
 import { FlexibleRateLimiter } from './platform/limits.js';
 import { mountMcp } from './platform/mcp.js';
 import { buildOpenApi } from './platform/openapi.js';
@@ -47,7 +48,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   });
 
   const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  await migrateToLatest(store.db, { ...usageMigrations, ...areaMigrations });
+  await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...areaMigrations });
 
   let redis: Redis | undefined;
   let bus: Bus = new MemoryBus();
@@ -62,6 +63,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     store,
     bus,
     usage: new Usage(store.db),
+    jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs }),
     auth: new Authenticator(),
     rateLimiter: new FlexibleRateLimiter(redis),
     secretBox: new SecretBox(config.secret),
@@ -100,6 +102,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
   });
+  for (const area of AREAS) area.routes?.(app, services, deps);
   const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
   const catalog = buildCatalog(operations);
   app.get(`${API_PREFIX}/openapi.json`, async () => openapi);
@@ -118,12 +121,15 @@ export async function buildServer(config: Config): Promise<Nube> {
     async listen() {
       const address = await app.listen({ host: config.host, port: config.port });
       if (!config.publicUrlFixed) publicUrl = address;
+      if (config.runWorkers) deps.jobs.start();
       return address;
     },
     async close() {
       if (closing) return;
       closing = true;
-      await app.close();
+      // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
+      await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 })]);
+      for (const area of AREAS) await area.close?.(services);
       await bus.close();
       redis?.disconnect();
       await store.close();

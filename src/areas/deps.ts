@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { Authenticator } from '../platform/auth.js';
 import type { SecretBox } from '../platform/crypto.js';
 import type { Bus } from '../platform/events.js';
+import type { JobQueue } from '../platform/jobs.js';
 import type { RateLimiter } from '../platform/limits.js';
 import type { Usage } from '../platform/usage.js';
 import type { Store } from '../store/db.js';
@@ -14,6 +15,7 @@ export interface PlatformDeps {
   store: Store;
   bus: Bus;
   usage: Usage;
+  jobs: JobQueue;
   auth: Authenticator;
   rateLimiter: RateLimiter;
   secretBox: SecretBox;

@@ -1,20 +1,32 @@
 import type { Migration } from 'kysely';
 import type { AnyOperation, Services } from '../platform/operation.js';
-import { accountOperations } from './account/operations.js';
-import { accountMigrations } from './account/repo.js';
-import { AccountRepo } from './account/repo.js';
-import { AccountService } from './account/service.js';
+import { accountArea } from './account/index.js';
+import type { AreaModule } from './area.js';
 import type { PlatformDeps } from './deps.js';
+import { sandboxesArea } from './sandboxes/index.js';
+import { webArea } from './web/index.js';
+import { filesArea } from './files/index.js';
+import { imagesArea } from './images/index.js';
+import { share_tokensArea } from './share-tokens/index.js';
+import { databasesArea } from './databases/index.js';
+import { machinesArea } from './machines/index.js';
+import { documentsArea } from './documents/index.js';
+import { agentsArea } from './agents/index.js';
+import { fleetArea } from './fleet/index.js';
+import { webhooksArea } from './webhooks/index.js';
 
-/** Every operation of the API, in catalogue order. The one list REST, OpenAPI, MCP and the SDK derive from. */
-export const operations: AnyOperation[] = [...accountOperations];
+/** Every area, in catalogue order. Services are created in this order (an area may use earlier ones). */
+export const AREAS: AreaModule[] = [accountArea, webhooksArea, sandboxesArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, documentsArea, agentsArea, fleetArea];
+
+/** Every operation of the API: the one list REST, OpenAPI, MCP and the SDK derive from. */
+export const operations: AnyOperation[] = AREAS.flatMap((a) => a.operations);
 
 /** Every area's migrations; names sort globally. */
-export const areaMigrations: Record<string, Migration> = { ...accountMigrations };
+export const areaMigrations: Record<string, Migration> = Object.assign({}, ...AREAS.map((a) => a.migrations ?? {}));
 
-/** Builds each area's service and registers its credential resolvers, usage gauges and job handlers. */
+/** Builds each area's service; areas register resolvers, gauges, job handlers and subscribers here. */
 export async function createServices(deps: PlatformDeps): Promise<Services> {
-  const account = new AccountService(new AccountRepo(deps.store.db), deps.usage, deps.config.authCacheMs);
-  deps.auth.register(account.ownerKeyResolver);
-  return { account };
+  const services: Partial<Services> = {};
+  for (const area of AREAS) Object.assign(services, await area.create?.(deps, services));
+  return services as Services;
 }

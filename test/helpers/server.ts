@@ -49,3 +49,7 @@ export async function startNube(opts: { dialect?: DialectName; env?: Record<stri
     },
   };
 }
+
+/** A response's JSON body, loosely typed for assertions. */
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+export const json = (r: Response): Promise<any> => r.json() as Promise<any>;

@@ -32,7 +32,7 @@ describe('nube CLI', () => {
     try {
       const ok = await fetch(`${server.baseUrl}/api/v2/account`, { headers: { authorization: `Bearer ${key.apiKey}` } });
       expect(ok.status).toBe(200);
-      expect((await ok.json()).plan.name).toBe('mega');
+      expect(((await ok.json()) as { plan: { name: string } }).plan.name).toBe('mega');
       await nube('keys', 'revoke', key.id);
       const revoked = await fetch(`${server.baseUrl}/api/v2/account`, { headers: { authorization: `Bearer ${key.apiKey}` } });
       expect(revoked.status).toBe(401);

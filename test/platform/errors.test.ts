@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNube, type TestNube } from '../helpers/server.js';
+import { json, startNube, type TestNube } from '../helpers/server.js';
 
 let t: TestNube;
 beforeAll(async () => {
@@ -11,10 +11,11 @@ const req = (path: string, init: RequestInit = {}) => fetch(t.baseUrl + path, in
 
 describe('error bodies', () => {
   it('401 for a missing, malformed, unknown or revoked credential', async () => {
-    for (const headers of [{}, { authorization: 'Bearer nope' }, { 'x-api-key': `${t.ownerKey}x` }, { authorization: 'Basic abc' }]) {
+    const variants: Record<string, string>[] = [{}, { authorization: 'Bearer nope' }, { 'x-api-key': `${t.ownerKey}x` }, { authorization: 'Basic abc' }];
+    for (const headers of variants) {
       const r = await req('/api/v2/account', { headers });
       expect(r.status).toBe(401);
-      expect(await r.json()).toEqual({ error: 'missing or invalid credential', code: 'Unauthorized' });
+      expect(await json(r)).toEqual({ error: 'missing or invalid credential', code: 'Unauthorized' });
     }
   });
 
@@ -26,23 +27,23 @@ describe('error bodies', () => {
   it('404 for an absent route, 405 with Allow for a known path with another method', async () => {
     const r404 = await req('/api/v2/nothing-here', { headers: t.auth });
     expect(r404.status).toBe(404);
-    expect((await r404.json()).code).toBe('NotFound');
+    expect((await json(r404)).code).toBe('NotFound');
     const r405 = await req('/api/v2/account', { method: 'DELETE', headers: t.auth });
     expect(r405.status).toBe(405);
     expect(r405.headers.get('allow')).toBe('GET');
-    expect((await r405.json()).code).toBe('MethodNotAllowed');
+    expect((await json(r405)).code).toBe('MethodNotAllowed');
   });
 
   it('400 with issues for malformed JSON and for an invalid body', async () => {
     const h = { ...t.auth, 'content-type': 'application/json' };
     const bad = await req('/api/v2/account/keys', { method: 'POST', headers: h, body: '{"name":' });
     expect(bad.status).toBe(400);
-    const badBody = await bad.json();
+    const badBody = await json(bad);
     expect(badBody.code).toBe('InvalidJson');
     expect(badBody.issues[0].path).toEqual(['body']);
     const invalid = await req('/api/v2/account/keys', { method: 'POST', headers: h, body: JSON.stringify({ name: 5 }) });
     expect(invalid.status).toBe(400);
-    const inv = await invalid.json();
+    const inv = await json(invalid);
     expect(inv.code).toBe('ValidationError');
     expect(inv.issues[0].path).toEqual(['body', 'name']);
   });
@@ -54,7 +55,7 @@ describe('error bodies', () => {
       body: JSON.stringify({ name: 'x'.repeat(10_000) }),
     });
     expect(r.status).toBe(413);
-    expect((await r.json()).code).toBe('PayloadTooLarge');
+    expect((await json(r)).code).toBe('PayloadTooLarge');
   });
 
   it('500 without internals, with the request id', async () => {
@@ -87,7 +88,7 @@ describe('rate limits', () => {
         codes.push(r.status);
         if (r.status === 429) {
           retryAfter = r.headers.get('retry-after');
-          expect((await r.json()).code).toBe('RateLimited');
+          expect((await json(r)).code).toBe('RateLimited');
         }
       }
       expect(codes).toEqual([200, 200, 200, 429, 429]);

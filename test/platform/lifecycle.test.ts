@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { startNube } from '../helpers/server.js';
+import { json, startNube } from '../helpers/server.js';
 
 describe('operations', () => {
   it('GET /healthz answers without a credential', async () => {
@@ -7,7 +7,7 @@ describe('operations', () => {
     try {
       const r = await fetch(`${t.baseUrl}/healthz`);
       expect(r.status).toBe(200);
-      expect(await r.json()).toMatchObject({ ok: true });
+      expect(await json(r)).toMatchObject({ ok: true });
     } finally {
       await t.close();
     }
@@ -26,7 +26,7 @@ describe('operations', () => {
     const closing = t.close();
     const r = await inflight;
     expect(r.status).toBe(200);
-    expect((await r.json()).plan.name).toBe('tera');
+    expect((await json(r)).plan.name).toBe('tera');
     await closing;
     await expect(fetch(`${t.baseUrl}/api/v2/account`, { headers: t.auth })).rejects.toThrow();
   });

@@ -2,7 +2,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operations } from '../../src/areas/index.js';
 import { toolName } from '../../src/platform/operation.js';
-import { startNube, type TestNube } from '../helpers/server.js';
+import { json, startNube, type TestNube } from '../helpers/server.js';
 
 let t: TestNube;
 beforeAll(async () => {
@@ -14,7 +14,7 @@ describe('documents derived from the registry', () => {
   it('serves an OpenAPI 3.1 document a real validator accepts, with every operation', async () => {
     const r = await fetch(`${t.baseUrl}/api/v2/openapi.json`);
     expect(r.status).toBe(200);
-    const doc = await r.json();
+    const doc = await json(r);
     expect(doc.openapi).toBe('3.1.0');
     await SwaggerParser.validate(structuredClone(doc));
     const ids = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((p) =>
@@ -26,7 +26,7 @@ describe('documents derived from the registry', () => {
   it('serves the public tool catalogue without a credential', async () => {
     const r = await fetch(`${t.baseUrl}/api/tools.json`);
     expect(r.status).toBe(200);
-    const cat = await r.json();
+    const cat = await json(r);
     expect(cat.count).toBe(operations.length);
     expect(cat.tools.map((x: { name: string }) => x.name)).toEqual(operations.map(toolName));
     for (const tool of cat.tools) {
@@ -42,7 +42,7 @@ describe('documents derived from the registry', () => {
       const r = await fetch(url, { method: op.method, headers: t.auth });
       // Either validation (400) rejects the placeholder input first, or the operation says 501.
       expect([400, 501]).toContain(r.status);
-      const body = await r.json();
+      const body = await json(r);
       if (r.status === 501) expect(body.code).toBe('NotImplemented');
     }
   });

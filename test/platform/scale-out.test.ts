@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDatabase } from '../helpers/pg.js';
-import { startNube, type TestNube } from '../helpers/server.js';
+import { json, startNube, type TestNube } from '../helpers/server.js';
 
 // Two replicas on one PostgreSQL and one Redis behave as one deployment.
 describe('two replicas on PostgreSQL + Redis', () => {
@@ -26,7 +26,7 @@ describe('two replicas on PostgreSQL + Redis', () => {
       body: JSON.stringify({ name: 'replica' }),
     });
     expect(created.status).toBe(201);
-    const { secret } = await created.json();
+    const { secret } = await json(created);
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
       const base = i % 2 ? b.baseUrl : a.baseUrl;

@@ -53,7 +53,11 @@ export async function buildServer(config: Config): Promise<Nube> {
   let redis: Redis | undefined;
   let bus: Bus = new MemoryBus();
   if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    redis = new Redis(config.redisUrl, {
+      maxRetriesPerRequest: 2,
+      enableOfflineQueue: true,
+      lazyConnect: false,
+    });
     bus = new RedisBus(redis, redis.duplicate());
   }
   let publicUrl = config.publicUrl;
@@ -90,9 +94,18 @@ export async function buildServer(config: Config): Promise<Nube> {
     // A response finishing during shutdown closes its keep-alive connection, or close() would wait on it.
     if (closing) reply.header('connection', 'close');
   });
-  app.addHook('onResponse', async (req, reply) => {
-    req.log.info({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
-  });
+  if (['info', 'debug', 'trace'].includes(config.logLevel))
+    app.addHook('onResponse', async (req, reply) => {
+      req.log.info(
+        {
+          method: req.method,
+          url: req.url.split('?')[0],
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime),
+        },
+        'request',
+      );
+    });
   installErrorHandling(app);
 
   mountOperations(app, {

@@ -43,10 +43,12 @@ export interface CredentialSource {
   queryToken?: string;
 }
 
+const PREFIXES = Object.entries(SCHEMES).flatMap(([name, s]) =>
+  'prefix' in s ? [[s.prefix, name as Exclude<SchemeName, 'public'>] as const] : [],
+);
+
 export function schemeOf(credential: string): Exclude<SchemeName, 'public'> | undefined {
-  for (const [name, s] of Object.entries(SCHEMES)) {
-    if ('prefix' in s && credential.startsWith(s.prefix)) return name as Exclude<SchemeName, 'public'>;
-  }
+  for (const [prefix, name] of PREFIXES) if (credential.startsWith(prefix)) return name;
   return undefined;
 }
 

@@ -62,10 +62,7 @@ async function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyReques
   }
   if (!op.handler) throw errors.notImplemented(`${op.method} ${API_PREFIX}${op.path}`);
 
-  const controller = new AbortController();
-  req.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
+  let controller: AbortController | undefined;
   const result = await op.handler({
     principal,
     params,
@@ -74,7 +71,17 @@ async function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyReques
     services: deps.services,
     log: req.log,
     requestId: req.id,
-    signal: controller.signal,
+    // Made on first use: most handlers never look at it and it costs a listener per request.
+    get signal() {
+      if (!controller) {
+        const c = new AbortController();
+        controller = c;
+        req.raw.once('close', () => {
+          if (!reply.raw.writableFinished) c.abort();
+        });
+      }
+      return controller.signal;
+    },
     headers: req.headers,
   });
   if (result instanceof RawResponse) return sendRaw(reply, result);

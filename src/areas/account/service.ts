@@ -19,9 +19,11 @@ export function generateOwnerKey(): string {
 }
 
 export class AccountService {
-  // Resolved keys are cached briefly so an authenticated request costs no store round trip; revocation
-  // clears this process's cache at once and other replicas' within authCacheMs.
-  private readonly cache = new Map<string, { principal: Principal; until: number }>();
+  // Resolved keys are cached briefly, keyed by the credential itself, so an authenticated request costs
+  // neither a hash nor a store round trip; revocation clears this process's cache at once and other
+  // replicas' within authCacheMs. Account rows are cached the same way for GET /account.
+  private readonly cache = new Map<string, { principal: Principal; hash: string; until: number }>();
+  private readonly accounts = new Map<string, { row: AccountRow; until: number }>();
 
   constructor(
     private readonly repo: AccountRepo,
@@ -56,7 +58,7 @@ export class AccountService {
   async revokeKey(id: string, accountId?: string): Promise<void> {
     const hash = await this.repo.revokeKey(id, accountId, Date.now());
     if (!hash) throw errors.notFound('key');
-    this.cache.delete(hash);
+    for (const [credential, entry] of this.cache) if (entry.hash === hash) this.cache.delete(credential);
   }
 
   /** On an empty store, creates the owner account; returns the key to print once (undefined if preset). */
@@ -69,25 +71,35 @@ export class AccountService {
   readonly ownerKeyResolver: CredentialResolver = {
     scheme: 'owner',
     resolve: async (credential) => {
-      const hash = sha256Hex(credential);
-      const hit = this.cache.get(hash);
       const now = Date.now();
+      const hit = this.cache.get(credential);
       if (hit && hit.until > now) return hit.principal;
+      this.cache.delete(credential);
+      const hash = sha256Hex(credential);
       const rows = await this.repo.keysByLookup(hash.slice(0, 16));
       const row = rows.find((r) => safeEqual(r.hash, hash));
-      if (!row) {
-        this.cache.delete(hash);
-        return null;
-      }
+      if (!row) return null;
       const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id };
-      if (this.authCacheMs > 0) this.cache.set(hash, { principal, until: now + this.authCacheMs });
+      if (this.authCacheMs > 0) {
+        if (this.cache.size > 10_000) this.cache.clear();
+        this.cache.set(credential, { principal, hash, until: now + this.authCacheMs });
+      }
       return principal;
     },
   };
 
+  private async account(id: string): Promise<AccountRow> {
+    const now = Date.now();
+    const hit = this.accounts.get(id);
+    if (hit && hit.until > now) return hit.row;
+    const row = await this.repo.getAccount(id);
+    if (!row) throw errors.notFound('account');
+    if (this.authCacheMs > 0) this.accounts.set(id, { row, until: now + this.authCacheMs });
+    return row;
+  }
+
   async getAccount(p: Principal) {
-    const a = await this.repo.getAccount(p.ownerId);
-    if (!a) throw errors.notFound('account');
+    const a = await this.account(p.ownerId);
     const plan = PLANS[a.plan];
     return {
       id: a.id,

@@ -52,6 +52,21 @@ const envSchema = z.object({
   NUBE_WORKERS: bool.default(true),
   // CIDRs that outbound fetches (web, webhooks, launch) may reach although private/loopback.
   NUBE_OUTBOUND_ALLOW: csv.default([]),
+  // Files: blob backend per region, semantic search embeddings.
+  NUBE_BLOB_BACKEND: z.enum(['local', 's3']).default('local'),
+  NUBE_BLOB_DIR: z.string().min(1).optional(),
+  NUBE_S3_ENDPOINT: z.url().optional(),
+  NUBE_S3_REGION: z.string().min(1).default('us-east-1'),
+  NUBE_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  NUBE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  NUBE_S3_FORCE_PATH_STYLE: bool.default(true),
+  NUBE_S3_BUCKET: z.string().min(1).optional(),
+  NUBE_S3_BUCKET_LATAM: z.string().min(1).optional(),
+  NUBE_S3_BUCKET_US: z.string().min(1).optional(),
+  NUBE_S3_BUCKET_EU: z.string().min(1).optional(),
+  NUBE_FILES_AI_BASE_URL: z.url().default('https://api.openai.com/v1'),
+  NUBE_FILES_AI_KEY: z.string().min(1).optional(),
+  NUBE_FILES_AI_MODEL: z.string().min(1).default('text-embedding-3-small'),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -75,6 +90,25 @@ export interface Config {
   jobPollMs: number;
   runWorkers: boolean;
   outboundAllow: string[];
+  files: FilesConfig;
+}
+
+export const FILE_REGION_NAMES = ['LATAM', 'US', 'EU'] as const;
+
+/** Where each region's blobs live, and the embeddings endpoint for semantic search (absent: no AI key). */
+export interface FilesConfig {
+  blob:
+    | { backend: 'local'; dirs: Record<(typeof FILE_REGION_NAMES)[number], string> }
+    | {
+        backend: 's3';
+        endpoint?: string;
+        region: string;
+        forcePathStyle: boolean;
+        credentials?: { accessKeyId: string; secretAccessKey: string };
+        /** Region -> bucket and key prefix (one shared bucket gets a `<region>/` prefix per region). */
+        buckets: Record<(typeof FILE_REGION_NAMES)[number], { bucket: string; prefix?: string }>;
+      };
+  ai?: { baseUrl: string; apiKey: string; model: string };
 }
 
 export class ConfigError extends Error {}
@@ -107,6 +141,35 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     jobPollMs: e.NUBE_JOB_POLL_MS,
     runWorkers: e.NUBE_WORKERS,
     outboundAllow: e.NUBE_OUTBOUND_ALLOW,
+    files: filesConfig(e, dataDir),
+  };
+}
+
+function filesConfig(e: z.infer<typeof envSchema>, dataDir: string): FilesConfig {
+  const ai = e.NUBE_FILES_AI_KEY
+    ? { baseUrl: e.NUBE_FILES_AI_BASE_URL.replace(/\/$/, ''), apiKey: e.NUBE_FILES_AI_KEY, model: e.NUBE_FILES_AI_MODEL }
+    : undefined;
+  if (e.NUBE_BLOB_BACKEND === 'local') {
+    const root = resolve(e.NUBE_BLOB_DIR ?? join(dataDir, 'blobs'));
+    const dirs = Object.fromEntries(FILE_REGION_NAMES.map((r) => [r, join(root, r.toLowerCase())]));
+    return { blob: { backend: 'local', dirs: dirs as Record<(typeof FILE_REGION_NAMES)[number], string> }, ai };
+  }
+  const perRegion = { LATAM: e.NUBE_S3_BUCKET_LATAM, US: e.NUBE_S3_BUCKET_US, EU: e.NUBE_S3_BUCKET_EU };
+  const buckets = Object.fromEntries(
+    FILE_REGION_NAMES.map((r) => {
+      const own = perRegion[r];
+      if (own) return [r, { bucket: own }];
+      if (!e.NUBE_S3_BUCKET) throw new ConfigError(`NUBE_BLOB_BACKEND=s3 needs NUBE_S3_BUCKET or NUBE_S3_BUCKET_${r}`);
+      return [r, { bucket: e.NUBE_S3_BUCKET, prefix: `${r.toLowerCase()}/` }];
+    }),
+  ) as Record<(typeof FILE_REGION_NAMES)[number], { bucket: string; prefix?: string }>;
+  const credentials =
+    e.NUBE_S3_ACCESS_KEY_ID && e.NUBE_S3_SECRET_ACCESS_KEY
+      ? { accessKeyId: e.NUBE_S3_ACCESS_KEY_ID, secretAccessKey: e.NUBE_S3_SECRET_ACCESS_KEY }
+      : undefined;
+  return {
+    blob: { backend: 's3', endpoint: e.NUBE_S3_ENDPOINT, region: e.NUBE_S3_REGION, forcePathStyle: e.NUBE_S3_FORCE_PATH_STYLE, credentials, buckets },
+    ai,
   };
 }
 

@@ -1,7 +1,33 @@
 import type { AreaModule } from '../area.js';
+import { FileUrls, storesFromConfig } from './blobs.js';
+import { registerFileJobs } from './jobs.js';
 import { filesOperations } from './operations.js';
+import { FilesRepo, filesMigrations } from './repo.js';
+import { fileRoutes } from './routes.js';
+import { FilesService } from './service.js';
 
 export const filesArea: AreaModule = {
   name: 'files',
   operations: filesOperations,
+  migrations: filesMigrations,
+  create(deps, other) {
+    const account = other.account;
+    if (!account) throw new Error('the files area needs the account service (plans) to be created first');
+    let files: FilesService | undefined;
+    const urls = new FileUrls(deps.config.secret, deps.publicUrl, () => files?.now() ?? Date.now());
+    files = new FilesService(new FilesRepo(deps.store.db), storesFromConfig(deps.config), urls, deps, async (ownerId) => {
+      // getAccount reads only the owner id of the principal; the plan it returns is the stored one.
+      const a = await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' });
+      return a.plan.name;
+    });
+    registerFileJobs(deps.jobs, files, files.searchIndex);
+    deps.usage.registerGauge('storageBytes', (ownerId) => (files as FilesService).repo.storedBytes(ownerId));
+    return { files };
+  },
+  routes(app, services) {
+    fileRoutes(app, services.files.transfers);
+  },
+  async close(services) {
+    services.files.stores.close();
+  },
 };

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { FreeObject, IsoTime, Ok, PageQuery } from '../../platform/schemas.js';
+import { FreeObject, IsoTime, Ok, ok, PageQuery } from '../../platform/schemas.js';
 import { File, FileAccess, FileRegion, MAX_FILE_BYTES, paginated } from './schemas.js';
+import type { FilesService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    files: FilesService;
+  }
+}
 
 const tags = ['Files'];
 
@@ -27,6 +34,7 @@ export const filesOperations = [
       status: z.enum(['DONE', 'DELETED']).default('DONE').describe('DONE (default) or DELETED (the trash)'),
     }),
     response: paginated(File),
+    handler: ({ principal, query, services }) => services.files.list(principal, query),
   }),
   defineOperation({
     id: 'files.create',
@@ -54,6 +62,7 @@ export const filesOperations = [
       putUrlExpiresAt: IsoTime.describe('When putUrl stops working'),
     }),
     errors: [STORAGE_QUOTA],
+    handler: ({ principal, body, services }) => services.files.create(principal, body),
   }),
   defineOperation({
     id: 'files.search',
@@ -71,6 +80,7 @@ export const filesOperations = [
     errors: [
       { status: 400, code: 'AiKeyNotConfigured', description: 'No AI key is configured for semantic search' },
     ],
+    handler: ({ principal, query, services }) => services.files.searchIndex.search(principal, query.q, query.limit),
   }),
   defineOperation({
     id: 'files.get',
@@ -81,6 +91,7 @@ export const filesOperations = [
     auth: ['owner'],
     params: FileId,
     response: File,
+    handler: ({ principal, params, services }) => services.files.get(principal, params.fileId),
   }),
   defineOperation({
     id: 'files.update',
@@ -98,6 +109,8 @@ export const filesOperations = [
       status: z.literal('DONE').optional().describe('Only DONE: restores a deleted file'),
     }),
     response: File,
+    errors: [{ status: 409, code: 'FileDeleted', description: 'The file is in the trash: restore it first' }],
+    handler: ({ principal, params, body, services }) => services.files.update(principal, params.fileId, body),
   }),
   defineOperation({
     id: 'files.delete',
@@ -108,6 +121,10 @@ export const filesOperations = [
     auth: ['owner'],
     params: FileId,
     response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.files.delete(principal, params.fileId);
+      return ok;
+    },
   }),
   defineOperation({
     id: 'files.restore',
@@ -118,6 +135,8 @@ export const filesOperations = [
     auth: ['owner'],
     params: FileId,
     response: File,
+    errors: [{ status: 409, code: 'RetentionExpired', description: 'The file was deleted more than 7 days ago' }],
+    handler: ({ principal, params, services }) => services.files.restore(principal, params.fileId),
   }),
   defineOperation({
     id: 'files.duplicate',
@@ -130,6 +149,7 @@ export const filesOperations = [
     body: z.object({ name: FileName.optional().describe('Name of the copy (default: "<name> (copy)")') }),
     bodyOptional: true,
     response: File,
-    errors: [STORAGE_QUOTA],
+    errors: [STORAGE_QUOTA, { status: 409, code: 'FileDeleted', description: 'The file is in the trash' }],
+    handler: ({ principal, params, body, services }) => services.files.duplicate(principal, params.fileId, body?.name),
   }),
 ];

@@ -1,0 +1,186 @@
+import type { Kysely, Migration } from 'kysely';
+import type { Tables } from '../../store/schema.js';
+
+/**
+ * `PENDING` is internal: the record exists from POST /files until its bytes arrive. The API never shows
+ * it (the File schema only knows DONE/DELETED), so every read filters it out.
+ */
+export type FileRowStatus = 'PENDING' | 'DONE' | 'DELETED';
+
+export interface FilesTable {
+  id: string;
+  owner_id: string;
+  name: string;
+  content_type: string;
+  size: number;
+  access: string;
+  status: string;
+  region: string;
+  asset_id: string | null;
+  metadata: string;
+  sha256: string | null;
+  /** Nonce of the one PUT URL issued for this record. */
+  upload_nonce: string | null;
+  /** Set while a PUT holds the upload (atomic claim); cleared if that PUT fails. */
+  upload_claimed_at: number | null;
+  /** Embedding vector as JSON text, and a hash of the text + model it was computed from. */
+  embedding: string | null;
+  embedding_hash: string | null;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+declare module '../../store/schema.js' {
+  interface Tables {
+    files: FilesTable;
+  }
+}
+
+export const filesMigrations: Record<string, Migration> = {
+  '0004-files-files': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('files')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('content_type', 'text', (c) => c.notNull())
+        .addColumn('size', 'bigint', (c) => c.notNull())
+        .addColumn('access', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('region', 'text', (c) => c.notNull())
+        .addColumn('asset_id', 'text')
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('sha256', 'text')
+        .addColumn('upload_nonce', 'text')
+        .addColumn('upload_claimed_at', 'bigint')
+        .addColumn('embedding', 'text')
+        .addColumn('embedding_hash', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .addColumn('deleted_at', 'bigint')
+        .execute();
+      // Listing is "owner's files in one status, newest id first"; the id is time-ordered.
+      await db.schema.createIndex('files_owner_status_id').on('files').columns(['owner_id', 'status', 'id']).execute();
+    },
+  },
+};
+
+export type FileRow = Omit<FilesTable, 'size' | 'upload_claimed_at' | 'created_at' | 'updated_at' | 'deleted_at'> & {
+  size: number;
+  upload_claimed_at: number | null;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+};
+
+// PostgreSQL returns bigint columns as strings.
+function norm(r: FilesTable): FileRow {
+  return {
+    ...r,
+    size: Number(r.size),
+    upload_claimed_at: r.upload_claimed_at === null ? null : Number(r.upload_claimed_at),
+    created_at: Number(r.created_at),
+    updated_at: Number(r.updated_at),
+    deleted_at: r.deleted_at === null ? null : Number(r.deleted_at),
+  };
+}
+
+export class FilesRepo {
+  constructor(private readonly db: Kysely<Tables>) {}
+
+  async insert(row: FilesTable): Promise<void> {
+    await this.db.insertInto('files').values(row).execute();
+  }
+
+  /** Any status, any owner: for routes that resolve a file from a signed token or a job. */
+  async byId(id: string): Promise<FileRow | undefined> {
+    const r = await this.db.selectFrom('files').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && norm(r);
+  }
+
+  /** The owner's visible file (DONE or DELETED); a PENDING or foreign record is absent. */
+  async owned(ownerId: string, id: string): Promise<FileRow | undefined> {
+    const r = await this.db
+      .selectFrom('files')
+      .selectAll()
+      .where('id', '=', id)
+      .where('owner_id', '=', ownerId)
+      .where('status', 'in', ['DONE', 'DELETED'])
+      .executeTakeFirst();
+    return r && norm(r);
+  }
+
+  async page(q: { ownerId: string; status: 'DONE' | 'DELETED'; assetId?: string; beforeId?: string; limit: number }): Promise<FileRow[]> {
+    let s = this.db.selectFrom('files').selectAll().where('owner_id', '=', q.ownerId).where('status', '=', q.status);
+    if (q.assetId !== undefined) s = s.where('asset_id', '=', q.assetId);
+    if (q.beforeId !== undefined) s = s.where('id', '<', q.beforeId);
+    const rows = await s.orderBy('id', 'desc').limit(q.limit).execute();
+    return rows.map(norm);
+  }
+
+  async allDone(ownerId: string): Promise<FileRow[]> {
+    const rows = await this.db.selectFrom('files').selectAll().where('owner_id', '=', ownerId).where('status', '=', 'DONE').execute();
+    return rows.map(norm);
+  }
+
+  /** Bytes the owner holds: DONE and DELETED files (the trash counts until purged). */
+  async storedBytes(ownerId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('files')
+      .select((eb) => eb.fn.sum<string | number | null>('size').as('total'))
+      .where('owner_id', '=', ownerId)
+      .where('status', 'in', ['DONE', 'DELETED'])
+      .executeTakeFirst();
+    return Number(r?.total ?? 0);
+  }
+
+  /** Atomic single use of a PUT URL: true for exactly one caller per nonce while the file is PENDING. */
+  async claimUpload(id: string, nonce: string, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('files')
+      .set({ upload_claimed_at: now })
+      .where('id', '=', id)
+      .where('status', '=', 'PENDING')
+      .where('upload_nonce', '=', nonce)
+      .where('upload_claimed_at', 'is', null)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  async releaseUpload(id: string): Promise<void> {
+    await this.db.updateTable('files').set({ upload_claimed_at: null }).where('id', '=', id).where('status', '=', 'PENDING').execute();
+  }
+
+  /** PENDING -> DONE; false if the record changed meanwhile (expired and removed). */
+  async completeUpload(id: string, sha256: string, now: number): Promise<boolean> {
+    const r = await this.db
+      .updateTable('files')
+      .set({ status: 'DONE', sha256, upload_nonce: null, updated_at: now })
+      .where('id', '=', id)
+      .where('status', '=', 'PENDING')
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /** Guarded update: applies only while the row is still in `fromStatus`. */
+  async update(id: string, fromStatus: FileRowStatus, set: Partial<FilesTable>): Promise<boolean> {
+    const r = await this.db.updateTable('files').set(set).where('id', '=', id).where('status', '=', fromStatus).executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  async setEmbedding(id: string, embedding: number[], hash: string): Promise<void> {
+    await this.db
+      .updateTable('files')
+      .set({ embedding: JSON.stringify(embedding), embedding_hash: hash })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** Deletes the record if it is still in `status` (a purge must not race a restore). */
+  async remove(id: string, status: FileRowStatus): Promise<boolean> {
+    const r = await this.db.deleteFrom('files').where('id', '=', id).where('status', '=', status).executeTakeFirst();
+    return Number(r.numDeletedRows) === 1;
+  }
+}

@@ -1,0 +1,72 @@
+import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import { cosine, EMBED_BATCH, type EmbeddingsConfig, embed, embeddingHash, embeddingText } from './embeddings.js';
+import type { FileRow } from './repo.js';
+import type { File } from './schemas.js';
+import type { FilesService } from './service.js';
+
+/**
+ * Semantic search: every DONE file of the owner has a vector of its name, type and metadata, computed
+ * by a job when the file becomes DONE or changes (so it survives restarts). A search embeds the query,
+ * catches up on any file whose vector is missing or stale (e.g. files stored before an AI key was
+ * configured), and ranks by cosine similarity in process.
+ */
+export class FileSearch {
+  constructor(
+    private readonly files: FilesService,
+    private readonly ai: EmbeddingsConfig | undefined,
+  ) {}
+
+  private config(): EmbeddingsConfig {
+    if (!this.ai) {
+      throw errors.badRequest(
+        'semantic search needs an AI key: the operator sets NUBE_FILES_AI_KEY (and NUBE_FILES_AI_BASE_URL for an OpenAI-compatible provider)',
+        undefined,
+        'AiKeyNotConfigured',
+      );
+    }
+    return this.ai;
+  }
+
+  async search(p: Principal, q: string, limit: number): Promise<{ items: File[] }> {
+    const ai = this.config();
+    const rows = await this.files.repo.allDone(p.ownerId);
+    const [queryVector] = await embed(ai, [q]);
+    await this.catchUp(ai, rows);
+    const scored = rows
+      .filter((r) => r.embedding !== null)
+      .map((r) => ({ r, score: cosine(queryVector!, JSON.parse(r.embedding as string) as number[]) }))
+      .sort((a, b) => b.score - a.score)
+      .slice(0, limit);
+    return { items: scored.map((s) => this.files.view(s.r)) };
+  }
+
+  /** The job `files.embed`: idempotent (skips a file whose vector is current). */
+  async embedFile(fileId: string): Promise<void> {
+    if (!this.ai) return;
+    const row = await this.files.repo.byId(fileId);
+    if (row?.status !== 'DONE') return;
+    await this.catchUp(this.ai, [row]);
+  }
+
+  private async catchUp(ai: EmbeddingsConfig, rows: FileRow[]): Promise<void> {
+    const stale = rows
+      .map((r) => {
+        const text = embeddingText(r);
+        return { r, text, hash: embeddingHash(text, ai.model) };
+      })
+      .filter((x) => x.r.embedding_hash !== x.hash);
+    for (let i = 0; i < stale.length; i += EMBED_BATCH) {
+      const batch = stale.slice(i, i + EMBED_BATCH);
+      const vectors = await embed(
+        ai,
+        batch.map((b) => b.text),
+      );
+      for (const [j, b] of batch.entries()) {
+        await this.files.repo.setEmbedding(b.r.id, vectors[j]!, b.hash);
+        b.r.embedding = JSON.stringify(vectors[j]);
+        b.r.embedding_hash = b.hash;
+      }
+    }
+  }
+}

@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
 import { File } from '../files/schemas.js';
+import type { ImagesService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    images: ImagesService;
+  }
+}
 
 const tags = ['Images'];
 
@@ -36,6 +43,8 @@ export const imagesOperations = [
     }),
     response: File,
     errors: ERRORS,
+    handler: ({ principal, body, services }) =>
+      services.images.transform(principal, body, { kind: 'optimize', format: body.format, quality: body.quality }),
   }),
   defineOperation({
     id: 'images.resize',
@@ -61,6 +70,8 @@ export const imagesOperations = [
       }),
     response: File,
     errors: ERRORS,
+    handler: ({ principal, body, services }) =>
+      services.images.transform(principal, body, { kind: 'resize', width: body.width, height: body.height, fit: body.fit }),
   }),
   defineOperation({
     id: 'images.rotate',
@@ -81,6 +92,8 @@ export const imagesOperations = [
     }),
     response: File,
     errors: ERRORS,
+    handler: ({ principal, body, services }) =>
+      services.images.transform(principal, body, { kind: 'rotate', degrees: body.degrees, background: body.background }),
   }),
   defineOperation({
     id: 'images.crop',
@@ -99,6 +112,8 @@ export const imagesOperations = [
     }),
     response: File,
     errors: ERRORS,
+    handler: ({ principal, body, services }) =>
+      services.images.transform(principal, body, { kind: 'crop', left: body.left, top: body.top, width: body.width, height: body.height }),
   }),
   defineOperation({
     id: 'images.grayscale',
@@ -111,5 +126,6 @@ export const imagesOperations = [
     body: z.object(Source),
     response: File,
     errors: ERRORS,
+    handler: ({ principal, body, services }) => services.images.transform(principal, body, { kind: 'grayscale' }),
   }),
 ];

@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import type { ShareTokensService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    shareTokens: ShareTokensService;
+  }
+}
 
 const tags = ['Share tokens'];
 
@@ -55,6 +62,8 @@ export const shareTokensOperations = [
         url: z.string().describe('Link that works without any other credential until expiresAt'),
       })
       .meta({ id: 'ShareTokenCreated' }),
+    errors: [{ status: 501, code: 'NotImplemented', description: 'documentId: documents are not built yet in this release' }],
+    handler: ({ principal, body, services }) => services.shareTokens.create(principal, body),
   }),
   defineOperation({
     id: 'shareTokens.list',
@@ -64,6 +73,7 @@ export const shareTokensOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ items: z.array(ShareToken) }),
+    handler: ({ principal, services }) => services.shareTokens.list(principal),
   }),
   defineOperation({
     id: 'shareTokens.revoke',
@@ -74,5 +84,9 @@ export const shareTokensOperations = [
     auth: ['owner'],
     params: z.object({ tokenId: z.string().min(1).max(200).describe('Share token id') }),
     response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.shareTokens.revoke(principal, params.tokenId);
+      return ok;
+    },
   }),
 ];

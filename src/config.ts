@@ -67,6 +67,20 @@ const envSchema = z.object({
   NUBE_FILES_AI_BASE_URL: z.url().default('https://api.openai.com/v1'),
   NUBE_FILES_AI_KEY: z.string().min(1).optional(),
   NUBE_FILES_AI_MODEL: z.string().min(1).default('text-embedding-3-small'),
+  // Sandboxes: isolation driver, host of the per-port public URLs, where templates live, templates
+  // built at start, and the host bridge and cgroup parent (tests use their own).
+  NUBE_SANDBOX_DRIVER: z.enum(['namespaces']).default('namespaces'),
+  NUBE_SANDBOX_PUBLIC_HOST: z
+    .string()
+    .regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, 'must be a lowercase host name')
+    .default('sandbox.localhost'),
+  NUBE_TEMPLATES_DIR: z.string().min(1).optional(),
+  NUBE_SANDBOX_PREBUILD: csv.default([]),
+  NUBE_SANDBOX_BRIDGE: z
+    .string()
+    .regex(/^[a-z0-9]{1,12}:\d+\.\d+\.\d+\.\d+\/\d+$/, 'must look like nube0:10.77.0.1/16')
+    .default('nube0:10.77.0.1/16'),
+  NUBE_SANDBOX_CGROUP: z.string().regex(/^[a-z0-9-]{1,32}$/).default('nube'),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -91,6 +105,7 @@ export interface Config {
   runWorkers: boolean;
   outboundAllow: string[];
   files: FilesConfig;
+  sandboxes: SandboxesConfig;
 }
 
 export const FILE_REGION_NAMES = ['LATAM', 'US', 'EU'] as const;
@@ -109,6 +124,17 @@ export interface FilesConfig {
         buckets: Record<(typeof FILE_REGION_NAMES)[number], { bucket: string; prefix?: string }>;
       };
   ai?: { baseUrl: string; apiKey: string; model: string };
+}
+
+export interface SandboxesConfig {
+  driver: 'namespaces';
+  /** Per-port URLs are `<port>-<sandbox id>.<publicHost>`. */
+  publicHost: string;
+  templatesDir: string;
+  /** Built-in templates built when the server starts (NUBE_SANDBOX_PREBUILD=base,code-interpreter). */
+  prebuild: string[];
+  bridge: { name: string; cidr: string };
+  cgroupParent: string;
 }
 
 export class ConfigError extends Error {}
@@ -142,6 +168,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     runWorkers: e.NUBE_WORKERS,
     outboundAllow: e.NUBE_OUTBOUND_ALLOW,
     files: filesConfig(e, dataDir),
+    sandboxes: {
+      driver: e.NUBE_SANDBOX_DRIVER,
+      publicHost: e.NUBE_SANDBOX_PUBLIC_HOST,
+      templatesDir: resolve(e.NUBE_TEMPLATES_DIR ?? join(dataDir, 'templates')),
+      prebuild: e.NUBE_SANDBOX_PREBUILD,
+      bridge: { name: e.NUBE_SANDBOX_BRIDGE.split(':')[0]!, cidr: e.NUBE_SANDBOX_BRIDGE.split(':')[1]! },
+      cgroupParent: e.NUBE_SANDBOX_CGROUP,
+    },
   };
 }
 

@@ -1,7 +1,85 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { AreaModule } from '../area.js';
+import type { PlatformDeps } from '../deps.js';
+import { TTL_JOB } from './clocks.js';
+import { SandboxesService } from './facade.js';
 import { sandboxesOperations } from './operations.js';
+import { PortProxy } from './proxy.js';
+import { SandboxesRepo, sandboxesMigrations } from './repo.js';
+import type { SandboxRuntime } from './runtime/driver.js';
+import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
+import { PROVISION_JOB } from './service.js';
+
+function makeRuntime(deps: PlatformDeps): { runtime: SandboxRuntime; dataDir: string } {
+  const c = deps.config.sandboxes;
+  const dataDir = join(deps.config.dataDir, 'sandbox-runtime');
+  const runtime = new NamespacesRuntime({
+    dataDir,
+    templatesDir: c.templatesDir,
+    bridge: c.bridge,
+    cgroupParent: c.cgroupParent,
+  });
+  return { runtime, dataDir };
+}
+
+/**
+ * After a restart of nube: the driver re-adopts live sandboxes (or restarts dead ones on their files),
+ * then records and driver agree: a driver sandbox without a record is destroyed, a record whose
+ * sandbox is gone is removed, and a record takes the driver's state. Skipped while nube has never run a
+ * sandbox, so servers that do not use sandboxes never touch the host's network or cgroups.
+ */
+async function reconcile(svc: SandboxesService, runtimeDir: string, deps: PlatformDeps): Promise<void> {
+  const { repo, runtime } = svc.core;
+  if ((await repo.count()) === 0 && !existsSync(join(runtimeDir, 'sandboxes'))) return;
+  const infos = await runtime.recover();
+  const seen = new Set<string>();
+  for (const info of infos) {
+    const row = await repo.byRuntimeId(info.id);
+    if (!row) {
+      deps.log.warn({ sandbox: info.id }, 'sandbox without a record: destroyed');
+      await runtime.destroy(info.id).catch((e: unknown) => deps.log.error({ err: e }, 'destroy failed'));
+      continue;
+    }
+    seen.add(row.id);
+    if (row.status !== 'starting' && row.status !== info.state) await repo.update(row.id, { status: info.state });
+  }
+  for (const row of await repo.all()) {
+    if (row.status !== 'starting' && !seen.has(row.id)) {
+      deps.log.warn({ sandbox: row.id }, 'record without a sandbox: removed');
+      await repo.delete(row.id);
+      await deps.jobs.cancel({ key: `sandbox-ttl:${row.id}` });
+    }
+  }
+}
 
 export const sandboxesArea: AreaModule = {
   name: 'sandboxes',
   operations: sandboxesOperations,
+  migrations: sandboxesMigrations,
+  async create(deps) {
+    const { runtime, dataDir } = makeRuntime(deps);
+    const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps);
+    deps.jobs.register<{ id: string }>(TTL_JOB, (p) => sandboxes.core.clocks.fire(p.id), { maxAttempts: 10 });
+    deps.jobs.register<{ id: string }>(PROVISION_JOB, (p) => sandboxes.core.provision(p.id), {
+      maxAttempts: 2,
+      concurrency: 2,
+    });
+    await reconcile(sandboxes, dataDir, deps);
+    // Built-in templates take minutes to build: in the background, so the server starts at once; a
+    // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
+    for (const name of deps.config.sandboxes.prebuild) {
+      runtime.ensureTemplate(name, (line) => deps.log.info({ template: name }, line)).then(
+        (t) => deps.log.info({ template: name, build: t.build }, 'template ready'),
+        (e: unknown) => deps.log.error({ err: e, template: name }, 'template build failed'),
+      );
+    }
+    return { sandboxes };
+  },
+  routes(app, services) {
+    new PortProxy(services.sandboxes.core).install(app);
+  },
+  async close(services) {
+    await services.sandboxes.core.runtime.close();
+  },
 };

@@ -120,6 +120,8 @@ export interface SandboxRuntime {
   readonly kind: string;
   /** Template build for the current recipe, building it when missing. */
   ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo>;
+  /** The build of the current recipe if it exists; never builds (null: the first use would build it). */
+  findTemplate(name: string): Promise<TemplateInfo | null>;
   /** Build (or return the cached build of) the current recipe of a template. */
   buildTemplate(name: string, onProgress?: ProgressFn, opts?: { force?: boolean }): Promise<TemplateInfo>;
   /** Call once at start: re-adopts live sandboxes and restarts dead ones on their files. */

@@ -17,6 +17,7 @@ import type {
   TemplateInfo,
 } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import { KeyedLock } from '../keyed-lock.js';
 import * as bg from './background.js';
 import { SandboxCgroup, checkCgroups } from './cgroups.js';
 import { enterArgv, toExecResult } from './exec.js';
@@ -63,7 +64,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   private network!: BridgeNetwork;
   private ctx!: LaunchContext;
   private readyPromise: Promise<void> | null = null;
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks = new KeyedLock();
 
   constructor(private readonly opts: NamespacesRuntimeOptions) {
     this.layout = new Layout(opts.dataDir);
@@ -91,15 +92,8 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   /** Serialize lifecycle operations per sandbox id. */
-  private async locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(id) ?? Promise.resolve();
-    const next = prev.catch(() => {}).then(fn);
-    this.locks.set(id, next);
-    try {
-      return await next;
-    } finally {
-      if (this.locks.get(id) === next) this.locks.delete(id);
-    }
+  private locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    return this.locks.run(id, fn);
   }
 
   private cg(id: string) {
@@ -137,9 +131,12 @@ export class NamespacesRuntime implements SandboxRuntime {
     return rec;
   }
 
+  async findTemplate(name: string): Promise<TemplateInfo | null> {
+    return readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
+  }
+
   async ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo> {
-    const cached = await readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
-    return cached ?? this.buildTemplate(name, onProgress);
+    return (await this.findTemplate(name)) ?? this.buildTemplate(name, onProgress);
   }
 
   async buildTemplate(name: string, onProgress?: ProgressFn, o: { force?: boolean } = {}): Promise<TemplateInfo> {
@@ -407,6 +404,6 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.locks.values()]);
+    await this.locks.settle();
   }
 }

@@ -1,0 +1,69 @@
+// The spec's timeout semantics on durable jobs (they survive a restart of nube):
+// - `expires_at`: when the timeout fires. Without an idle clock it is absolute (creation or wake +
+//   timeoutSeconds, pushed by `extend`); with one (idleTtlSeconds from `idle`, or timeoutSeconds when
+//   created with suspendOnIdle) every activity pushes it to now + the idle TTL.
+// - At expiry: suspendOnIdle -> suspended (TTL paused), else destroyed.
+// - `hard_expires_at` (hardTtlSeconds from `idle`): destroyed regardless, even while suspended.
+// One job per sandbox (key `sandbox-ttl:<id>`), due at the earliest deadline. Activity only moves the
+// deadline later, so it writes the new deadline and leaves the job alone: the job, firing early,
+// finds the deadline moved and re-arms itself. That keeps exec round trips free of job-table writes.
+import type { SandboxRow } from './repo.js';
+import type { SandboxesCore } from './service.js';
+
+export const TTL_JOB = 'sandboxes.ttl';
+/** Activity writes the idle deadline when it moved by at least this much. */
+const TOUCH_GRANULARITY_MS = 1000;
+
+export class Clocks {
+  constructor(private readonly core: SandboxesCore) {}
+
+  /** The inactivity TTL in ms, or null when the timeout is absolute. */
+  idleTtlMs(r: SandboxRow): number | null {
+    if (r.idle_ttl_seconds !== null) return r.idle_ttl_seconds * 1000;
+    return r.suspend_on_idle === 1 ? r.timeout_seconds * 1000 : null;
+  }
+
+  deadline(r: SandboxRow): number | null {
+    const d = [r.status === 'running' ? r.expires_at : null, r.hard_expires_at].filter(
+      (x): x is number => x !== null,
+    );
+    return d.length ? Math.min(...d) : null;
+  }
+
+  async arm(r: SandboxRow): Promise<void> {
+    const key = `sandbox-ttl:${r.id}`;
+    const at = this.deadline(r);
+    if (at === null) {
+      await this.core.deps.jobs.cancel({ key });
+      return;
+    }
+    await this.core.deps.jobs.enqueue(TTL_JOB, { id: r.id }, { runAt: at, key, onDuplicate: 'replace' });
+  }
+
+  /** Activity (API calls on the sandbox, exec, proxied traffic) re-arms the idle clock. */
+  async touch(r: SandboxRow): Promise<void> {
+    const idle = this.idleTtlMs(r);
+    if (idle === null || r.status !== 'running') return;
+    const next = Date.now() + idle;
+    if (r.expires_at !== null && next - r.expires_at < TOUCH_GRANULARITY_MS) return;
+    r.expires_at = next;
+    await this.core.repo.update(r.id, { expires_at: next });
+  }
+
+  /** The job: act on whichever deadline has passed, or re-arm for the one that moved. */
+  async fire(id: string): Promise<void> {
+    const r = await this.core.repo.get(id);
+    if (!r) return;
+    const now = Date.now();
+    if (r.hard_expires_at !== null && r.hard_expires_at <= now) {
+      await this.core.destroy(id, 'hardTtl');
+      return;
+    }
+    if (r.status === 'running' && r.expires_at !== null && r.expires_at <= now) {
+      if (r.suspend_on_idle === 1) await this.core.suspend(id, 'timeout');
+      else await this.core.destroy(id, 'timeout');
+      return;
+    }
+    await this.arm(r);
+  }
+}

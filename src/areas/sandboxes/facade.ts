@@ -1,0 +1,108 @@
+// The sandboxes service handlers call: one object over the lifecycle core and the action groups, and
+// the dispatch of POST /sandboxes/{id}/{action}.
+import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import type { PlatformDeps } from '../deps.js';
+import { type SandboxAction, sandboxActionBodies } from './action-bodies.js';
+import { Forks } from './forks.js';
+import { Kernel } from './kernel.js';
+import { Manage } from './manage.js';
+import type { SandboxesRepo } from './repo.js';
+import type { SandboxRuntime } from './runtime/driver.js';
+import { type CreateInput, SandboxesCore } from './service.js';
+import { parseBody, Workload } from './workload.js';
+
+const LATER: Partial<Record<SandboxAction, string>> = {
+  'expose-raw': 'raw TCP/UDP exposure (expose-raw)',
+  'unexpose-raw': 'raw TCP/UDP exposure (unexpose-raw)',
+  'ssh-enable': 'SSH (ssh-enable)',
+  'ssh-disable': 'SSH (ssh-disable)',
+  'ssh-ticket': 'SSH (ssh-ticket)',
+  'domain-add': 'custom domains (domain-add)',
+  'domain-remove': 'custom domains (domain-remove)',
+  'domain-list': 'custom domains (domain-list)',
+  'domain-verify': 'custom domains (domain-verify)',
+};
+
+export class SandboxesService {
+  readonly core: SandboxesCore;
+  readonly work: Workload;
+  readonly manage: Manage;
+  readonly forks: Forks;
+  readonly kernel: Kernel;
+
+  constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps) {
+    this.core = new SandboxesCore(repo, runtime, deps);
+    this.work = new Workload(this.core);
+    this.manage = new Manage(this.core);
+    this.forks = new Forks(this.core);
+    this.kernel = new Kernel(this.core, this.work);
+  }
+
+  create(p: Principal, input: CreateInput) {
+    return this.core.create(p, input);
+  }
+
+  async list(p: Principal) {
+    return { sandboxes: await this.core.list(p) };
+  }
+
+  async get(p: Principal, id: string) {
+    return this.core.view(await this.core.own(p, id));
+  }
+
+  async delete(p: Principal, id: string) {
+    await this.core.own(p, id);
+    await this.core.destroy(id, 'deleted');
+    return { ok: true as const };
+  }
+
+  async action(p: Principal, id: string, action: SandboxAction, raw: unknown): Promise<Record<string, unknown>> {
+    const later = LATER[action];
+    if (later) {
+      await this.core.own(p, id);
+      throw errors.notImplemented(later);
+    }
+    const B = sandboxActionBodies;
+    switch (action) {
+      case 'extend':
+        return this.manage.extend(p, id, parseBody(B.extend, raw).extendSeconds);
+      case 'suspend':
+        parseBody(B.suspend, raw);
+        return this.manage.suspend(p, id);
+      case 'resume':
+        return this.manage.resume(p, id, parseBody(B.resume, raw).env);
+      case 'idle':
+        return this.manage.idle(p, id, parseBody(B.idle, raw));
+      case 'bootstrap':
+        return this.manage.bootstrap(p, id, parseBody(B.bootstrap, raw));
+      case 'snapshot':
+        return this.forks.snapshot(p, id, parseBody(B.snapshot, raw).name);
+      case 'fork':
+        return this.forks.fork(p, id, parseBody(B.fork, raw));
+      case 'template-snapshot':
+        return this.forks.templateSnapshot(p, id, parseBody(B['template-snapshot'], raw));
+      case 'exec':
+        return { ...(await this.work.exec(p, id, parseBody(B.exec, raw))) };
+      case 'run-code':
+        return { ...(await this.work.runCode(p, id, parseBody(B['run-code'], raw))) };
+      case 'run-cell':
+        return this.kernel.runCell(p, id, parseBody(B['run-cell'], raw));
+      case 'kernel-restart':
+        parseBody(B['kernel-restart'], raw);
+        return this.kernel.restart(p, id);
+      case 'logs':
+        return this.manage.logs(p, id);
+      case 'runtime':
+        return this.manage.runtimeInfo(p, id);
+      case 'apply-patch':
+        return this.work.applyPatch(p, id, parseBody(B['apply-patch'], raw).patch);
+      case 'expose':
+        return this.manage.expose(p, id, parseBody(B.expose, raw).port);
+      case 'network-policy':
+        return this.manage.networkPolicy(p, id, parseBody(B['network-policy'], raw));
+      default:
+        throw errors.notImplemented(action);
+    }
+  }
+}

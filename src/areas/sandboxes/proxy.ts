@@ -1,0 +1,121 @@
+// The port proxy: a request whose Host is `<port>-<sandbox id>.<public host>` goes to that port on the
+// sandbox's bridge address, for exposed ports only. Plain node:http/net: HTTP is piped both ways (no
+// buffering), a WebSocket upgrade becomes a raw TCP splice after the upstream's 101.
+import { type IncomingMessage, request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { SandboxesCore } from './service.js';
+
+export interface Target {
+  address: string;
+  port: number;
+}
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+export class PortProxy {
+  private readonly hostRe: RegExp;
+
+  constructor(private readonly core: SandboxesCore) {
+    const host = escapeRe(core.deps.config.sandboxes.publicHost);
+    // The id may come as `sbx_...` (as the API spells it) or `sbx-...` (strict DNS labels).
+    this.hostRe = new RegExp(`^(\\d{1,5})-(sbx[_-][a-z0-9]{1,40})\\.${host}(?::\\d+)?$`, 'i');
+  }
+
+  /** Sandbox id and port when the Host names a sandbox port, else null (a normal API request). */
+  match(hostHeader: string | undefined): { id: string; port: number } | null {
+    const m = hostHeader ? this.hostRe.exec(hostHeader) : null;
+    if (!m) return null;
+    return { port: Number(m[1]), id: m[2]!.toLowerCase().replace('-', '_') };
+  }
+
+  /** Where to send the request, or a status to answer (404: no such sandbox or port not exposed). */
+  async resolve(id: string, port: number): Promise<Target | { status: number; error: string }> {
+    let row = await this.core.repo.get(id);
+    if (!row || !(JSON.parse(row.exposed_ports) as number[]).includes(port)) {
+      return { status: 404, error: 'no exposed port here' };
+    }
+    try {
+      // Traffic is activity: a suspended sandbox wakes, the idle clock re-arms.
+      row = await this.core.ensureRunning(row);
+      await this.core.clocks.touch(row);
+      return { address: await this.core.runtime.addressOf(row.runtime_id), port };
+    } catch (e) {
+      this.core.deps.log.warn({ err: e, sandbox: id }, 'proxy could not reach sandbox');
+      return { status: 503, error: 'sandbox not available' };
+    }
+  }
+
+  install(app: FastifyInstance): void {
+    app.addHook('onRequest', async (req, reply) => {
+      const m = this.match(req.headers.host);
+      if (!m) return;
+      const target = await this.resolve(m.id, m.port);
+      if ('status' in target) {
+        await reply.code(target.status).send({ error: target.error, code: target.status === 404 ? 'NotFound' : 'Unavailable' });
+        return reply;
+      }
+      reply.hijack();
+      this.forwardHttp(req.raw, reply.raw, target);
+      return reply;
+    });
+    app.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      const m = this.match(req.headers.host);
+      if (!m) {
+        // Nothing else in nube takes upgrades.
+        socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+        return;
+      }
+      this.resolve(m.id, m.port).then(
+        (t) => {
+          if ('status' in t) {
+            socket.end(`HTTP/1.1 ${t.status} ${t.error}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+          } else this.forwardUpgrade(req, socket, head, t);
+        },
+        () => socket.destroy(),
+      );
+    });
+  }
+
+  private forwardHttp(req: IncomingMessage, res: import('node:http').ServerResponse, t: Target): void {
+    const headers = { ...req.headers, 'x-forwarded-host': req.headers.host, 'x-forwarded-for': req.socket.remoteAddress };
+    const up = httpRequest(
+      { host: t.address, port: t.port, method: req.method, path: req.url, headers, timeout: 60_000 },
+      (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, upRes.rawHeaders);
+        upRes.pipe(res);
+      },
+    );
+    up.on('timeout', () => up.destroy(new Error('upstream timeout')));
+    up.on('error', () => {
+      if (!res.headersSent) {
+        res.writeHead(502, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'the sandbox port did not answer', code: 'BadGateway' }));
+      } else res.destroy();
+    });
+    res.on('close', () => up.destroy());
+    req.pipe(up);
+  }
+
+  private forwardUpgrade(req: IncomingMessage, client: Socket, head: Buffer, t: Target): void {
+    const up = connect(t.port, t.address, () => {
+      const lines = [`${req.method} ${req.url} HTTP/1.1`];
+      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      up.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (head.length) up.write(head);
+      up.pipe(client);
+      client.pipe(up);
+    });
+    const close = () => {
+      up.destroy();
+      client.destroy();
+    };
+    up.on('error', () => {
+      if (!client.writableEnded) client.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      close();
+    });
+    client.on('error', close);
+    up.on('close', close);
+    client.on('close', close);
+  }
+}

@@ -1,0 +1,246 @@
+import type { Kysely, Migration } from 'kysely';
+import type { Tables } from '../../store/schema.js';
+
+// Sandbox records (owner, lifecycle, clocks), derived templates and snapshots. The driver keeps its own
+// state for re-adoption; these rows are what the API answers from and what the timers act on.
+
+interface SandboxesTable {
+  id: string;
+  owner_id: string;
+  /** Id handed to the driver (`sbx-...`: the driver allows no underscore); also the hostname inside. */
+  runtime_id: string;
+  status: string;
+  name: string | null;
+  template: string;
+  template_build: string;
+  derived_template_id: string | null;
+  template_key: string | null;
+  template_hash: string | null;
+  parent_id: string | null;
+  /** JSON objects as text. */
+  metadata: string;
+  /** Sealed with the secret box: env may hold credentials. */
+  env_sealed: string;
+  timeout_seconds: number;
+  suspend_on_idle: number;
+  idle_ttl_seconds: number | null;
+  hard_ttl_seconds: number | null;
+  /** Epoch ms; null while suspended (the TTL is paused, `remaining_ms` holds what was left). */
+  expires_at: number | null;
+  remaining_ms: number | null;
+  hard_expires_at: number | null;
+  bootstrap: string | null;
+  exposed_ports: string;
+  network_policy: string;
+  kernel_exec_id: string | null;
+  cpus: number;
+  memory_mb: number;
+  events: string;
+  started_at: number;
+  suspended_at: number | null;
+  created_at: number;
+}
+
+interface SandboxTemplatesTable {
+  id: string;
+  owner_id: string;
+  key: string;
+  hash: string;
+  name: string | null;
+  snapshot_id: string;
+  base_template: string;
+  base_build: string;
+  base_built_at: string;
+  source_sandbox_id: string | null;
+  size_bytes: number;
+  bootstrap: string | null;
+  created_at: number;
+}
+
+interface SandboxSnapshotsTable {
+  id: string;
+  owner_id: string;
+  sandbox_id: string;
+  /** `user` (snapshot action) or `fork` (taken by fork; freed when nothing stands on it). */
+  kind: string;
+  name: string | null;
+  size_bytes: number;
+  created_at: number;
+}
+
+declare module '../../store/schema.js' {
+  interface Tables {
+    sandboxes: SandboxesTable;
+    sandbox_templates: SandboxTemplatesTable;
+    sandbox_snapshots: SandboxSnapshotsTable;
+  }
+}
+
+export const sandboxesMigrations: Record<string, Migration> = {
+  '0100-sandboxes-records': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('sandboxes')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('runtime_id', 'text', (c) => c.notNull().unique())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('template', 'text', (c) => c.notNull())
+        .addColumn('template_build', 'text', (c) => c.notNull())
+        .addColumn('derived_template_id', 'text')
+        .addColumn('template_key', 'text')
+        .addColumn('template_hash', 'text')
+        .addColumn('parent_id', 'text')
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('env_sealed', 'text', (c) => c.notNull())
+        .addColumn('timeout_seconds', 'integer', (c) => c.notNull())
+        .addColumn('suspend_on_idle', 'integer', (c) => c.notNull())
+        .addColumn('idle_ttl_seconds', 'integer')
+        .addColumn('hard_ttl_seconds', 'integer')
+        .addColumn('expires_at', 'bigint')
+        .addColumn('remaining_ms', 'bigint')
+        .addColumn('hard_expires_at', 'bigint')
+        .addColumn('bootstrap', 'text')
+        .addColumn('exposed_ports', 'text', (c) => c.notNull())
+        .addColumn('network_policy', 'text', (c) => c.notNull())
+        .addColumn('kernel_exec_id', 'text')
+        .addColumn('cpus', 'integer', (c) => c.notNull())
+        .addColumn('memory_mb', 'integer', (c) => c.notNull())
+        .addColumn('events', 'text', (c) => c.notNull())
+        .addColumn('started_at', 'bigint', (c) => c.notNull())
+        .addColumn('suspended_at', 'bigint')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('sandboxes_owner').on('sandboxes').column('owner_id').execute();
+      await db.schema.createIndex('sandboxes_derived').on('sandboxes').column('derived_template_id').execute();
+      await db.schema
+        .createTable('sandbox_templates')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('hash', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('snapshot_id', 'text', (c) => c.notNull())
+        .addColumn('base_template', 'text', (c) => c.notNull())
+        .addColumn('base_build', 'text', (c) => c.notNull())
+        .addColumn('base_built_at', 'text', (c) => c.notNull())
+        .addColumn('source_sandbox_id', 'text')
+        .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('bootstrap', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('sandbox_templates_key')
+        .on('sandbox_templates')
+        .columns(['owner_id', 'key', 'hash'])
+        .unique()
+        .execute();
+      await db.schema
+        .createTable('sandbox_snapshots')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('sandbox_id', 'text', (c) => c.notNull())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('sandbox_snapshots_sandbox').on('sandbox_snapshots').column('sandbox_id').execute();
+    },
+  },
+};
+
+export type SandboxRow = SandboxesTable;
+export type TemplateRow = SandboxTemplatesTable;
+export type SnapshotRow = SandboxSnapshotsTable;
+
+/** bigint columns come back as strings from PostgreSQL: numbers everywhere above this line. */
+function num<T extends Record<string, unknown>>(row: T, cols: (keyof T)[]): T {
+  for (const c of cols) if (row[c] !== null && row[c] !== undefined) (row as Record<keyof T, unknown>)[c] = Number(row[c]);
+  return row;
+}
+const SBX_NUM: (keyof SandboxRow)[] = [
+  'timeout_seconds', 'suspend_on_idle', 'idle_ttl_seconds', 'hard_ttl_seconds', 'expires_at', 'remaining_ms',
+  'hard_expires_at', 'cpus', 'memory_mb', 'started_at', 'suspended_at', 'created_at',
+];
+
+export class SandboxesRepo {
+  constructor(readonly db: Kysely<Tables>) {}
+
+  async insert(row: SandboxRow): Promise<void> {
+    await this.db.insertInto('sandboxes').values(row).execute();
+  }
+  async get(id: string): Promise<SandboxRow | undefined> {
+    const r = await this.db.selectFrom('sandboxes').selectAll().where('id', '=', id).executeTakeFirst();
+    return r ? num(r, SBX_NUM) : undefined;
+  }
+  async byRuntimeId(runtimeId: string): Promise<SandboxRow | undefined> {
+    const r = await this.db.selectFrom('sandboxes').selectAll().where('runtime_id', '=', runtimeId).executeTakeFirst();
+    return r ? num(r, SBX_NUM) : undefined;
+  }
+  async list(ownerId: string): Promise<SandboxRow[]> {
+    const rows = await this.db.selectFrom('sandboxes').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+    return rows.map((r) => num(r, SBX_NUM));
+  }
+  async all(): Promise<SandboxRow[]> {
+    return (await this.db.selectFrom('sandboxes').selectAll().execute()).map((r) => num(r, SBX_NUM));
+  }
+  async count(): Promise<number> {
+    const r = await this.db.selectFrom('sandboxes').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+  async update(id: string, patch: Partial<SandboxRow>): Promise<void> {
+    await this.db.updateTable('sandboxes').set(patch).where('id', '=', id).execute();
+  }
+  async delete(id: string): Promise<void> {
+    await this.db.deleteFrom('sandboxes').where('id', '=', id).execute();
+  }
+  async childrenOfTemplate(templateId: string): Promise<string[]> {
+    const rows = await this.db.selectFrom('sandboxes').select('id').where('derived_template_id', '=', templateId).execute();
+    return rows.map((r) => r.id);
+  }
+
+  async insertTemplate(row: TemplateRow): Promise<void> {
+    await this.db.insertInto('sandbox_templates').values(row).execute();
+  }
+  async getTemplate(id: string): Promise<TemplateRow | undefined> {
+    const r = await this.db.selectFrom('sandbox_templates').selectAll().where('id', '=', id).executeTakeFirst();
+    return r ? num(r, ['size_bytes', 'created_at']) : undefined;
+  }
+  async templateByKey(ownerId: string, key: string, hash: string): Promise<TemplateRow | undefined> {
+    const r = await this.db
+      .selectFrom('sandbox_templates')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .where('key', '=', key)
+      .where('hash', '=', hash)
+      .executeTakeFirst();
+    return r ? num(r, ['size_bytes', 'created_at']) : undefined;
+  }
+  async listTemplates(ownerId: string): Promise<TemplateRow[]> {
+    const rows = await this.db.selectFrom('sandbox_templates').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+    return rows.map((r) => num(r, ['size_bytes', 'created_at']));
+  }
+  async templateSnapshotIds(): Promise<Set<string>> {
+    return new Set((await this.db.selectFrom('sandbox_templates').select('snapshot_id').execute()).map((r) => r.snapshot_id));
+  }
+  async deleteTemplate(id: string): Promise<void> {
+    await this.db.deleteFrom('sandbox_templates').where('id', '=', id).execute();
+  }
+
+  async insertSnapshot(row: SnapshotRow): Promise<void> {
+    await this.db.insertInto('sandbox_snapshots').values(row).execute();
+  }
+  async snapshotsOf(sandboxId: string): Promise<SnapshotRow[]> {
+    const rows = await this.db.selectFrom('sandbox_snapshots').selectAll().where('sandbox_id', '=', sandboxId).execute();
+    return rows.map((r) => num(r, ['size_bytes', 'created_at']));
+  }
+  async getSnapshot(id: string): Promise<SnapshotRow | undefined> {
+    const r = await this.db.selectFrom('sandbox_snapshots').selectAll().where('id', '=', id).executeTakeFirst();
+    return r ? num(r, ['size_bytes', 'created_at']) : undefined;
+  }
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.db.deleteFrom('sandbox_snapshots').where('id', '=', id).execute();
+  }
+}

@@ -1,0 +1,48 @@
+import type { Principal } from '../../platform/auth.js';
+import { newId } from '../../platform/ids.js';
+import type { SandboxRow, TemplateRow } from './repo.js';
+import type { CreateInput, SandboxesCore } from './service.js';
+
+/** A new record; `derived` and `parent` say what it starts from (snapshots are the driver's). */
+export function newRow(
+  core: SandboxesCore,
+  p: Principal,
+  input: CreateInput,
+  from: { derived?: TemplateRow; parent?: SandboxRow; templateBuild?: string } = {},
+): SandboxRow {
+  const id = newId('sbx');
+  const now = Date.now();
+  const bootstrap = from.derived?.bootstrap ?? from.parent?.bootstrap ?? null;
+  return {
+    id,
+    owner_id: p.ownerId,
+    runtime_id: id.replace('_', '-'),
+    status: 'starting',
+    name: input.name ?? null,
+    template: from.derived?.base_template ?? from.parent?.template ?? input.template,
+    template_build: from.derived?.base_build ?? from.parent?.template_build ?? from.templateBuild ?? '',
+    derived_template_id: from.derived?.id ?? from.parent?.derived_template_id ?? null,
+    template_key: from.derived?.key ?? null,
+    template_hash: from.derived?.hash ?? null,
+    parent_id: from.parent?.id ?? null,
+    metadata: JSON.stringify(input.metadata ?? {}),
+    env_sealed: core.seal(input.env ?? {}),
+    timeout_seconds: input.timeoutSeconds,
+    suspend_on_idle: input.suspendOnIdle ? 1 : 0,
+    idle_ttl_seconds: from.parent?.idle_ttl_seconds ?? null,
+    hard_ttl_seconds: null,
+    expires_at: now + input.timeoutSeconds * 1000,
+    remaining_ms: null,
+    hard_expires_at: null,
+    bootstrap,
+    exposed_ports: '[]',
+    network_policy: from.parent?.network_policy ?? '{}',
+    kernel_exec_id: null,
+    cpus: 1,
+    memory_mb: 1024,
+    events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created' }]),
+    started_at: now,
+    suspended_at: null,
+    created_at: now,
+  };
+}

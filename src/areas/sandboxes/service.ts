@@ -1,0 +1,269 @@
+// Sandbox records and their lifecycle: create (or provision in a job while a template builds), wake,
+// suspend, destroy, and the clocks. Knows nothing of HTTP; the driver knows nothing of owners.
+import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import { PLANS } from '../../platform/plans.js';
+import type { PlatformDeps } from '../deps.js';
+import { Clocks } from './clocks.js';
+import { KeyedLock } from './runtime/keyed-lock.js';
+import { newRow } from './rows.js';
+import { collectSnapshots } from './snapshot-gc.js';
+import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
+import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
+import { SandboxRuntimeError } from './runtime/driver.js';
+import { portUrl, rt, type SandboxView, toSandbox } from './views.js';
+
+export interface CreateInput {
+  template: string;
+  timeoutSeconds: number;
+  suspendOnIdle: boolean;
+  templateKey?: string;
+  templateHash?: string;
+  name?: string;
+  metadata?: Record<string, string>;
+  env?: Record<string, string>;
+}
+
+export interface Bootstrap {
+  script: string;
+  mode: 'async' | 'blocking';
+  timeoutSeconds: number;
+}
+
+export type BootstrapRun = { mode: 'blocking'; result: ExecResult } | { mode: 'async'; execId: string };
+
+export const PROVISION_JOB = 'sandboxes.provision';
+const MAX_EVENTS = 50;
+
+export class SandboxesCore {
+  readonly clocks: Clocks;
+  private readonly lock = new KeyedLock();
+
+  constructor(
+    readonly repo: SandboxesRepo,
+    readonly runtime: SandboxRuntime,
+    readonly deps: PlatformDeps,
+  ) {
+    this.clocks = new Clocks(this);
+  }
+
+  /** Serialize lifecycle changes of one sandbox (API, timers, proxy wake-ups). */
+  locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    return this.lock.run(id, fn);
+  }
+
+  view(r: SandboxRow): SandboxView {
+    const host = this.deps.config.sandboxes.publicHost;
+    return toSandbox(r, (port) => portUrl(this.deps.publicUrl(), host, r.id, port));
+  }
+
+  seal(env: Record<string, string>): string {
+    return this.deps.secretBox.seal(JSON.stringify(env));
+  }
+  env(r: SandboxRow): Record<string, string> {
+    return JSON.parse(this.deps.secretBox.open(r.env_sealed)) as Record<string, string>;
+  }
+
+  /** The caller's sandbox; another owner's is absent. */
+  async own(p: Principal, id: string): Promise<SandboxRow> {
+    const r = await this.repo.get(id);
+    if (!r || r.owner_id !== p.ownerId) throw errors.notFound('sandbox');
+    return r;
+  }
+
+  assertSession(p: Principal, seconds: number): void {
+    const plan = PLANS[p.plan];
+    if (seconds > plan.sessionSeconds) {
+      throw errors.paymentRequired(
+        `your ${plan.title} plan allows sessions of ${plan.sessionSeconds} s; asked for ${seconds} s`,
+        'SessionTooLong',
+        { limitSeconds: plan.sessionSeconds, requestedSeconds: seconds },
+      );
+    }
+  }
+
+  async event(id: string, event: string, detail: Record<string, unknown> = {}): Promise<void> {
+    const r = await this.repo.get(id);
+    if (!r) return;
+    const events = JSON.parse(r.events) as unknown[];
+    events.push({ at: new Date().toISOString(), event, ...detail });
+    await this.repo.update(id, { events: JSON.stringify(events.slice(-MAX_EVENTS)) });
+  }
+
+  async create(p: Principal, input: CreateInput): Promise<SandboxView> {
+    this.assertSession(p, input.timeoutSeconds);
+    let derived: TemplateRow | undefined;
+    if (input.templateKey !== undefined && input.templateHash !== undefined) {
+      derived = await this.repo.templateByKey(p.ownerId, input.templateKey, input.templateHash);
+      if (!derived) throw errors.notFound('derived template', 'DerivedTemplateNotProvisioned');
+    }
+    let built = derived !== undefined;
+    if (!derived) {
+      const t = await this.runtime.findTemplate(input.template).catch((e: unknown) => {
+        if (e instanceof SandboxRuntimeError && e.code === 'NotFound') {
+          throw errors.badRequest(`unknown template ${input.template}`, [
+            { path: ['template'], message: 'unknown template' },
+          ]);
+        }
+        throw e;
+      });
+      built = t !== null;
+    }
+    const row = newRow(this, p, input, { derived });
+    await this.repo.insert(row);
+    if (!built) {
+      // The template's first build takes minutes: answer `starting` now and finish in a durable job.
+      await this.deps.jobs.enqueue(PROVISION_JOB, { id: row.id }, { key: `sandbox-provision:${row.id}` });
+      await this.clocks.arm(row);
+      return this.view(row);
+    }
+    try {
+      await this.launch(row, { snapshot: derived?.snapshot_id, env: input.env });
+    } catch (e) {
+      await this.repo.delete(row.id);
+      throw e;
+    }
+    return this.view((await this.repo.get(row.id)) ?? row);
+  }
+
+  /** Job: build the template if needed, then start the sandbox. */
+  async provision(id: string): Promise<void> {
+    const row = await this.repo.get(id);
+    if (row?.status !== 'starting') return;
+    try {
+      await this.runtime.ensureTemplate(row.template, (line) => this.deps.log.debug({ template: row.template }, line));
+      if ((await this.runtime.get(row.runtime_id)) === null) await this.launch(row, { env: this.env(row) });
+    } catch (e) {
+      this.deps.log.error({ err: e, sandbox: id }, 'sandbox provisioning failed; record removed');
+      await this.runtime.destroy(row.runtime_id).catch(() => {});
+      await this.repo.delete(id);
+      await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });
+    }
+  }
+
+  /** Start the driver's sandbox for a `starting` record, then run the bootstrap (a wake). */
+  async launch(row: SandboxRow, o: { snapshot?: string; env?: Record<string, string> }): Promise<BootstrapRun | null> {
+    const info = await rt(
+      this.runtime.create({
+        id: row.runtime_id,
+        template: row.template,
+        snapshot: o.snapshot,
+        env: o.env,
+        networkPolicy: JSON.parse(row.network_policy),
+      }),
+    );
+    return this.markStarted(row, info);
+  }
+
+  async markStarted(row: SandboxRow, info: SandboxInfo): Promise<BootstrapRun | null> {
+    const now = Date.now();
+    const patch: Partial<SandboxRow> = {
+      status: 'running',
+      template_build: info.templateBuild,
+      cpus: info.limits.cpus,
+      memory_mb: info.limits.memoryMb,
+      started_at: now,
+      expires_at: now + row.timeout_seconds * 1000,
+    };
+    await this.repo.update(row.id, patch);
+    const fresh = { ...row, ...patch };
+    await this.clocks.arm(fresh);
+    return this.runBootstrap(fresh);
+  }
+
+  async runBootstrap(row: SandboxRow): Promise<BootstrapRun | null> {
+    if (!row.bootstrap) return null;
+    const b = JSON.parse(row.bootstrap) as Bootstrap;
+    if (b.mode === 'async') {
+      const execId = await rt(this.runtime.startBackground(row.runtime_id, b.script));
+      await this.event(row.id, 'bootstrap', { mode: 'async', execId });
+      return { mode: 'async', execId };
+    }
+    const result = await rt(this.runtime.exec(row.runtime_id, b.script, { timeoutMs: b.timeoutSeconds * 1000 }));
+    await this.event(row.id, 'bootstrap', { mode: 'blocking', exitCode: result.exitCode, timedOut: result.timedOut });
+    return { mode: 'blocking', result };
+  }
+
+  async suspend(id: string, reason: string): Promise<SandboxRow> {
+    return this.locked(id, async () => {
+      const row = await this.repo.get(id);
+      if (!row) throw errors.notFound('sandbox');
+      if (row.status === 'suspended') return row;
+      if (row.status !== 'running') throw errors.conflict(`sandbox is ${row.status}`, 'InvalidState');
+      await rt(this.runtime.suspend(row.runtime_id));
+      const now = Date.now();
+      const patch: Partial<SandboxRow> = {
+        status: 'suspended',
+        remaining_ms: Math.max(0, (row.expires_at ?? now) - now),
+        expires_at: null,
+        suspended_at: now,
+        kernel_exec_id: null,
+      };
+      await this.repo.update(id, patch);
+      await this.event(id, 'suspended', { reason });
+      const fresh = { ...row, ...patch };
+      await this.clocks.arm(fresh);
+      return fresh;
+    });
+  }
+
+  async resume(id: string, env?: Record<string, string>): Promise<{ row: SandboxRow; bootstrap: BootstrapRun | null }> {
+    const row = await this.locked(id, async () => {
+      const r = await this.repo.get(id);
+      if (!r) throw errors.notFound('sandbox');
+      if (r.status !== 'suspended') throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
+      await rt(this.runtime.resume(r.runtime_id, env ? { env } : {}));
+      const now = Date.now();
+      // The TTL was paused: what was left runs again from now (a fresh idle period at least).
+      const idle = this.clocks.idleTtlMs(r);
+      const left = Math.max(r.remaining_ms ?? 0, idle ?? 0, 1000);
+      const patch: Partial<SandboxRow> = {
+        status: 'running',
+        expires_at: now + left,
+        remaining_ms: null,
+        suspended_at: null,
+        started_at: now,
+        ...(env ? { env_sealed: this.seal(env) } : {}),
+      };
+      await this.repo.update(id, patch);
+      await this.event(id, 'resumed', env ? { envRewritten: true } : {});
+      const fresh = { ...r, ...patch };
+      await this.clocks.arm(fresh);
+      return fresh;
+    });
+    return { row, bootstrap: await this.runBootstrap(row) };
+  }
+
+  /** Activity on a suspended sandbox wakes it; a starting one is not ready yet. */
+  async ensureRunning(row: SandboxRow): Promise<SandboxRow> {
+    if (row.status === 'running') return row;
+    if (row.status === 'starting') {
+      throw errors.conflict('sandbox is starting (its template is being built); retry shortly', 'SandboxStarting');
+    }
+    try {
+      return (await this.resume(row.id)).row;
+    } catch (e) {
+      // A concurrent wake got there first.
+      const fresh = await this.repo.get(row.id);
+      if (fresh?.status === 'running') return fresh;
+      throw e;
+    }
+  }
+
+  async destroy(id: string, reason: string): Promise<void> {
+    await this.locked(id, async () => {
+      const row = await this.repo.get(id);
+      if (!row) return;
+      const info = await this.runtime.get(row.runtime_id);
+      if (info) await rt(this.runtime.destroy(row.runtime_id));
+      await this.repo.delete(id);
+      await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });
+      this.deps.log.info({ sandbox: id, reason }, 'sandbox destroyed');
+      await collectSnapshots(this, row, info?.layers ?? []);
+    });
+  }
+
+  async list(p: Principal): Promise<SandboxView[]> {
+    return (await this.repo.list(p.ownerId)).map((r) => this.view(r));
+  }
+}

@@ -1,0 +1,32 @@
+import type { SandboxRow } from './repo.js';
+import { SandboxRuntimeError } from './runtime/driver.js';
+import type { SandboxesCore } from './service.js';
+
+/**
+ * Free driver snapshots nothing needs any more: the layers the destroyed sandbox stood on and the
+ * snapshots taken of it, except derived templates' (they live until deleted) and snapshots of a
+ * sandbox that still exists. A snapshot something else still stands on stays (SnapshotInUse).
+ */
+export async function collectSnapshots(
+  core: SandboxesCore,
+  row: SandboxRow,
+  layers: string[],
+): Promise<void> {
+  const keep = await core.repo.templateSnapshotIds();
+  const own = await core.repo.snapshotsOf(row.id);
+  const candidates = new Set([...layers, ...own.map((s) => s.id)]);
+  for (const snap of candidates) {
+    if (keep.has(snap)) continue;
+    const rec = await core.repo.getSnapshot(snap);
+    if (rec && rec.sandbox_id !== row.id && rec.kind === 'user' && (await core.repo.get(rec.sandbox_id)))
+      continue;
+    try {
+      await core.runtime.deleteSnapshot(snap);
+      await core.repo.deleteSnapshot(snap);
+    } catch (e) {
+      if (!(e instanceof SandboxRuntimeError && e.code === 'SnapshotInUse')) {
+        core.deps.log.warn({ err: e, snapshot: snap }, 'could not delete snapshot');
+      }
+    }
+  }
+}

@@ -1,0 +1,95 @@
+// Rows to API shapes, and driver errors to API errors.
+import type { z } from 'zod';
+import { ApiError, errors } from '../../platform/errors.js';
+import type { SandboxRow, TemplateRow } from './repo.js';
+import { SandboxRuntimeError } from './runtime/driver.js';
+import type { DerivedTemplate, Sandbox } from './schemas.js';
+
+export type SandboxView = z.input<typeof Sandbox>;
+export type DerivedTemplateView = z.input<typeof DerivedTemplate>;
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** Public URL of an exposed port: `<scheme>://<port>-<id>.<publicHost>[:<nube's port>]`. */
+export function portUrl(publicUrl: string, publicHost: string, id: string, port: number): string {
+  const u = new URL(publicUrl);
+  const defaultPort = (u.protocol === 'https:' && u.port === '443') || (u.protocol === 'http:' && u.port === '80');
+  const hostPort = u.port && !defaultPort ? `:${u.port}` : '';
+  return `${u.protocol}//${port}-${id}.${publicHost}${hostPort}`;
+}
+
+export function toSandbox(r: SandboxRow, urlOf: (port: number) => string): SandboxView {
+  const ports = JSON.parse(r.exposed_ports) as number[];
+  return {
+    id: r.id,
+    status: r.status as SandboxView['status'],
+    template: r.template,
+    templateKey: r.template_key,
+    templateHash: r.template_hash,
+    name: r.name,
+    metadata: JSON.parse(r.metadata) as Record<string, string>,
+    parentId: r.parent_id,
+    timeoutSeconds: r.timeout_seconds,
+    suspendOnIdle: r.suspend_on_idle === 1,
+    idleTtlSeconds: r.idle_ttl_seconds,
+    hardTtlSeconds: r.hard_ttl_seconds,
+    cpuCount: Math.max(1, Math.round(r.cpus)),
+    memoryMB: r.memory_mb,
+    diskMB: null,
+    createdAt: new Date(r.created_at).toISOString(),
+    expiresAt: iso(r.expires_at),
+    hardExpiresAt: iso(r.hard_expires_at),
+    suspendedAt: iso(r.suspended_at),
+    urls: ports.map((port) => ({ port, url: urlOf(port) })),
+  };
+}
+
+export function toDerivedTemplate(t: TemplateRow, stale: boolean, children: number): DerivedTemplateView {
+  return {
+    id: t.id,
+    key: t.key,
+    hash: t.hash,
+    name: t.name,
+    baseTemplate: t.base_template,
+    baseBuild: t.base_build,
+    stale,
+    sourceSandboxId: t.source_sandbox_id,
+    sizeBytes: t.size_bytes,
+    liveChildren: children,
+    createdAt: new Date(t.created_at).toISOString(),
+  };
+}
+
+/** Driver failures as API errors: what the caller did wrong is a 4xx, never a 500. */
+export function apiError(e: unknown): unknown {
+  if (e instanceof ApiError || !(e instanceof SandboxRuntimeError)) return e;
+  switch (e.code) {
+    case 'NotFound':
+    case 'FileNotFound':
+      return new ApiError(404, e.code, e.message);
+    case 'InvalidInput':
+    case 'NotADirectory':
+    case 'IsADirectory':
+    case 'DirectoryNotEmpty':
+    case 'PatchFailed':
+      return errors.badRequest(e.message, undefined, e.code);
+    case 'InvalidState':
+    case 'AlreadyExists':
+    case 'SnapshotInUse':
+      return errors.conflict(e.message, e.code, e.details ?? {});
+    case 'HostUnsupported':
+    case 'TemplateBuildFailed':
+      return errors.unavailable(e.message);
+    default:
+      return e;
+  }
+}
+
+/** Runs a driver call, translating its errors. */
+export async function rt<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (e) {
+    throw apiError(e);
+  }
+}

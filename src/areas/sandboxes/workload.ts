@@ -1,0 +1,178 @@
+// What runs inside a sandbox: exec, run-code, background processes, files, patches.
+import { randomBytes } from 'node:crypto';
+import type { z } from 'zod';
+import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import { type SandboxFileOp, sandboxFileBodies } from './action-bodies.js';
+import type { SandboxRow } from './repo.js';
+import type { BackgroundDetail, BackgroundProcess, ExecResult } from './runtime/driver.js';
+import type { BgExec } from './schemas.js';
+import type { SandboxesCore } from './service.js';
+import { rt } from './views.js';
+
+export type Lang = 'python' | 'node' | 'bash';
+/** Interpreter per language; the code goes to a file inside, so it never passes through a shell string. */
+export const INTERPRETERS: Record<Lang, { argv0: string; ext: string }> = {
+  python: { argv0: 'python3', ext: 'py' },
+  node: { argv0: 'node', ext: 'js' },
+  bash: { argv0: 'bash', ext: 'sh' },
+};
+
+type BgView = z.input<typeof BgExec>;
+
+function bgView(p: BackgroundProcess | BackgroundDetail): BgView {
+  const base: BgView = {
+    execId: p.execId,
+    command: p.command,
+    state: p.state,
+    exitCode: p.exitCode,
+    startedAt: p.startedAt,
+    endedAt: p.endedAt,
+  };
+  if ('stdoutNextOffset' in p) {
+    base.logs = {
+      stdout: p.stdout,
+      stderr: p.stderr,
+      stdoutNextOffset: p.stdoutNextOffset,
+      stderrNextOffset: p.stderrNextOffset,
+    };
+  }
+  return base;
+}
+
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const r = schema.safeParse(body ?? {});
+  if (!r.success) {
+    throw errors.validation(r.error.issues.map((i) => ({ path: ['body', ...i.path.map((x) => (typeof x === 'symbol' ? String(x) : x))], message: i.message, code: i.code })));
+  }
+  return r.data;
+}
+
+export class Workload {
+  constructor(private readonly core: SandboxesCore) {}
+
+  /** The caller's sandbox, woken if suspended, with its idle clock re-armed. */
+  async active(p: Principal, id: string): Promise<SandboxRow> {
+    const row = await this.core.ensureRunning(await this.core.own(p, id));
+    await this.core.clocks.touch(row);
+    return row;
+  }
+
+  async exec(
+    p: Principal,
+    id: string,
+    b: { command: string; cwd?: string; timeoutSeconds: number; env?: Record<string, string> },
+  ): Promise<ExecView> {
+    const row = await this.active(p, id);
+    return execView(
+      await rt(this.core.runtime.exec(row.runtime_id, b.command, { cwd: b.cwd, env: b.env, timeoutMs: b.timeoutSeconds * 1000 })),
+    );
+  }
+
+  /** Writes the code to a fresh file under /tmp inside, runs the interpreter on it, removes it. */
+  async runCode(p: Principal, id: string, b: { code: string; lang: Lang; timeoutSeconds: number }): Promise<ExecView> {
+    const row = await this.active(p, id);
+    const it = INTERPRETERS[b.lang];
+    const file = `/tmp/nube-run-${randomBytes(6).toString('hex')}.${it.ext}`;
+    await rt(this.core.runtime.writeFile(row.runtime_id, file, Buffer.from(b.code, 'utf8')));
+    // The path is ours (hex), never the caller's: safe to put in the command line.
+    const cmd = `${it.argv0} ${file}; rc=$?; rm -f ${file}; exit $rc`;
+    return execView(await rt(this.core.runtime.exec(row.runtime_id, cmd, { cwd: '/root', timeoutMs: b.timeoutSeconds * 1000 })));
+  }
+
+  async bgStart(p: Principal, id: string, b: { command: string; cwd?: string; env?: Record<string, string> }) {
+    const row = await this.active(p, id);
+    return { execId: await rt(this.core.runtime.startBackground(row.runtime_id, b.command, { cwd: b.cwd, env: b.env })) };
+  }
+
+  async bgList(p: Principal, id: string) {
+    const row = await this.core.own(p, id);
+    await this.core.clocks.touch(row);
+    const processes = (await rt(this.core.runtime.listBackground(row.runtime_id))).map(bgView);
+    return { count: processes.length, processes };
+  }
+
+  async bgGet(p: Principal, id: string, execId: string, q: { stdoutOffset?: number; stderrOffset?: number }) {
+    const row = await this.core.own(p, id);
+    await this.core.clocks.touch(row);
+    return bgView(await rt(this.core.runtime.getBackground(row.runtime_id, execId, q)));
+  }
+
+  async bgKill(p: Principal, id: string, execId: string, graceSeconds?: number) {
+    const row = await this.core.own(p, id);
+    await this.core.clocks.touch(row);
+    await rt(this.core.runtime.killBackground(row.runtime_id, execId, graceSeconds ?? 5));
+    return { ok: true as const };
+  }
+
+  async file(p: Principal, id: string, op: SandboxFileOp, body: unknown): Promise<Record<string, unknown>> {
+    const row = await this.active(p, id);
+    const sid = row.runtime_id;
+    const r = this.core.runtime;
+    switch (op) {
+      case 'write': {
+        const b = parseBody(sandboxFileBodies.write, body);
+        const data = b.encoding === 'base64' ? decodeBase64(b.content) : Buffer.from(b.content, 'utf8');
+        await rt(r.writeFile(sid, b.path, data));
+        return { ok: true, path: b.path, size: data.length };
+      }
+      case 'read': {
+        const b = parseBody(sandboxFileBodies.read, body);
+        const data = await rt(r.readFile(sid, b.path));
+        // utf8 when the bytes are valid UTF-8 (unless base64 is asked for), base64 otherwise.
+        const wantBase64 = (body as { encoding?: unknown } | undefined)?.encoding === 'base64';
+        const asText = wantBase64 ? null : utf8OrNull(data);
+        return asText !== null
+          ? { path: b.path, content: asText, encoding: 'utf8', size: data.length }
+          : { path: b.path, content: data.toString('base64'), encoding: 'base64', size: data.length };
+      }
+      case 'list': {
+        const b = parseBody(sandboxFileBodies.list, body);
+        return { path: b.path, entries: await rt(r.listDir(sid, b.path)) };
+      }
+      case 'delete': {
+        const b = parseBody(sandboxFileBodies.delete, body);
+        await rt(r.remove(sid, b.path, { recursive: b.recursive }));
+        return { ok: true };
+      }
+      case 'move': {
+        const b = parseBody(sandboxFileBodies.move, body);
+        await rt(r.move(sid, b.from, b.to));
+        return { ok: true };
+      }
+      case 'mkdir': {
+        const b = parseBody(sandboxFileBodies.mkdir, body);
+        await rt(r.mkdir(sid, b.path));
+        return { ok: true };
+      }
+    }
+  }
+
+  async applyPatch(p: Principal, id: string, patch: string) {
+    const row = await this.active(p, id);
+    const out = await rt(this.core.runtime.applyPatch(row.runtime_id, patch));
+    return { ok: true, files: out.files };
+  }
+}
+
+/** The API's ExecResult: whole milliseconds; a killed process has no exit status. */
+export function execView(r: ExecResult): ExecView {
+  return { ...r, durationMs: Math.round(r.durationMs), exitCode: r.timedOut ? null : r.exitCode };
+}
+export type ExecView = Omit<ExecResult, 'exitCode'> & { exitCode: number | null };
+
+function utf8OrNull(data: Buffer): string | null {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(data);
+  } catch {
+    return null;
+  }
+}
+
+function decodeBase64(s: string): Buffer {
+  const clean = s.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(clean)) {
+    throw errors.validation([{ path: ['body', 'content'], message: 'not valid base64' }]);
+  }
+  return Buffer.from(clean, 'base64');
+}

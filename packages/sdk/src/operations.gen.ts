@@ -325,7 +325,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 201,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'create'],
   },
   'files.delete': {
@@ -337,7 +337,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'delete'],
   },
   'files.duplicate': {
@@ -349,7 +349,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'duplicate'],
   },
   'files.get': {
@@ -361,7 +361,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'get'],
   },
   'files.list': {
@@ -373,7 +373,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'list'],
   },
   'files.restore': {
@@ -385,7 +385,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'restore'],
   },
   'files.search': {
@@ -397,7 +397,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'search'],
   },
   'files.update': {
@@ -409,7 +409,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['files', 'update'],
   },
   'fleet.list': {
@@ -469,7 +469,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['images', 'crop'],
   },
   'images.grayscale': {
@@ -481,7 +481,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['images', 'grayscale'],
   },
   'images.optimize': {
@@ -493,7 +493,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['images', 'optimize'],
   },
   'images.resize': {
@@ -505,7 +505,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['images', 'resize'],
   },
   'images.rotate': {
@@ -517,7 +517,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['images', 'rotate'],
   },
   'machines.backups.list': {
@@ -709,19 +709,19 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'action'],
   },
   'sandboxes.bg.get': {
     method: 'GET',
     path: '/api/v2/sandboxes/{id}/bg/{execId}',
     pathParams: ['id', 'execId'],
-    query: [],
+    query: ['stdoutOffset', 'stderrOffset'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'bg', 'get'],
   },
   'sandboxes.bg.kill': {
@@ -733,7 +733,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'bg', 'kill'],
   },
   'sandboxes.bg.list': {
@@ -745,7 +745,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'bg', 'list'],
   },
   'sandboxes.bg.start': {
@@ -757,7 +757,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'bg', 'start'],
   },
   'sandboxes.create': {
@@ -769,7 +769,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'create'],
   },
   'sandboxes.delete': {
@@ -781,7 +781,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'delete'],
   },
   'sandboxes.exec': {
@@ -793,7 +793,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'exec'],
   },
   'sandboxes.files.get': {
@@ -805,7 +805,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'files', 'get'],
   },
   'sandboxes.files.post': {
@@ -817,7 +817,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'files', 'post'],
   },
   'sandboxes.get': {
@@ -829,7 +829,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'get'],
   },
   'sandboxes.list': {
@@ -841,7 +841,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'list'],
   },
   'sandboxes.runCode': {
@@ -853,7 +853,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'runCode'],
   },
   'sandboxes.templateSnapshots.delete': {
@@ -865,7 +865,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'templateSnapshots', 'delete'],
   },
   'sandboxes.templateSnapshots.get': {
@@ -877,7 +877,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'templateSnapshots', 'get'],
   },
   'sandboxes.templateSnapshots.list': {
@@ -889,7 +889,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['sandboxes', 'templateSnapshots', 'list'],
   },
   'shareTokens.create': {
@@ -901,7 +901,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 201,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['shareTokens', 'create'],
   },
   'shareTokens.list': {
@@ -913,7 +913,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['shareTokens', 'list'],
   },
   'shareTokens.revoke': {
@@ -925,7 +925,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['shareTokens', 'revoke'],
   },
   'web.crawl': {
@@ -1408,7 +1408,7 @@ export interface OperationTypes {
   };
   'sandboxes.bg.get': {
     params: operations['sandboxes.bg.get']['parameters']['path'];
-    query: never;
+    query: NonNullable<operations['sandboxes.bg.get']['parameters']['query']>;
     body: never;
     response: operations['sandboxes.bg.get']['responses'][200]['content']['application/json'];
   };

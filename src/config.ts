@@ -52,6 +52,11 @@ const envSchema = z.object({
   NUBE_WORKERS: bool.default(true),
   // CIDRs that outbound fetches (web, webhooks, launch) may reach although private/loopback.
   NUBE_OUTBOUND_ALLOW: csv.default([]),
+  // Webhook delivery: per-attempt timeout, and the waits before each retry (ms, or 5s/5m/2h).
+  NUBE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(50).max(120_000).default(10_000),
+  NUBE_WEBHOOK_RETRY_SCHEDULE: csv
+    .pipe(z.array(z.string().regex(/^\d+(ms|s|m|h)?$/, 'durations like 500ms, 5s, 5m, 2h')).min(1).max(20))
+    .default(['5s', '5m', '30m', '2h', '5h', '10h', '10h']),
   // Files: blob backend per region, semantic search embeddings.
   NUBE_BLOB_BACKEND: z.enum(['local', 's3']).default('local'),
   NUBE_BLOB_DIR: z.string().min(1).optional(),
@@ -104,6 +109,9 @@ export interface Config {
   jobPollMs: number;
   runWorkers: boolean;
   outboundAllow: string[];
+  webhookTimeoutMs: number;
+  /** Milliseconds to wait before retry 1, 2, ...; a delivery gets 1 + length attempts. */
+  webhookRetryMs: number[];
   files: FilesConfig;
   sandboxes: SandboxesConfig;
 }
@@ -167,6 +175,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     jobPollMs: e.NUBE_JOB_POLL_MS,
     runWorkers: e.NUBE_WORKERS,
     outboundAllow: e.NUBE_OUTBOUND_ALLOW,
+    webhookTimeoutMs: e.NUBE_WEBHOOK_TIMEOUT_MS,
+    webhookRetryMs: e.NUBE_WEBHOOK_RETRY_SCHEDULE.map(durationMs),
     files: filesConfig(e, dataDir),
     sandboxes: {
       driver: e.NUBE_SANDBOX_DRIVER,
@@ -205,6 +215,12 @@ function filesConfig(e: z.infer<typeof envSchema>, dataDir: string): FilesConfig
     blob: { backend: 's3', endpoint: e.NUBE_S3_ENDPOINT, region: e.NUBE_S3_REGION, forcePathStyle: e.NUBE_S3_FORCE_PATH_STYLE, credentials, buckets },
     ai,
   };
+}
+
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+function durationMs(text: string): number {
+  const m = /^(\d+)(ms|s|m|h)?$/.exec(text)!;
+  return Number(m[1]) * UNIT_MS[(m[2] ?? 'ms') as keyof typeof UNIT_MS];
 }
 
 // A single node keeps its signing/encryption secret in the data dir; replicas share NUBE_SECRET.

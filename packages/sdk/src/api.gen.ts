@@ -1193,7 +1193,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe a URL to events; the signing secret is returned only now
-         * @description Deliveries are POSTs of `{ event, timestamp, data }` with header `X-Service-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body keyed with the secret. After 5 consecutive failures (non-2xx or timeout) the webhook becomes PAUSED. Events: file.created, file.updated, file.deleted, file.restored, website.created, website.deleted, workspace.created, workspace.deleted, database.created, database.deleted, form.submitted, payment.paid, broadcast.sent, turn.completed, turn.failed.
+         * @description Deliveries are POSTs of `{ event, timestamp, data }` with header `X-Service-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body keyed with the secret (the whole `whsec_...` string), plus `X-Service-Delivery` (a `dlv_` id, the same on every retry: deduplicate on it), `X-Service-Event`, `X-Service-Attempt` and `X-Service-Timestamp` (Unix seconds of the attempt). The URL must resolve to a public address. Retries: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h after the first attempt. After 5 consecutive failures (non-2xx or timeout) the webhook becomes PAUSED; events while PAUSED are recorded as skipped deliveries, which can be redelivered. Events: file.created, file.updated, file.deleted, file.restored, website.created, website.deleted, workspace.created, workspace.deleted, database.created, database.deleted, form.submitted, payment.paid, broadcast.sent, turn.completed, turn.failed.
          */
         post: operations["webhooks.create"];
         delete?: never;
@@ -1222,6 +1222,43 @@ export interface paths {
          * @description Setting status ACTIVE resets the failure counter.
          */
         patch: operations["webhooks.update"];
+        trace?: never;
+    };
+    "/api/v2/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook's deliveries, newest first, with their attempts
+         * @description Cursor pagination: pass `nextCursor` back as `cursor`. Filter with `status`.
+         */
+        get: operations["webhooks.deliveries.list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a delivery again now, with the same id and body and a fresh retry schedule */
+        post: operations["webhooks.deliveries.redeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
 }
@@ -1780,6 +1817,43 @@ export interface components {
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             url: string;
+        };
+        /** @description One event sent to one webhook, with its attempts */
+        WebhookDelivery: {
+            attemptCount: number;
+            /** @description The most recent attempts (up to 20), oldest first */
+            attempts: {
+                /** @description When the attempt started */
+                at: string;
+                /** @description 1-based, counted across redeliveries */
+                attempt: number;
+                durationMs: number;
+                /** @description Timeout, connection error or non-2xx status; null on success */
+                error: string | null;
+                /** @description First 512 bytes of the receiver's response body */
+                response: string | null;
+                /** @description HTTP status, or null when no response arrived */
+                statusCode: number | null;
+            }[];
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @enum {string} */
+            event: "file.created" | "file.updated" | "file.deleted" | "file.restored" | "website.created" | "website.deleted" | "workspace.created" | "workspace.deleted" | "database.created" | "database.deleted" | "form.submitted" | "payment.paid" | "broadcast.sent" | "turn.completed" | "turn.failed";
+            /** @description ISO 8601 UTC timestamp */
+            eventTimestamp: string;
+            /** @description Also sent as the X-Service-Delivery header */
+            id: string;
+            lastError: string | null;
+            lastStatusCode: number | null;
+            nextAttemptAt: string | null;
+            /**
+             * @description pending: an attempt is due; succeeded: a 2xx arrived; failed: the retry schedule ran out; skipped: not sent (or retries dropped) because the webhook was PAUSED
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed" | "skipped";
+            /** @description ISO 8601 UTC timestamp */
+            updatedAt: string;
+            webhookId: string;
         };
         /** @description One fetched web page */
         WebPage: {
@@ -8874,15 +8948,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "webhooks.create": {
@@ -8942,6 +9007,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description WebhookLimit: the account already has 50 webhooks */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -8953,15 +9027,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9036,15 +9101,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "webhooks.delete": {
@@ -9105,15 +9161,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9205,8 +9252,155 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "webhooks.deliveries.list": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description Items per page, 1-100 (default 20) */
+                limit?: number;
+                /** @description pending: an attempt is due; succeeded: a 2xx arrived; failed: the retry schedule ran out; skipped: not sent (or retries dropped) because the webhook was PAUSED */
+                status?: "pending" | "succeeded" | "failed" | "skipped";
+            };
+            header?: never;
+            path: {
+                webhookId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["WebhookDelivery"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "webhooks.deliveries.redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deliveryId: string;
+                webhookId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description WebhookPaused: the webhook is PAUSED; set it ACTIVE first */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

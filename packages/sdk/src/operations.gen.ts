@@ -997,7 +997,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 201,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['webhooks', 'create'],
   },
   'webhooks.delete': {
@@ -1009,8 +1009,32 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['webhooks', 'delete'],
+  },
+  'webhooks.deliveries.list': {
+    method: 'GET',
+    path: '/api/v2/webhooks/{webhookId}/deliveries',
+    pathParams: ['webhookId'],
+    query: ['limit', 'cursor', 'status'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['webhooks', 'deliveries', 'list'],
+  },
+  'webhooks.deliveries.redeliver': {
+    method: 'POST',
+    path: '/api/v2/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver',
+    pathParams: ['webhookId', 'deliveryId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['webhooks', 'deliveries', 'redeliver'],
   },
   'webhooks.get': {
     method: 'GET',
@@ -1021,7 +1045,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['webhooks', 'get'],
   },
   'webhooks.list': {
@@ -1033,7 +1057,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['webhooks', 'list'],
   },
   'webhooks.update': {
@@ -1045,7 +1069,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['webhooks', 'update'],
   },
 } as const;
@@ -1556,6 +1580,18 @@ export interface OperationTypes {
     body: never;
     response: operations['webhooks.delete']['responses'][200]['content']['application/json'];
   };
+  'webhooks.deliveries.list': {
+    params: operations['webhooks.deliveries.list']['parameters']['path'];
+    query: NonNullable<operations['webhooks.deliveries.list']['parameters']['query']>;
+    body: never;
+    response: operations['webhooks.deliveries.list']['responses'][200]['content']['application/json'];
+  };
+  'webhooks.deliveries.redeliver': {
+    params: operations['webhooks.deliveries.redeliver']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['webhooks.deliveries.redeliver']['responses'][200]['content']['application/json'];
+  };
   'webhooks.get': {
     params: operations['webhooks.get']['parameters']['path'];
     query: never;
@@ -1700,6 +1736,10 @@ export interface Namespaces {
   webhooks: {
     create(...rest: NsRest<'webhooks.create'>): Promise<OpOutput<'webhooks.create'>>;
     delete(webhookId: OperationTypes['webhooks.delete']['params']['webhookId'], ...rest: NsRest<'webhooks.delete'>): Promise<OpOutput<'webhooks.delete'>>;
+    deliveries: {
+      list(webhookId: OperationTypes['webhooks.deliveries.list']['params']['webhookId'], ...rest: NsRest<'webhooks.deliveries.list'>): Promise<OpOutput<'webhooks.deliveries.list'>>;
+      redeliver(webhookId: OperationTypes['webhooks.deliveries.redeliver']['params']['webhookId'], deliveryId: OperationTypes['webhooks.deliveries.redeliver']['params']['deliveryId'], ...rest: NsRest<'webhooks.deliveries.redeliver'>): Promise<OpOutput<'webhooks.deliveries.redeliver'>>;
+    };
     get(webhookId: OperationTypes['webhooks.get']['params']['webhookId'], ...rest: NsRest<'webhooks.get'>): Promise<OpOutput<'webhooks.get'>>;
     list(...rest: NsRest<'webhooks.list'>): Promise<OpOutput<'webhooks.list'>>;
     update(webhookId: OperationTypes['webhooks.update']['params']['webhookId'], ...rest: NsRest<'webhooks.update'>): Promise<OpOutput<'webhooks.update'>>;

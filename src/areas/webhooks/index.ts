@@ -1,7 +1,52 @@
+import { parseAllowList } from '../../platform/outbound.js';
 import type { AreaModule } from '../area.js';
+import { DeliveriesRepo } from './delivery-repo.js';
+import { DELIVER_JOB, type DeliverJob, Deliverer } from './delivery.js';
 import { webhooksOperations } from './operations.js';
+import { WebhooksRepo, webhooksMigrations } from './repo.js';
+import { WebhookSender } from './sender.js';
+import { WebhooksService } from './service.js';
 
 export const webhooksArea: AreaModule = {
   name: 'webhooks',
   operations: webhooksOperations,
+  migrations: webhooksMigrations,
+  create(deps) {
+    const allow = parseAllowList(deps.config.outboundAllow);
+    const hooks = new WebhooksRepo(deps.store.db);
+    const deliveries = new DeliveriesRepo(deps.store.db);
+    const { webhookTimeoutMs, webhookRetryMs } = deps.config;
+    const sender = new WebhookSender(allow, webhookTimeoutMs);
+    const deliverer = new Deliverer({
+      hooks,
+      deliveries,
+      jobs: deps.jobs,
+      sender,
+      openSecret: (sealed) => deps.secretBox.open(sealed),
+      retryMs: webhookRetryMs,
+      log: deps.log,
+    });
+    deps.jobs.register<DeliverJob>(DELIVER_JOB, deliverer.attempt, {
+      // HTTP failures are rescheduled by the handler itself; queue retries only cover crashes and
+      // store errors between sending and recording.
+      maxAttempts: 10,
+      // Most slots of the queue (20 by default): deliveries are short and I/O bound, other types keep 4.
+      concurrency: 16,
+      leaseMs: webhookTimeoutMs + 20_000,
+    });
+    const unsubscribe = deps.bus.subscribe((e) =>
+      deliverer.fanOut(e).catch((err: unknown) => {
+        deps.log.error({ err, event: e.event, owner: e.ownerId }, 'webhook fan-out failed; event not delivered');
+      }),
+    );
+    return {
+      webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, () => {
+        unsubscribe();
+        sender.close();
+      }),
+    };
+  },
+  async close(services) {
+    services.webhooks.close();
+  },
 };

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, PageQuery } from '../../platform/schemas.js';
 import { EVENT_NAMES } from './events.js';
+import type { WebhooksService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    webhooks: WebhooksService;
+  }
+}
 
 const tags = ['Webhooks'];
 
@@ -36,8 +43,44 @@ export const Webhook = z
 
 const DELIVERY =
   'Deliveries are POSTs of `{ event, timestamp, data }` with header `X-Service-Signature: sha256=<hex>`, ' +
-  'the HMAC-SHA256 of the raw body keyed with the secret. After 5 consecutive failures (non-2xx or ' +
-  `timeout) the webhook becomes PAUSED. Events: ${EVENT_NAMES.join(', ')}.`;
+  'the HMAC-SHA256 of the raw body keyed with the secret (the whole `whsec_...` string), plus ' +
+  '`X-Service-Delivery` (a `dlv_` id, the same on every retry: deduplicate on it), `X-Service-Event`, ' +
+  '`X-Service-Attempt` and `X-Service-Timestamp` (Unix seconds of the attempt). The URL must resolve to ' +
+  'a public address. Retries: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h after the first attempt. After 5 ' +
+  'consecutive failures (non-2xx or timeout) the webhook becomes PAUSED; events while PAUSED are recorded ' +
+  `as skipped deliveries, which can be redelivered. Events: ${EVENT_NAMES.join(', ')}.`;
+
+const DeliveryIds = WebhookId.extend({ deliveryId: z.string().min(1).max(200).describe('Delivery id (dlv_...)') });
+const DeliveryStatus = z
+  .enum(['pending', 'succeeded', 'failed', 'skipped'])
+  .describe(
+    'pending: an attempt is due; succeeded: a 2xx arrived; failed: the retry schedule ran out; ' +
+      'skipped: not sent (or retries dropped) because the webhook was PAUSED',
+  );
+const Attempt = z.object({
+  attempt: z.number().int().describe('1-based, counted across redeliveries'),
+  at: IsoTime.describe('When the attempt started'),
+  durationMs: z.number(),
+  statusCode: z.number().int().nullable().describe('HTTP status, or null when no response arrived'),
+  error: z.string().nullable().describe('Timeout, connection error or non-2xx status; null on success'),
+  response: z.string().nullable().describe("First 512 bytes of the receiver's response body"),
+});
+export const Delivery = z
+  .object({
+    id: z.string().describe('Also sent as the X-Service-Delivery header'),
+    webhookId: z.string(),
+    event: z.enum(EVENT_NAMES),
+    eventTimestamp: IsoTime,
+    status: DeliveryStatus,
+    attemptCount: z.number().int(),
+    nextAttemptAt: IsoTime.nullable(),
+    lastStatusCode: z.number().int().nullable(),
+    lastError: z.string().nullable(),
+    attempts: z.array(Attempt).describe('The most recent attempts (up to 20), oldest first'),
+    createdAt: IsoTime,
+    updatedAt: IsoTime,
+  })
+  .meta({ id: 'WebhookDelivery', description: 'One event sent to one webhook, with its attempts' });
 
 export const webhooksOperations = [
   defineOperation({
@@ -48,6 +91,7 @@ export const webhooksOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ items: z.array(Webhook) }),
+    handler: ({ services, principal }) => services.webhooks.list(principal),
   }),
   defineOperation({
     id: 'webhooks.create',
@@ -65,6 +109,8 @@ export const webhooksOperations = [
         secret: z.string().describe('HMAC-SHA256 signing secret; shown only once'),
       })
       .meta({ id: 'WebhookCreated' }),
+    errors: [{ status: 409, code: 'WebhookLimit', description: 'the account already has 50 webhooks' }],
+    handler: ({ services, principal, body }) => services.webhooks.create(principal, body),
   }),
   defineOperation({
     id: 'webhooks.get',
@@ -75,6 +121,7 @@ export const webhooksOperations = [
     auth: ['owner'],
     params: WebhookId,
     response: Webhook,
+    handler: ({ services, principal, params }) => services.webhooks.get(principal, params.webhookId),
   }),
   defineOperation({
     id: 'webhooks.update',
@@ -87,6 +134,7 @@ export const webhooksOperations = [
     params: WebhookId,
     body: z.object({ url: Url.optional(), events: Events.optional(), status: WebhookStatus.optional() }),
     response: Webhook,
+    handler: ({ services, principal, params, body }) => services.webhooks.update(principal, params.webhookId, body),
   }),
   defineOperation({
     id: 'webhooks.delete',
@@ -97,5 +145,37 @@ export const webhooksOperations = [
     auth: ['owner'],
     params: WebhookId,
     response: Ok,
+    handler: ({ services, principal, params }) => services.webhooks.delete(principal, params.webhookId),
+  }),
+  defineOperation({
+    id: 'webhooks.deliveries.list',
+    method: 'GET',
+    path: '/webhooks/{webhookId}/deliveries',
+    summary: "List a webhook's deliveries, newest first, with their attempts",
+    description: 'Cursor pagination: pass `nextCursor` back as `cursor`. Filter with `status`.',
+    tags,
+    auth: ['owner'],
+    params: WebhookId,
+    query: PageQuery.extend({ status: DeliveryStatus.optional() }),
+    response: z.object({
+      items: z.array(Delivery),
+      nextCursor: z.string().nullable().describe('Pass as `cursor` for the next page; null on the last page'),
+      hasMore: z.boolean(),
+    }),
+    handler: ({ services, principal, params, query }) =>
+      services.webhooks.listDeliveries(principal, params.webhookId, query),
+  }),
+  defineOperation({
+    id: 'webhooks.deliveries.redeliver',
+    method: 'POST',
+    path: '/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver',
+    summary: 'Send a delivery again now, with the same id and body and a fresh retry schedule',
+    tags,
+    auth: ['owner'],
+    params: DeliveryIds,
+    response: Delivery,
+    errors: [{ status: 409, code: 'WebhookPaused', description: 'the webhook is PAUSED; set it ACTIVE first' }],
+    handler: ({ services, principal, params }) =>
+      services.webhooks.redeliver(principal, params.webhookId, params.deliveryId),
   }),
 ];

@@ -1,0 +1,72 @@
+// A real HTTP receiver on loopback that records every delivery and answers as the test tells it to.
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Received {
+  headers: IncomingHttpHeaders;
+  raw: string;
+  at: number;
+}
+
+export interface Receiver {
+  url: string;
+  port: number;
+  got: Received[];
+  /** Status to answer with (default 200), and an optional delay before answering. */
+  status: number;
+  delayMs: number;
+  /** Resolves once `n` deliveries have arrived in total (rejects after timeoutMs). */
+  waitFor(n: number, timeoutMs?: number): Promise<Received[]>;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(port = 0): Promise<Receiver> {
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const r: Receiver = {
+    url: '',
+    port: 0,
+    got: [],
+    status: 200,
+    delayMs: 0,
+    waitFor(n, timeoutMs = 10_000) {
+      if (r.got.length >= n) return Promise.resolve(r.got);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`receiver got ${r.got.length} of ${n} deliveries`)), timeoutMs);
+        waiters.push({
+          n,
+          resolve: () => {
+            clearTimeout(t);
+            resolve(r.got);
+          },
+        });
+      });
+    },
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const status = r.status;
+      r.got.push({ headers: req.headers, raw: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
+      for (const w of [...waiters]) {
+        if (r.got.length >= w.n) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve();
+        }
+      }
+      const answer = () => {
+        if (!res.destroyed) res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${status}`);
+      };
+      if (r.delayMs) setTimeout(answer, r.delayMs);
+      else answer();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  r.port = (server.address() as AddressInfo).port;
+  r.url = `http://127.0.0.1:${r.port}/hook`;
+  return r;
+}

@@ -1,0 +1,129 @@
+import { existsSync } from 'node:fs';
+import { DatabaseSync, type DatabaseSyncInstance, type StatementSyncInstance } from '@photostructure/sqlite';
+import { DatabaseEngineError } from './errors.js';
+import { installPolicy, type PolicyState } from './policy.js';
+
+/** Settings an executor process applies to every connection it opens. */
+export interface ConnectionSettings {
+  synchronous: 'full' | 'normal';
+  maxDatabaseBytes: number;
+  maxResultRows: number;
+  maxResultBytes: number;
+  busyTimeoutMs: number;
+  /** sqlite3_limit(SQLITE_LIMIT_LENGTH): largest string or blob. */
+  maxValueBytes: number;
+}
+
+const STATEMENT_CACHE = 128;
+
+/** One hardened SQLite connection plus its statement cache. Lives inside an executor process. */
+export class Connection {
+  readonly db: DatabaseSyncInstance;
+  readonly policy: PolicyState = { trusted: false, tempTouched: false, lastDenied: null };
+  private readonly stmts = new Map<string, StatementSyncInstance>();
+  private readonly counters: StatementSyncInstance;
+
+  constructor(
+    readonly path: string,
+    readonly settings: ConnectionSettings,
+    create: boolean,
+  ) {
+    // The binding cannot open without SQLITE_OPEN_CREATE, so a missing file is checked first:
+    // a query must never conjure up a database that was deleted or never created.
+    if (!create && !existsSync(path)) throw new DatabaseEngineError('DatabaseNotFound', 'database not found');
+    this.db = new DatabaseSync(path, {
+      readBigInts: true,
+      returnArrays: true,
+      allowExtension: false,
+      defensive: true,
+      enableForeignKeyConstraints: true,
+      enableDoubleQuotedStringLiterals: false,
+      timeout: settings.busyTimeoutMs,
+      limits: {
+        attach: 0,
+        length: settings.maxValueBytes,
+        sqlLength: 1_000_000,
+        triggerDepth: 100,
+      },
+    });
+    // Engine pragmas run before the authorizer exists; users cannot change any of them.
+    // busy_timeout is set by the `timeout` option above, before WAL as pocketbase does.
+    const pageSize = Number(firstCell(this.db.prepare('PRAGMA page_size')));
+    const maxPages = Math.max(1, Math.floor(settings.maxDatabaseBytes / pageSize));
+    this.db.exec(
+      [
+        'PRAGMA journal_mode=WAL',
+        `PRAGMA synchronous=${settings.synchronous === 'full' ? 'FULL' : 'NORMAL'}`,
+        'PRAGMA trusted_schema=OFF',
+        'PRAGMA journal_size_limit=67108864',
+        `PRAGMA max_page_count=${maxPages}`,
+        `PRAGMA temp.max_page_count=${maxPages}`,
+      ].join(';'),
+    );
+    installPolicy(this.db, this.policy);
+    this.counters = this.db.prepare('SELECT changes(), total_changes(), last_insert_rowid()');
+  }
+
+  /** Cached prepared statement; SQLite re-prepares (and re-authorizes) it after schema changes. */
+  prepare(sql: string): StatementSyncInstance {
+    const hit = this.stmts.get(sql);
+    if (hit) {
+      this.stmts.delete(sql);
+      this.stmts.set(sql, hit);
+      return hit;
+    }
+    const stmt = this.db.prepare(sql);
+    this.stmts.set(sql, stmt);
+    if (this.stmts.size > STATEMENT_CACHE) {
+      const oldest = this.stmts.keys().next().value;
+      if (oldest !== undefined) this.stmts.delete(oldest);
+    }
+    return stmt;
+  }
+
+  /** [changes(), total_changes(), last_insert_rowid()] of this connection. */
+  readCounters(): [bigint, bigint, bigint] {
+    return this.counters.get() as unknown as [bigint, bigint, bigint];
+  }
+
+  /** Runs engine-issued SQL (transaction control, size checks) that the authorizer refuses to users. */
+  trusted<T>(fn: () => T): T {
+    this.policy.trusted = true;
+    try {
+      return fn();
+    } finally {
+      this.policy.trusted = false;
+    }
+  }
+
+  engineExec(sql: string): void {
+    this.trusted(() => this.db.exec(sql));
+  }
+
+  get inTransaction(): boolean {
+    return this.db.isTransaction;
+  }
+
+  /** Page-count check that tells "database size limit" from "disk full" for SQLITE_FULL. */
+  atSizeLimit(): boolean {
+    try {
+      return this.trusted(() => {
+        const pc = Number(firstCell(this.db.prepare('PRAGMA page_count')));
+        const max = Number(firstCell(this.db.prepare('PRAGMA max_page_count')));
+        return pc >= max - 2;
+      });
+    } catch {
+      return false;
+    }
+  }
+
+  close(): void {
+    this.stmts.clear();
+    if (this.db.isOpen) this.db.close();
+  }
+}
+
+function firstCell(stmt: StatementSyncInstance): unknown {
+  const row = stmt.get() as unknown as unknown[] | undefined;
+  return row?.[0];
+}

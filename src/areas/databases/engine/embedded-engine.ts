@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import { rm, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+import { assertDbId, dbFile, dbFiles } from './db-id.js';
+import { DatabaseEngineError } from './errors.js';
+import { ExecutorPool } from './pool.js';
+import type { ImportRequest, ImportResult, QueryRequest, QueryResult } from './schemas.js';
+import type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions } from './types.js';
+import { type DatabaseUsage, UsageCounters } from './usage.js';
+
+/** One SQLite file per database in `dir`, SQL run by a pool of executor processes. */
+export class EmbeddedDatabaseEngine implements DatabaseEngine {
+  private readonly dir: string;
+  private readonly exportDir: string;
+  private readonly pool: ExecutorPool;
+  private readonly counters: UsageCounters;
+  private readonly timeoutMs: number;
+  private readonly exportTimeoutMs: number;
+
+  constructor(opts: EmbeddedEngineOptions) {
+    this.dir = path.resolve(opts.dir);
+    this.exportDir = path.join(this.dir, '.exports');
+    mkdirSync(this.exportDir, { recursive: true });
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.exportTimeoutMs = opts.exportTimeoutMs ?? 120_000;
+    const workers = opts.workers ?? Math.max(2, availableParallelism());
+    this.pool = new ExecutorPool({
+      size: workers,
+      maxSize: Math.max(workers, opts.maxWorkers ?? workers * 4),
+      settings: {
+        synchronous: opts.synchronous ?? 'full',
+        maxDatabaseBytes: opts.maxDatabaseBytes ?? 1024 ** 3,
+        maxResultRows: opts.maxResultRows ?? 50_000,
+        maxResultBytes: opts.maxResultBytes ?? 16 * 1024 ** 2,
+        maxValueBytes: opts.maxValueBytes ?? 16 * 1024 ** 2,
+        busyTimeoutMs: opts.busyTimeoutMs ?? 5000,
+        maxOpenConnections: opts.maxOpenConnections ?? 64,
+      },
+    });
+    this.counters = new UsageCounters(this.dir);
+  }
+
+  async create(id: string): Promise<void> {
+    const file = dbFile(this.dir, id);
+    await this.pool.exclusive(id, async () => {
+      if (existsSync(file)) throw new DatabaseEngineError('DatabaseExists', `database ${id} already exists`);
+      await this.pool.run({ op: 'create', db: id, path: file }, this.timeoutMs, null);
+    });
+  }
+
+  async delete(id: string): Promise<void> {
+    assertDbId(id);
+    await this.pool.exclusive(id, async () => {
+      await this.pool.closeEverywhere(id);
+      await Promise.all(dbFiles(this.dir, id).map((f) => rm(f, { force: true })));
+      this.counters.remove(id);
+    });
+  }
+
+  async exists(id: string): Promise<boolean> {
+    return existsSync(dbFile(this.dir, id));
+  }
+
+  async sizeBytes(id: string): Promise<number> {
+    const [main, wal] = dbFiles(this.dir, id);
+    const sizes = await Promise.all([main, wal].map((f) => stat(f).then((s) => s.size, () => 0)));
+    if (!existsSync(main)) throw notFound(id);
+    return sizes[0] + sizes[1];
+  }
+
+  async usage(id: string): Promise<DatabaseUsage> {
+    assertDbId(id);
+    return this.counters.get(id);
+  }
+
+  async query(id: string, req: QueryRequest): Promise<QueryResult> {
+    const r = await this.pool.run<QueryResult>({ op: 'query', db: id, path: dbFile(this.dir, id), req }, this.timeoutMs, id);
+    this.counters.add(id, r.rowsRead, r.rowsWritten);
+    return r;
+  }
+
+  async batch(id: string, statements: QueryRequest[]): Promise<QueryResult[]> {
+    const file = dbFile(this.dir, id);
+    const rs = await this.pool.run<QueryResult[]>({ op: 'batch', db: id, path: file, statements }, this.timeoutMs, id);
+    this.counters.add(
+      id,
+      rs.reduce((n, r) => n + r.rowsRead, 0),
+      rs.reduce((n, r) => n + r.rowsWritten, 0),
+    );
+    return rs;
+  }
+
+  async import(id: string, req: ImportRequest): Promise<ImportResult> {
+    const file = dbFile(this.dir, id);
+    const r = await this.pool.run<ImportResult>({ op: 'import', db: id, path: file, req }, this.timeoutMs, id);
+    this.counters.add(id, 0, r.imported);
+    return r;
+  }
+
+  /** Not on the database's lane: VACUUM INTO reads a WAL snapshot while writes go on. */
+  async export(id: string): Promise<DatabaseSnapshot> {
+    const file = dbFile(this.dir, id);
+    if (!existsSync(file)) throw notFound(id);
+    const target = path.join(this.exportDir, `${id}-${randomBytes(8).toString('hex')}.sqlite`);
+    try {
+      await this.pool.run({ op: 'export', db: id, path: file, target }, this.exportTimeoutMs, null);
+    } catch (err) {
+      await rm(target, { force: true });
+      throw err;
+    }
+    const { size } = await stat(target);
+    return { path: target, sizeBytes: size, dispose: () => rm(target, { force: true }) };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+    await this.counters.flush();
+  }
+}
+
+function notFound(id: string): DatabaseEngineError {
+  return new DatabaseEngineError('DatabaseNotFound', `database ${id} not found`);
+}

@@ -1,0 +1,24 @@
+import type { ConnectionSettings } from './connection.js';
+import type { SerializedError } from './errors.js';
+import type { ImportRequest, QueryRequest } from './schemas.js';
+
+// Messages between the pool (parent) and an executor process. JSON over the IPC
+// channel: values are already in their wire encoding, so nothing is re-encoded.
+
+export type ExecutorOp =
+  | { op: 'query'; db: string; path: string; req: QueryRequest }
+  | { op: 'batch'; db: string; path: string; statements: QueryRequest[] }
+  | { op: 'import'; db: string; path: string; req: ImportRequest }
+  | { op: 'create'; db: string; path: string }
+  | { op: 'export'; db: string; path: string; target: string }
+  | { op: 'close'; db: string };
+
+export type ExecutorRequest = ExecutorOp & { id: number };
+
+export type ExecutorResponse =
+  | { id: number; ok: true; result: unknown; pinned: boolean }
+  | { evicted: string }
+  | { id: number; ok: false; error: SerializedError }
+  | { ready: true };
+
+export type ExecutorSettings = ConnectionSettings & { maxOpenConnections: number };

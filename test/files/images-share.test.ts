@@ -8,7 +8,7 @@ async function bytesOf(t: FilesNube, id: string, key?: string): Promise<Buffer> 
   return Buffer.from(await (await fetch(readUrl)).arrayBuffer());
 }
 
-describe.each([SETUPS[0]!, SETUPS[2]!])('images and share tokens ($dialect + $backend)', (setup) => {
+describe.each(SETUPS)('images and share tokens ($dialect + $backend)', (setup) => {
   let t: FilesNube;
   let png: Buffer;
   // biome-ignore lint/suspicious/noExplicitAny: test JSON

@@ -73,7 +73,8 @@ export class FilesService {
     readonly stores: BlobStores,
     readonly urls: FileUrls,
     private readonly deps: Pick<PlatformDeps, 'bus' | 'jobs' | 'publicUrl' | 'config'>,
-    planOf: PlanOf,
+    /** The owner's current plan (from the account area). */
+    readonly planOf: PlanOf,
   ) {
     this.transfers = new FileTransfers(this, planOf);
     this.searchIndex = new FileSearch(this, deps.config.files.ai);

@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { DatabaseSync, type DatabaseSyncInstance, type StatementSyncInstance } from '@photostructure/sqlite';
 import { DatabaseEngineError } from './errors.js';
 import { installPolicy, type PolicyState } from './policy.js';
@@ -104,14 +105,14 @@ export class Connection {
     return this.db.isTransaction;
   }
 
-  /** Page-count check that tells "database size limit" from "disk full" for SQLITE_FULL. */
+  /**
+   * SQLITE_FULL means the max_page_count cap or a full disk. The failed statement is rolled
+   * back, so page_count cannot tell; free space on the disk can.
+   */
   atSizeLimit(): boolean {
     try {
-      return this.trusted(() => {
-        const pc = Number(firstCell(this.db.prepare('PRAGMA page_count')));
-        const max = Number(firstCell(this.db.prepare('PRAGMA max_page_count')));
-        return pc >= max - 2;
-      });
+      const fs = statfsSync(dirname(this.path));
+      return fs.bavail * fs.bsize > 64 * 1024 * 1024;
     } catch {
       return false;
     }

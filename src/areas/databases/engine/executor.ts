@@ -89,7 +89,7 @@ function withCode(err: unknown): unknown {
 export function explain(conn: Connection, err: unknown, statementIndex?: number): DatabaseEngineError {
   const s = serializeError(err);
   let { code, message } = s;
-  if (code === 'SQLITE_AUTH' && conn.policy.lastDenied) message = `${message}: ${conn.policy.lastDenied}`;
+  if (conn.policy.lastDenied && /not authorized/.test(message)) message = `${message}: ${conn.policy.lastDenied}`;
   if (code === 'SQLITE_FULL' && conn.atSizeLimit()) {
     code = 'DatabaseTooLarge';
     message = `database size limit of ${conn.settings.maxDatabaseBytes} bytes reached`;

@@ -153,7 +153,10 @@ export class ExecutorPool {
       this.runnable.splice(i, 1);
       this.dispatch(ex, job);
     }
-    if (waiting && !this.executors.some((e) => !e.ready) && this.executors.length < this.opts.maxSize) {
+    // Keep a spare: when no executor is idle any more, start one now rather than when the
+    // next request arrives (a process takes tens of ms to start, more under tsx).
+    const idle = this.executors.some((e) => !e.job);
+    if ((waiting || !idle) && !this.executors.some((e) => !e.ready) && this.executors.length < this.opts.maxSize) {
       this.spawn();
     }
   }

@@ -43,6 +43,9 @@ export async function stopSandboxNube(t: SandboxNube, opts: { keepDir?: boolean 
   for (const s of list.body?.sandboxes ?? []) await t.call('DELETE', `/sandboxes/${s.id}`);
   const tpls = await t.call('GET', '/template-snapshots');
   for (const x of tpls.body?.items ?? []) await t.call('DELETE', `/template-snapshots/${x.id}`);
+  // Whatever the API could not reach (a failed test) goes too: no mounts, netns or cgroups left behind.
+  const runtime = t.nube.services.sandboxes.core.runtime;
+  for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
   await t.close();
   if (!opts.keepDir) rmSync(t.dataDir, { recursive: true, force: true });
 }

@@ -9,7 +9,12 @@ import type { SandboxesCore } from './service.js';
 export interface Target {
   address: string;
   port: number;
+  /** The request woke the sandbox: its server may need a moment (bootstrap) to listen again. */
+  woke: boolean;
 }
+
+const WAKE_RETRY_MS = 10_000;
+const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -37,9 +42,10 @@ export class PortProxy {
     }
     try {
       // Traffic is activity: a suspended sandbox wakes, the idle clock re-arms.
+      const woke = row.status !== 'running';
       row = await this.core.ensureRunning(row);
       await this.core.clocks.touch(row);
-      return { address: await this.core.runtime.addressOf(row.runtime_id), port };
+      return { address: await this.core.runtime.addressOf(row.runtime_id), port, woke };
     } catch (e) {
       this.core.deps.log.warn({ err: e, sandbox: id }, 'proxy could not reach sandbox');
       return { status: 503, error: 'sandbox not available' };
@@ -77,7 +83,8 @@ export class PortProxy {
     });
   }
 
-  private forwardHttp(req: IncomingMessage, res: import('node:http').ServerResponse, t: Target): void {
+  private forwardHttp(req: IncomingMessage, res: import('node:http').ServerResponse, t: Target, retryUntil = 0): void {
+    if (t.woke && retryUntil === 0 && BODYLESS.has(req.method ?? '')) retryUntil = Date.now() + WAKE_RETRY_MS;
     const headers = { ...req.headers, 'x-forwarded-host': req.headers.host, 'x-forwarded-for': req.socket.remoteAddress };
     const up = httpRequest(
       { host: t.address, port: t.port, method: req.method, path: req.url, headers, timeout: 60_000 },
@@ -87,14 +94,22 @@ export class PortProxy {
       },
     );
     up.on('timeout', () => up.destroy(new Error('upstream timeout')));
-    up.on('error', () => {
+    up.on('error', (e: NodeJS.ErrnoException) => {
+      // Right after a wake nothing listens yet: a bodyless request waits for the server to come up.
+      if (e.code === 'ECONNREFUSED' && Date.now() < retryUntil && !res.headersSent) {
+        res.off('close', onClose);
+        setTimeout(() => this.forwardHttp(req, res, t, retryUntil), 100);
+        return;
+      }
       if (!res.headersSent) {
         res.writeHead(502, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: 'the sandbox port did not answer', code: 'BadGateway' }));
       } else res.destroy();
     });
-    res.on('close', () => up.destroy());
-    req.pipe(up);
+    const onClose = () => up.destroy();
+    res.once('close', onClose);
+    if (BODYLESS.has(req.method ?? '')) up.end();
+    else req.pipe(up);
   }
 
   private forwardUpgrade(req: IncomingMessage, client: Socket, head: Buffer, t: Target): void {

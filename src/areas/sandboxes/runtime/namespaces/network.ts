@@ -154,7 +154,9 @@ export class BridgeNetwork {
     await run('ip', ['netns', 'add', netns]);
     await run('ip', ['-b', '-'], {
       input: [
-        `link add ${veth} type veth peer name eth0 netns ${netns}`,
+        // A fixed MAC per address: after a resume (new veth) the host's neighbour entry stays right,
+        // instead of pointing at the old MAC and black-holing traffic until it expires (~30 s).
+        `link add ${veth} type veth peer name eth0 address ${macFor(idx)} netns ${netns}`,
         `link set ${veth} master ${this.bridge.name} up`,
         // Isolated ports only talk to the bridge itself: no sandbox-to-sandbox traffic on layer 2.
         `link set dev ${veth} type bridge_slave isolated on`,
@@ -262,4 +264,10 @@ export async function hostResolver(): Promise<string | null> {
     if (m && isIPv4(m[1]) && !m[1].startsWith('127.')) return m[1];
   }
   return null;
+}
+
+/** Locally administered unicast MAC derived from the lease index. */
+export function macFor(idx: number): string {
+  const b = [(idx >>> 24) & 255, (idx >>> 16) & 255, (idx >>> 8) & 255, idx & 255];
+  return ['02', '4e', ...b.map((x) => x.toString(16).padStart(2, '0'))].join(':');
 }

@@ -1,0 +1,112 @@
+// The spec's timeout semantics on durable timers: destroy without suspendOnIdle, suspend with it,
+// suspend pauses the TTL, activity re-arms the idle clock, hard TTL destroys regardless, extend, and
+// sandboxes and their timers survive a restart of nube.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+
+let t: SandboxNube;
+
+beforeAll(async () => {
+  t = await startSandboxNube('timers');
+}, 120_000);
+
+afterAll(async () => {
+  await stopSandboxNube(t);
+}, 120_000);
+
+async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 100));
+    v = await fn();
+  }
+  return v;
+}
+
+/** Moves a deadline column into the near future and re-arms the job, as if the TTL had nearly run. */
+async function fastForward(id: string, col: 'expires_at' | 'hard_expires_at', inMs: number) {
+  const core = t.nube.services.sandboxes.core;
+  await core.repo.update(id, { [col]: Date.now() + inMs });
+  await core.clocks.arm((await core.repo.get(id))!);
+}
+
+describe('sandbox timers', () => {
+  it('without suspendOnIdle the sandbox is destroyed when timeoutSeconds elapse', async () => {
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2 });
+    expect(c.body.status).toBe('running');
+    const gone = await waitFor(() => t.call('GET', `/sandboxes/${c.body.id}`), (r) => r.status === 404, 8000);
+    expect(gone.status).toBe(404);
+    expect(await t.nube.services.sandboxes.core.runtime.get(c.body.id.replace('_', '-'))).toBeNull();
+  });
+
+  it('with suspendOnIdle it is suspended instead, and a resume brings it back with its files', async () => {
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2, suspendOnIdle: true });
+    const id = c.body.id;
+    await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/keep.txt', content: 'kept' });
+    const s = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 8000);
+    expect(s.body).toMatchObject({ status: 'suspended', expiresAt: null });
+    const r = await t.call('POST', `/sandboxes/${id}/resume`);
+    expect(r.body.sandbox.status).toBe('running');
+    expect((await t.call('POST', `/sandboxes/${id}/files/read`, { path: '/root/keep.txt' })).body.content).toBe('kept');
+    await t.call('DELETE', `/sandboxes/${id}`);
+  });
+
+  it('suspend pauses the TTL; extend pushes the deadline', async () => {
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 3 });
+    const id = c.body.id;
+    const e = await t.call('POST', `/sandboxes/${id}/extend`, { extendSeconds: 2 });
+    expect(Date.parse(e.body.expiresAt) - Date.parse(c.body.expiresAt)).toBeGreaterThanOrEqual(1900);
+    expect((await t.call('POST', `/sandboxes/${id}/suspend`)).body.sandbox.status).toBe('suspended');
+    await new Promise((r) => setTimeout(r, 6000));
+    expect((await t.call('GET', `/sandboxes/${id}`)).body.status).toBe('suspended');
+    const r = await t.call('POST', `/sandboxes/${id}/resume`);
+    const left = Date.parse(r.body.sandbox.expiresAt) - Date.now();
+    expect(left).toBeGreaterThan(2000);
+    expect(left).toBeLessThan(6000);
+    expect((await t.call('POST', `/sandboxes/${id}/extend`, { extendSeconds: 100_000 })).status).toBe(402);
+    await t.call('DELETE', `/sandboxes/${id}`);
+  }, 20_000);
+
+  it('idle: activity re-arms the idle clock, expiry suspends; hardTtl destroys even when suspended', async () => {
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 600 });
+    const id = c.body.id;
+    const i = await t.call('POST', `/sandboxes/${id}/idle`, { suspendOnIdle: true, idleTtlSeconds: 60, hardTtlSeconds: 120 });
+    expect(i.status, JSON.stringify(i.body)).toBe(200);
+    expect(i.body.sandbox).toMatchObject({ suspendOnIdle: true, idleTtlSeconds: 60, hardTtlSeconds: 120 });
+    const first = Date.parse(i.body.sandbox.expiresAt);
+    expect(first - Date.now()).toBeLessThanOrEqual(60_000);
+    expect(first - Date.now()).toBeGreaterThan(55_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    await t.call('POST', `/sandboxes/${id}/exec`, { command: 'true' });
+    const rearmed = Date.parse((await t.call('GET', `/sandboxes/${id}`)).body.expiresAt);
+    expect(rearmed - first).toBeGreaterThanOrEqual(1000);
+
+    await fastForward(id, 'expires_at', 300);
+    const s = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 5000);
+    expect(s.body.status).toBe('suspended');
+    await fastForward(id, 'hard_expires_at', 300);
+    const gone = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.status === 404, 5000);
+    expect(gone.status).toBe(404);
+  });
+
+  it('sandboxes and timers survive a restart of nube', async () => {
+    const keep = await t.call('POST', '/sandboxes', { timeoutSeconds: 600 });
+    const short = await t.call('POST', '/sandboxes', { timeoutSeconds: 4 });
+    await t.call('POST', `/sandboxes/${keep.body.id}/files/write`, { path: '/root/f', content: 'still here' });
+    const bg = await t.call('POST', `/sandboxes/${keep.body.id}/bg`, { command: 'exec sleep 300' });
+    await t.nube.close();
+    // A sandbox the records do not know is destroyed on start.
+    const stray = `sbx-stray${Date.now().toString(36)}`;
+    await t.nube.services.sandboxes.core.runtime.create({ id: stray, template: 'base' });
+    const t2 = await startSandboxNube('timers', { NUBE_OWNER_KEY: t.ownerKey }, t.dataDir);
+    Object.assign(t, { ...t2 });
+    const r = await t.call('POST', `/sandboxes/${keep.body.id}/exec`, { command: 'cat /root/f' });
+    expect(r.body.stdout).toBe('still here');
+    const b = await t.call('GET', `/sandboxes/${keep.body.id}/bg/${bg.body.execId}`);
+    expect(b.body.state).toBe('running');
+    expect(await t.nube.services.sandboxes.core.runtime.get(stray)).toBeNull();
+    const gone = await waitFor(() => t.call('GET', `/sandboxes/${short.body.id}`), (x) => x.status === 404, 8000);
+    expect(gone.status).toBe(404);
+  }, 60_000);
+});

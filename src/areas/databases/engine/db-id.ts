@@ -10,7 +10,10 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 export function assertDbId(id: unknown): asserts id is string {
   if (typeof id !== 'string' || !ID.test(id)) {
-    throw new DatabaseEngineError('InvalidDatabaseId', 'database id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$');
+    throw new DatabaseEngineError(
+      'InvalidDatabaseId',
+      'database id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$',
+    );
   }
 }
 
@@ -18,7 +21,8 @@ export function dbFile(dir: string, id: string): string {
   assertDbId(id);
   const root = path.resolve(dir);
   const file = path.resolve(root, `${id}.sqlite`);
-  if (path.dirname(file) !== root) throw new DatabaseEngineError('InvalidDatabaseId', 'database id escapes directory');
+  if (path.dirname(file) !== root)
+    throw new DatabaseEngineError('InvalidDatabaseId', 'database id escapes directory');
   return file;
 }
 

@@ -65,7 +65,14 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
 
   async sizeBytes(id: string): Promise<number> {
     const [main, wal] = dbFiles(this.dir, id);
-    const sizes = await Promise.all([main, wal].map((f) => stat(f).then((s) => s.size, () => 0)));
+    const sizes = await Promise.all(
+      [main, wal].map((f) =>
+        stat(f).then(
+          (s) => s.size,
+          () => 0,
+        ),
+      ),
+    );
     if (!existsSync(main)) throw notFound(id);
     return sizes[0] + sizes[1];
   }
@@ -76,14 +83,22 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   }
 
   async query(id: string, req: QueryRequest): Promise<QueryResult> {
-    const r = await this.pool.run<QueryResult>({ op: 'query', db: id, path: dbFile(this.dir, id), req }, this.timeoutMs, id);
+    const r = await this.pool.run<QueryResult>(
+      { op: 'query', db: id, path: dbFile(this.dir, id), req },
+      this.timeoutMs,
+      id,
+    );
     this.counters.add(id, r.rowsRead, r.rowsWritten);
     return r;
   }
 
   async batch(id: string, statements: QueryRequest[]): Promise<QueryResult[]> {
     const file = dbFile(this.dir, id);
-    const rs = await this.pool.run<QueryResult[]>({ op: 'batch', db: id, path: file, statements }, this.timeoutMs, id);
+    const rs = await this.pool.run<QueryResult[]>(
+      { op: 'batch', db: id, path: file, statements },
+      this.timeoutMs,
+      id,
+    );
     this.counters.add(
       id,
       rs.reduce((n, r) => n + r.rowsRead, 0),
@@ -94,7 +109,11 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
 
   async import(id: string, req: ImportRequest): Promise<ImportResult> {
     const file = dbFile(this.dir, id);
-    const r = await this.pool.run<ImportResult>({ op: 'import', db: id, path: file, req }, this.timeoutMs, id);
+    const r = await this.pool.run<ImportResult>(
+      { op: 'import', db: id, path: file, req },
+      this.timeoutMs,
+      id,
+    );
     this.counters.add(id, 0, r.imported);
     return r;
   }

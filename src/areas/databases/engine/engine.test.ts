@@ -56,7 +56,9 @@ describe('values and results', () => {
 
   it('binds positional and named args with the same encoding, round trip exact', async () => {
     await engine.create('args');
-    await engine.query('args', { sql: 'CREATE TABLE t(id INTEGER PRIMARY KEY, i INT, r REAL, s TEXT, b BLOB)' });
+    await engine.query('args', {
+      sql: 'CREATE TABLE t(id INTEGER PRIMARY KEY, i INT, r REAL, s TEXT, b BLOB)',
+    });
     const ins = await engine.query('args', {
       sql: 'INSERT INTO t(i, r, s, b) VALUES (?, ?, ?, ?)',
       args: [{ integer: '-9223372036854775807' }, 1.5, 'x', { base64: 'AQID' }],
@@ -66,7 +68,9 @@ describe('values and results', () => {
       sql: 'INSERT INTO t(i, r, s, b) VALUES (:i, @r, $s, :b)',
       args: { i: 7, r: { real: 3 }, s: null, b: true },
     });
-    const r = await engine.query('args', { sql: 'SELECT i, typeof(i), r, typeof(r), s, b FROM t ORDER BY id' });
+    const r = await engine.query('args', {
+      sql: 'SELECT i, typeof(i), r, typeof(r), s, b FROM t ORDER BY id',
+    });
     expect(r.columns).toEqual(['i', 'typeof(i)', 'r', 'typeof(r)', 's', 'b']);
     expect(r.columnTypes).toEqual(['INT', null, 'REAL', null, 'TEXT', 'BLOB']);
     expect(r.rows).toEqual([
@@ -127,13 +131,19 @@ describe('errors', () => {
   });
 
   it('caps database size with max_page_count', async () => {
-    const tiny = new EmbeddedDatabaseEngine({ dir: path.join(dir, 'tiny'), workers: 1, maxDatabaseBytes: 64 * 1024 });
+    const tiny = new EmbeddedDatabaseEngine({
+      dir: path.join(dir, 'tiny'),
+      workers: 1,
+      maxDatabaseBytes: 64 * 1024,
+    });
     try {
       await tiny.create('full');
       await tiny.query('full', { sql: 'CREATE TABLE b(x)' });
       const e = await fails(tiny.query('full', { sql: 'INSERT INTO b SELECT randomblob(100000)' }));
       expect(e.code).toBe('DatabaseTooLarge');
-      expect((await fails(tiny.query('full', { sql: 'PRAGMA max_page_count=100000' }))).code).toBe('SQLITE_AUTH');
+      expect((await fails(tiny.query('full', { sql: 'PRAGMA max_page_count=100000' }))).code).toBe(
+        'SQLITE_AUTH',
+      );
     } finally {
       await tiny.close();
     }
@@ -157,7 +167,9 @@ describe('batch and import', () => {
       ]),
     );
     expect(e).toMatchObject({ code: 'SQLITE_CONSTRAINT_PRIMARYKEY', statementIndex: 2 });
-    const after = await engine.query('batch', { sql: "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM sqlite_schema WHERE name='t2')" });
+    const after = await engine.query('batch', {
+      sql: "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM sqlite_schema WHERE name='t2')",
+    });
     expect(after.rows).toEqual([[1, 0]]);
   });
 
@@ -165,24 +177,63 @@ describe('batch and import', () => {
     await engine.create('imp');
     await engine.query('imp', { sql: 'CREATE TABLE "we""ird"(id INTEGER PRIMARY KEY, "na me" TEXT)' });
     const base = { table: 'we"ird', columns: ['id', 'na me'] };
-    expect(await engine.import('imp', { ...base, rows: [[1, 'a'], [2, 'b']] })).toEqual({ imported: 2, total: 2 });
-    const e = await fails(engine.import('imp', { ...base, rows: [[3, 'c'], [1, 'dup']] }));
+    expect(
+      await engine.import('imp', {
+        ...base,
+        rows: [
+          [1, 'a'],
+          [2, 'b'],
+        ],
+      }),
+    ).toEqual({ imported: 2, total: 2 });
+    const e = await fails(
+      engine.import('imp', {
+        ...base,
+        rows: [
+          [3, 'c'],
+          [1, 'dup'],
+        ],
+      }),
+    );
     expect(e.code).toBe('SQLITE_CONSTRAINT_PRIMARYKEY');
     expect((await engine.query('imp', { sql: 'SELECT count(*) FROM "we""ird"' })).rows).toEqual([[2]]);
-    const ign = await engine.import('imp', { ...base, rows: [[3, 'c'], [1, 'dup']], onConflict: 'ignore' });
+    const ign = await engine.import('imp', {
+      ...base,
+      rows: [
+        [3, 'c'],
+        [1, 'dup'],
+      ],
+      onConflict: 'ignore',
+    });
     expect(ign).toEqual({ imported: 1, total: 2 });
-    const rep = await engine.import('imp', { ...base, rows: [[1, 'new'], [4, 'd']], onConflict: 'replace' });
+    const rep = await engine.import('imp', {
+      ...base,
+      rows: [
+        [1, 'new'],
+        [4, 'd'],
+      ],
+      onConflict: 'replace',
+    });
     expect(rep).toEqual({ imported: 2, total: 2 });
     const all = await engine.query('imp', { sql: 'SELECT id, "na me" FROM "we""ird" ORDER BY id' });
-    expect(all.rows).toEqual([[1, 'new'], [2, 'b'], [3, 'c'], [4, 'd']]);
-    const bad = await fails(engine.import('imp', { table: 'x"; DROP TABLE "we""ird', columns: ['a'], rows: [[1]] }));
+    expect(all.rows).toEqual([
+      [1, 'new'],
+      [2, 'b'],
+      [3, 'c'],
+      [4, 'd'],
+    ]);
+    const bad = await fails(
+      engine.import('imp', { table: 'x"; DROP TABLE "we""ird', columns: ['a'], rows: [[1]] }),
+    );
     expect(bad).toMatchObject({ code: 'SQLITE_ERROR', message: expect.stringContaining('no such table') });
     expect((await fails(engine.import('imp', { ...base, rows: [[9]] }))).code).toBe('InvalidRequest');
   });
 
   it('imports 10,000 rows of 5 columns quickly', async () => {
     await engine.create('bulk');
-    await engine.query('bulk', { sql: 'CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL, d INT, e TEXT)' });
+    await engine.query('bulk', {
+      sql: 'CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL, d INT, e TEXT)',
+    });
     const rows = Array.from({ length: 10_000 }, (_, i) => [i, `name-${i}`, i * 1.5, i % 7, `e${i}`]);
     const t = performance.now();
     expect(await engine.import('bulk', { table: 't', columns: ['a', 'b', 'c', 'd', 'e'], rows })).toEqual({
@@ -194,7 +245,9 @@ describe('batch and import', () => {
   });
 
   it('request schemas accept exactly one body shape', () => {
-    expect(databaseQueryBodySchema.safeParse({ sql: 'SELECT 1', args: [1, { base64: 'AA==' }] }).success).toBe(true);
+    expect(
+      databaseQueryBodySchema.safeParse({ sql: 'SELECT 1', args: [1, { base64: 'AA==' }] }).success,
+    ).toBe(true);
     expect(databaseQueryBodySchema.safeParse({ statements: [{ sql: 'SELECT 1' }] }).success).toBe(true);
     expect(databaseQueryBodySchema.safeParse({ table: 't', columns: ['a'], rows: [[1]] }).success).toBe(true);
     expect(databaseQueryBodySchema.safeParse({ sql: 'SELECT 1', statements: [] }).success).toBe(false);
@@ -216,7 +269,10 @@ describe('files', () => {
     let writes = 0;
     const writer = (async () => {
       while (!stop) {
-        await engine.batch('exp', [{ sql: 'INSERT INTO t(pad) VALUES (randomblob(200))' }, { sql: 'DELETE FROM t WHERE x = (SELECT min(x) FROM t)' }]);
+        await engine.batch('exp', [
+          { sql: 'INSERT INTO t(pad) VALUES (randomblob(200))' },
+          { sql: 'DELETE FROM t WHERE x = (SELECT min(x) FROM t)' },
+        ]);
         writes++;
       }
     })();

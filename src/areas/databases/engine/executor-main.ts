@@ -70,7 +70,11 @@ process.on('message', (msg: ExecutorRequest) => {
     send({ id: msg.id, ok: true, result, pinned });
   } catch (err) {
     const e = err instanceof DatabaseEngineError ? err : serializeError(err);
-    send({ id: msg.id, ok: false, error: { code: e.code, message: e.message, statementIndex: e.statementIndex } });
+    send({
+      id: msg.id,
+      ok: false,
+      error: { code: e.code, message: e.message, statementIndex: e.statementIndex },
+    });
   }
 });
 // The parent going away must take its executors with it.

@@ -44,7 +44,9 @@ export function runStatement(conn: Connection, req: QueryRequest): QueryResult {
 function readRows(conn: Connection, stmt: StatementSyncInstance, args: Bindings, rows: SqlValue[][]): void {
   const { maxResultRows, maxResultBytes } = conn.settings;
   let bytes = 0;
-  const it = (Array.isArray(args) ? stmt.iterate(...args) : stmt.iterate(args)) as IterableIterator<unknown[]>;
+  const it = (Array.isArray(args) ? stmt.iterate(...args) : stmt.iterate(args)) as IterableIterator<
+    unknown[]
+  >;
   try {
     for (const raw of it) {
       const row = raw.map(encodeValue);
@@ -77,7 +79,11 @@ const CONSTRAINT_MESSAGES: [string, string][] = [
 
 function withCode(err: unknown): unknown {
   const e = err as { errcode?: unknown; message?: unknown };
-  if (err instanceof DatabaseEngineError || typeof e?.errcode === 'number' || typeof e?.message !== 'string') {
+  if (
+    err instanceof DatabaseEngineError ||
+    typeof e?.errcode === 'number' ||
+    typeof e?.message !== 'string'
+  ) {
     return err;
   }
   const msg = e.message as string;
@@ -89,7 +95,8 @@ function withCode(err: unknown): unknown {
 export function explain(conn: Connection, err: unknown, statementIndex?: number): DatabaseEngineError {
   const s = serializeError(err);
   let { code, message } = s;
-  if (conn.policy.lastDenied && /not authorized/.test(message)) message = `${message}: ${conn.policy.lastDenied}`;
+  if (conn.policy.lastDenied && /not authorized/.test(message))
+    message = `${message}: ${conn.policy.lastDenied}`;
   if (code === 'SQLITE_FULL' && conn.atSizeLimit()) {
     code = 'DatabaseTooLarge';
     message = `database size limit of ${conn.settings.maxDatabaseBytes} bytes reached`;

@@ -47,9 +47,9 @@ describe('hostile SQL is refused inside SQLite', () => {
     }
     expect(readdirSync(outside)).toEqual([]);
     // The failing multi-statement text above rolled back as a whole.
-    expect((await engine.query('h', { sql: "SELECT count(*) FROM sqlite_schema WHERE name = 'tr'" })).rows).toEqual([
-      [0],
-    ]);
+    expect(
+      (await engine.query('h', { sql: "SELECT count(*) FROM sqlite_schema WHERE name = 'tr'" })).rows,
+    ).toEqual([[0]]);
   });
 
   it('refuses load_extension and fts3_tokenizer', async () => {
@@ -83,8 +83,17 @@ describe('hostile SQL is refused inside SQLite', () => {
     expect((await refused('SELECT * FROM pragma_database_list')).message).toMatch(
       /^not authorized: PRAGMA database_list is not allowed/,
     );
-    expect((await engine.query('h', { sql: 'PRAGMA table_info(t)' })).rows[0]).toEqual([0, 'x', '', 0, null, 0]);
-    expect((await engine.query('h', { sql: "SELECT name FROM pragma_table_info('t')" })).rows).toEqual([['x']]);
+    expect((await engine.query('h', { sql: 'PRAGMA table_info(t)' })).rows[0]).toEqual([
+      0,
+      'x',
+      '',
+      0,
+      null,
+      0,
+    ]);
+    expect((await engine.query('h', { sql: "SELECT name FROM pragma_table_info('t')" })).rows).toEqual([
+      ['x'],
+    ]);
     expect((await engine.query('h', { sql: 'PRAGMA journal_mode' })).rows).toEqual([['wal']]);
     await engine.query('h', { sql: 'PRAGMA user_version=7' });
     expect((await engine.query('h', { sql: 'PRAGMA user_version' })).rows).toEqual([[7]]);

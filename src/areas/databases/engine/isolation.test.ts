@@ -52,12 +52,10 @@ describe('isolation between databases', () => {
   });
 
   it('a killed write leaves nothing behind', async () => {
-    const err = await engine
-      .batch('a', [{ sql: "INSERT INTO t VALUES (2, 'two')" }, { sql: RUNAWAY }])
-      .then(
-        () => null,
-        (e: unknown) => e,
-      );
+    const err = await engine.batch('a', [{ sql: "INSERT INTO t VALUES (2, 'two')" }, { sql: RUNAWAY }]).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect((err as DatabaseEngineError).code).toBe('QueryTimeout');
     expect((await engine.query('a', { sql: 'SELECT count(*) FROM t' })).rows).toEqual([[1]]);
   });
@@ -68,8 +66,12 @@ describe('isolation between databases', () => {
       await slow.query('c', { sql: 'SELECT 1' }).catch(() => undefined);
       await slow.create('c');
       const done: string[] = [];
-      const r1 = slow.query('a', { sql: RUNAWAY }).catch((e: unknown) => done.push((e as DatabaseEngineError).code));
-      const r2 = slow.query('b', { sql: RUNAWAY }).catch((e: unknown) => done.push((e as DatabaseEngineError).code));
+      const r1 = slow
+        .query('a', { sql: RUNAWAY })
+        .catch((e: unknown) => done.push((e as DatabaseEngineError).code));
+      const r2 = slow
+        .query('b', { sql: RUNAWAY })
+        .catch((e: unknown) => done.push((e as DatabaseEngineError).code));
       await new Promise((r) => setTimeout(r, 50));
       // Both executors are busy: a third one is started (slow under tsx while two cores spin).
       expect((await slow.query('c', { sql: 'SELECT 42' })).rows).toEqual([[42]]);
@@ -83,7 +85,11 @@ describe('isolation between databases', () => {
 
   it('requests on one database run in order', async () => {
     await engine.query('b', { sql: 'CREATE TABLE seq(n INTEGER PRIMARY KEY AUTOINCREMENT, k INT)' });
-    await Promise.all(Array.from({ length: 50 }, (_, k) => engine.query('b', { sql: 'INSERT INTO seq(k) VALUES (?)', args: [k] })));
+    await Promise.all(
+      Array.from({ length: 50 }, (_, k) =>
+        engine.query('b', { sql: 'INSERT INTO seq(k) VALUES (?)', args: [k] }),
+      ),
+    );
     const r = await engine.query('b', { sql: 'SELECT k FROM seq ORDER BY n' });
     expect(r.rows.map((row) => row[0])).toEqual(Array.from({ length: 50 }, (_, k) => k));
   });

@@ -51,7 +51,13 @@ const READ_PRAGMAS = new Set([
   'data_version',
 ]);
 /** Pragmas allowed only as a read (no argument). */
-const READ_ONLY_STATE_PRAGMAS = new Set(['page_size', 'encoding', 'schema_version', 'foreign_keys', 'journal_mode']);
+const READ_ONLY_STATE_PRAGMAS = new Set([
+  'page_size',
+  'encoding',
+  'schema_version',
+  'foreign_keys',
+  'journal_mode',
+]);
 /** Pragmas a user may also set: header fields for migration tools, and ANALYZE-like optimize. */
 const WRITABLE_PRAGMAS = new Set(['user_version', 'application_id', 'optimize']);
 

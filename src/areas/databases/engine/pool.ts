@@ -62,7 +62,14 @@ export class ExecutorPool {
   /** Runs `fn` in this process while holding the database's lane (used by delete). */
   exclusive<T>(lane: string, fn: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.submit({ kind: 'local', fn, lane, timeoutMs: 0, resolve: resolve as (v: unknown) => void, reject });
+      this.submit({
+        kind: 'local',
+        fn,
+        lane,
+        timeoutMs: 0,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
     });
   }
 
@@ -132,10 +139,13 @@ export class ExecutorPool {
       const job = this.runnable[i];
       if (job.kind !== 'local') continue;
       this.runnable.splice(i, 1);
-      job.fn().then(job.resolve, job.reject).finally(() => {
-        this.finish(job);
-        this.pump();
-      });
+      job
+        .fn()
+        .then(job.resolve, job.reject)
+        .finally(() => {
+          this.finish(job);
+          this.pump();
+        });
     }
     let waiting = false;
     for (let i = 0; i < this.runnable.length; ) {
@@ -144,7 +154,11 @@ export class ExecutorPool {
       const db = job.op.db;
       const pin = job.op.op === 'export' ? undefined : this.executors.find((e) => e.pinned.has(db));
       const idle = this.executors.filter((e) => e.ready && !e.job);
-      const ex = pin ? (pin.ready && !pin.job ? pin : undefined) : (idle.find((e) => e.dbs.has(db)) ?? idle[0]);
+      const ex = pin
+        ? pin.ready && !pin.job
+          ? pin
+          : undefined
+        : (idle.find((e) => e.dbs.has(db)) ?? idle[0]);
       if (!ex) {
         if (!pin) waiting = true;
         i++;
@@ -156,7 +170,11 @@ export class ExecutorPool {
     // Keep a spare: when no executor is idle any more, start one now rather than when the
     // next request arrives (a process takes tens of ms to start, more under tsx).
     const idle = this.executors.some((e) => !e.job);
-    if ((waiting || !idle) && !this.executors.some((e) => !e.ready) && this.executors.length < this.opts.maxSize) {
+    if (
+      (waiting || !idle) &&
+      !this.executors.some((e) => !e.ready) &&
+      this.executors.length < this.opts.maxSize
+    ) {
       this.spawn();
     }
   }

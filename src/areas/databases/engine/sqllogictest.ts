@@ -121,7 +121,8 @@ export async function runSlt(
       if (!ok) fail(`expected ${JSON.stringify(exp)}, got ${JSON.stringify(values)}${why}`);
     } else {
       ok = exp.count === values.length && exp.md5 === md5;
-      if (!ok) fail(`expected ${exp.count} values hashing to ${exp.md5}, got ${values.length} (${md5})${why}`);
+      if (!ok)
+        fail(`expected ${exp.count} values hashing to ${exp.md5}, got ${values.length} (${md5})${why}`);
     }
     if (ok && rec.label !== null) {
       const seen = labels.get(rec.label);

@@ -26,7 +26,8 @@ export class UsageCounters {
     this.file = path.join(dir, 'usage.json');
     try {
       const saved = JSON.parse(readFileSync(this.file, 'utf8')) as Record<string, DatabaseUsage>;
-      for (const [id, u] of Object.entries(saved)) this.counts.set(id, { rowsRead: u.rowsRead, rowsWritten: u.rowsWritten });
+      for (const [id, u] of Object.entries(saved))
+        this.counts.set(id, { rowsRead: u.rowsRead, rowsWritten: u.rowsWritten });
     } catch {
       // No file yet (or a torn one from a crash): start from zero.
     }

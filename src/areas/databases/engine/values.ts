@@ -15,7 +15,8 @@ export function encodeValue(v: unknown): SqlValue {
     if (Number.isFinite(v)) return v;
     return { real: v > 0 ? 'Infinity' : '-Infinity' };
   }
-  if (v instanceof Uint8Array) return { base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
+  if (v instanceof Uint8Array)
+    return { base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
   throw new DatabaseEngineError('SQLITE_MISMATCH', `unexpected value type from SQLite: ${typeof v}`);
 }
 

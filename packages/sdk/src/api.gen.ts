@@ -225,6 +225,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/databases/{dbId}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Download the database as a SQLite file (a consistent snapshot, taken while writes go on) */
+        get: operations["databases.export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/databases/{dbId}/query": {
         parameters: {
             query?: never;
@@ -236,7 +253,7 @@ export interface paths {
         put?: never;
         /**
          * Run SQL on a database: one statement, a batch of up to 20, or a bulk import of up to 10,000 rows
-         * @description Body is one of: `{ sql, args? }` -> QueryResult; `{ statements: [{sql, args?}] }` (max 20, one transaction) -> `{ results: QueryResult[] }`; `{ table, columns, rows, onConflict? }` (up to 10,000 rows) -> `{ imported, total }`. ATTACH and other statements reaching outside the database are refused.
+         * @description Body is one of: `{ sql, args? }` -> QueryResult; `{ statements: [{sql, args?}] }` (max 20, one transaction) -> `{ results: QueryResult[] }`; `{ table, columns, rows, onConflict? }` (up to 10,000 rows) -> `{ imported, total }`. SQL errors answer 400 with SQLite's message and extended result code as `code` (e.g. SQLITE_CONSTRAINT_UNIQUE) and `statementIndex` for a batch. ATTACH, VACUUM INTO, load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in one transaction and return the last one's result.
          */
         post: operations["databases.query"];
         delete?: never;
@@ -1351,12 +1368,12 @@ export interface components {
             /** @description Database id (`dbId` in paths) */
             id: string;
             name: string;
-            /** @description Size of the database file */
+            /** @description Rows returned by queries on this database, all time */
+            rowsRead: number;
+            /** @description Rows inserted, updated or deleted (with trigger actions), all time */
+            rowsWritten: number;
+            /** @description Bytes on disk (database file plus its WAL); counts against plan storage */
             sizeBytes: number;
-            /** @description Tables in the database */
-            tableCount: number;
-            /** @description ISO 8601 UTC timestamp */
-            updatedAt: string;
         };
         /** @description A derived template snapshot (bootstrap already applied), identified by (key, hash) */
         DerivedTemplate: {
@@ -1614,23 +1631,21 @@ export interface components {
             /** @constant */
             ok: true;
         };
-        /** @description Result of one SQL statement (after Cloudflare D1 / libSQL Hrana) */
+        /** @description Result of one SQL statement (after Cloudflare D1 meta and libSQL Hrana StmtResult): columns, declared columnTypes (null for expressions), rows as arrays aligned with columns, rowsAffected, lastInsertRowid (decimal string, or null when nothing was written), rowsRead, rowsWritten, durationMs. Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> `{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities), BLOB -> `{ "base64": "..." }`. Arguments use the same encoding plus booleans (1/0); `{ "real": 3 }` forces REAL. */
         QueryResult: {
-            /** @description Result column names, in order */
             columns: string[];
-            /** @description Declared type of each column, or null (expressions) */
             columnTypes: (string | null)[];
-            /** @description Execution time in milliseconds */
             durationMs: number;
-            /** @description Rowid of the last inserted row as a decimal string (64-bit safe), or null */
             lastInsertRowid: string | null;
-            /** @description Rows as arrays aligned with columns; blobs as `{ base64 }` */
-            rows: unknown[][];
-            /** @description Rows changed by INSERT/UPDATE/DELETE */
+            rows: (null | number | string | {
+                integer: string;
+            } | {
+                real: ("Infinity" | "-Infinity") | number;
+            } | {
+                base64: string;
+            })[][];
             rowsAffected: number;
-            /** @description Rows scanned */
             rowsRead: number;
-            /** @description Rows written */
             rowsWritten: number;
         };
         /** @description Code: a published, prebuilt snapshot of the app (not its data) */
@@ -3060,15 +3075,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "databases.create": {
@@ -3115,7 +3121,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description DatabaseLimitReached: The plan's database allowance is used up */
+            /** @description PlanLimitReached: The plan's database allowance is used up */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3153,15 +3159,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3236,15 +3233,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "databases.delete": {
@@ -3312,18 +3300,9 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
-    "databases.query": {
+    "databases.export": {
         parameters: {
             query?: never;
             header?: never;
@@ -3332,56 +3311,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": {
-                    /** @description Bound parameters: an array for `?`/`?NNN`, or an object for `:name`/`@name`/`$name` */
-                    args?: (string | number | boolean | null | {
-                        /** @description Blob bytes, base64 */
-                        base64: string;
-                    })[] | {
-                        [key: string]: string | number | boolean | null | {
-                            /** @description Blob bytes, base64 */
-                            base64: string;
-                        };
-                    };
-                    /** @description One SQL statement */
-                    sql: string;
-                } | {
-                    /** @description Statements run in order in one transaction (all or nothing), max 20 */
-                    statements: {
-                        /** @description Bound parameters: an array for `?`/`?NNN`, or an object for `:name`/`@name`/`$name` */
-                        args?: (string | number | boolean | null | {
-                            /** @description Blob bytes, base64 */
-                            base64: string;
-                        })[] | {
-                            [key: string]: string | number | boolean | null | {
-                                /** @description Blob bytes, base64 */
-                                base64: string;
-                            };
-                        };
-                        /** @description One SQL statement */
-                        sql: string;
-                    }[];
-                } | {
-                    /** @description Columns, in the order of each row */
-                    columns: string[];
-                    /**
-                     * @description On a constraint conflict: abort the whole import (default), skip the row, or replace it
-                     * @default abort
-                     * @enum {string}
-                     */
-                    onConflict?: "abort" | "ignore" | "replace";
-                    /** @description Rows of values, one per column, up to 10,000 */
-                    rows: (string | number | boolean | null | {
-                        /** @description Blob bytes, base64 */
-                        base64: string;
-                    })[][];
-                    /** @description Existing table to import into */
-                    table: string;
-                };
-            };
-        };
+        requestBody?: never;
         responses: {
             /** @description Success */
             200: {
@@ -3389,18 +3319,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["QueryResult"] | {
-                        /** @description One result per statement, in order */
-                        results: components["schemas"]["QueryResult"][];
-                    } | {
-                        /** @description Rows written */
-                        imported: number;
-                        /** @description Rows in the request */
-                        total: number;
-                    };
+                    "application/vnd.sqlite3": string;
                 };
             };
-            /** @description SqlError: The SQL failed (syntax, constraint, refused statement) */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3445,8 +3367,144 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "databases.query": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    args?: ((null | number | string | {
+                        integer: string;
+                    } | {
+                        real: ("Infinity" | "-Infinity") | number;
+                    } | {
+                        base64: string;
+                    }) | boolean)[] | {
+                        [key: string]: (null | number | string | {
+                            integer: string;
+                        } | {
+                            real: ("Infinity" | "-Infinity") | number;
+                        } | {
+                            base64: string;
+                        }) | boolean;
+                    };
+                    sql: string;
+                } | {
+                    statements: {
+                        args?: ((null | number | string | {
+                            integer: string;
+                        } | {
+                            real: ("Infinity" | "-Infinity") | number;
+                        } | {
+                            base64: string;
+                        }) | boolean)[] | {
+                            [key: string]: (null | number | string | {
+                                integer: string;
+                            } | {
+                                real: ("Infinity" | "-Infinity") | number;
+                            } | {
+                                base64: string;
+                            }) | boolean;
+                        };
+                        sql: string;
+                    }[];
+                } | {
+                    columns: string[];
+                    /** @enum {string} */
+                    onConflict?: "abort" | "ignore" | "replace";
+                    rows: ((null | number | string | {
+                        integer: string;
+                    } | {
+                        real: ("Infinity" | "-Infinity") | number;
+                    } | {
+                        base64: string;
+                    }) | boolean)[][];
+                    table: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueryResult"] | {
+                        /** @description One result per statement, in order */
+                        results: components["schemas"]["QueryResult"][];
+                    } | {
+                        /** @description Rows written (skipped conflicts not counted) */
+                        imported: number;
+                        /** @description Rows in the request */
+                        total: number;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; SQLITE_*: The SQL failed: SQLite's message and extended code; QueryTimeout: The request ran past its time limit; nothing was kept; ResultTooLarge: The result passed the row or byte cap; add LIMIT */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description StorageQuotaExceeded: A write needs more than the plan's storage */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DatabaseTooLarge: A write would pass the per-database size cap */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -169,7 +169,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 201,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['databases', 'create'],
   },
   'databases.delete': {
@@ -181,8 +181,20 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['databases', 'delete'],
+  },
+  'databases.export': {
+    method: 'GET',
+    path: '/api/v2/databases/{dbId}/export',
+    pathParams: ['dbId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/vnd.sqlite3',
+    implemented: true,
+    ns: ['databases', 'export'],
   },
   'databases.get': {
     method: 'GET',
@@ -193,7 +205,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['databases', 'get'],
   },
   'databases.list': {
@@ -205,7 +217,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['databases', 'list'],
   },
   'databases.query': {
@@ -217,7 +229,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['databases', 'query'],
   },
   'documents.create': {
@@ -1166,6 +1178,12 @@ export interface OperationTypes {
     body: never;
     response: operations['databases.delete']['responses'][200]['content']['application/json'];
   };
+  'databases.export': {
+    params: operations['databases.export']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['databases.export']['responses'][200]['content']['application/vnd.sqlite3'];
+  };
   'databases.get': {
     params: operations['databases.get']['parameters']['path'];
     query: never;
@@ -1636,6 +1654,7 @@ export interface Namespaces {
   databases: {
     create(...rest: NsRest<'databases.create'>): Promise<OpOutput<'databases.create'>>;
     delete(dbId: OperationTypes['databases.delete']['params']['dbId'], ...rest: NsRest<'databases.delete'>): Promise<OpOutput<'databases.delete'>>;
+    export(dbId: OperationTypes['databases.export']['params']['dbId'], ...rest: NsRest<'databases.export'>): Promise<OpOutput<'databases.export'>>;
     get(dbId: OperationTypes['databases.get']['params']['dbId'], ...rest: NsRest<'databases.get'>): Promise<OpOutput<'databases.get'>>;
     list(...rest: NsRest<'databases.list'>): Promise<OpOutput<'databases.list'>>;
     query(dbId: OperationTypes['databases.query']['params']['dbId'], ...rest: NsRest<'databases.query'>): Promise<OpOutput<'databases.query'>>;

@@ -1,7 +1,37 @@
+import path from 'node:path';
 import type { AreaModule } from '../area.js';
+import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
+import { DatabasesRepo, databasesMigrations } from './repo.js';
+import { DatabasesService } from './service.js';
+
+/**
+ * Per-database size cap of the engine (Cloudflare D1's figure). Below it, each request is capped at
+ * what is left of the owner's plan storage (service.ts), which is the tighter limit on Byte and Mega.
+ */
+const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
+  migrations: databasesMigrations,
+  create(deps) {
+    const engine = new EmbeddedDatabaseEngine({
+      dir: path.join(deps.config.dataDir, 'databases'),
+      maxDatabaseBytes: ENGINE_CAP_BYTES,
+    });
+    const databases = new DatabasesService(
+      new DatabasesRepo(deps.store.db),
+      engine,
+      deps.bus,
+      deps.usage,
+      ENGINE_CAP_BYTES,
+    );
+    deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
+    deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
+    return { databases };
+  },
+  async close(services) {
+    await services.databases.engine.close();
+  },
 };

@@ -1,95 +1,64 @@
+import { createReadStream } from 'node:fs';
 import { z } from 'zod';
-import { defineOperation } from '../../platform/operation.js';
+import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, Ok } from '../../platform/schemas.js';
+import {
+  batchResultSchema,
+  databaseQueryBodySchema,
+  importResultSchema,
+  queryResultSchema,
+} from './engine/index.js';
+import type { DatabasesService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    databases: DatabasesService;
+  }
+}
 
 const tags = ['Databases'];
 
-export const MAX_BATCH_STATEMENTS = 20;
-export const MAX_IMPORT_ROWS = 10_000;
-
 const DbId = z.object({ dbId: z.string().min(1).max(200).describe('Database id') });
-
-/** A SQLite value as JSON: text, number, boolean (stored 0/1), null, or a blob as `{ base64 }`. */
-const Value = z.union([
-  z.string(),
-  z.number(),
-  z.boolean(),
-  z.null(),
-  z.object({ base64: z.string().describe('Blob bytes, base64') }),
-]);
-
-const Args = z
-  .union([z.array(Value), z.record(z.string(), Value)])
-  .describe('Bound parameters: an array for `?`/`?NNN`, or an object for `:name`/`@name`/`$name`');
-
-const Statement = z.strictObject({
-  sql: z.string().min(1).max(100_000).describe('One SQL statement'),
-  args: Args.optional(),
-});
-
-const Identifier = z.string().min(1).max(128).describe('SQL identifier (table or column name)');
-
-export const QueryBody = z.union([
-  Statement.describe('A single statement'),
-  z
-    .strictObject({
-      statements: z
-        .array(Statement)
-        .min(1)
-        .max(MAX_BATCH_STATEMENTS)
-        .describe('Statements run in order in one transaction (all or nothing), max 20'),
-    })
-    .describe('A batch'),
-  z
-    .strictObject({
-      table: Identifier.describe('Existing table to import into'),
-      columns: z.array(Identifier).min(1).max(2000).describe('Columns, in the order of each row'),
-      rows: z
-        .array(z.array(Value))
-        .max(MAX_IMPORT_ROWS)
-        .describe('Rows of values, one per column, up to 10,000'),
-      onConflict: z
-        .enum(['abort', 'ignore', 'replace'])
-        .default('abort')
-        .describe('On a constraint conflict: abort the whole import (default), skip the row, or replace it'),
-    })
-    .describe('A bulk import, in one transaction'),
-]);
-
-export const QueryResult = z
-  .object({
-    columns: z.array(z.string()).describe('Result column names, in order'),
-    columnTypes: z
-      .array(z.string().nullable())
-      .describe('Declared type of each column, or null (expressions)'),
-    rows: z
-      .array(z.array(z.unknown()))
-      .describe('Rows as arrays aligned with columns; blobs as `{ base64 }`'),
-    rowsAffected: z.number().int().describe('Rows changed by INSERT/UPDATE/DELETE'),
-    lastInsertRowid: z
-      .string()
-      .nullable()
-      .describe('Rowid of the last inserted row as a decimal string (64-bit safe), or null'),
-    rowsRead: z.number().int().describe('Rows scanned'),
-    rowsWritten: z.number().int().describe('Rows written'),
-    durationMs: z.number().describe('Execution time in milliseconds'),
-  })
-  .meta({
-    id: 'QueryResult',
-    description: 'Result of one SQL statement (after Cloudflare D1 / libSQL Hrana)',
-  });
 
 export const Database = z
   .object({
     id: z.string().describe('Database id (`dbId` in paths)'),
     name: z.string(),
     description: z.string().nullable(),
-    sizeBytes: z.number().int().describe('Size of the database file'),
-    tableCount: z.number().int().describe('Tables in the database'),
+    sizeBytes: z
+      .number()
+      .int()
+      .describe('Bytes on disk (database file plus its WAL); counts against plan storage'),
+    rowsRead: z.number().int().describe('Rows returned by queries on this database, all time'),
+    rowsWritten: z
+      .number()
+      .int()
+      .describe('Rows inserted, updated or deleted (with trigger actions), all time'),
     createdAt: IsoTime,
-    updatedAt: IsoTime,
   })
   .meta({ id: 'Database', description: 'An isolated SQLite database' });
+
+const VALUE_ENCODING =
+  'Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> ' +
+  '`{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities), BLOB -> ' +
+  '`{ "base64": "..." }`. Arguments use the same encoding plus booleans (1/0); `{ "real": 3 }` forces REAL.';
+
+const QueryResult = queryResultSchema.meta({
+  id: 'QueryResult',
+  description:
+    'Result of one SQL statement (after Cloudflare D1 meta and libSQL Hrana StmtResult): columns, ' +
+    'declared columnTypes (null for expressions), rows as arrays aligned with columns, rowsAffected, ' +
+    'lastInsertRowid (decimal string, or null when nothing was written), rowsRead, rowsWritten, durationMs. ' +
+    VALUE_ENCODING,
+});
+
+const QueryBody = databaseQueryBodySchema.describe(
+  'Exactly one of: `{ sql, args? }` (args: array for `?`/`?NNN`, object for `:name`/`@name`/`$name`); ' +
+    '`{ statements: [{ sql, args? }] }` (1-20, one transaction, all or nothing); ' +
+    '`{ table, columns, rows, onConflict? }` (up to 10,000 rows, one transaction; onConflict abort ' +
+    '(default), ignore or replace). ' +
+    VALUE_ENCODING,
+);
 
 export const databasesOperations = [
   defineOperation({
@@ -100,6 +69,7 @@ export const databasesOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ items: z.array(Database) }),
+    handler: ({ services, principal }) => services.databases.list(principal),
   }),
   defineOperation({
     id: 'databases.create',
@@ -121,9 +91,10 @@ export const databasesOperations = [
     successStatus: 201,
     response: Database,
     errors: [
-      { status: 403, code: 'DatabaseLimitReached', description: "The plan's database allowance is used up" },
+      { status: 403, code: 'PlanLimitReached', description: "The plan's database allowance is used up" },
       { status: 409, code: 'DatabaseNameTaken', description: 'A database with this name exists' },
     ],
+    handler: ({ services, principal, body }) => services.databases.create(principal, body),
   }),
   defineOperation({
     id: 'databases.get',
@@ -134,6 +105,7 @@ export const databasesOperations = [
     auth: ['owner'],
     params: DbId,
     response: Database,
+    handler: ({ services, principal, params }) => services.databases.get(principal, params.dbId),
   }),
   defineOperation({
     id: 'databases.delete',
@@ -144,6 +116,7 @@ export const databasesOperations = [
     auth: ['owner'],
     params: DbId,
     response: Ok,
+    handler: ({ services, principal, params }) => services.databases.delete(principal, params.dbId),
   }),
   defineOperation({
     id: 'databases.query',
@@ -154,25 +127,68 @@ export const databasesOperations = [
     description:
       'Body is one of: `{ sql, args? }` -> QueryResult; `{ statements: [{sql, args?}] }` (max 20, one ' +
       'transaction) -> `{ results: QueryResult[] }`; `{ table, columns, rows, onConflict? }` (up to 10,000 ' +
-      'rows) -> `{ imported, total }`. ATTACH and other statements reaching outside the database are refused.',
+      "rows) -> `{ imported, total }`. SQL errors answer 400 with SQLite's message and extended result code " +
+      'as `code` (e.g. SQLITE_CONSTRAINT_UNIQUE) and `statementIndex` for a batch. ATTACH, VACUUM INTO, ' +
+      'load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a ' +
+      'time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in ' +
+      "one transaction and return the last one's result.",
     tags,
     auth: ['owner'],
     params: DbId,
     body: QueryBody,
     response: z.union([
       QueryResult,
-      z.object({ results: z.array(QueryResult).describe('One result per statement, in order') }),
-      z.object({
-        imported: z.number().int().describe('Rows written'),
+      batchResultSchema.extend({
+        results: z.array(QueryResult).describe('One result per statement, in order'),
+      }),
+      importResultSchema.extend({
+        imported: z.number().int().describe('Rows written (skipped conflicts not counted)'),
         total: z.number().int().describe('Rows in the request'),
       }),
     ]),
+    // SQL is a hot path (agents issue many small queries); the executor pool bounds the real cost.
+    rateLimit: { points: 600_000, windowSeconds: 60 },
     errors: [
+      { status: 400, code: 'SQLITE_*', description: "The SQL failed: SQLite's message and extended code" },
       {
         status: 400,
-        code: 'SqlError',
-        description: 'The SQL failed (syntax, constraint, refused statement)',
+        code: 'QueryTimeout',
+        description: 'The request ran past its time limit; nothing was kept',
       },
+      {
+        status: 400,
+        code: 'ResultTooLarge',
+        description: 'The result passed the row or byte cap; add LIMIT',
+      },
+      {
+        status: 402,
+        code: 'StorageQuotaExceeded',
+        description: "A write needs more than the plan's storage",
+      },
+      { status: 403, code: 'DatabaseTooLarge', description: 'A write would pass the per-database size cap' },
     ],
+    handler: ({ services, principal, params, body }) =>
+      services.databases.query(principal, params.dbId, body),
+  }),
+  defineOperation({
+    id: 'databases.export',
+    method: 'GET',
+    path: '/databases/{dbId}/export',
+    summary: 'Download the database as a SQLite file (a consistent snapshot, taken while writes go on)',
+    tags,
+    auth: ['owner'],
+    params: DbId,
+    produces: 'application/vnd.sqlite3',
+    response: z.string().describe('The SQLite database file'),
+    async handler({ services, principal, params }) {
+      const { name, snapshot } = await services.databases.export(principal, params.dbId);
+      const stream = createReadStream(snapshot.path);
+      // The snapshot file is ours until the download ends, however it ends.
+      stream.once('close', () => void snapshot.dispose());
+      return new RawResponse(stream, 'application/vnd.sqlite3', {
+        'content-length': String(snapshot.sizeBytes),
+        'content-disposition': `attachment; filename="${name}.sqlite"`,
+      });
+    },
   }),
 ];

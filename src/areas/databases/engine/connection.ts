@@ -23,6 +23,8 @@ export class Connection {
   readonly policy: PolicyState = { trusted: false, tempTouched: false, lastDenied: null };
   private readonly stmts = new Map<string, StatementSyncInstance>();
   private readonly counters: StatementSyncInstance;
+  private readonly pageSize: number;
+  private maxPages: number;
 
   constructor(
     readonly path: string,
@@ -51,6 +53,8 @@ export class Connection {
     // busy_timeout is set by the `timeout` option above, before WAL as pocketbase does.
     const pageSize = Number(firstCell(this.db.prepare('PRAGMA page_size')));
     const maxPages = Math.max(1, Math.floor(settings.maxDatabaseBytes / pageSize));
+    this.pageSize = pageSize;
+    this.maxPages = maxPages;
     this.db.exec(
       [
         'PRAGMA journal_mode=WAL',
@@ -80,6 +84,24 @@ export class Connection {
       if (oldest !== undefined) this.stmts.delete(oldest);
     }
     return stmt;
+  }
+
+  /** The size cap in force on this connection (the engine's, or a smaller one from the request). */
+  get maxBytes(): number {
+    return this.maxPages * this.pageSize;
+  }
+
+  /**
+   * Caps the main database at `bytes` (never above the engine's cap) for the coming request: the
+   * service passes what is left of the owner's plan storage. SQLite keeps the cap at the current
+   * size when asked for less, so a full database still serves reads, updates in place and deletes.
+   */
+  limitSize(bytes: number | undefined): void {
+    const cap = Math.min(this.settings.maxDatabaseBytes, bytes ?? Number.POSITIVE_INFINITY);
+    const pages = Math.max(1, Math.floor(cap / this.pageSize));
+    if (pages === this.maxPages) return;
+    const row = this.trusted(() => this.db.prepare(`PRAGMA max_page_count=${pages}`).get()) as unknown;
+    this.maxPages = Number((row as unknown[] | undefined)?.[0] ?? pages);
   }
 
   /** [changes(), total_changes(), last_insert_rowid()] of this connection. */

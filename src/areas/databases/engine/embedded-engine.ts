@@ -7,7 +7,7 @@ import { assertDbId, dbFile, dbFiles } from './db-id.js';
 import { DatabaseEngineError } from './errors.js';
 import { ExecutorPool } from './pool.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult } from './schemas.js';
-import type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions } from './types.js';
+import type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions, RequestLimits } from './types.js';
 import { type DatabaseUsage, UsageCounters } from './usage.js';
 
 /** One SQLite file per database in `dir`, SQL run by a pool of executor processes. */
@@ -82,9 +82,9 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     return this.counters.get(id);
   }
 
-  async query(id: string, req: QueryRequest): Promise<QueryResult> {
+  async query(id: string, req: QueryRequest, limits: RequestLimits = {}): Promise<QueryResult> {
     const r = await this.pool.run<QueryResult>(
-      { op: 'query', db: id, path: dbFile(this.dir, id), req },
+      { op: 'query', db: id, path: dbFile(this.dir, id), req, maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
     );
@@ -92,10 +92,10 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     return r;
   }
 
-  async batch(id: string, statements: QueryRequest[]): Promise<QueryResult[]> {
+  async batch(id: string, statements: QueryRequest[], limits: RequestLimits = {}): Promise<QueryResult[]> {
     const file = dbFile(this.dir, id);
     const rs = await this.pool.run<QueryResult[]>(
-      { op: 'batch', db: id, path: file, statements },
+      { op: 'batch', db: id, path: file, statements, maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
     );
@@ -107,10 +107,10 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     return rs;
   }
 
-  async import(id: string, req: ImportRequest): Promise<ImportResult> {
+  async import(id: string, req: ImportRequest, limits: RequestLimits = {}): Promise<ImportResult> {
     const file = dbFile(this.dir, id);
     const r = await this.pool.run<ImportResult>(
-      { op: 'import', db: id, path: file, req },
+      { op: 'import', db: id, path: file, req, maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
     );

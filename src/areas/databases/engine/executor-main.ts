@@ -50,6 +50,7 @@ function handle(msg: ExecutorRequest): unknown {
       return null;
     default: {
       const conn = connection(msg.db, msg.path);
+      conn.limitSize(msg.maxBytes);
       if (msg.op === 'query') return query(conn, msg.req);
       if (msg.op === 'batch') return batch(conn, msg.statements);
       return importRows(conn, msg.req);

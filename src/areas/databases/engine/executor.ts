@@ -99,7 +99,7 @@ export function explain(conn: Connection, err: unknown, statementIndex?: number)
     message = `${message}: ${conn.policy.lastDenied}`;
   if (code === 'SQLITE_FULL' && conn.atSizeLimit()) {
     code = 'DatabaseTooLarge';
-    message = `database size limit of ${conn.settings.maxDatabaseBytes} bytes reached`;
+    message = `database size limit of ${conn.maxBytes} bytes reached`;
   }
   if (message === 'Statement is not properly initialized') {
     code = 'InvalidRequest';

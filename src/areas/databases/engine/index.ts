@@ -1,5 +1,5 @@
 export { EmbeddedDatabaseEngine } from './embedded-engine.js';
 export { DatabaseEngineError, ENGINE_ERROR_CODES, type EngineErrorCode } from './errors.js';
 export * from './schemas.js';
-export type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions } from './types.js';
+export type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions, RequestLimits } from './types.js';
 export type { DatabaseUsage } from './usage.js';

@@ -6,9 +6,9 @@ import type { ImportRequest, QueryRequest } from './schemas.js';
 // channel: values are already in their wire encoding, so nothing is re-encoded.
 
 export type ExecutorOp =
-  | { op: 'query'; db: string; path: string; req: QueryRequest }
-  | { op: 'batch'; db: string; path: string; statements: QueryRequest[] }
-  | { op: 'import'; db: string; path: string; req: ImportRequest }
+  | { op: 'query'; db: string; path: string; req: QueryRequest; maxBytes?: number }
+  | { op: 'batch'; db: string; path: string; statements: QueryRequest[]; maxBytes?: number }
+  | { op: 'import'; db: string; path: string; req: ImportRequest; maxBytes?: number }
   | { op: 'create'; db: string; path: string }
   | { op: 'export'; db: string; path: string; target: string }
   | { op: 'close'; db: string };

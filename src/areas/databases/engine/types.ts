@@ -10,6 +10,12 @@ export interface DatabaseSnapshot {
   dispose(): Promise<void>;
 }
 
+/** Per-request limits tighter than the engine's own. */
+export interface RequestLimits {
+  /** Size cap of the database for this request (e.g. what is left of the owner's storage plan). */
+  maxBytes?: number;
+}
+
 /**
  * User databases, keyed by id. Knows nothing of HTTP, owners or metadata: the databases
  * service maps ids, plans and errors. Every method is async and runs SQL off the event loop.
@@ -23,9 +29,9 @@ export interface DatabaseEngine {
   /** Bytes on disk: the database file plus its WAL. */
   sizeBytes(id: string): Promise<number>;
   usage(id: string): Promise<DatabaseUsage>;
-  query(id: string, req: QueryRequest): Promise<QueryResult>;
-  batch(id: string, statements: QueryRequest[]): Promise<QueryResult[]>;
-  import(id: string, req: ImportRequest): Promise<ImportResult>;
+  query(id: string, req: QueryRequest, limits?: RequestLimits): Promise<QueryResult>;
+  batch(id: string, statements: QueryRequest[], limits?: RequestLimits): Promise<QueryResult[]>;
+  import(id: string, req: ImportRequest, limits?: RequestLimits): Promise<ImportResult>;
   export(id: string): Promise<DatabaseSnapshot>;
   close(): Promise<void>;
 }

@@ -1,0 +1,90 @@
+import type { Kysely, Migration, Selectable } from 'kysely';
+import type { Tables } from '../../store/schema.js';
+
+/** One row per user database; the data itself lives in the engine's `<id>.sqlite` file. */
+interface DatabasesTable {
+  id: string;
+  owner_id: string;
+  name: string;
+  description: string | null;
+  created_at: number;
+}
+
+declare module '../../store/schema.js' {
+  interface Tables {
+    databases: DatabasesTable;
+  }
+}
+
+export type DatabaseRow = Selectable<DatabasesTable>;
+
+export const databasesMigrations: Record<string, Migration> = {
+  '0006-databases-databases': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('databases')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('description', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        // The 409 on a duplicate name is enforced here, so two concurrent creates cannot both win.
+        .addUniqueConstraint('databases_owner_name', ['owner_id', 'name'])
+        .execute();
+    },
+  },
+};
+
+/** SQLite and PostgreSQL report a unique violation differently; this is the one place that knows. */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return (
+    e?.code === '23505' ||
+    e?.code === 'SQLITE_CONSTRAINT_UNIQUE' ||
+    (typeof e?.message === 'string' && e.message.includes('UNIQUE constraint failed'))
+  );
+}
+
+export class DatabasesRepo {
+  constructor(private readonly db: Kysely<Tables>) {}
+
+  list(ownerId: string): Promise<DatabaseRow[]> {
+    return this.db
+      .selectFrom('databases')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .orderBy('id')
+      .execute();
+  }
+
+  get(ownerId: string, id: string): Promise<DatabaseRow | undefined> {
+    return this.db
+      .selectFrom('databases')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  async count(ownerId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('databases')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  async insert(row: DatabaseRow): Promise<void> {
+    await this.db.insertInto('databases').values(row).execute();
+  }
+
+  async delete(ownerId: string, id: string): Promise<boolean> {
+    const r = await this.db
+      .deleteFrom('databases')
+      .where('owner_id', '=', ownerId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(r.numDeletedRows) > 0;
+  }
+}

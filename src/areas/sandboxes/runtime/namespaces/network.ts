@@ -148,40 +148,41 @@ export class BridgeNetwork {
     return { veth: `nbv${this.bridge.name.slice(-3)}${idx.toString(36)}`, chain: `sb_${idx}` };
   }
 
-  /** netns + veth into the bridge + addresses + sysctls + the sandbox's policy chain. */
+  /**
+   * netns + veth into the bridge + addresses + sysctls + the sandbox's policy chain. One `ip -batch`
+   * does it all (the netns-side commands through `netns exec` of a second batch file and of sysctl),
+   * in parallel with the nft transaction: process spawns from node are the cost here, not the kernel.
+   */
   async attach(netns: string, idx: number, policy: NetworkPolicy): Promise<void> {
     const { veth } = this.names(idx);
-    await run('ip', ['netns', 'add', netns]);
-    await run('ip', ['-b', '-'], {
-      input: [
-        // A fixed MAC per address: after a resume (new veth) the host's neighbour entry stays right,
-        // instead of pointing at the old MAC and black-holing traffic until it expires (~30 s).
-        `link add ${veth} type veth peer name eth0 address ${macFor(idx)} netns ${netns}`,
-        `link set ${veth} master ${this.bridge.name} up`,
-        // Isolated ports only talk to the bridge itself: no sandbox-to-sandbox traffic on layer 2.
-        `link set dev ${veth} type bridge_slave isolated on`,
+    const inner = `${this.leaseDir()}/${idx}/inner.ip`;
+    await writeFile(
+      inner,
+      [
+        'link set lo up',
+        `addr add ${this.address(idx)}/${this.prefix} dev eth0`,
+        'link set eth0 up',
+        `route add default via ${this.hostIp}`,
+        '',
       ].join('\n'),
-    });
+    );
     await Promise.all([
-      run('ip', ['-n', netns, '-b', '-'], {
+      run('ip', ['-b', '-'], {
         input: [
-          'link set lo up',
-          `addr add ${this.address(idx)}/${this.prefix} dev eth0`,
-          'link set eth0 up',
-          `route add default via ${this.hostIp}`,
+          `netns add ${netns}`,
+          // A fixed MAC per address: after a resume (new veth) the host's neighbour entry stays right,
+          // instead of pointing at the old MAC and black-holing traffic until it expires (~30 s).
+          `link add ${veth} type veth peer name eth0 address ${macFor(idx)} netns ${netns}`,
+          `link set ${veth} master ${this.bridge.name} up`,
+          // Isolated ports only talk to the bridge itself: no sandbox-to-sandbox traffic on layer 2.
+          `link set dev ${veth} type bridge_slave isolated on`,
+          `netns exec ${netns} ip -b ${inner}`,
+          // Root inside has no capability over this netns (it belongs to the host's user namespace), so
+          // low ports and ping are opened here; IPv6 is off so policy has one address family to cover.
+          `netns exec ${netns} sysctl -q -w net.ipv4.ip_unprivileged_port_start=0 "net.ipv4.ping_group_range=0 2147483647" net.ipv6.conf.all.disable_ipv6=1`,
+          '',
         ].join('\n'),
       }),
-      // Root inside has no capability over this netns (it belongs to the host's user namespace), so
-      // low ports and ping are opened here; IPv6 is off so policy has one address family to cover.
-      run('nsenter', [
-        `--net=/run/netns/${netns}`,
-        'sysctl',
-        '-q',
-        '-w',
-        'net.ipv4.ip_unprivileged_port_start=0',
-        'net.ipv4.ping_group_range=0 2147483647',
-        'net.ipv6.conf.all.disable_ipv6=1',
-      ]),
       this.applyPolicy(idx, policy, true),
     ]);
   }

@@ -65,6 +65,7 @@ export const sandboxesArea: AreaModule = {
       maxAttempts: 2,
       concurrency: 2,
     });
+    deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
     await reconcile(sandboxes, dataDir, deps);
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).

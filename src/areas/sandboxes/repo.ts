@@ -186,6 +186,15 @@ export class SandboxesRepo {
   async all(): Promise<SandboxRow[]> {
     return (await this.db.selectFrom('sandboxes').selectAll().execute()).map((r) => num(r, SBX_NUM));
   }
+  /** Sandboxes an owner holds (starting, running or suspended: destroyed ones have no row). */
+  async countFor(ownerId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('sandboxes')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
   async count(): Promise<number> {
     const r = await this.db.selectFrom('sandboxes').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     return Number(r.n);

@@ -1,6 +1,7 @@
 // One sandbox through the API end to end: create, exec, run-code, files, bg, patch, bootstrap,
 // suspend/resume, fork, snapshot, derived templates, run-cell, runtime, logs, delete.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newRow } from '../../src/areas/sandboxes/rows.js';
 import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
@@ -210,6 +211,36 @@ describe('sandboxes API lifecycle', () => {
     await t.call('DELETE', `/sandboxes/${c.body.id}`);
     expect((await t.call('DELETE', `/template-snapshots/${d1.body.id}`)).body).toEqual({ ok: true });
     expect((await t.call('GET', `/template-snapshots/${d1.body.id}`)).status).toBe(404);
+  });
+
+  it('a derived template taken on an older base build is stale: 409 DerivedTemplateStale', async () => {
+    const d = await t.call('POST', sx('/template-snapshot'), { key: 'stale', hash: 'h' });
+    expect(d.body.stale).toBe(false);
+    // As if `base` had been rebuilt since: the record names another build time.
+    await t.nube.services.sandboxes.core.repo.db
+      .updateTable('sandbox_templates')
+      .set({ base_built_at: '2000-01-01T00:00:00.000Z' })
+      .where('id', '=', d.body.id)
+      .execute();
+    expect((await t.call('GET', `/template-snapshots/${d.body.id}`)).body.stale).toBe(true);
+    const again = await t.call('POST', sx('/template-snapshot'), { key: 'stale', hash: 'h' });
+    expect(again).toMatchObject({ status: 409, body: { code: 'DerivedTemplateStale' } });
+    expect((await t.call('DELETE', `/template-snapshots/${d.body.id}`)).body).toEqual({ ok: true });
+  });
+
+  it('a sandbox whose template is still building answers starting; the provisioning job starts it', async () => {
+    const core = t.nube.services.sandboxes.core;
+    const principal = { scheme: 'owner' as const, ownerId: (await core.repo.get(id))!.owner_id, plan: 'tera' as const };
+    // The record a create writes before its job runs (the template build is what the job waits for).
+    const row = newRow(core, principal, { template: 'base', timeoutSeconds: 60, suspendOnIdle: false, env: { A: '1' } });
+    await core.repo.insert(row);
+    expect((await t.call('GET', `/sandboxes/${row.id}`)).body.status).toBe('starting');
+    const busy = await t.call('POST', `/sandboxes/${row.id}/exec`, { command: 'true' });
+    expect(busy).toMatchObject({ status: 409, body: { code: 'SandboxStarting' } });
+    await core.provision(row.id);
+    expect((await t.call('GET', `/sandboxes/${row.id}`)).body.status).toBe('running');
+    expect((await t.call('POST', `/sandboxes/${row.id}/exec`, { command: 'echo $A' })).body.stdout).toBe('1\n');
+    await t.call('DELETE', `/sandboxes/${row.id}`);
   });
 
   it('network-policy validates and applies; unported actions answer 501', async () => {

@@ -103,18 +103,28 @@ const WEBHOOK_EXTRAS = new Set(['webhooks.deliveries.list', 'webhooks.deliveries
 const webhooksSpecOps = webhooksOperations.filter((op) => !WEBHOOK_EXTRAS.has(op.id));
 const webhooksExtraOps = webhooksOperations.filter((op) => WEBHOOK_EXTRAS.has(op.id));
 
+// Beyond the spec, as D1 and Turso users expect: the database as a SQLite file.
+const DATABASE_EXTRAS = new Set(['databases.export']);
+const databasesSpecOps = databasesOperations.filter((op) => !DATABASE_EXTRAS.has(op.id));
+const databasesExtraOps = databasesOperations.filter((op) => DATABASE_EXTRAS.has(op.id));
+
 const SPEC_OPS: AnyOperation[] = [
   ...sandboxesOperations,
   ...webOperations,
   ...filesOperations,
-  ...databasesOperations,
+  ...databasesSpecOps,
   ...machinesOperations,
   ...documentsOperations,
   ...agentsOperations,
   ...fleetOperations,
   ...webhooksSpecOps,
 ];
-const EXTRA_OPS: AnyOperation[] = [...imagesOperations, ...shareTokensOperations, ...webhooksExtraOps];
+const EXTRA_OPS: AnyOperation[] = [
+  ...imagesOperations,
+  ...shareTokensOperations,
+  ...webhooksExtraOps,
+  ...databasesExtraOps,
+];
 const ALL = [...SPEC_OPS, ...EXTRA_OPS];
 
 const key = (method: string, path: string) => `${method} ${path}`;
@@ -135,7 +145,7 @@ describe('operation registry (the whole spec surface)', () => {
         sandboxesOperations,
         webOperations,
         filesOperations,
-        databasesOperations,
+        databasesSpecOps,
         machinesOperations,
         documentsOperations,
         agentsOperations,
@@ -185,7 +195,7 @@ describe('operation registry (the whole spec surface)', () => {
     );
     for (const c of [
       'web.search 402 InsufficientBalance',
-      'databases.create 403 DatabaseLimitReached',
+      'databases.create 403 PlanLimitReached',
       'sandboxes.templateSnapshots.delete 409 DerivedTemplateInUse',
       'sandboxes.templateSnapshots.list 404 DerivedTemplateNotProvisioned',
       'sandboxes.action 409 DerivedTemplateStale',

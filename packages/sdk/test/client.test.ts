@@ -86,14 +86,27 @@ describe('Nube client against a real server', () => {
       string,
       Record<
         string,
-        { operationId: string; parameters?: unknown[]; requestBody?: { required?: boolean }; 'x-nube-implemented': boolean }
+        {
+          operationId: string;
+          parameters?: unknown[];
+          requestBody?: { required?: boolean };
+          security?: Record<string, unknown>[];
+          'x-nube-implemented': boolean;
+        }
       >
     >;
   };
-  // Operations without a handler that need no input at all, so validation cannot answer before the 501.
+  // Operations without a handler that need no input at all and take the owner key this client holds,
+  // so neither validation nor the scheme check can answer before the 501.
   const pending = Object.values(doc.paths)
     .flatMap((p) => Object.values(p))
-    .filter((o) => o['x-nube-implemented'] === false && !o.parameters?.length && !o.requestBody?.required);
+    .filter(
+      (o) =>
+        o['x-nube-implemented'] === false &&
+        !o.parameters?.length &&
+        !o.requestBody?.required &&
+        (o.security ?? []).some((s) => 'ownerBearer' in s),
+    );
 
   it.runIf(pending.length > 0)('an operation without a handler throws NotImplementedError', async () => {
     const call = nube.call.bind(nube) as (id: string) => Promise<unknown>;

@@ -1,19 +1,11 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedDatabaseEngine } from './embedded-engine.js';
-import { parseSlt, runSlt } from './sqllogictest.js';
+import { parseSlt, runSlt, sltFiles } from './sqllogictest.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../../../../shared/testdata/sqllogictest');
-
-function testFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const p = path.join(dir, name);
-    if (statSync(p).isDirectory()) return testFiles(p);
-    return name.endsWith('.test') ? [p] : [];
-  });
-}
 
 describe('sqllogictest corpus through the engine', () => {
   let dir: string;
@@ -28,7 +20,7 @@ describe('sqllogictest corpus through the engine', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const files = testFiles(ROOT);
+  const files = sltFiles(ROOT);
   it('finds the corpus', () => {
     expect(files.length).toBeGreaterThanOrEqual(14);
   });

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
 import type { QueryResult, SqlValue } from './schemas.js';
 
 /*
@@ -36,6 +38,15 @@ export interface SltReport {
 }
 
 const ENGINE = 'sqlite';
+
+/** Every `.test` file under `dir` (the corpus nests the evidence files one level down). */
+export function sltFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = path.join(dir, name);
+    if (statSync(p).isDirectory()) return sltFiles(p);
+    return name.endsWith('.test') ? [p] : [];
+  });
+}
 
 /** Parses a file into the records that apply to SQLite (skipif/onlyif already applied). */
 export function parseSlt(text: string): SltRecord[] {

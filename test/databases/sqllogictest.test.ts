@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type QueryResult, queryResultSchema } from '../../src/areas/databases/engine/index.js';
+import { parseSlt, runSlt, sltFiles } from '../../src/areas/databases/engine/sqllogictest.js';
+import { json, startNube, type TestNube } from '../helpers/server.js';
+import { caller } from './helpers.js';
+
+// Every record of the shared sqllogictest corpus through POST /query over HTTP, so the JSON
+// encoding of integers, reals, text, NULL and blobs is checked end to end, not just in the engine.
+const ROOT = path.resolve(import.meta.dirname, '../../../shared/testdata/sqllogictest');
+
+describe('sqllogictest corpus through POST /databases/{dbId}/query', () => {
+  let t: TestNube;
+  let call: ReturnType<typeof caller>;
+  beforeAll(async () => {
+    t = await startNube();
+    call = caller(t);
+  });
+  afterAll(() => t?.close());
+
+  const files = sltFiles(ROOT);
+  it('finds the corpus', () => {
+    expect(files.length).toBeGreaterThanOrEqual(14);
+  });
+
+  for (const file of files) {
+    const name = path.relative(ROOT, file);
+    it(`passes every record of ${name}`, async () => {
+      const db = await json(
+        await call('POST', '/databases', { name: `slt-${name.replace(/[^A-Za-z0-9]/g, '-')}` }),
+      );
+      // Only a 400 carrying SQLite's code is an SQL error; any other answer fails the file outright.
+      const unexpected: string[] = [];
+      const exec = async (sql: string): Promise<QueryResult> => {
+        const r = await call('POST', `/databases/${db.id}/query`, { sql });
+        const body = await json(r);
+        if (r.status === 200) return queryResultSchema.parse(body);
+        if (r.status !== 400 || !/^SQLITE_/.test(body.code))
+          unexpected.push(`${r.status} ${JSON.stringify(body)} for ${sql}`);
+        throw new Error(body.error);
+      };
+      const report = await runSlt(name, parseSlt(readFileSync(file, 'utf8')), exec);
+      expect(unexpected.slice(0, 5)).toEqual([]);
+      expect(report.failures.slice(0, 5)).toEqual([]);
+      expect(report.passed).toBeGreaterThan(0);
+      expect((await call('DELETE', `/databases/${db.id}`)).status).toBe(200);
+    }, 120_000);
+  }
+});

@@ -36,14 +36,17 @@ export class DeliveriesRepo {
     return new Set(inserted.map((r) => r.id));
   }
 
-  target(id: string): Promise<DeliveryTarget | undefined> {
+  /** Deliveries with their webhook's URL, sealed secret and status, in id order. */
+  targets(ids: string[]): Promise<DeliveryTarget[]> {
+    if (!ids.length) return Promise.resolve([]);
     return this.db
       .selectFrom('webhook_deliveries as d')
       .innerJoin('webhooks as w', 'w.id', 'd.webhook_id')
       .selectAll('d')
       .select(['w.url as url', 'w.secret as secret', 'w.status as webhook_status'])
-      .where('d.id', '=', id)
-      .executeTakeFirst();
+      .where('d.id', 'in', ids)
+      .orderBy('d.id')
+      .execute();
   }
 
   async markSkipped(id: string, reason: string, now: number): Promise<void> {

@@ -26,7 +26,7 @@ export const webhooksArea: AreaModule = {
       retryMs: webhookRetryMs,
       log: deps.log,
     });
-    deps.jobs.register<DeliverJob>(DELIVER_JOB, deliverer.attempt, {
+    deps.jobs.register<DeliverJob>(DELIVER_JOB, deliverer.run, {
       // HTTP failures are rescheduled by the handler itself; queue retries only cover crashes and
       // store errors between sending and recording.
       maxAttempts: 10,

@@ -1,0 +1,264 @@
+// Speed targets of issue #4 (Databases), against a running nube in its own process on loopback:
+// - primary-key SELECT through POST /query: p50 < 1 ms, p99 < 5 ms (sequential client), >= 5,000 q/s
+//   (closed loop, several connections), with the ratio against the same query on better-sqlite3 in process;
+// - import of 10,000 rows x 5 columns in < 250 ms;
+// - p99 of point queries on one database < 10 ms while another runs a 5-second query.
+// Flags: --duration <s> (6), --connections <n> (8).
+import { type ChildProcess, fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { runLoad } from './lib/load.js';
+import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
+import { round, timeIt } from './lib/stats.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const argv = process.argv.slice(2);
+const num = (name: string, dflt: number) => {
+  const i = argv.indexOf(`--${name}`);
+  const v = i >= 0 ? Number(argv[i + 1]) : dflt;
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} wants a positive number`);
+  return v;
+};
+const DURATION = Math.min(num('duration', 6), 60);
+const CONNECTIONS = Math.min(num('connections', 8), 256);
+const ROWS = 10_000;
+const POINT = { sql: 'SELECT * FROM kv WHERE id = ?', args: [4242] };
+
+/** nube from bench/lib/api-server.ts in its own process (its executors are its children). */
+function startNube(env: Record<string, string>): Promise<{ address: string; child: ChildProcess }> {
+  const base = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !k.startsWith('NUBE_') && k !== 'DATABASE_URL' && k !== 'REDIS_URL',
+    ),
+  );
+  const child = fork(join(here, 'lib', 'api-server.ts'), ['nube'], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...base, ...env },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('nube did not start within 60 s')), 60_000);
+    child.once('exit', (code) => reject(new Error(`nube exited early (${code})`)));
+    child.on('message', (m: { ready?: boolean; address?: string }) => {
+      if (m.ready && m.address) {
+        clearTimeout(timer);
+        resolve({ address: m.address, child });
+      }
+    });
+  });
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'nube-bench-db-'));
+const ownerKey = `nube_sk_live_${randomBytes(30).toString('base64url').replace(/[-_]/g, 'x').slice(0, 40)}`;
+const { address, child } = await startNube({
+  NUBE_DATA_DIR: dataDir,
+  NUBE_PORT: '0',
+  NUBE_OWNER_KEY: ownerKey,
+  NUBE_LOG_LEVEL: 'silent',
+});
+const headers = { authorization: `Bearer ${ownerKey}`, 'content-type': 'application/json' };
+async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  const r = await fetch(`${address}/api/v2${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: r.status, body: await r.json() };
+}
+async function must(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
+  const r = await api(method, path, body);
+  if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body as Record<string, unknown>;
+}
+
+const rows: ResultRow[] = [];
+const notes: string[] = [];
+try {
+  const dbA = (await must('POST', '/databases', { name: 'bench-a' })).id as string;
+  const dbB = (await must('POST', '/databases', { name: 'bench-b' })).id as string;
+  const data = Array.from({ length: ROWS }, (_, i) => [
+    i,
+    `name ${i}`,
+    i * 1.5,
+    `email${i}@example.com`,
+    i % 97,
+  ]);
+  const create = (t: string) => ({
+    sql: `CREATE TABLE ${t} (id INTEGER PRIMARY KEY, name TEXT, score REAL, email TEXT, grp INTEGER)`,
+  });
+  const cols = ['id', 'name', 'score', 'email', 'grp'];
+
+  // Import: fresh table each round, the whole HTTP request timed (JSON parse, validation, IPC, commit).
+  for (const db of [dbA, dbB]) await must('POST', `/databases/${db}/query`, create('kv'));
+  await must('POST', `/databases/${dbA}/query`, { table: 'kv', columns: cols, rows: data });
+  await must('POST', `/databases/${dbB}/query`, { table: 'kv', columns: cols, rows: data });
+  const importOnly: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    await must('POST', `/databases/${dbA}/query`, create(`imq${i}`));
+    const t0 = performance.now();
+    await must('POST', `/databases/${dbA}/query`, { table: `imq${i}`, columns: cols, rows: data });
+    importOnly.push(performance.now() - t0);
+  }
+  importOnly.sort((a, b) => a - b);
+  const importP50 = importOnly[Math.floor(importOnly.length / 2)]!;
+  rows.push({
+    name: 'import 10,000 rows x 5 columns (POST /query, one request)',
+    p50Ms: round(importP50),
+    maxMs: round(importOnly[importOnly.length - 1]!),
+    target: '< 250 ms',
+    pass: importP50 < 250,
+  });
+
+  // In-process baseline: the same query on better-sqlite3, same schema and data, cached statement.
+  const local = new Database(join(dataDir, 'baseline.sqlite'));
+  local.pragma('journal_mode = WAL');
+  local.exec(create('kv').sql);
+  const ins = local.prepare('INSERT INTO kv VALUES (?, ?, ?, ?, ?)');
+  local.transaction(() => {
+    for (const r of data) ins.run(...r);
+  })();
+  const stmt = local.prepare(POINT.sql).raw();
+  const base = await timeIt(() => stmt.get(...POINT.args), {
+    iterations: 200_000,
+    warmup: 10_000,
+    maxMs: 5000,
+  });
+  local.close();
+  rows.push({
+    name: 'better-sqlite3 in process, same SELECT (baseline)',
+    p50Ms: round(base.p50Ms),
+    p99Ms: round(base.p99Ms),
+    throughputPerSec: round(base.throughputPerSec),
+  });
+
+  // Sequential latency: one client, one request at a time.
+  const body = JSON.stringify(POINT);
+  const url = `${address}/api/v2/databases/${dbA}/query`;
+  const seq = await timeIt(
+    async () => {
+      const r = await fetch(url, { method: 'POST', headers, body });
+      if (r.status !== 200) throw new Error(`point query ${r.status}`);
+      await r.arrayBuffer();
+    },
+    { iterations: 5000, warmup: 500, maxMs: 15_000 },
+  );
+  rows.push({
+    name: 'PK SELECT via POST /query, 1 connection (sequential)',
+    p50Ms: round(seq.p50Ms),
+    p99Ms: round(seq.p99Ms),
+    throughputPerSec: round(seq.throughputPerSec),
+    ratio: round(seq.throughputPerSec / base.throughputPerSec),
+    ratioAgainst: 'better-sqlite3 in process, same SELECT (baseline)',
+    target: 'p50 < 1 ms, p99 < 5 ms',
+    pass: seq.p50Ms < 1 && seq.p99Ms < 5,
+  });
+
+  // The HTTP floor of this nube on this machine now: the cheapest authenticated route, same client.
+  const floor = await timeIt(
+    async () => {
+      const r = await fetch(`${address}/api/v2/account`, { headers });
+      await r.arrayBuffer();
+    },
+    { iterations: 3000, warmup: 300, maxMs: 10_000 },
+  );
+  rows.push({
+    name: 'GET /api/v2/account, 1 connection (HTTP floor, same run)',
+    p50Ms: round(floor.p50Ms),
+    p99Ms: round(floor.p99Ms),
+    throughputPerSec: round(floor.throughputPerSec),
+  });
+
+  // Throughput: closed loop over several connections on one database, then spread over two.
+  await runLoad({ url, connections: CONNECTIONS, durationSec: 1, method: 'POST', headers, body });
+  const load = await runLoad({
+    url,
+    connections: CONNECTIONS,
+    durationSec: DURATION,
+    method: 'POST',
+    headers,
+    body,
+  });
+  if (load.non2xx || load.errors) notes.push(`load: ${load.non2xx} non-2xx, ${load.errors} errors`);
+  rows.push({
+    name: `PK SELECT via POST /query, ${CONNECTIONS} connections, one database`,
+    p50Ms: round(load.p50Ms),
+    p99Ms: round(load.p99Ms),
+    throughputPerSec: round(load.throughputPerSec),
+    ratio: round(load.throughputPerSec / base.throughputPerSec),
+    ratioAgainst: 'better-sqlite3 in process, same SELECT (baseline)',
+    target: '>= 5,000 q/s',
+    pass: load.throughputPerSec >= 5000,
+  });
+
+  // Same load split over two databases: if one database's lane were the limit, this would be faster.
+  const half = Math.max(1, Math.floor(CONNECTIONS / 2));
+  const [l1, l2] = await Promise.all(
+    [dbA, dbB].map((db) =>
+      runLoad({
+        url: `${address}/api/v2/databases/${db}/query`,
+        connections: half,
+        durationSec: DURATION,
+        method: 'POST',
+        headers,
+        body,
+      }),
+    ),
+  );
+  rows.push({
+    name: `PK SELECT via POST /query, ${half}+${half} connections, two databases`,
+    p50Ms: round(Math.max(l1!.p50Ms, l2!.p50Ms)),
+    p99Ms: round(Math.max(l1!.p99Ms, l2!.p99Ms)),
+    throughputPerSec: round(l1!.throughputPerSec + l2!.throughputPerSec),
+    target: '>= 5,000 q/s',
+    pass: l1!.throughputPerSec + l2!.throughputPerSec >= 5000,
+  });
+
+  // Isolation: database A runs a ~5 s query; point queries on B meanwhile.
+  const slow = {
+    sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) FROM c',
+    args: [1_000_000],
+  };
+  const t0 = performance.now();
+  await must('POST', `/databases/${dbA}/query`, slow);
+  const perMillion = performance.now() - t0;
+  slow.args = [Math.round((5000 / perMillion) * 1_000_000)];
+  const started = performance.now();
+  const slowRun = api('POST', `/databases/${dbA}/query`, slow).then((r) => ({
+    ...r,
+    ms: performance.now() - started,
+  }));
+  await new Promise((r) => setTimeout(r, 200));
+  const urlB = `${address}/api/v2/databases/${dbB}/query`;
+  const during = await runLoad({ url: urlB, connections: 4, durationSec: 4, method: 'POST', headers, body });
+  const slowDone = await slowRun;
+  rows.push({
+    name: 'PK SELECT on B (4 connections) while A runs a 5 s query',
+    p50Ms: round(during.p50Ms),
+    p99Ms: round(during.p99Ms),
+    throughputPerSec: round(during.throughputPerSec),
+    slowQueryMs: round(slowDone.ms),
+    slowQueryStatus: slowDone.status,
+    target: 'p99 < 10 ms',
+    pass: during.p99Ms < 10 && slowDone.status === 200 && slowDone.ms > 4000,
+  });
+} finally {
+  child.send('stop');
+  await new Promise((r) => child.once('exit', r));
+  rmSync(dataDir, { recursive: true, force: true });
+}
+
+const cores = cpus().length;
+notes.push(
+  `Machine: ${cores} cores, shared by the load generator, nube (one event loop) and its executor processes; load average at the end ${loadavg()[0]?.toFixed(1)} (other work on the host counts).`,
+  'nube runs from TypeScript under tsx in its own process (bench/lib/api-server.ts), NUBE_* defaults: synchronous=FULL, executor processes = cores (min 2).',
+  'Sequential latency is one fetch client awaiting each answer; throughput is autocannon closed loop. Both include auth, JSON validation, IPC to an executor process and response schema parsing.',
+  'The baseline is better-sqlite3 in this process on the same schema and 10,000 rows, with a cached raw statement: the physical floor, no HTTP, no IPC.',
+  'Import times the HTTP request alone (a fresh table each round, one transaction, fsync at commit).',
+);
+const result = newResult('databases', rows, notes);
+printTable(rows);
+console.log(`wrote ${writeResult(result)}`);

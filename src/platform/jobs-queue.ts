@@ -83,7 +83,8 @@ export class SqlJobQueue implements JobQueue {
       updated_at: now,
     };
     const id = await q.insertJob(o.db ?? this.db, row, o.onDuplicate ?? 'keep');
-    if (runAt <= Date.now()) this.wake();
+    // Inside a caller's transaction the row is not visible yet: the caller notifies after its commit.
+    if (runAt <= Date.now() && !o.db) this.wake();
     return id;
   }
 
@@ -134,6 +135,10 @@ export class SqlJobQueue implements JobQueue {
     const started = await this.poll(true);
     await Promise.allSettled(started);
     return started.length;
+  }
+
+  notify(): void {
+    this.wake();
   }
 
   private wake(): void {

@@ -83,6 +83,11 @@ export interface JobQueue {
   stop(opts?: { graceMs?: number }): Promise<void>;
   /** One poll cycle that also waits for the handlers it started; returns how many it started. */
   runDue(): Promise<number>;
+  /**
+   * Polls now. An enqueue inside the caller's transaction (`opts.db`) cannot wake the poller usefully
+   * (the row is invisible until commit), so such callers call this after their commit.
+   */
+  notify(): void;
   readonly workerId: string;
 }
 

@@ -36,9 +36,12 @@ export function openStore(opts: StoreOptions): Store {
   // busy_timeout first so the pragmas below wait rather than fail under a concurrent writer.
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('journal_mode = WAL');
-  // NORMAL in WAL mode can lose the last transactions on power loss, not on a process crash; metadata
-  // writes that must survive power loss too are few, so FULL is chosen for durability over speed.
-  sqlite.pragma('synchronous = FULL');
+  // NORMAL in WAL mode (the pocketbase setting ARCHITECTURE.md names): a commit is in the WAL when it
+  // returns, so a crash or kill of nube loses nothing; only an OS crash or power loss can lose the last
+  // few commits. FULL costs an fsync per commit (about 5 ms on this disk), which capped webhook
+  // deliveries and job throughput at a few hundred per second. Operators who need power-loss
+  // durability for metadata run it on PostgreSQL.
+  sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: sqlite }) });
   return { db, dialect: 'sqlite', close: () => db.destroy() };

@@ -122,9 +122,15 @@ export class Deliverer {
         }
       }
     });
+    this.d.jobs.notify();
   }
 
   /** One delivery's next attempt (a retry or a redelivery). */
+  /** Wakes the job poller after a commit that enqueued deliveries inside a transaction. */
+  notify(): void {
+    this.d.jobs.notify();
+  }
+
   enqueue(db: Db, deliveryId: string, attempt: number, runAt: number): Promise<string> {
     const job: DeliverJob = { deliveries: [{ id: deliveryId, attempt }] };
     // Keyed by delivery: a redelivery re-arms a waiting retry instead of adding a second one.
@@ -184,5 +190,6 @@ export class Deliverer {
         }
       }
     });
+    this.d.jobs.notify();
   }
 }

@@ -168,6 +168,7 @@ export class WebhooksService {
       const attempt = await this.deliveries.rearm(trx, d, now);
       await this.deliverer.enqueue(trx, d.id, attempt, now);
     });
+    this.deliverer.notify();
     const after = await this.deliveries.get(p.ownerId, webhookId, deliveryId);
     return deliveryOut(after ?? d);
   }

@@ -23,7 +23,7 @@ describe.each(SETUPS)('files over HTTP ($dialect + $backend)', (setup) => {
     });
     expect(created.status).toBe(201);
     const { file, putUrl } = await json(created);
-    expect(file).toMatchObject({ name: 'hello.txt', access: 'private', region: 'EU', assetId: 'a1', url: null });
+    expect(file).toMatchObject({ name: 'hello.txt', access: 'private', region: 'EU', assetId: 'a1', url: null, status: 'PENDING' });
     // Not listed (nor readable) before the bytes arrive.
     expect((await json(await t.api('/files?assetId=a1'))).items).toEqual([]);
     expect((await t.api(`/files/${file.id}`)).status).toBe(404);

@@ -1496,10 +1496,10 @@ export interface components {
             /** @description Size in bytes */
             size: number;
             /**
-             * @description DONE: stored and readable; DELETED: in the trash
+             * @description PENDING: created, bytes not uploaded yet (POST /files answer only); DONE: stored and readable; DELETED: in the trash
              * @enum {string}
              */
-            status: "DONE" | "DELETED";
+            status: "PENDING" | "DONE" | "DELETED";
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             /** @description Permanent CDN URL when access is public; null for private files */

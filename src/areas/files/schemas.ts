@@ -11,7 +11,11 @@ export const FILE_REGIONS = ['LATAM', 'US', 'EU'] as const;
 /** Spec: up to 5 GB per file. */
 export const MAX_FILE_BYTES = 5 * 1024 ** 3;
 
-export const FileStatus = z.enum(FILE_STATUSES).describe('DONE: stored and readable; DELETED: in the trash');
+// PENDING appears only in the answer to POST /files: the record waits for its bytes at putUrl and is
+// neither listed nor readable until they arrive (then DONE). Saying DONE before that would be false.
+export const FileStatus = z
+  .enum(['PENDING', ...FILE_STATUSES])
+  .describe('PENDING: created, bytes not uploaded yet (POST /files answer only); DONE: stored and readable; DELETED: in the trash');
 export const FileAccess = z
   .enum(FILE_ACCESS)
   .describe(

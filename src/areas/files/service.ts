@@ -103,7 +103,7 @@ export class FilesService {
     await this.repo.insert(row);
     // An upload that never comes leaves no record behind (and holds no storage allowance).
     await this.deps.jobs.enqueue(JOB_EXPIRE_UPLOAD, { fileId: id }, { runAt: Date.now() + (PUT_URL_SECONDS + 60) * 1000, key: `${JOB_EXPIRE_UPLOAD}:${id}` });
-    const file = this.view({ ...row, status: 'DONE' });
+    const file = this.view(row);
     return { file, putUrl: url, putUrlExpiresAt: new Date(now + PUT_URL_SECONDS * 1000).toISOString() };
   }
 

@@ -47,7 +47,11 @@ export async function buildServer(config: Config): Promise<Nube> {
     return503OnClosing: true,
   });
 
-  const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const store = openStore({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    onIdleError: (err) => app.log.warn({ err }, 'idle PostgreSQL connection lost; it will be replaced'),
+  });
   await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...areaMigrations });
 
   let redis: Redis | undefined;

@@ -22,11 +22,16 @@ export interface StoreOptions {
   dataDir: string;
   /** SQLite file name; ':memory:' for throwaway stores. */
   file?: string;
+  /** Told about errors of idle PostgreSQL connections (they are replaced, not fatal). */
+  onIdleError?: (err: Error) => void;
 }
 
 export function openStore(opts: StoreOptions): Store {
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
+    // An idle pooled connection that the server drops (restart, failover, pg_terminate_backend) emits
+    // 'error' on the pool; unhandled, that would crash nube. The pool replaces the connection on next use.
+    pool.on('error', (err) => opts.onIdleError?.(err));
     const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
     return { db, dialect: 'postgres', close: () => db.destroy() };
   }

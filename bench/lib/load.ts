@@ -27,6 +27,7 @@ type Autocannon = (
     headers?: Record<string, string>;
     body?: string;
     timeout?: number;
+    overallRate?: number;
   },
   cb?: (err: Error | null, result: AutocannonResult) => void,
 ) => AutocannonInstance;
@@ -41,6 +42,8 @@ export interface LoadOptions {
   method?: string;
   headers?: Record<string, string>;
   body?: string;
+  /** Open-loop pacing: requests per second across all connections (default: as fast as answered). */
+  overallRate?: number;
 }
 
 export interface LoadResult {
@@ -78,6 +81,7 @@ export function runLoad(opts: LoadOptions): Promise<LoadResult> {
         duration: opts.durationSec,
         method: opts.method ?? 'GET',
         headers: opts.headers,
+        ...(opts.overallRate ? { overallRate: opts.overallRate } : {}),
         body: opts.body,
         timeout: 10,
       },

@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { AccountRepo } from './areas/account/repo.js';
 import { AccountService } from './areas/account/service.js';
 import { areaMigrations } from './areas/index.js';
+import { makeRuntime } from './areas/sandboxes/index.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
 import { jobsMigrations } from './platform/jobs.js';
 import { Usage, usageMigrations } from './platform/usage.js';
@@ -113,6 +114,22 @@ keys
       console.log(`revoked ${keyId}`);
     }),
   );
+
+program
+  .command('templates')
+  .description('sandbox templates')
+  .command('build <name>')
+  .description('build a sandbox template (base, code-interpreter) with mmdebstrap, printing its progress')
+  .option('--force', 'rebuild even when a build of the current recipe exists')
+  .action(async (name: string, opts: { force?: boolean }) => {
+    const { runtime } = makeRuntime(config());
+    try {
+      const t = await runtime.buildTemplate(name, (line) => process.stdout.write(`${line}\n`), { force: opts.force });
+      console.log(JSON.stringify(t, null, 2));
+    } finally {
+      await runtime.close();
+    }
+  });
 
 program.parseAsync().catch((e: unknown) => {
   console.error(`nube: ${e instanceof Error ? e.message : String(e)}`);

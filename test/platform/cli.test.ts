@@ -41,6 +41,12 @@ describe('nube CLI', () => {
     }
   }, 240_000);
 
+  it('templates build refuses an unknown template by name (building a real one is covered by the runtime tests)', async () => {
+    await expect(
+      run('npx', ['tsx', 'src/main.ts', 'templates', 'build', 'no-such-template'], { env: { ...process.env, NUBE_DATA_DIR: dataDir } }),
+    ).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('unknown template no-such-template') });
+  }, 120_000);
+
   it('refuses a bad configuration with a message naming the variable', async () => {
     await expect(
       run('npx', ['tsx', 'src/main.ts', 'migrate'], { env: { ...process.env, NUBE_DATA_DIR: dataDir, NUBE_PORT: 'x' } }),

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Config } from '../../config.js';
 import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
 import { TTL_JOB } from './clocks.js';
@@ -11,9 +12,10 @@ import type { SandboxRuntime } from './runtime/driver.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
 import { PROVISION_JOB } from './service.js';
 
-function makeRuntime(deps: PlatformDeps): { runtime: SandboxRuntime; dataDir: string } {
-  const c = deps.config.sandboxes;
-  const dataDir = join(deps.config.dataDir, 'sandbox-runtime');
+/** The configured sandbox runtime (also used by the CLI's `templates build`). */
+export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir: string } {
+  const c = config.sandboxes;
+  const dataDir = join(config.dataDir, 'sandbox-runtime');
   const runtime = new NamespacesRuntime({
     dataDir,
     templatesDir: c.templatesDir,
@@ -58,7 +60,7 @@ export const sandboxesArea: AreaModule = {
   operations: sandboxesOperations,
   migrations: sandboxesMigrations,
   async create(deps) {
-    const { runtime, dataDir } = makeRuntime(deps);
+    const { runtime, dataDir } = makeRuntime(deps.config);
     const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps);
     deps.jobs.register<{ id: string }>(TTL_JOB, (p) => sandboxes.core.clocks.fire(p.id), { maxAttempts: 10 });
     deps.jobs.register<{ id: string }>(PROVISION_JOB, (p) => sandboxes.core.provision(p.id), {

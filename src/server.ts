@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Redis } from 'ioredis';
 import { AREAS, areaMigrations, createServices, operations } from './areas/index.js';
 import type { PlatformDeps } from './areas/deps.js';
@@ -9,7 +9,7 @@ import { buildCatalog } from './platform/catalog.js';
 import { SecretBox } from './platform/crypto.js';
 import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
 import { createJobQueue, jobsMigrations } from './platform/jobs.js';
-import { FlexibleRateLimiter } from './platform/limits.js';
+import { FlexibleRateLimiter, MemoryRateLimiter } from './platform/limits.js';
 import { mountMcp } from './platform/mcp.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
@@ -30,6 +30,9 @@ export interface Nube {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+// Request ids: unique per process (random prefix) and across its requests (counter); cheaper than a UUID.
+const REQ_PREFIX = randomUUID().slice(0, 8);
+let reqCounter = 0;
 
 /** Wires every dependency from the config, mounts the API and returns the server, not yet listening. */
 export async function buildServer(config: Config): Promise<Nube> {
@@ -41,8 +44,10 @@ export async function buildServer(config: Config): Promise<Nube> {
     requestIdHeader: false,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : `${REQ_PREFIX}-${(++reqCounter).toString(36)}`;
     },
+    // With logging off, every request shares the server's logger instead of building a child per request.
+    ...(config.logLevel === 'silent' ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
     return503OnClosing: true,
   });
@@ -73,7 +78,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     usage: new Usage(store.db),
     jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs }),
     auth: new Authenticator(),
-    rateLimiter: new FlexibleRateLimiter(redis),
+    rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
     redis,
     log: app.log,
@@ -93,10 +98,11 @@ export async function buildServer(config: Config): Promise<Nube> {
     }
   });
   let closing = false;
-  app.addHook('onSend', async (req, reply) => {
+  app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
     // A response finishing during shutdown closes its keep-alive connection, or close() would wait on it.
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
   if (['info', 'debug', 'trace'].includes(config.logLevel))
     app.addHook('onResponse', async (req, reply) => {

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { type RateLimiterAbstract, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { PlanName } from '../config.js';
 import { errors } from './errors.js';
 import type { RateLimitRule } from './operation.js';
@@ -10,19 +10,45 @@ export interface RateLimiter {
   consume(key: string, rule: RateLimitRule): Promise<{ allowed: true } | { allowed: false; retryAfterSec: number }>;
 }
 
-/** In-process (default) or Redis-backed (REDIS_URL) fixed windows per rule, via rate-limiter-flexible. */
+/**
+ * In-process fixed windows (the embedded default): a Map lookup per request, no timers. Windows that
+ * have ended are swept once a minute so the map holds only live (owner, operation) pairs.
+ */
+export class MemoryRateLimiter implements RateLimiter {
+  private readonly windows = new Map<string, { count: number; resetAt: number }>();
+  private sweepAt = 0;
+
+  async consume(key: string, rule: RateLimitRule) {
+    const now = Date.now();
+    if (now >= this.sweepAt) {
+      for (const [k, w] of this.windows) if (w.resetAt <= now) this.windows.delete(k);
+      this.sweepAt = now + 60_000;
+    }
+    const k = `${rule.points}/${rule.windowSeconds}:${key}`;
+    let w = this.windows.get(k);
+    if (!w || w.resetAt <= now) {
+      w = { count: 0, resetAt: now + rule.windowSeconds * 1000 };
+      this.windows.set(k, w);
+    }
+    if (w.count >= rule.points) {
+      return { allowed: false as const, retryAfterSec: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) };
+    }
+    w.count++;
+    return { allowed: true as const };
+  }
+}
+
+/** Fixed windows per rule shared by every replica through Redis (REDIS_URL), via rate-limiter-flexible. */
 export class FlexibleRateLimiter implements RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
-  constructor(private readonly redis?: Redis) {}
+  constructor(private readonly redis: Redis) {}
 
   private limiterFor(rule: RateLimitRule): RateLimiterAbstract {
     const id = `${rule.points}/${rule.windowSeconds}`;
     let l = this.limiters.get(id);
     if (!l) {
       const opts = { points: rule.points, duration: rule.windowSeconds, keyPrefix: `nube-rl-${id}` };
-      l = this.redis
-        ? new RateLimiterRedis({ ...opts, storeClient: this.redis, useRedisPackage: false })
-        : new RateLimiterMemory(opts);
+      l = new RateLimiterRedis({ ...opts, storeClient: this.redis, useRedisPackage: false });
       this.limiters.set(id, l);
     }
     return l;

@@ -83,4 +83,51 @@ describe('files search without an AI key', () => {
     expect(r.status).toBe(400);
     expect((await json(r)).code).toBe('AiKeyNotConfigured');
   });
+
+  it("refuses an AI key whose endpoint is loopback (no allow-list on this server)", async () => {
+    const r = await t.api('/account/ai-key', { method: 'PUT', body: JSON.stringify({ apiKey: 'sk-x', baseUrl: 'http://127.0.0.1:9/v1' }) });
+    expect(r.status).toBe(400);
+    expect((await json(r)).code).toBe('UrlRefused');
+    expect((await json(await t.api('/account/ai-key'))).configured).toBe(false);
+  });
+});
+
+describe("files search with the caller's own AI key", () => {
+  let t: FilesNube;
+  let ai: Awaited<ReturnType<typeof startEmbeddingsServer>>;
+  beforeAll(async () => {
+    ai = await startEmbeddingsServer();
+    // No operator key: only the account's own key can serve search. Loopback is allowed for the test server.
+    t = await startFilesNube({ dialect: 'sqlite', backend: 'local' }, { NUBE_OUTBOUND_ALLOW: '127.0.0.1/32' });
+  });
+  afterAll(async () => {
+    await t?.close();
+    ai?.server.close();
+  });
+
+  it('is set with PUT /account/ai-key, used for search, never shown, and removable', async () => {
+    const doc = await upload(t, 'contract-signed.pdf', Buffer.from('%PDF'), { contentType: 'application/pdf' });
+    await upload(t, 'cat.jpg', Buffer.from('jpg'), { contentType: 'image/jpeg' });
+    expect((await t.api('/files/search?q=contract')).status).toBe(400);
+
+    const set = await t.api('/account/ai-key', {
+      method: 'PUT',
+      body: JSON.stringify({ apiKey: 'sk-owner-own-key-123', baseUrl: ai.baseUrl, model: 'bow' }),
+    });
+    expect(set.status).toBe(200);
+    const view = await json(set);
+    expect(view).toMatchObject({ configured: true, baseUrl: ai.baseUrl, model: 'bow' });
+    expect(JSON.stringify(view)).not.toContain('sk-owner-own-key-123');
+    const stored = await t.nube.deps.store.db.selectFrom('account_ai_keys').selectAll().execute();
+    expect(JSON.stringify(stored)).not.toContain('sk-owner-own-key-123');
+
+    const r = await json(await t.api('/files/search?q=contract&limit=1'));
+    expect(r.items.map((f: { id: string }) => f.id)).toEqual([doc.id]);
+    expect(ai.keys.length).toBeGreaterThan(0);
+    expect(ai.keys.every((k) => k === 'Bearer sk-owner-own-key-123')).toBe(true);
+
+    expect((await t.api('/account/ai-key', { method: 'DELETE' })).status).toBe(200);
+    expect((await json(await t.api('/account/ai-key'))).configured).toBe(false);
+    expect((await t.api('/files/search?q=contract')).status).toBe(400);
+  });
 });

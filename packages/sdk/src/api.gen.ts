@@ -18,6 +18,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/account/ai-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's own AI key settings (never the key itself) */
+        get: operations["account.aiKey.get"];
+        /**
+         * Set the AI key (OpenAI-compatible endpoint) used for semantic file search
+         * @description The key is stored encrypted and never returned. `baseUrl` must be a public http(s) address (the operator may allow others with NUBE_OUTBOUND_ALLOW).
+         */
+        put: operations["account.aiKey.set"];
+        post?: never;
+        /** Remove the AI key */
+        delete: operations["account.aiKey.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/account/keys": {
         parameters: {
             query?: never;
@@ -1932,6 +1954,233 @@ export interface operations {
                             title: string;
                         };
                     };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "account.aiKey.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        baseUrl: string | null;
+                        configured: boolean;
+                        /** @description First and last characters of the key */
+                        keyPreview: string | null;
+                        model: string | null;
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "account.aiKey.set": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Bearer key for the endpoint */
+                    apiKey: string;
+                    /**
+                     * Format: uri
+                     * @description OpenAI-compatible base URL (POST {baseUrl}/embeddings)
+                     * @default https://api.openai.com/v1
+                     */
+                    baseUrl?: string;
+                    /**
+                     * @description Embeddings model
+                     * @default text-embedding-3-small
+                     */
+                    model?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        baseUrl: string | null;
+                        configured: boolean;
+                        /** @description First and last characters of the key */
+                        keyPreview: string | null;
+                        model: string | null;
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description UrlRefused: baseUrl is not a public address */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "account.aiKey.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
                 };
             };
             /** @description Invalid request: params, query or body failed validation, or malformed JSON */

@@ -4,6 +4,42 @@ import type { NsRest, OpOutput } from './types.js';
 
 /** Every operation of the API: how to send it and how the ergonomic methods take arguments. */
 export const OPERATIONS = {
+  'account.aiKey.delete': {
+    method: 'DELETE',
+    path: '/api/v2/account/ai-key',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['account', 'aiKey', 'delete'],
+  },
+  'account.aiKey.get': {
+    method: 'GET',
+    path: '/api/v2/account/ai-key',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['account', 'aiKey', 'get'],
+  },
+  'account.aiKey.set': {
+    method: 'PUT',
+    path: '/api/v2/account/ai-key',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['account', 'aiKey', 'set'],
+  },
   'account.get': {
     method: 'GET',
     path: '/api/v2/account',
@@ -1088,6 +1124,24 @@ export const OPERATIONS = {
 
 /** Request and success response types of each operation, indexed from api.gen.ts. */
 export interface OperationTypes {
+  'account.aiKey.delete': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['account.aiKey.delete']['responses'][200]['content']['application/json'];
+  };
+  'account.aiKey.get': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['account.aiKey.get']['responses'][200]['content']['application/json'];
+  };
+  'account.aiKey.set': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['account.aiKey.set']['requestBody']>['content']['application/json'];
+    response: operations['account.aiKey.set']['responses'][200]['content']['application/json'];
+  };
   'account.get': {
     params: never;
     query: never;
@@ -1633,6 +1687,11 @@ export interface OperationTypes {
 /** `area.verb` -> `nube.area.verb(...pathParams, input?)`. */
 export interface Namespaces {
   account: {
+    aiKey: {
+      delete(...rest: NsRest<'account.aiKey.delete'>): Promise<OpOutput<'account.aiKey.delete'>>;
+      get(...rest: NsRest<'account.aiKey.get'>): Promise<OpOutput<'account.aiKey.get'>>;
+      set(...rest: NsRest<'account.aiKey.set'>): Promise<OpOutput<'account.aiKey.set'>>;
+    };
     get(...rest: NsRest<'account.get'>): Promise<OpOutput<'account.get'>>;
     keys: {
       create(...rest: NsRest<'account.keys.create'>): Promise<OpOutput<'account.keys.create'>>;

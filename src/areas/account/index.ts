@@ -1,14 +1,21 @@
 import type { AreaModule } from '../area.js';
 import { accountOperations } from './operations.js';
+import { AiKeys, aiKeyMigrations } from './ai-key.js';
 import { AccountRepo, accountMigrations } from './repo.js';
 import { AccountService } from './service.js';
 
 export const accountArea: AreaModule = {
   name: 'account',
   operations: accountOperations,
-  migrations: accountMigrations,
+  migrations: { ...accountMigrations, ...aiKeyMigrations },
   create(deps) {
-    const account = new AccountService(new AccountRepo(deps.store.db), deps.usage, deps.config.authCacheMs);
+    const account = new AccountService(
+      new AccountRepo(deps.store.db),
+      deps.usage,
+      deps.config.authCacheMs,
+      new AiKeys(deps.store.db, deps.secretBox),
+      deps.config.outboundAllow,
+    );
     deps.auth.register(account.ownerKeyResolver);
     return { account };
   },

@@ -19,6 +19,13 @@ const Key = z.object({
   createdAt: IsoTime,
   revokedAt: IsoTime.nullable(),
 });
+const AiKeyOut = z.object({
+  configured: z.boolean(),
+  baseUrl: z.string().nullable(),
+  model: z.string().nullable(),
+  keyPreview: z.string().nullable().describe('First and last characters of the key'),
+  updatedAt: IsoTime.nullable(),
+});
 const keyOut = (k: { id: string; name: string; preview: string; createdAt: number; revokedAt: number | null }) => ({
   ...k,
   createdAt: new Date(k.createdAt).toISOString(),
@@ -124,6 +131,47 @@ export const accountOperations = [
     response: Ok,
     handler: async ({ services, principal, params }) => {
       await services.account.revokeKey(params.keyId, principal.ownerId);
+      return ok;
+    },
+  }),
+  defineOperation({
+    id: 'account.aiKey.get',
+    method: 'GET',
+    path: '/account/ai-key',
+    summary: "The account's own AI key settings (never the key itself)",
+    tags,
+    auth: ['owner'],
+    response: AiKeyOut,
+    handler: ({ services, principal }) => services.account.aiKeyView(principal),
+  }),
+  defineOperation({
+    id: 'account.aiKey.set',
+    method: 'PUT',
+    path: '/account/ai-key',
+    summary: 'Set the AI key (OpenAI-compatible endpoint) used for semantic file search',
+    description:
+      'The key is stored encrypted and never returned. `baseUrl` must be a public http(s) address (the operator may allow others with NUBE_OUTBOUND_ALLOW).',
+    tags,
+    auth: ['owner'],
+    body: z.object({
+      apiKey: z.string().min(1).max(500).describe('Bearer key for the endpoint'),
+      baseUrl: z.url().max(500).default('https://api.openai.com/v1').describe('OpenAI-compatible base URL (POST {baseUrl}/embeddings)'),
+      model: z.string().min(1).max(200).default('text-embedding-3-small').describe('Embeddings model'),
+    }),
+    errors: [{ status: 400, code: 'UrlRefused', description: 'baseUrl is not a public address' }],
+    response: AiKeyOut,
+    handler: ({ services, principal, body }) => services.account.setAiKey(principal, body),
+  }),
+  defineOperation({
+    id: 'account.aiKey.delete',
+    method: 'DELETE',
+    path: '/account/ai-key',
+    summary: 'Remove the AI key',
+    tags,
+    auth: ['owner'],
+    response: Ok,
+    handler: async ({ services, principal }) => {
+      await services.account.removeAiKey(principal);
       return ok;
     },
   }),

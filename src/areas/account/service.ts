@@ -6,6 +6,8 @@ import { errors } from '../../platform/errors.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import { PLANS } from '../../platform/plans.js';
 import { currentPeriod, type Usage } from '../../platform/usage.js';
+import { assertPublicUrl, OutboundBlockedError } from '../../platform/outbound.js';
+import type { AiKey, AiKeys, AiKeyView } from './ai-key.js';
 import type { AccountRepo, AccountRow, KeyRow } from './repo.js';
 
 export interface CreatedKey {
@@ -29,7 +31,44 @@ export class AccountService {
     private readonly repo: AccountRepo,
     private readonly usage: Usage,
     private readonly authCacheMs: number,
+    private readonly aiKeys?: AiKeys,
+    private readonly outboundAllow: readonly string[] = [],
   ) {}
+
+  /** Sets the account's own AI key after checking its endpoint is a public address (or allowed). */
+  async setAiKey(p: Principal, k: AiKey): Promise<AiKeyView> {
+    await this.checkAiUrl(k.baseUrl);
+    return this.requireAiKeys().set(p.ownerId, k);
+  }
+
+  aiKeyView(p: Principal): Promise<AiKeyView> {
+    return this.requireAiKeys().view(p.ownerId);
+  }
+
+  async removeAiKey(p: Principal): Promise<void> {
+    await this.requireAiKeys().remove(p.ownerId);
+  }
+
+  /** The account's AI key for a call made on its behalf, endpoint re-checked (DNS may have changed). */
+  async aiKeyFor(ownerId: string): Promise<AiKey | undefined> {
+    const k = await this.aiKeys?.get(ownerId);
+    if (k) await this.checkAiUrl(k.baseUrl);
+    return k;
+  }
+
+  private async checkAiUrl(url: string): Promise<void> {
+    try {
+      await assertPublicUrl(url, this.outboundAllow);
+    } catch (e) {
+      const why = e instanceof OutboundBlockedError ? e.message : `cannot resolve it (${(e as Error).message})`;
+      throw errors.badRequest(`the AI key's baseUrl is refused: ${why}`, [{ path: ['body', 'baseUrl'], message: why }], 'UrlRefused');
+    }
+  }
+
+  private requireAiKeys(): AiKeys {
+    if (!this.aiKeys) throw new Error('AI keys are not wired');
+    return this.aiKeys;
+  }
 
   async createAccount(input: { name: string; plan: PlanName; keyValue?: string }): Promise<{ account: AccountRow } & CreatedKey> {
     const account: AccountRow = { id: newId('acct'), name: input.name, plan: input.plan, createdAt: Date.now() };

@@ -19,7 +19,7 @@ export const filesArea: AreaModule = {
       // getAccount reads only the owner id of the principal; the plan it returns is the stored one.
       const a = await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' });
       return a.plan.name;
-    });
+    }, (ownerId) => account.aiKeyFor(ownerId));
     registerFileJobs(deps.jobs, files, files.searchIndex);
     deps.usage.registerGauge('storageBytes', (ownerId) => (files as FilesService).repo.storedBytes(ownerId));
     return { files };

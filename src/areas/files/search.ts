@@ -14,22 +14,24 @@ import type { FilesService } from './service.js';
 export class FileSearch {
   constructor(
     private readonly files: FilesService,
-    private readonly ai: EmbeddingsConfig | undefined,
+    /** The embeddings endpoint to use for an owner: its own AI key, else the operator's, else none. */
+    private readonly aiFor: (ownerId: string) => Promise<EmbeddingsConfig | undefined>,
   ) {}
 
-  private config(): EmbeddingsConfig {
-    if (!this.ai) {
+  private async config(ownerId: string): Promise<EmbeddingsConfig> {
+    const ai = await this.aiFor(ownerId);
+    if (!ai) {
       throw errors.badRequest(
-        'semantic search needs an AI key: the operator sets NUBE_FILES_AI_KEY (and NUBE_FILES_AI_BASE_URL for an OpenAI-compatible provider)',
+        'semantic search needs an AI key: set yours with PUT /api/v2/account/ai-key (an OpenAI-compatible endpoint and key)',
         undefined,
         'AiKeyNotConfigured',
       );
     }
-    return this.ai;
+    return ai;
   }
 
   async search(p: Principal, q: string, limit: number): Promise<{ items: File[] }> {
-    const ai = this.config();
+    const ai = await this.config(p.ownerId);
     const rows = await this.files.repo.allDone(p.ownerId);
     const [queryVector] = await embed(ai, [q]);
     await this.catchUp(ai, rows);
@@ -43,10 +45,11 @@ export class FileSearch {
 
   /** The job `files.embed`: idempotent (skips a file whose vector is current). */
   async embedFile(fileId: string): Promise<void> {
-    if (!this.ai) return;
     const row = await this.files.repo.byId(fileId);
     if (row?.status !== 'DONE') return;
-    await this.catchUp(this.ai, [row]);
+    const ai = await this.aiFor(row.owner_id).catch(() => undefined);
+    if (!ai) return;
+    await this.catchUp(ai, [row]);
   }
 
   private async catchUp(ai: EmbeddingsConfig, rows: FileRow[]): Promise<void> {

@@ -8,6 +8,7 @@ import type { PlatformDeps } from '../deps.js';
 import { blobKey, type FileUrls } from './blobs.js';
 import type { FileRow, FilesRepo } from './repo.js';
 import type { File } from './schemas.js';
+import type { EmbeddingsConfig } from './embeddings.js';
 import { FileSearch } from './search.js';
 import { FileTransfers, type PlanOf } from './transfers.js';
 import { decodeCursor, encodeCursor, purgeAt, toFile } from './view.js';
@@ -75,9 +76,14 @@ export class FilesService {
     private readonly deps: Pick<PlatformDeps, 'bus' | 'jobs' | 'publicUrl' | 'config'>,
     /** The owner's current plan (from the account area). */
     readonly planOf: PlanOf,
+    /** The owner's own AI key (from the account area), if set. */
+    aiKeyOf: (ownerId: string) => Promise<EmbeddingsConfig | undefined> = async () => undefined,
   ) {
     this.transfers = new FileTransfers(this, planOf);
-    this.searchIndex = new FileSearch(this, deps.config.files.ai);
+    // The caller's own AI key first (spec: "using the caller's own AI key"); the operator's
+    // NUBE_FILES_AI_KEY, when set, serves accounts that have none.
+    const fallback = deps.config.files.ai;
+    this.searchIndex = new FileSearch(this, async (ownerId) => (await aiKeyOf(ownerId)) ?? fallback);
   }
 
   now(): number {

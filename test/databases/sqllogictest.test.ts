@@ -2,13 +2,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type QueryResult, queryResultSchema } from '../../src/areas/databases/engine/index.js';
-import { parseSlt, runSlt, sltFiles } from '../../src/areas/databases/engine/sqllogictest.js';
+import { parseSlt, runSlt, SLT_CORPUS_DIR, sltFiles } from '../../src/areas/databases/engine/sqllogictest.js';
 import { json, startNube, type TestNube } from '../helpers/server.js';
 import { caller } from './helpers.js';
 
 // Every record of the shared sqllogictest corpus through POST /query over HTTP, so the JSON
 // encoding of integers, reals, text, NULL and blobs is checked end to end, not just in the engine.
-const ROOT = path.resolve(import.meta.dirname, '../../../shared/testdata/sqllogictest');
+const ROOT = SLT_CORPUS_DIR;
 
 describe('sqllogictest corpus through POST /databases/{dbId}/query', () => {
   let t: TestNube;

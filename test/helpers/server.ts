@@ -53,3 +53,16 @@ export async function startNube(opts: { dialect?: DialectName; env?: Record<stri
 /** A response's JSON body, loosely typed for assertions. */
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
 export const json = (r: Response): Promise<any> => r.json() as Promise<any>;
+
+/** Plain HTTP against a test nube under /api/v2 with one owner's key (the owner's by default). */
+export function caller(t: TestNube) {
+  return (method: string, path: string, body?: unknown, key?: string) =>
+    fetch(`${t.baseUrl}/api/v2${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${key ?? t.ownerKey}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+}

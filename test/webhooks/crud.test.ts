@@ -1,21 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
-import { json, startNube, type TestNube } from '../helpers/server.js';
+import { caller, json, startNube, type TestNube } from '../helpers/server.js';
 
 const ALLOW = { NUBE_OUTBOUND_ALLOW: '127.0.0.1/32' };
 
 describe.each(DIALECTS)('webhooks CRUD (%s)', (dialect) => {
   let t: TestNube;
   let otherKey: string;
-  const call = (method: string, path: string, body?: unknown, key?: string) =>
-    fetch(`${t.baseUrl}/api/v2${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key ?? t.ownerKey}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+  const call = (method: string, path: string, body?: unknown, key?: string) => caller(t)(method, path, body, key);
 
   beforeAll(async () => {
     t = await startNube({ dialect, env: ALLOW });

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedDatabaseEngine } from './embedded-engine.js';
-import { parseSlt, runSlt, sltFiles } from './sqllogictest.js';
+import { parseSlt, runSlt, SLT_CORPUS_DIR, sltFiles } from './sqllogictest.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../../../../../shared/testdata/sqllogictest');
+const ROOT = SLT_CORPUS_DIR;
 
 describe('sqllogictest corpus through the engine', () => {
   let dir: string;

@@ -40,6 +40,9 @@ export interface SltReport {
 const ENGINE = 'sqlite';
 
 /** Every `.test` file under `dir` (the corpus nests the evidence files one level down). */
+/** The shared sqllogictest corpus (`../shared/testdata/sqllogictest` beside the repository). */
+export const SLT_CORPUS_DIR = path.resolve(import.meta.dirname, '../../../../../shared/testdata/sqllogictest');
+
 export function sltFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const p = path.join(dir, name);

@@ -63,11 +63,9 @@ export class SandboxCgroup {
     await writeFile(`${this.dir('pids')}/pids.max`, String(limits.pids));
   }
 
-  /** A child cgroup for one exec: the helper kills what is left in it when the command ends. */
-  async createExec(name: string): Promise<string> {
-    const dir = `${this.dir('pids')}/${name}`;
-    await mkdir(dir);
-    return dir;
+  /** A child cgroup for one exec: the helper creates it and kills what is left in it when the command ends. */
+  execDir(name: string): string {
+    return `${this.dir('pids')}/${name}`;
   }
 
   async freeze(): Promise<void> {

@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import type { ExecResult } from '../driver.js';
 import type { SandboxCgroup } from './cgroups.js';
+import type { Spawner } from './spawner.js';
 import type { SandboxRecord } from './state.js';
 
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -57,61 +57,43 @@ class Capture {
 }
 
 /**
- * Run an argv inside the sandbox through nube-helper. The command gets its own exec cgroup (under
- * the sandbox's pids cgroup) and process group: the deadline and the end of the command both kill
- * whatever is left, so a backgrounded child does not outlive `exec`.
+ * Run an argv inside the sandbox through the spawner (nube-helper serve). The command gets its own
+ * exec cgroup (under the sandbox's pids cgroup) and process group: the deadline and the end of the
+ * command both kill whatever is left, so a backgrounded child does not outlive `exec`.
  */
 export async function enterArgv(
-  helper: string,
+  spawner: Spawner,
   rec: SandboxRecord,
   cg: SandboxCgroup,
   argv: string[],
   opts: EnterOptions,
 ): Promise<RawResult> {
   if (!rec.init) throw new Error('sandbox is not running');
-  const execCg = await cg.createExec(`x${randomBytes(6).toString('hex')}`);
-  const args = ['enter', '--target', String(rec.init.innerPid), '--exec-cgroup', execCg];
-  for (const c of ['memory', 'cpu', 'freezer'] as const) args.push('--cgroup', cg.dir(c));
-  args.push('--cwd', opts.cwd ?? '/root', '--status-fd', '3');
-  if (opts.timeoutMs) args.push('--timeout-ms', String(opts.timeoutMs));
-  args.push('--', ...argv);
+  const out = new Capture(opts.maxOutputBytes);
+  const err = new Capture(opts.maxOutputBytes);
   const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(helper, args, {
+  const status = await spawner.run(
+    {
+      target: rec.init.innerPid,
+      cgroups: (['memory', 'cpu', 'freezer'] as const).map((c) => cg.dir(c)),
+      execCgroups: [cg.execDir(`x${randomBytes(6).toString('hex')}`)],
+      cwd: opts.cwd ?? '/root',
+      timeoutMs: opts.timeoutMs,
       env: sandboxEnv(rec, opts.env),
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
-    });
-    const out = new Capture(opts.maxOutputBytes);
-    const err = new Capture(opts.maxOutputBytes);
-    let status = '';
-    child.stdout?.on('data', (c: Buffer) => out.push(c));
-    child.stderr?.on('data', (c: Buffer) => err.push(c));
-    const statusPipe = child.stdio[3] as NodeJS.ReadableStream | null;
-    statusPipe?.on('data', (c: Buffer) => {
-      status += c.toString();
-    });
-    // Belt and braces: if the helper itself hangs past the deadline, SIGTERM makes it kill the group.
-    const guard = opts.timeoutMs
-      ? setTimeout(() => child.kill('SIGTERM'), opts.timeoutMs + 5000)
-      : undefined;
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (guard) clearTimeout(guard);
-      const last = status.trim().split('\n').pop() ?? '';
-      const m = /^(exit|signal) (\d+)( timeout)?$/.exec(last);
-      const exitCode = m ? (m[1] === 'exit' ? Number(m[2]) : 128 + Number(m[2])) : (code ?? 1);
-      resolve({
-        stdout: out.buffer,
-        stderr: err.buffer,
-        exitCode,
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
-        timedOut: Boolean(m?.[3]),
-        truncated: out.truncated || err.truncated,
-      });
-    });
-    child.stdin?.on('error', () => {});
-    child.stdin?.end(opts.stdin ?? '');
-  });
+      argv,
+      stdin: opts.stdin,
+    },
+    { stdout: (c) => out.push(c), stderr: (c) => err.push(c) },
+  );
+  const m = /^(exit|signal) (\d+)( timeout)?$/.exec(status);
+  return {
+    stdout: out.buffer,
+    stderr: err.buffer,
+    exitCode: m ? (m[1] === 'exit' ? Number(m[2]) : 128 + Number(m[2])) : 1,
+    durationMs: Math.round((performance.now() - started) * 100) / 100,
+    timedOut: Boolean(m?.[3]),
+    truncated: out.truncated || err.truncated,
+  };
 }
 
 export function toExecResult(r: RawResult): ExecResult {

@@ -26,6 +26,7 @@ import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
 import { initAlive, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
 import { takeSnapshot } from './snapshots.js';
+import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
 import { buildTemplate, readTemplate, recipeHash } from './templates.js';
@@ -63,6 +64,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   private readonly cgroupParent: string;
   private network!: BridgeNetwork;
   private ctx!: LaunchContext;
+  private spawner!: Spawner;
   private readyPromise: Promise<void> | null = null;
   private readonly locks = new KeyedLock();
 
@@ -87,6 +89,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.network = new BridgeNetwork(this.opts.bridge ?? { name: 'nube0', cidr: '10.77.0.1/16' }, resolver);
       await this.network.ensure();
       this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
+      this.spawner = new Spawner(paths.helper, this.opts.dataDir);
     })();
     return this.readyPromise;
   }
@@ -315,7 +318,7 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   private enter(rec: SandboxRecord, cwd = '/') {
     return (argv: string[], stdin?: Uint8Array | string) =>
-      enterArgv(this.ctx.helper, rec, this.cg(rec.id), argv, {
+      enterArgv(this.spawner, rec, this.cg(rec.id), argv, {
         cwd,
         stdin,
         timeoutMs: 120_000,
@@ -325,7 +328,7 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async exec(id: string, command: string, o: ExecOptions = {}): Promise<ExecResult> {
     const rec = await this.running(id);
-    const r = await enterArgv(this.ctx.helper, rec, this.cg(id), ['/bin/sh', '-c', command], {
+    const r = await enterArgv(this.spawner, rec, this.cg(id), ['/bin/sh', '-c', command], {
       cwd: o.cwd,
       env: o.env,
       stdin: o.stdin,
@@ -405,5 +408,6 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async close(): Promise<void> {
     await this.locks.settle();
+    this.spawner?.close();
   }
 }

@@ -4,6 +4,7 @@
  *   nube-helper bpf <file>            write the seccomp filter as raw BPF (for bwrap --seccomp)
  *   nube-helper enter [opts] -- argv  run argv inside the namespaces of a sandbox
  *   nube-helper cg DIR... -- argv     join cgroups, then exec argv (starts a sandbox's init)
+ *   nube-helper serve SOCKET          the spawner: `enter` per connection on a unix socket (below)
  *
  * Why C and not nsenter: one process does what would otherwise take a shell, nsenter and a cgroup
  * write (exec round trip ~2 ms), and it applies the same seccomp filter as the sandbox's init, which
@@ -30,11 +31,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <grp.h>
 #include <unistd.h>
+
+extern char **environ;
 #include <linux/sched.h>
 
 #define MAX_CG 16
@@ -118,84 +126,134 @@ static volatile sig_atomic_t timed_out = 0, stop_asked = 0;
 static void on_alarm(int sig) { (void)sig; timed_out = 1; }
 static void on_stop(int sig) { (void)sig; stop_asked = 1; }
 
-static int cmd_enter(int argc, char **argv) {
-  int target = 0, status_fd = -1, ncg = 0, nexec = 0;
-  long timeout_ms = 0;
-  const char *cwd = "/", *status_file = NULL, *pid_file = NULL;
+/* A command to run inside a sandbox: from the command line (enter) or from a request (serve). */
+struct entry {
+  int target, ncg, nexec;
+  long timeout_ms;
+  const char *cwd;
   const char *cgroups[MAX_CG], *exec_cgroups[MAX_CG];
+  char **cmd;
+  char **env; /* NULL: the helper's own environment */
+};
+
+/* The target's namespaces and root, opened before the fork (the pid namespace is joined for children). */
+struct opened {
+  int fds[6], rootfd;
+  scmp_filter_ctx filter;
+};
+
+static const char *ns_names[] = {"ipc", "uts", "net", "pid", "mnt", "user"};
+static const int ns_types[] = {CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWUSER};
+
+/* 0, or -1 with errno set and `what` naming the step that failed. */
+static int open_target(int target, struct opened *o, char *what, size_t len) {
+  char path[4096];
+  for (int k = 0; k < 6; k++) o->fds[k] = -1;
+  o->rootfd = -1;
+  for (int k = 0; k < 6; k++) {
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", target, ns_names[k]);
+    o->fds[k] = open(path, O_RDONLY | O_CLOEXEC);
+    if (o->fds[k] < 0) { snprintf(what, len, "%s", path); return -1; }
+  }
+  snprintf(path, sizeof path, "/proc/%d/root", target);
+  o->rootfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (o->rootfd < 0) { snprintf(what, len, "%s", path); return -1; }
+  o->filter = build_filter();
+  /* The pid namespace of the caller never changes; only children are born inside it. */
+  if (setns(o->fds[3], CLONE_NEWPID) < 0) { snprintf(what, len, "setns pid"); return -1; }
+  return 0;
+}
+
+static void close_target(struct opened *o) {
+  for (int k = 0; k < 6; k++) if (o->fds[k] >= 0) close(o->fds[k]);
+  if (o->rootfd >= 0) close(o->rootfd);
+  seccomp_release(o->filter);
+}
+
+/* In the forked child: join the cgroups, enter the namespaces and root, become root inside, load the
+   seccomp filter and exec. Never returns; failures exit 125 (setup), 126 (cwd, exec) or 127. */
+static void enter_child(const struct entry *e, struct opened *o) {
+  char path[4096];
+  setpgid(0, 0);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  for (int k = 0; k < e->ncg; k++) {
+    snprintf(path, sizeof path, "%s/cgroup.procs", e->cgroups[k]);
+    if (write_file(path, "0") < 0) die(path);
+  }
+  for (int k = 0; k < e->nexec; k++) {
+    snprintf(path, sizeof path, "%s/cgroup.procs", e->exec_cgroups[k]);
+    if (write_file(path, "0") < 0) die(path);
+  }
+  for (int k = 0; k < 6; k++) {
+    if (k == 3) continue;
+    if (k == 5) {
+      if (fchdir(o->rootfd) < 0) die("fchdir root");
+      if (chroot(".") < 0) die("chroot");
+    }
+    if (setns(o->fds[k], ns_types[k]) < 0) die(ns_names[k]);
+  }
+  if (setgroups(0, NULL) < 0) die("setgroups");
+  if (setgid(0) < 0) die("setgid");
+  if (setuid(0) < 0) die("setuid");
+  if (chdir(e->cwd) < 0) {
+    fprintf(stderr, "cwd %s: %s\n", e->cwd, strerror(errno));
+    _exit(126);
+  }
+  if (seccomp_load(o->filter) < 0) die("seccomp_load");
+  if (e->env) environ = e->env;
+  execvp(e->cmd[0], e->cmd);
+  fprintf(stderr, "%s: %s\n", e->cmd[0], strerror(errno));
+  _exit(errno == ENOENT ? 127 : 126);
+}
+
+/* The final status line: "exit C" or "signal S", plus " timeout" when the deadline killed it. */
+static int status_line(int st, int timed, char *line, size_t len) {
+  if (WIFEXITED(st)) {
+    snprintf(line, len, "exit %d%s\n", WEXITSTATUS(st), timed ? " timeout" : "");
+    return WEXITSTATUS(st);
+  }
+  snprintf(line, len, "signal %d%s\n", WTERMSIG(st), timed ? " timeout" : "");
+  return 128 + WTERMSIG(st);
+}
+
+static void kill_all(pid_t child, const struct entry *e) {
+  kill(-child, SIGKILL);
+  for (int k = 0; k < e->nexec; k++) sweep(e->exec_cgroups[k]);
+}
+
+static int cmd_enter(int argc, char **argv) {
+  struct entry e = {.cwd = "/"};
+  int status_fd = -1;
+  const char *status_file = NULL, *pid_file = NULL;
   int i = 2;
   for (; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--")) { i++; break; }
     if (i + 1 >= argc) { fprintf(stderr, "nube-helper: %s needs a value\n", a); return 125; }
     const char *v = argv[++i];
-    if (!strcmp(a, "--target")) target = atoi(v);
-    else if (!strcmp(a, "--cgroup") && ncg < MAX_CG) cgroups[ncg++] = v;
-    else if (!strcmp(a, "--exec-cgroup") && nexec < MAX_CG) exec_cgroups[nexec++] = v;
-    else if (!strcmp(a, "--cwd")) cwd = v;
-    else if (!strcmp(a, "--timeout-ms")) timeout_ms = atol(v);
+    if (!strcmp(a, "--target")) e.target = atoi(v);
+    else if (!strcmp(a, "--cgroup") && e.ncg < MAX_CG) e.cgroups[e.ncg++] = v;
+    else if (!strcmp(a, "--exec-cgroup") && e.nexec < MAX_CG) e.exec_cgroups[e.nexec++] = v;
+    else if (!strcmp(a, "--cwd")) e.cwd = v;
+    else if (!strcmp(a, "--timeout-ms")) e.timeout_ms = atol(v);
     else if (!strcmp(a, "--status-fd")) status_fd = atoi(v);
     else if (!strcmp(a, "--status-file")) status_file = v;
     else if (!strcmp(a, "--pid-file")) pid_file = v;
     else { fprintf(stderr, "nube-helper: unknown option %s\n", a); return 125; }
   }
-  if (target <= 0 || i >= argc) { fprintf(stderr, "nube-helper: enter needs --target and a command\n"); return 125; }
-  char **cmd = &argv[i];
+  if (e.target <= 0 || i >= argc) { fprintf(stderr, "nube-helper: enter needs --target and a command\n"); return 125; }
+  e.cmd = &argv[i];
 
-  static const char *names[] = {"ipc", "uts", "net", "pid", "mnt", "user"};
-  static const int types[] = {CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWUSER};
-  int fds[6];
-  char path[4096];
-  for (int k = 0; k < 6; k++) {
-    snprintf(path, sizeof path, "/proc/%d/ns/%s", target, names[k]);
-    fds[k] = open(path, O_RDONLY | O_CLOEXEC);
-    if (fds[k] < 0) die(path);
-  }
-  snprintf(path, sizeof path, "/proc/%d/root", target);
-  int rootfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (rootfd < 0) die(path);
-  scmp_filter_ctx filter = build_filter();
-  /* The pid namespace of the caller never changes; only children are born inside it. */
-  if (setns(fds[3], CLONE_NEWPID) < 0) die("setns pid");
-
+  struct opened o;
+  char what[4096];
+  if (open_target(e.target, &o, what, sizeof what) < 0) die(what);
   pid_t child = fork();
   if (child < 0) die("fork");
-  if (child == 0) {
-    setpgid(0, 0);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    for (int k = 0; k < ncg; k++) {
-      snprintf(path, sizeof path, "%s/cgroup.procs", cgroups[k]);
-      if (write_file(path, "0") < 0) die(path);
-    }
-    for (int k = 0; k < nexec; k++) {
-      snprintf(path, sizeof path, "%s/cgroup.procs", exec_cgroups[k]);
-      if (write_file(path, "0") < 0) die(path);
-    }
-    for (int k = 0; k < 6; k++) {
-      if (k == 3) continue;
-      if (k == 5) {
-        if (fchdir(rootfd) < 0) die("fchdir root");
-        if (chroot(".") < 0) die("chroot");
-      }
-      if (setns(fds[k], types[k]) < 0) die(names[k]);
-    }
-    if (setgroups(0, NULL) < 0) die("setgroups");
-    if (setgid(0) < 0) die("setgid");
-    if (setuid(0) < 0) die("setuid");
-    if (chdir(cwd) < 0) {
-      fprintf(stderr, "cwd %s: %s\n", cwd, strerror(errno));
-      _exit(126);
-    }
-    if (seccomp_load(filter) < 0) die("seccomp_load");
-    execvp(cmd[0], cmd);
-    fprintf(stderr, "%s: %s\n", cmd[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
-  }
+  if (child == 0) enter_child(&e, &o);
   setpgid(child, child); /* also from the parent, so a kill right after fork finds the group */
-  for (int k = 0; k < 6; k++) close(fds[k]);
-  close(rootfd);
-  seccomp_release(filter);
+  close_target(&o);
   char line[128];
   if (pid_file) {
     snprintf(line, sizeof line, "%d\n", child);
@@ -211,10 +269,10 @@ static int cmd_enter(int argc, char **argv) {
   sa.sa_handler = on_stop;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
-  if (timeout_ms > 0) {
+  if (e.timeout_ms > 0) {
     struct itimerval it = {0};
-    it.it_value.tv_sec = timeout_ms / 1000;
-    it.it_value.tv_usec = (timeout_ms % 1000) * 1000;
+    it.it_value.tv_sec = e.timeout_ms / 1000;
+    it.it_value.tv_usec = (e.timeout_ms % 1000) * 1000;
     setitimer(ITIMER_REAL, &it, NULL);
   }
   int st = 0, killed = 0;
@@ -223,27 +281,267 @@ static int cmd_enter(int argc, char **argv) {
     if (r == child) break;
     if (r < 0 && errno != EINTR) die("waitpid");
     if ((timed_out || stop_asked) && !killed) {
-      kill(-child, SIGKILL);
-      for (int k = 0; k < nexec; k++) sweep(exec_cgroups[k]);
+      kill_all(child, &e);
       killed = 1;
     }
   }
   /* A background child started by the shell dies when the shell ends. */
-  if (nexec > 0) {
-    kill(-child, SIGKILL);
-    for (int k = 0; k < nexec; k++) sweep(exec_cgroups[k]);
-  }
-  int code;
-  if (WIFEXITED(st)) {
-    code = WEXITSTATUS(st);
-    snprintf(line, sizeof line, "exit %d%s\n", code, timed_out ? " timeout" : "");
-  } else {
-    code = 128 + WTERMSIG(st);
-    snprintf(line, sizeof line, "signal %d%s\n", WTERMSIG(st), timed_out ? " timeout" : "");
-  }
+  if (e.nexec > 0) kill_all(child, &e);
+  int code = status_line(st, timed_out, line, sizeof line);
   if (status_fd >= 0 && write(status_fd, line, strlen(line)) < 0) { /* caller gone */ }
   if (status_file) write_status_file(status_file, line);
   return code;
+}
+
+/*
+ * serve: a long-lived spawner, so that nube (a large process) never forks per exec. It listens on a
+ * unix socket (no access for group or others; callers must have our uid) and forks a small session per connection, which
+ * does what `enter` does and relays the command's output.
+ *   request:  u32 LE length, then that many bytes of NUL-terminated fields "t:PID", "c:CGROUP"...,
+ *             "x:EXEC_CGROUP"... (created here), "d:CWD", "m:TIMEOUT_MS", "i:STDIN_LENGTH",
+ *             "e:NAME=VALUE"..., "a:ARG"... ; then STDIN_LENGTH bytes of stdin.
+ *   response: frames of type byte + u32 LE length + data: 'o' stdout, 'e' stderr, 's' status
+ *             ("pid P\n" at start, "exit C" / "signal S" (+ " timeout") at the end), then EOF.
+ * A caller that closes the connection early gets its command killed (group and exec cgroups).
+ */
+static int send_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int send_frame(int fd, char type, const void *data, size_t len) {
+  unsigned char h[5] = {(unsigned char)type, len & 0xff, (len >> 8) & 0xff, (len >> 16) & 0xff, (len >> 24) & 0xff};
+  if (send_all(fd, h, 5) < 0) return -1;
+  return len ? send_all(fd, data, len) : 0;
+}
+
+static int read_all(int fd, void *p, size_t n) {
+  char *c = p;
+  while (n > 0) {
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static void session_fail(int conn, const char *msg) {
+  char text[4300];
+  snprintf(text, sizeof text, "nube-helper: %s\n", msg);
+  send_frame(conn, 'e', text, strlen(text));
+  send_frame(conn, 's', "exit 125\n", 9);
+  _exit(0);
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Parse the request fields into e; the arrays point into buf. */
+static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_len) {
+  size_t nargs = 0, nenv = 0;
+  for (size_t p = 0; p < len; p += strlen(buf + p) + 1) {
+    if (buf[p] == 'a') nargs++;
+    else if (buf[p] == 'e') nenv++;
+  }
+  e->cmd = calloc(nargs + 1, sizeof(char *));
+  e->env = calloc(nenv + 1, sizeof(char *));
+  if (!e->cmd || !e->env) return -1;
+  nargs = nenv = 0;
+  for (size_t p = 0; p < len; p += strlen(buf + p) + 1) {
+    char *f = buf + p, *v = f + 2;
+    if (strlen(f) < 2 || f[1] != ':') return -1;
+    switch (f[0]) {
+      case 't': e->target = atoi(v); break;
+      case 'c': if (e->ncg < MAX_CG) e->cgroups[e->ncg++] = v; break;
+      case 'x': if (e->nexec < MAX_CG) e->exec_cgroups[e->nexec++] = v; break;
+      case 'd': e->cwd = v; break;
+      case 'm': e->timeout_ms = atol(v); break;
+      case 'i': *stdin_len = (size_t)atol(v); break;
+      case 'e': e->env[nenv++] = v; break;
+      case 'a': e->cmd[nargs++] = v; break;
+      default: return -1;
+    }
+  }
+  return e->target > 0 && nargs > 0 ? 0 : -1;
+}
+
+static void session(int conn) {
+  signal(SIGCHLD, SIG_DFL); /* the server ignores it to reap sessions; we wait for our child */
+  signal(SIGPIPE, SIG_IGN); /* a command that closes stdin early must not kill the session */
+  unsigned char lb[4];
+  if (read_all(conn, lb, 4) < 0) _exit(0);
+  size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
+  if (len == 0 || len > (16u << 20)) session_fail(conn, "bad request length");
+  char *req = malloc(len + 1);
+  if (!req || read_all(conn, req, len) < 0) _exit(0);
+  req[len] = 0;
+  struct entry e = {.cwd = "/"};
+  size_t in_left = 0;
+  if (req[len - 1] != 0 || parse_request(req, len - 1, &e, &in_left) < 0) session_fail(conn, "bad request");
+  char what[4096];
+  for (int k = 0; k < e.nexec; k++) {
+    if (mkdir(e.exec_cgroups[k], 0755) < 0 && errno != EEXIST) {
+      snprintf(what, sizeof what, "mkdir %s: %s", e.exec_cgroups[k], strerror(errno));
+      session_fail(conn, what);
+    }
+  }
+  struct opened o;
+  if (open_target(e.target, &o, what, sizeof what) < 0) {
+    char msg[4300];
+    snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno));
+    for (int k = 0; k < e.nexec; k++) rmdir(e.exec_cgroups[k]);
+    session_fail(conn, msg);
+  }
+  int in[2], out[2], er[2];
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) session_fail(conn, "pipe");
+  pid_t child = fork();
+  if (child < 0) session_fail(conn, "fork");
+  if (child == 0) {
+    if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(er[1], 2) < 0) _exit(125);
+    enter_child(&e, &o);
+  }
+  setpgid(child, child);
+  close(in[0]);
+  close(out[1]);
+  close(er[1]);
+  close_target(&o);
+  int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+  char line[128];
+  snprintf(line, sizeof line, "pid %d\n", child);
+  int gone = send_frame(conn, 's', line, strlen(line)) < 0;
+  int infd = in[1];
+  fcntl(infd, F_SETFL, O_NONBLOCK);
+  if (in_left == 0) { close(infd); infd = -1; }
+  static char inbuf[65536], outbuf[65536];
+  size_t pend_off = 0, pend_len = 0;
+  int outfd = out[0], errfd = er[0], exited = 0, killed = 0, timed = 0, st = 0;
+  long deadline = e.timeout_ms > 0 ? now_ms() + e.timeout_ms : 0;
+  if (gone) { kill_all(child, &e); killed = 1; }
+  while (!exited || outfd >= 0 || errfd >= 0) {
+    struct pollfd p[5] = {
+      {gone ? -1 : conn, in_left > 0 && pend_len == 0 ? POLLIN : (in_left == 0 ? POLLIN : 0), 0},
+      {infd >= 0 && pend_len > 0 ? infd : -1, POLLOUT, 0},
+      {outfd, POLLIN, 0},
+      {errfd, POLLIN, 0},
+      {exited || pidfd < 0 ? -1 : pidfd, POLLIN, 0},
+    };
+    int wait_ms = -1;
+    if (deadline && !killed) wait_ms = (int)(deadline - now_ms() > 0 ? deadline - now_ms() : 0);
+    else if (pidfd < 0 && !exited) wait_ms = 10; /* no pidfd (old kernel): poll waitpid */
+    int rc = poll(p, 5, wait_ms);
+    if (rc < 0 && errno != EINTR) break;
+    if (deadline && !killed && now_ms() >= deadline) {
+      timed = 1;
+      kill_all(child, &e);
+      killed = 1;
+    }
+    if (rc <= 0) goto reap;
+    if (p[0].revents) {
+      if (in_left > 0 && (p[0].revents & POLLIN)) {
+        ssize_t r = read(conn, inbuf, in_left < sizeof inbuf ? in_left : sizeof inbuf);
+        if (r > 0) {
+          in_left -= (size_t)r;
+          pend_off = 0;
+          pend_len = infd >= 0 ? (size_t)r : 0; /* stdin closed by the command: drop the rest */
+        } else if (r == 0 || errno != EINTR) gone = 1;
+      } else if (in_left == 0) {
+        ssize_t r = read(conn, outbuf, sizeof outbuf); /* nothing more is expected: EOF = caller gone */
+        if (r == 0 || (r < 0 && errno != EINTR) || (p[0].revents & (POLLHUP | POLLERR))) gone = 1;
+      } else gone = 1; /* hang-up while stdin was still coming */
+      if (gone && !killed) { kill_all(child, &e); killed = 1; }
+    }
+    if (p[1].revents) {
+      ssize_t w = write(infd, inbuf + pend_off, pend_len);
+      if (w > 0) { pend_off += (size_t)w; pend_len -= (size_t)w; }
+      else if (w < 0 && errno != EAGAIN && errno != EINTR) { close(infd); infd = -1; pend_len = 0; }
+    }
+    if (infd >= 0 && pend_len == 0 && in_left == 0) { close(infd); infd = -1; }
+    for (int k = 2; k <= 3; k++) {
+      if (!p[k].revents) continue;
+      int *fd = k == 2 ? &outfd : &errfd;
+      ssize_t r = read(*fd, outbuf, sizeof outbuf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) { close(*fd); *fd = -1; continue; }
+      if (!gone && send_frame(conn, k == 2 ? 'o' : 'e', outbuf, (size_t)r) < 0) gone = 1;
+      if (gone && !killed) { kill_all(child, &e); killed = 1; }
+    }
+  reap:
+    if (!exited && waitpid(child, &st, WNOHANG) == child) {
+      exited = 1;
+      /* A background child started by the shell dies when the shell ends. */
+      kill_all(child, &e);
+      if (infd >= 0) { close(infd); infd = -1; }
+    }
+  }
+  /* Read the stdin the command did not take, so the caller's write completes before we hang up. */
+  while (!gone && in_left > 0) {
+    ssize_t r = read(conn, inbuf, in_left < sizeof inbuf ? in_left : sizeof inbuf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    in_left -= (size_t)r;
+  }
+  status_line(st, timed, line, sizeof line);
+  if (!gone) send_frame(conn, 's', line, strlen(line));
+  _exit(0);
+}
+
+static int cmd_serve(const char *path) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof addr.sun_path) { fprintf(stderr, "nube-helper: socket path too long\n"); return 125; }
+  strcpy(addr.sun_path, path);
+  signal(SIGCHLD, SIG_IGN); /* sessions are reaped by the kernel */
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket");
+  unlink(path);
+  mode_t old = umask(077);
+  if (bind(s, (struct sockaddr *)&addr, sizeof addr) < 0) die("bind");
+  umask(old);
+  if (listen(s, 512) < 0) die("listen");
+  /* Ready; the caller holds our stdin: when it closes (nube exits), we exit. */
+  if (write(1, "ready\n", 6) < 0) die("write ready");
+  for (;;) {
+    struct pollfd p[2] = {{s, POLLIN, 0}, {0, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      die("poll");
+    }
+    if (p[1].revents) {
+      char b[64];
+      ssize_t r = read(0, b, sizeof b);
+      if (r <= 0) break;
+    }
+    if (!(p[0].revents & POLLIN)) continue;
+    int conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0) continue;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+      close(conn);
+      continue;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(s);
+      session(conn);
+    }
+    close(conn);
+  }
+  unlink(path);
+  return 0;
 }
 
 static int cmd_bpf(const char *out) {
@@ -273,6 +571,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "cg")) return cmd_cg(argc, argv);
   if (argc >= 3 && !strcmp(argv[1], "bpf")) return cmd_bpf(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "enter")) return cmd_enter(argc, argv);
-  fprintf(stderr, "usage: nube-helper bpf FILE | nube-helper enter [options] -- command...\n");
+  if (argc >= 3 && !strcmp(argv[1], "serve")) return cmd_serve(argv[2]);
+  fprintf(stderr, "usage: nube-helper bpf FILE | enter [options] -- command... | cg DIR... -- command... | serve SOCKET\n");
   return 125;
 }

@@ -1,0 +1,92 @@
+// The spawner (nube-helper serve): execs go through one long-lived helper over a unix socket. What must
+// hold besides the exec tests in lifecycle.test.ts: stdin larger than a pipe, a caller that goes away
+// kills its command, a dead spawner is replaced, the socket is private.
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SandboxCgroup } from './cgroups.js';
+import { encodeRequest } from './spawner.js';
+import { cleanup, testRuntime, uniqueId } from './test-env.js';
+
+const { runtime, dataDir, opts } = testRuntime('spawner');
+const socket = `${dataDir}/run/spawner-${process.pid}.sock`;
+const COUNT_SLEEPS = "ps -eo args= | grep -c '^sleep [0-9]' || true";
+let id = '';
+
+/** Our own spawner's pid, found by its socket path in /proc. */
+async function spawnerPid(): Promise<number | undefined> {
+  for (const d of await readdir('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const cmd = await readFile(`/proc/${d}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.endsWith(`\0serve\0${socket}\0`)) return Number(d);
+  }
+  return undefined;
+}
+
+beforeAll(async () => {
+  await runtime.ensureTemplate('base', (l) => console.log(l));
+  id = uniqueId('sp');
+  await runtime.create({ id });
+}, 900_000);
+afterAll(() => cleanup(runtime, dataDir), 60_000);
+
+describe('namespaces runtime: spawner', () => {
+  it('relays stdin larger than a pipe buffer, and a command that ignores its stdin does not hang', async () => {
+    const input = Buffer.alloc(3_000_000, 'a');
+    const r = await runtime.exec(id, 'wc -c', { stdin: input });
+    expect(r.stdout.trim()).toBe('3000000');
+    const ignored = await runtime.exec(id, 'echo done', { stdin: input, timeoutMs: 5000 });
+    expect(ignored.stdout).toBe('done\n');
+    expect(ignored.timedOut).toBe(false);
+  });
+
+  it('the socket is private and a NUL in a command is refused before anything runs', async () => {
+    expect((await stat(socket)).mode & 0o077).toBe(0);
+    await expect(runtime.exec(id, 'echo a\0b')).rejects.toMatchObject({ code: 'InvalidInput' });
+  });
+
+  it('a caller that goes away gets its command killed', async () => {
+    const cg = new SandboxCgroup(opts.cgroupParent!, id);
+    const req = encodeRequest(
+      {
+        target: await runtime.initPid(id),
+        cgroups: [],
+        execCgroups: [cg.execDir('xgone')],
+        cwd: '/',
+        env: { PATH: '/usr/bin:/bin' },
+        argv: ['/bin/sh', '-c', 'sleep 77 & sleep 78'],
+      },
+      Buffer.alloc(0),
+    );
+    await new Promise<void>((resolve, reject) => {
+      const s = connect(socket, () => s.write(req));
+      s.on('error', reject);
+      // The first frame is the status "pid P": the command runs; then hang up.
+      s.once('data', () =>
+        setTimeout(() => {
+          s.destroy();
+          resolve();
+        }, 200),
+      );
+    });
+    let left = '';
+    for (let i = 0; i < 50 && left !== '0'; i++) {
+      left = (await runtime.exec(id, COUNT_SLEEPS)).stdout.trim();
+      if (left !== '0') await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(left).toBe('0');
+  });
+
+  it('a spawner that died is replaced on the next exec', async () => {
+    await runtime.exec(id, 'true');
+    const pid = await spawnerPid();
+    expect(pid).toBeGreaterThan(0);
+    process.kill(pid!, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 50));
+    const r = await runtime.exec(id, 'echo back');
+    expect(r.stdout).toBe('back\n');
+    const again = await spawnerPid();
+    expect(again).toBeGreaterThan(0);
+    expect(again).not.toBe(pid);
+  });
+});

@@ -10,7 +10,11 @@ const sx = (path: string) => `/sandboxes/${id}${path}`;
 
 beforeAll(async () => {
   t = await startSandboxNube('lifecycle');
-  const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 600, env: { GREETING: 'hola' }, metadata: { team: 'a' } });
+  const c = await t.call('POST', '/sandboxes', {
+    timeoutSeconds: 600,
+    env: { GREETING: 'hola' },
+    metadata: { team: 'a' },
+  });
   expect(c.status).toBe(200);
   expect(['starting', 'running']).toContain(c.body.status);
   id = c.body.id;
@@ -24,14 +28,24 @@ describe('sandboxes API lifecycle', () => {
   it('creates a running sandbox that get and list show', async () => {
     expect(id).toMatch(/^sbx_[0-9a-z]+$/);
     const g = await t.call('GET', sx(''));
-    expect(g.body).toMatchObject({ id, status: 'running', template: 'base', metadata: { team: 'a' }, timeoutSeconds: 600 });
+    expect(g.body).toMatchObject({
+      id,
+      status: 'running',
+      template: 'base',
+      metadata: { team: 'a' },
+      timeoutSeconds: 600,
+    });
     expect(Date.parse(g.body.expiresAt)).toBeGreaterThan(Date.now() + 500_000);
     const l = await t.call('GET', '/sandboxes');
     expect(l.body.sandboxes.map((s: { id: string }) => s.id)).toContain(id);
   });
 
   it('execs with env, cwd and per-call env, dedicated route and action alike', async () => {
-    const e = await t.call('POST', sx('/exec'), { command: 'echo "$GREETING $X"; pwd; hostname', cwd: '/tmp', env: { X: 'mundo' } });
+    const e = await t.call('POST', sx('/exec'), {
+      command: 'echo "$GREETING $X"; pwd; hostname',
+      cwd: '/tmp',
+      env: { X: 'mundo' },
+    });
     expect(e.status).toBe(200);
     expect(e.body).toMatchObject({ exitCode: 0, timedOut: false, truncated: false, stderr: '' });
     expect(e.body.stdout).toBe(`hola mundo\n/tmp\n${id.replace('_', '-')}\n`);
@@ -45,7 +59,10 @@ describe('sandboxes API lifecycle', () => {
 
   it('exec deadline kills the process group and says timedOut', async () => {
     const t0 = Date.now();
-    const e = await t.call('POST', sx('/exec'), { command: 'sleep 31 & sleep 32; echo never', timeoutSeconds: 1 });
+    const e = await t.call('POST', sx('/exec'), {
+      command: 'sleep 31 & sleep 32; echo never',
+      timeoutSeconds: 1,
+    });
     expect(e.status).toBe(200);
     expect(e.body.timedOut).toBe(true);
     expect(e.body.exitCode).toBeNull();
@@ -62,9 +79,15 @@ describe('sandboxes API lifecycle', () => {
   });
 
   it('run-code runs python, node and bash (route and action)', async () => {
-    const py = await t.call('POST', sx('/run-code'), { code: 'import sys\nprint(sum(range(10)), sys.argv[0].startswith("/tmp/"))', lang: 'python' });
+    const py = await t.call('POST', sx('/run-code'), {
+      code: 'import sys\nprint(sum(range(10)), sys.argv[0].startswith("/tmp/"))',
+      lang: 'python',
+    });
     expect(py.body).toMatchObject({ exitCode: 0, stdout: '45 True\n' });
-    const js = await t.call('POST', sx('/run-code'), { code: 'console.log([1,2,3].map(x => x * 2).join(","))', lang: 'node' });
+    const js = await t.call('POST', sx('/run-code'), {
+      code: 'console.log([1,2,3].map(x => x * 2).join(","))',
+      lang: 'node',
+    });
     expect(js.body.stdout).toBe('2,4,6\n');
     const sh = await t.call('POST', sx('/run-code'), { code: 'echo "$((6*7))"; exit 3', lang: 'bash' });
     expect(sh.body).toMatchObject({ stdout: '42\n', exitCode: 3 });
@@ -76,26 +99,39 @@ describe('sandboxes API lifecycle', () => {
     const w = await t.call('POST', sx('/files/write'), { path: '/root/dir/a.txt', content: 'héllo\n' });
     expect(w.status, JSON.stringify(w.body)).toBe(200);
     const bin = Buffer.from([0, 255, 1, 254]).toString('base64');
-    expect((await t.call('POST', sx('/files/write'), { path: 'dir/b.bin', content: bin, encoding: 'base64' })).status).toBe(200);
+    expect(
+      (await t.call('POST', sx('/files/write'), { path: 'dir/b.bin', content: bin, encoding: 'base64' }))
+        .status,
+    ).toBe(200);
     const r = await t.call('POST', sx('/files/read'), { path: '/root/dir/a.txt' });
     expect(r.body).toMatchObject({ content: 'héllo\n', encoding: 'utf8', size: 7 });
     const rb = await t.call('GET', sx('/files/read?path=/root/dir/b.bin'));
     expect(rb.body).toMatchObject({ content: bin, encoding: 'base64', size: 4 });
     expect((await t.call('POST', sx('/files/mkdir'), { path: '/root/dir/sub' })).status).toBe(200);
-    expect((await t.call('POST', sx('/files/move'), { from: '/root/dir/a.txt', to: '/root/dir/sub/c.txt' })).status).toBe(200);
+    expect(
+      (await t.call('POST', sx('/files/move'), { from: '/root/dir/a.txt', to: '/root/dir/sub/c.txt' }))
+        .status,
+    ).toBe(200);
     const ls = await t.call('GET', sx('/files/list?path=/root/dir'));
     expect(ls.body.entries.map((e: { name: string }) => e.name).sort()).toEqual(['b.bin', 'sub']);
     expect((await t.call('POST', sx('/files/read'), { path: '/root/dir/a.txt' })).status).toBe(404);
     expect((await t.call('POST', sx('/files/delete'), { path: '/root/dir' })).status).toBe(400);
-    expect((await t.call('POST', sx('/files/delete'), { path: '/root/dir', recursive: true })).status).toBe(200);
+    expect((await t.call('POST', sx('/files/delete'), { path: '/root/dir', recursive: true })).status).toBe(
+      200,
+    );
     expect((await t.call('GET', sx('/files/list?path=/root/dir'))).status).toBe(404);
     expect((await t.call('GET', sx('/files/write?path=/root/x'))).status).toBe(400);
     expect((await t.call('POST', sx('/files/write'), { path: '/root/x' })).status).toBe(400);
-    expect((await t.call('POST', sx('/files/write'), { path: '/root/x', content: '%%%', encoding: 'base64' })).status).toBe(400);
+    expect(
+      (await t.call('POST', sx('/files/write'), { path: '/root/x', content: '%%%', encoding: 'base64' }))
+        .status,
+    ).toBe(400);
   });
 
   it('bg: start, list, logs from offsets, kill with grace', async () => {
-    const s = await t.call('POST', sx('/bg'), { command: "exec sh -c 'echo one; sleep 0.5; echo two; exec sleep 60'" });
+    const s = await t.call('POST', sx('/bg'), {
+      command: "exec sh -c 'echo one; sleep 0.5; echo two; exec sleep 60'",
+    });
     expect(s.status).toBe(200);
     const execId = s.body.execId;
     await new Promise((r) => setTimeout(r, 200));
@@ -120,26 +156,24 @@ describe('sandboxes API lifecycle', () => {
     const good = '--- a/p/a.txt\n+++ b/p/a.txt\n@@ -1,2 +1,2 @@\n-hello\n+bonjour\n world\n';
     const g = await t.call('POST', sx('/apply-patch'), { patch: good });
     expect(g.status, JSON.stringify(g.body)).toBe(200);
-    expect((await t.call('POST', sx('/files/read'), { path: '/root/p/a.txt' })).body.content).toBe('bonjour\nworld\n');
+    expect((await t.call('POST', sx('/files/read'), { path: '/root/p/a.txt' })).body.content).toBe(
+      'bonjour\nworld\n',
+    );
     const bad = '--- a/p/a.txt\n+++ b/p/a.txt\n@@ -1,2 +1,2 @@\n-nothing\n+x\n world\n';
     const b = await t.call('POST', sx('/apply-patch'), { patch: bad });
     expect(b.status).toBe(400);
     expect(b.body.code).toBe('PatchFailed');
-    expect((await t.call('POST', sx('/files/read'), { path: '/root/p/a.txt' })).body.content).toBe('bonjour\nworld\n');
+    expect((await t.call('POST', sx('/files/read'), { path: '/root/p/a.txt' })).body.content).toBe(
+      'bonjour\nworld\n',
+    );
   });
 
-  it('run-cell keeps state between cells; kernel-restart clears it', async () => {
-    const a = await t.call('POST', sx('/run-cell'), { code: 'x = 41\nprint("set")' });
-    expect(a.status, JSON.stringify(a.body)).toBe(200);
-    expect(a.body).toMatchObject({ stdout: 'set\n', error: null });
-    const b = await t.call('POST', sx('/run-cell'), { code: 'x + 1' });
-    expect(b.body.result).toBe('42');
-    const e = await t.call('POST', sx('/run-cell'), { code: '1/0' });
-    expect(e.body.error.name).toBe('ZeroDivisionError');
-    expect((await t.call('POST', sx('/kernel-restart'))).body.restarted).toBe(true);
-    const c = await t.call('POST', sx('/run-cell'), { code: 'x' });
-    expect(c.body.error.name).toBe('NameError');
-    expect((await t.call('POST', sx('/run-cell'), { code: 'x', lang: 'node' })).status).toBe(400);
+  it('run-cell on base (no Jupyter) is a 400 naming the code-interpreter template', async () => {
+    const r = await t.call('POST', sx('/run-cell'), { code: '1' });
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    expect(r.body.code).toBe('KernelUnavailable');
+    expect(r.body.error).toContain('code-interpreter');
+    expect((await t.call('POST', sx('/exec'), { command: 'echo still' })).body.stdout).toBe('still\n');
   });
 
   it('runtime and logs describe the sandbox', async () => {
@@ -152,7 +186,10 @@ describe('sandboxes API lifecycle', () => {
   });
 
   it('bootstrap runs at wake; suspend pauses the TTL; resume rewrites env', async () => {
-    const b = await t.call('POST', sx('/bootstrap'), { script: 'echo "woke $GREETING" >> /root/boot.log', mode: 'blocking' });
+    const b = await t.call('POST', sx('/bootstrap'), {
+      script: 'echo "woke $GREETING" >> /root/boot.log',
+      mode: 'blocking',
+    });
     expect(b.status).toBe(200);
     const s = await t.call('POST', sx('/suspend'));
     expect(s.body.sandbox).toMatchObject({ status: 'suspended', expiresAt: null });
@@ -162,7 +199,9 @@ describe('sandboxes API lifecycle', () => {
     expect(r.body.sandbox.status).toBe('running');
     expect(r.body.bootstrap.mode).toBe('blocking');
     expect(Date.parse(r.body.sandbox.expiresAt)).toBeGreaterThan(Date.now() + 400_000);
-    const e = await t.call('POST', sx('/exec'), { command: 'echo $GREETING; cat /root/boot.log; ls /root/p' });
+    const e = await t.call('POST', sx('/exec'), {
+      command: 'echo $GREETING; cat /root/boot.log; ls /root/p',
+    });
     expect(e.body.stdout).toBe('salut\nwoke salut\na.txt\n');
     expect((await t.call('POST', sx('/resume'))).status).toBe(409);
     expect((await t.call('POST', sx('/bootstrap'), { script: '' })).body.bootstrap).toBeNull();
@@ -175,11 +214,16 @@ describe('sandboxes API lifecycle', () => {
     expect(f.body.sandboxes).toHaveLength(2);
     const child = f.body.sandboxes[0];
     expect(child).toMatchObject({ status: 'running', parentId: id, metadata: { role: 'child' } });
-    const c = await t.call('POST', `/sandboxes/${child.id}/exec`, { command: 'cat /root/parent.txt; echo " $GREETING"; echo x > /root/child.txt' });
+    const c = await t.call('POST', `/sandboxes/${child.id}/exec`, {
+      command: 'cat /root/parent.txt; echo " $GREETING"; echo x > /root/child.txt',
+    });
     expect(c.body.stdout).toBe('from parent salut\n');
-    const p = await t.call('POST', sx('/exec'), { command: 'test -e /root/child.txt && echo leaked || echo separate' });
+    const p = await t.call('POST', sx('/exec'), {
+      command: 'test -e /root/child.txt && echo leaked || echo separate',
+    });
     expect(p.body.stdout).toBe('separate\n');
-    for (const s of f.body.sandboxes) expect((await t.call('DELETE', `/sandboxes/${s.id}`)).body).toEqual({ ok: true });
+    for (const s of f.body.sandboxes)
+      expect((await t.call('DELETE', `/sandboxes/${s.id}`)).body).toEqual({ ok: true });
     expect((await t.call('POST', sx('/fork'), { count: 11 })).status).toBe(400);
   });
 
@@ -201,7 +245,11 @@ describe('sandboxes API lifecycle', () => {
     expect(none).toMatchObject({ status: 404, body: { code: 'DerivedTemplateNotProvisioned' } });
     expect((await t.call('POST', sx('/template-snapshot'), { key: '-bad', hash: 'x' })).status).toBe(400);
 
-    const c = await t.call('POST', '/sandboxes', { templateKey: 'py-deps', templateHash: 'v1.0', timeoutSeconds: 120 });
+    const c = await t.call('POST', '/sandboxes', {
+      templateKey: 'py-deps',
+      templateHash: 'v1.0',
+      timeoutSeconds: 120,
+    });
     expect(c.status, JSON.stringify(c.body)).toBe(200);
     expect(c.body).toMatchObject({ status: 'running', templateKey: 'py-deps', templateHash: 'v1.0' });
     const e = await t.call('POST', `/sandboxes/${c.body.id}/exec`, { command: 'cat /root/parent.txt' });
@@ -230,16 +278,27 @@ describe('sandboxes API lifecycle', () => {
 
   it('a sandbox whose template is still building answers starting; the provisioning job starts it', async () => {
     const core = t.nube.services.sandboxes.core;
-    const principal = { scheme: 'owner' as const, ownerId: (await core.repo.get(id))!.owner_id, plan: 'tera' as const };
+    const principal = {
+      scheme: 'owner' as const,
+      ownerId: (await core.repo.get(id))!.owner_id,
+      plan: 'tera' as const,
+    };
     // The record a create writes before its job runs (the template build is what the job waits for).
-    const row = newRow(core, principal, { template: 'base', timeoutSeconds: 60, suspendOnIdle: false, env: { A: '1' } });
+    const row = newRow(core, principal, {
+      template: 'base',
+      timeoutSeconds: 60,
+      suspendOnIdle: false,
+      env: { A: '1' },
+    });
     await core.repo.insert(row);
     expect((await t.call('GET', `/sandboxes/${row.id}`)).body.status).toBe('starting');
     const busy = await t.call('POST', `/sandboxes/${row.id}/exec`, { command: 'true' });
     expect(busy).toMatchObject({ status: 409, body: { code: 'SandboxStarting' } });
     await core.provision(row.id);
     expect((await t.call('GET', `/sandboxes/${row.id}`)).body.status).toBe('running');
-    expect((await t.call('POST', `/sandboxes/${row.id}/exec`, { command: 'echo $A' })).body.stdout).toBe('1\n');
+    expect((await t.call('POST', `/sandboxes/${row.id}/exec`, { command: 'echo $A' })).body.stdout).toBe(
+      '1\n',
+    );
     await t.call('DELETE', `/sandboxes/${row.id}`);
   });
 

@@ -915,7 +915,7 @@ export interface paths {
          *     - template-snapshot: {key, hash (both ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$), name?}. Idempotent per (key, hash); afterwards POST /sandboxes with templateKey+templateHash starts with the bootstrap applied; 409 DerivedTemplateStale if the base template was rebuilt. The hash must never encode prompts or credentials
          *     - exec: {command, cwd?, timeoutSeconds? 1-600, env?} (same as POST /sandboxes/{id}/exec)
          *     - run-code: {code, lang?: python|node|bash, timeoutSeconds? 1-600} (same as POST /sandboxes/{id}/run-code)
-         *     - run-cell: {code, lang?: python|node|bash}. Persistent Jupyter kernel (code-interpreter template)
+         *     - run-cell: {code, lang?: python (only), timeoutSeconds? 1-600 (default 120)}. Persistent Jupyter kernel (code-interpreter template; 400 KernelUnavailable elsewhere). Answers {stdout, stderr, result (text/plain of the value), outputs [{type: execute_result|display_data, data: {mime: value; images base64}}], error {name, value, traceback} | null, executionCount, timedOut (the cell was interrupted; the kernel keeps its state), truncated, kernelStarted, kernelRestarted, durationMs}
          *     - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
          *     - apply-patch: {patch: unified diff}
          *     - expose: {port}. Yields a public HTTPS/WSS URL
@@ -7509,7 +7509,7 @@ export interface operations {
                     script?: string;
                     /** @description idle */
                     suspendOnIdle?: boolean;
-                    /** @description bootstrap, fork, exec, run-code */
+                    /** @description bootstrap, fork, exec, run-code, run-cell */
                     timeoutSeconds?: number;
                 } & {
                     [key: string]: unknown;

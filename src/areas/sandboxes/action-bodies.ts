@@ -125,7 +125,13 @@ export const sandboxActionBodies = {
   }),
   exec: ExecBody,
   'run-code': RunCodeBody,
-  'run-cell': z.object({ code: z.string().describe('Cell source'), lang: Lang.optional() }),
+  'run-cell': z.object({
+    code: z.string().describe('Cell source'),
+    lang: Lang.optional(),
+    timeoutSeconds: ExecTimeout.optional().describe(
+      'Cell deadline, 1-600 (default 120): the kernel is interrupted and keeps its state',
+    ),
+  }),
   'kernel-restart': None,
   logs: None,
   runtime: None,
@@ -157,7 +163,7 @@ export const ACTION_DOC = `One route serves every action; the body depends on th
 - template-snapshot: {key, hash (both ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$), name?}. Idempotent per (key, hash); afterwards POST /sandboxes with templateKey+templateHash starts with the bootstrap applied; 409 DerivedTemplateStale if the base template was rebuilt. The hash must never encode prompts or credentials
 - exec: {command, cwd?, timeoutSeconds? 1-600, env?} (same as POST /sandboxes/{id}/exec)
 - run-code: {code, lang?: python|node|bash, timeoutSeconds? 1-600} (same as POST /sandboxes/{id}/run-code)
-- run-cell: {code, lang?: python|node|bash}. Persistent Jupyter kernel (code-interpreter template)
+- run-cell: {code, lang?: python (only), timeoutSeconds? 1-600 (default 120)}. Persistent Jupyter kernel (code-interpreter template; 400 KernelUnavailable elsewhere). Answers {stdout, stderr, result (text/plain of the value), outputs [{type: execute_result|display_data, data: {mime: value; images base64}}], error {name, value, traceback} | null, executionCount, timedOut (the cell was interrupted; the kernel keeps its state), truncated, kernelStarted, kernelRestarted, durationMs}
 - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
 - apply-patch: {patch: unified diff}
 - expose: {port}. Yields a public HTTPS/WSS URL
@@ -178,7 +184,7 @@ export const ActionBody = z.looseObject({
   hardTtlSeconds: z.number().int().optional().describe('idle'),
   script: z.string().optional().describe('bootstrap'),
   mode: z.string().optional().describe('bootstrap: async | blocking'),
-  timeoutSeconds: z.number().int().optional().describe('bootstrap, fork, exec, run-code'),
+  timeoutSeconds: z.number().int().optional().describe('bootstrap, fork, exec, run-code, run-cell'),
   name: z.string().optional().describe('snapshot, fork, template-snapshot'),
   count: z.number().int().optional().describe('fork'),
   metadata: StringMap.optional().describe('fork'),
@@ -239,4 +245,3 @@ export const FileOpBody = z.looseObject({
   from: z.string().optional().describe('move'),
   to: z.string().optional().describe('move'),
 });
-

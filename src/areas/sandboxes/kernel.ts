@@ -1,89 +1,24 @@
-// run-cell and kernel-restart: a persistent Python interpreter inside the sandbox, started as a /bg
-// process, that keeps one globals dict across cells (a variable set in one cell is there in the next).
-// It speaks a tiny protocol on a unix socket: the cell's source in, `{stdout, stderr, result, error}`
-// out. A client script run with exec carries the cell on stdin, so the code never meets a shell.
-// Works on every template (no Jupyter needed); see docs/decisions.md, "Sandboxes: API".
+// run-cell and kernel-restart on a real Jupyter kernel: a bridge (kernel-bridge.ts) started inside the
+// sandbox as a /bg process runs ipykernel through jupyter_client; each request is an exec of a small
+// client that carries it on stdin. A cell over its timeout is interrupted (the kernel and its state
+// survive; one that ignores the interrupt gets the kernel restarted). Needs ipykernel + jupyter_client
+// in the sandbox (the code-interpreter template); elsewhere run-cell is a 400 naming that template.
+import { randomBytes } from 'node:crypto';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
+import { KERNEL_PATH, KERNEL_PY, KERNEL_VANISHED, NO_JUPYTER, NO_KERNEL } from './kernel-bridge.js';
 import type { SandboxRow } from './repo.js';
 import type { SandboxesCore } from './service.js';
 import { rt } from './views.js';
 import type { Workload } from './workload.js';
 
-const SOCK = '/tmp/.nube-kernel.sock';
-const KERNEL_PATH = '/tmp/.nube-kernel.py';
-const CLIENT_PATH = '/tmp/.nube-cell.py';
-const CELL_TIMEOUT_MS = 120_000;
-/** Exit code of the client when no kernel listens. */
-const NO_KERNEL = 3;
+const DEFAULT_CELL_TIMEOUT_S = 120;
+/** On top of the cell's own timeout: the interrupt grace, a kernel restart, the client's start. */
+const CLIENT_SLACK_MS = 150_000;
+/** The answer carries rich outputs (base64 images): room above the bridge's own caps. */
+const ANSWER_CAP = 16 * 1024 * 1024;
 
-const KERNEL_PY = `import ast, contextlib, io, json, os, socket, traceback
-SOCK = ${JSON.stringify(SOCK)}
-try:
-    os.unlink(SOCK)
-except FileNotFoundError:
-    pass
-g = {'__name__': '__main__'}
-n = 0
-srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-srv.bind(SOCK)
-os.chmod(SOCK, 0o600)
-srv.listen(4)
-while True:
-    c, _ = srv.accept()
-    with c:
-        data = b''
-        while True:
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        n += 1
-        out, err = io.StringIO(), io.StringIO()
-        result = None
-        error = None
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                tree = ast.parse(data.decode('utf-8'), '<cell>', 'exec')
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
-                exec(compile(tree, '<cell>', 'exec'), g)
-                if last is not None:
-                    v = eval(compile(last, '<cell>', 'eval'), g)
-                    if v is not None:
-                        result = repr(v)
-            except BaseException as e:
-                error = {'name': type(e).__name__, 'value': str(e), 'traceback': traceback.format_exc()}
-        c.sendall(json.dumps({'stdout': out.getvalue(), 'stderr': err.getvalue(), 'result': result,
-                              'error': error, 'executionCount': n}).encode('utf-8'))
-`;
-
-const CLIENT_PY = `import socket, sys, time
-code = sys.stdin.buffer.read()
-s = None
-for _ in range(100):
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(${JSON.stringify(SOCK)})
-        break
-    except (FileNotFoundError, ConnectionRefusedError):
-        s = None
-        if sys.argv[1:] != ['wait']:
-            sys.exit(${NO_KERNEL})
-        time.sleep(0.05)
-if s is None:
-    sys.exit(${NO_KERNEL})
-s.sendall(code)
-s.shutdown(socket.SHUT_WR)
-buf = b''
-while True:
-    d = s.recv(65536)
-    if not d:
-        break
-    buf += d
-sys.stdout.buffer.write(buf)
-`;
+type Request = { op: 'run'; code: string; timeoutMs: number } | { op: 'restart' | 'ping' };
 
 export class Kernel {
   constructor(
@@ -91,65 +26,101 @@ export class Kernel {
     private readonly work: Workload,
   ) {}
 
-  private async start(row: SandboxRow): Promise<void> {
+  /** Starts the bridge; returns the error file it writes when it cannot start a kernel. */
+  private async start(row: SandboxRow): Promise<string> {
     const r = this.core.runtime;
+    const errFile = `/tmp/.nube-kernel-${randomBytes(6).toString('hex')}.err`;
     await rt(r.writeFile(row.runtime_id, KERNEL_PATH, Buffer.from(KERNEL_PY)));
-    await rt(r.writeFile(row.runtime_id, CLIENT_PATH, Buffer.from(CLIENT_PY)));
-    const execId = await rt(r.startBackground(row.runtime_id, `exec python3 -u ${KERNEL_PATH}`));
+    // Only our own paths are in the command line.
+    const execId = await rt(
+      r.startBackground(row.runtime_id, `exec python3 -u ${KERNEL_PATH} serve ${errFile}`),
+    );
     await this.core.repo.update(row.id, { kernel_exec_id: execId });
     row.kernel_exec_id = execId;
+    return errFile;
   }
 
   private async stop(row: SandboxRow): Promise<void> {
     if (row.kernel_exec_id) {
-      await this.core.runtime.killBackground(row.runtime_id, row.kernel_exec_id, 0).catch(() => {});
+      // SIGTERM lets the bridge shut its kernel down (the kernel is in a session of its own).
+      await this.core.runtime.killBackground(row.runtime_id, row.kernel_exec_id, 2).catch(() => {});
     }
     await this.core.repo.update(row.id, { kernel_exec_id: null });
     row.kernel_exec_id = null;
   }
 
-  async runCell(p: Principal, id: string, b: { code: string; lang?: 'python' | 'node' | 'bash' }) {
-    if ((b.lang ?? 'python') !== 'python') {
-      throw errors.badRequest('run-cell keeps a persistent kernel for python only; use run-code for node and bash', [
-        { path: ['body', 'lang'], message: 'only python' },
-      ]);
-    }
-    const row = await this.work.active(p, id);
-    let started = false;
-    if (!row.kernel_exec_id) {
-      await this.start(row);
-      started = true;
-    }
-    const run = (wait: boolean) =>
+  /** One request to the bridge, starting it first when none runs. */
+  private async call(row: SandboxRow, req: Request, timeoutMs: number) {
+    let errFile = row.kernel_exec_id ? null : await this.start(row);
+    let started = errFile !== null;
+    const send = () =>
       rt(
-        this.core.runtime.exec(row.runtime_id, `python3 ${CLIENT_PATH}${wait ? ' wait' : ''}`, {
-          stdin: b.code,
-          timeoutMs: CELL_TIMEOUT_MS,
+        this.core.runtime.exec(row.runtime_id, `python3 ${KERNEL_PATH} call${errFile ? ` ${errFile}` : ''}`, {
+          stdin: JSON.stringify(req),
+          timeoutMs,
+          maxOutputBytes: ANSWER_CAP,
         }),
       );
-    let res = await run(started);
-    if (res.exitCode === NO_KERNEL || (res.exitCode !== 0 && /No such file/.test(res.stderr))) {
-      // The kernel died (or the sandbox was woken since): a fresh one, with empty state.
+    let res = await send();
+    if (
+      res.exitCode === NO_KERNEL ||
+      res.exitCode === KERNEL_VANISHED ||
+      (res.exitCode === 2 && /No such file/.test(res.stderr))
+    ) {
+      // The bridge is gone (it died, or the sandbox was suspended since): a fresh kernel, empty state.
       await this.stop(row);
-      await this.start(row);
+      errFile = await this.start(row);
       started = true;
-      res = await run(true);
+      res = await send();
+    }
+    if (res.exitCode === NO_JUPYTER) {
+      await this.stop(row);
+      throw errors.badRequest(
+        res.stdout.trim() || 'run-cell needs the code-interpreter template',
+        undefined,
+        'KernelUnavailable',
+      );
     }
     if (res.timedOut) {
+      // The bridge itself is stuck: start over on the next request.
       await this.stop(row);
-      return { stdout: '', stderr: res.stderr, result: null, error: { name: 'Timeout', value: `cell ran over ${CELL_TIMEOUT_MS / 1000} s; the kernel was restarted`, traceback: '' }, kernelRestarted: true, durationMs: Math.round(res.durationMs) };
+      throw errors.unavailable(
+        'the kernel did not answer in time; it was stopped and the next cell starts a fresh one',
+      );
     }
     if (res.exitCode !== 0) {
       throw errors.unavailable(`kernel client failed (exit ${res.exitCode}): ${res.stderr.slice(0, 500)}`);
     }
     const out = JSON.parse(res.stdout) as Record<string, unknown>;
-    return { ...out, kernelStarted: started, durationMs: Math.round(res.durationMs) };
+    if (typeof out.bridgeError === 'string') throw errors.unavailable(`kernel bridge: ${out.bridgeError}`);
+    return { out, started, durationMs: Math.round(res.durationMs) };
+  }
+
+  async runCell(
+    p: Principal,
+    id: string,
+    b: { code: string; lang?: 'python' | 'node' | 'bash'; timeoutSeconds?: number },
+  ) {
+    if ((b.lang ?? 'python') !== 'python') {
+      throw errors.badRequest(
+        'run-cell keeps a persistent kernel for python only; use run-code for node and bash',
+        [{ path: ['body', 'lang'], message: 'only python' }],
+      );
+    }
+    const row = await this.work.active(p, id);
+    const cellMs = (b.timeoutSeconds ?? DEFAULT_CELL_TIMEOUT_S) * 1000;
+    const { out, started, durationMs } = await this.call(
+      row,
+      { op: 'run', code: b.code, timeoutMs: cellMs },
+      cellMs + CLIENT_SLACK_MS,
+    );
+    return { ...out, kernelStarted: started, durationMs };
   }
 
   async restart(p: Principal, id: string) {
     const row = await this.work.active(p, id);
-    await this.stop(row);
-    await this.start(row);
+    // Without a running bridge, starting one is the restart (a ping waits until its kernel is ready).
+    await this.call(row, { op: row.kernel_exec_id ? 'restart' : 'ping' }, CLIENT_SLACK_MS);
     return { ok: true, restarted: true };
   }
 }

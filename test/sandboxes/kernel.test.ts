@@ -1,0 +1,98 @@
+// run-cell and kernel-restart on a real Jupyter kernel (the code-interpreter template): state persists
+// across cells, errors carry name/value/traceback, rich outputs come back, a timeout interrupts the cell
+// and the kernel keeps its state, kernel-restart (and a kernel that dies) gives a fresh namespace.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+
+let t: SandboxNube;
+let id: string;
+const sx = (path: string) => `/sandboxes/${id}${path}`;
+const cell = (code: string, extra: Record<string, unknown> = {}) =>
+  t.call('POST', sx('/run-cell'), { code, ...extra });
+
+beforeAll(async () => {
+  t = await startSandboxNube('kernel');
+  const c = await t.call('POST', '/sandboxes', { template: 'code-interpreter', timeoutSeconds: 1200 });
+  expect(c.status, JSON.stringify(c.body)).toBe(200);
+  id = c.body.id;
+  // Not built yet on this host: the server builds it (minutes) and the sandbox answers `starting`.
+  for (let i = 0; i < 900 && (await t.call('GET', sx(''))).body.status !== 'running'; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}, 960_000);
+
+afterAll(async () => {
+  await stopSandboxNube(t);
+}, 120_000);
+
+describe('run-cell on a Jupyter kernel', () => {
+  it('run-cell keeps state between cells; kernel-restart clears it', async () => {
+    const a = await cell('x = 41\nprint("set")');
+    expect(a.status, JSON.stringify(a.body)).toBe(200);
+    expect(a.body).toMatchObject({ stdout: 'set\n', error: null, kernelStarted: true });
+    const b = await cell('x + 1');
+    expect(b.body.result).toBe('42');
+    expect(b.body).toMatchObject({ kernelStarted: false, timedOut: false });
+    expect(b.body.outputs).toEqual([{ type: 'execute_result', data: { 'text/plain': '42' } }]);
+    expect(b.body.executionCount).toBe(2);
+    const e = await cell('1/0');
+    expect(e.body.error.name).toBe('ZeroDivisionError');
+    expect((await t.call('POST', sx('/kernel-restart'))).body.restarted).toBe(true);
+    const c = await cell('x');
+    expect(c.body.error.name).toBe('NameError');
+    expect((await cell('x', { lang: 'node' })).status).toBe(400);
+  }, 120_000);
+
+  it('an exception returns its name, value and a plain-text traceback; stderr and display data come back', async () => {
+    const e = await cell('def f():\n    raise ValueError("bad thing")\nf()');
+    expect(e.status).toBe(200);
+    expect(e.body.error).toMatchObject({ name: 'ValueError', value: 'bad thing' });
+    expect(e.body.error.traceback).toContain('raise ValueError');
+    expect(e.body.error.traceback).not.toContain('\u001b[');
+    const d = await cell(
+      'import sys\nfrom IPython.display import display, Image\nprint("to err", file=sys.stderr)\n' +
+        'display(Image(data=bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4280000000049454e44ae426082")))',
+    );
+    expect(d.body.stderr).toBe('to err\n');
+    const img = d.body.outputs.find((o: { type: string }) => o.type === 'display_data');
+    expect(Buffer.from(img.data['image/png'], 'base64').subarray(1, 4).toString()).toBe('PNG');
+  }, 60_000);
+
+  it('a cell over its timeout is interrupted; the kernel keeps its state and runs the next cell (restarted only if it ignores the interrupt)', async () => {
+    await cell('kept = "yes"');
+    const started = Date.now();
+    const slow = await cell('import time\nprint("before")\ntime.sleep(60)', { timeoutSeconds: 1 });
+    expect(slow.status, JSON.stringify(slow.body)).toBe(200);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(slow.body).toMatchObject({ timedOut: true, kernelRestarted: false, stdout: 'before\n' });
+    expect(slow.body.error.name).toBe('Timeout');
+    const next = await cell('kept');
+    expect(next.body).toMatchObject({ result: "'yes'", error: null, kernelStarted: false });
+    // A cell that swallows the interrupt: the kernel is restarted after a grace, and the answer says so.
+    const stubborn = await cell(
+      'import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except KeyboardInterrupt:\n        pass',
+      {
+        timeoutSeconds: 1,
+      },
+    );
+    expect(stubborn.body).toMatchObject({ timedOut: true, kernelRestarted: true });
+    expect(stubborn.body.error.name).toBe('Timeout');
+    expect((await cell('kept')).body.error.name).toBe('NameError');
+    expect((await cell('2 * 21')).body.result).toBe('42');
+  }, 60_000);
+
+  it('a kernel that dies is restarted with an empty namespace, and says so', async () => {
+    await cell('y = 1');
+    const dead = await cell('import os\nos._exit(1)');
+    expect(dead.status, JSON.stringify(dead.body)).toBe(200);
+    expect(dead.body).toMatchObject({ kernelRestarted: true });
+    expect(dead.body.error.name).toBe('KernelDied');
+    expect((await cell('y')).body.error.name).toBe('NameError');
+    expect((await cell('1 + 1')).body.result).toBe('2');
+    // Every restart above (kernel-restart, a stubborn cell, a death) left exactly one kernel running.
+    const ps = await t.call('POST', sx('/exec'), {
+      command: 'ps -eo args= | grep -c "^/usr/bin/python3 -m ipykernel_launcher" || true',
+    });
+    expect(ps.body.stdout.trim()).toBe('1');
+  }, 60_000);
+});

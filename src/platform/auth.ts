@@ -33,8 +33,11 @@ export const PUBLIC_PRINCIPAL: Principal = { scheme: 'public', ownerId: '', plan
 
 export interface CredentialResolver {
   scheme: Exclude<SchemeName, 'public'>;
-  /** Returns the principal for a well-formed, valid credential, or null. Must compare in constant time. */
-  resolve(credential: string): Promise<Principal | null>;
+  /**
+   * Returns the principal for a well-formed, valid credential, or null. Must compare in constant time.
+   * A resolver with the answer cached returns it synchronously: the request's hot path then awaits nothing.
+   */
+  resolve(credential: string): Principal | null | Promise<Principal | null>;
 }
 
 export interface CredentialSource {
@@ -60,7 +63,7 @@ export class Authenticator {
   }
 
   /** Principal for the request's credential against the schemes `accepted`; throws 401/403. */
-  async authenticate(src: CredentialSource, accepted: readonly SchemeName[]): Promise<Principal> {
+  authenticate(src: CredentialSource, accepted: readonly SchemeName[]): Principal | Promise<Principal> {
     const credential = extract(src, accepted.includes('share'));
     if (!credential) {
       if (accepted.includes('public')) return PUBLIC_PRINCIPAL;
@@ -68,16 +71,20 @@ export class Authenticator {
     }
     const scheme = schemeOf(credential);
     const resolver = scheme && this.resolvers.get(scheme);
-    const principal = resolver ? await resolver.resolve(credential) : null;
-    if (!principal) {
-      if (accepted.includes('public')) return PUBLIC_PRINCIPAL;
-      throw errors.unauthorized();
-    }
-    if (!accepted.includes(principal.scheme) && !accepted.includes('public')) {
-      throw errors.forbidden(`this operation does not accept a ${principal.scheme} credential`, 'CredentialNotAllowed');
-    }
-    return principal;
+    const principal = resolver ? resolver.resolve(credential) : null;
+    return principal instanceof Promise ? principal.then((p) => admit(p, accepted)) : admit(principal, accepted);
   }
+}
+
+function admit(principal: Principal | null, accepted: readonly SchemeName[]): Principal {
+  if (!principal) {
+    if (accepted.includes('public')) return PUBLIC_PRINCIPAL;
+    throw errors.unauthorized();
+  }
+  if (!accepted.includes(principal.scheme) && !accepted.includes('public')) {
+    throw errors.forbidden(`this operation does not accept a ${principal.scheme} credential`, 'CredentialNotAllowed');
+  }
+  return principal;
 }
 
 function first(v: string | string[] | undefined): string | undefined {

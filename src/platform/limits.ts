@@ -6,9 +6,14 @@ import type { RateLimitRule } from './operation.js';
 import { type CountedAllowance, PLANS } from './plans.js';
 
 /** Consumes one request for `key` under `rule`; returns seconds to wait when over the limit. */
+export type RateLimitResult = { allowed: true } | { allowed: false; retryAfterSec: number };
+
 export interface RateLimiter {
-  consume(key: string, rule: RateLimitRule): Promise<{ allowed: true } | { allowed: false; retryAfterSec: number }>;
+  /** The in-process limiter answers synchronously; a shared one (Redis) with a promise. */
+  consume(key: string, rule: RateLimitRule): RateLimitResult | Promise<RateLimitResult>;
 }
+
+const ALLOWED: RateLimitResult = { allowed: true };
 
 /**
  * In-process fixed windows (the embedded default): a Map lookup per request, no timers. Windows that
@@ -18,7 +23,7 @@ export class MemoryRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, { count: number; resetAt: number }>();
   private sweepAt = 0;
 
-  async consume(key: string, rule: RateLimitRule) {
+  consume(key: string, rule: RateLimitRule): RateLimitResult {
     const now = Date.now();
     if (now >= this.sweepAt) {
       for (const [k, w] of this.windows) if (w.resetAt <= now) this.windows.delete(k);
@@ -34,7 +39,7 @@ export class MemoryRateLimiter implements RateLimiter {
       return { allowed: false as const, retryAfterSec: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) };
     }
     w.count++;
-    return { allowed: true as const };
+    return ALLOWED;
   }
 }
 

@@ -1,12 +1,13 @@
 import { Readable } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator } from './auth.js';
+import type { Authenticator, Principal } from './auth.js';
 import { ApiError, errors } from './errors.js';
-import type { RateLimiter } from './limits.js';
+import type { RateLimiter, RateLimitResult } from './limits.js';
 import {
   type AnyOperation,
   fastifyPath,
   type HttpMethod,
+  type OpContext,
   RawResponse,
   type RateLimitRule,
   type Services,
@@ -30,16 +31,62 @@ export function mountOperations(app: FastifyInstance, deps: RestDeps): void {
       app.route({
         method,
         url: API_PREFIX + fastifyPath(path),
-        handler: (req, reply) => runOperation(op, deps, req, reply),
+        handler: (req, reply) => {
+          const done = runOperation(op, deps, req, reply);
+          // Fastify treats a returned non-promise as a payload: a reply already sent returns nothing.
+          return settled(done) ? undefined : done;
+        },
       });
     }
   }
   installMethodNotAllowed(app, deps.operations);
 }
 
-async function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply) {
+/** A value or a promise of it: the hot path awaits only what is really asynchronous. */
+type MaybePromise<T> = T | Promise<T>;
+const settled = <T>(v: MaybePromise<T>): v is T => !(v instanceof Promise);
+
+/**
+ * The handler's context. A class, not an object literal with a getter: the literal's accessor cost about
+ * 11 us per request under load (bench/api), a third of the whole request.
+ */
+class RequestContext {
+  private controller: AbortController | undefined;
+  constructor(
+    readonly principal: Principal,
+    readonly params: unknown,
+    readonly query: unknown,
+    readonly body: unknown,
+    readonly services: Services,
+    private readonly req: FastifyRequest,
+    private readonly reply: FastifyReply,
+  ) {}
+  get log() {
+    return this.req.log;
+  }
+  get requestId() {
+    return this.req.id;
+  }
+  get headers() {
+    return this.req.headers;
+  }
+  /** Made on first use: most handlers never look at it and it costs a listener per request. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      const c = new AbortController();
+      this.controller = c;
+      const res = this.reply.raw;
+      this.req.raw.once('close', () => {
+        if (!res.writableFinished) c.abort();
+      });
+    }
+    return this.controller.signal;
+  }
+}
+
+function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply) {
   const query = (req.query ?? {}) as Record<string, unknown>;
-  const principal = await deps.auth.authenticate(
+  const principal = deps.auth.authenticate(
     {
       authorization: req.headers.authorization,
       apiKey: req.headers['x-api-key'],
@@ -47,13 +94,23 @@ async function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyReques
     },
     op.auth,
   );
+  return settled(principal) ? limited(op, deps, req, reply, principal) : principal.then((p) => limited(op, deps, req, reply, p));
+}
+
+function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
   const rule = op.rateLimit ?? deps.defaultRateLimit;
   const who = principal.ownerId || `ip:${req.ip}`;
-  const rl = await deps.rateLimiter.consume(`${who}:${op.id}`, rule);
-  if (!rl.allowed) throw errors.tooManyRequests(rl.retryAfterSec);
+  const rl = deps.rateLimiter.consume(`${who}:${op.id}`, rule);
+  const go = (r: RateLimitResult) => {
+    if (!r.allowed) throw errors.tooManyRequests(r.retryAfterSec);
+    return handle(op, deps, req, reply, principal);
+  };
+  return settled(rl) ? go(rl) : rl.then(go);
+}
 
+function handle(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
   const params = op.params ? parseOr400(op.params, req.params, 'params') : undefined;
-  const parsedQuery = op.query ? parseOr400(op.query, query, 'query') : undefined;
+  const parsedQuery = op.query ? parseOr400(op.query, req.query ?? {}, 'query') : undefined;
   let body: unknown;
   if (op.body) {
     const raw = req.body === undefined && op.bodyOptional ? {} : req.body;
@@ -61,29 +118,12 @@ async function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyReques
     body = parseOr400(op.body, raw, 'body');
   }
   if (!op.handler) throw errors.notImplemented(`${op.method} ${API_PREFIX}${op.path}`);
+  const ctx = new RequestContext(principal, params, parsedQuery, body, deps.services, req, reply);
+  const result: unknown = op.handler(ctx as OpContext<unknown, unknown, unknown>);
+  return result instanceof Promise ? result.then((r) => respond(op, req, reply, r)) : respond(op, req, reply, result);
+}
 
-  let controller: AbortController | undefined;
-  const result = await op.handler({
-    principal,
-    params,
-    query: parsedQuery,
-    body,
-    services: deps.services,
-    log: req.log,
-    requestId: req.id,
-    // Made on first use: most handlers never look at it and it costs a listener per request.
-    get signal() {
-      if (!controller) {
-        const c = new AbortController();
-        controller = c;
-        req.raw.once('close', () => {
-          if (!reply.raw.writableFinished) c.abort();
-        });
-      }
-      return controller.signal;
-    },
-    headers: req.headers,
-  });
+function respond(op: AnyOperation, req: FastifyRequest, reply: FastifyReply, result: unknown) {
   if (result instanceof RawResponse) return sendRaw(reply, result);
   // Parsing the output strips fields the schema does not declare, so internals never leak.
   const out = op.response.safeParse(result);

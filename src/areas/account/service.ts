@@ -109,44 +109,47 @@ export class AccountService {
 
   readonly ownerKeyResolver: CredentialResolver = {
     scheme: 'owner',
-    resolve: async (credential) => {
-      const now = Date.now();
+    // Synchronous on a cache hit, so an authenticated request awaits nothing before its handler.
+    resolve: (credential) => {
       const hit = this.cache.get(credential);
-      if (hit && hit.until > now) return hit.principal;
-      this.cache.delete(credential);
-      const hash = sha256Hex(credential);
-      const rows = await this.repo.keysByLookup(hash.slice(0, 16));
-      const row = rows.find((r) => safeEqual(r.hash, hash));
-      if (!row) return null;
-      const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id };
-      if (this.authCacheMs > 0) {
-        if (this.cache.size > 10_000) this.cache.clear();
-        this.cache.set(credential, { principal, hash, until: now + this.authCacheMs });
-      }
-      return principal;
+      if (hit && hit.until > Date.now()) return hit.principal;
+      return this.resolveOwnerKey(credential);
     },
   };
 
-  private async account(id: string): Promise<AccountRow> {
+  private async resolveOwnerKey(credential: string): Promise<Principal | null> {
     const now = Date.now();
+    this.cache.delete(credential);
+    const hash = sha256Hex(credential);
+    const rows = await this.repo.keysByLookup(hash.slice(0, 16));
+    const row = rows.find((r) => safeEqual(r.hash, hash));
+    if (!row) return null;
+    const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id };
+    if (this.authCacheMs > 0) {
+      if (this.cache.size > 10_000) this.cache.clear();
+      this.cache.set(credential, { principal, hash, until: now + this.authCacheMs });
+    }
+    return principal;
+  }
+
+  /** The account row, synchronously while cached (GET /account then awaits nothing). */
+  private account(id: string): AccountRow | Promise<AccountRow> {
     const hit = this.accounts.get(id);
-    if (hit && hit.until > now) return hit.row;
+    if (hit && hit.until > Date.now()) return hit.row;
+    return this.loadAccount(id);
+  }
+
+  private async loadAccount(id: string): Promise<AccountRow> {
+    const now = Date.now();
     const row = await this.repo.getAccount(id);
     if (!row) throw errors.notFound('account');
     if (this.authCacheMs > 0) this.accounts.set(id, { row, until: now + this.authCacheMs });
     return row;
   }
 
-  async getAccount(p: Principal) {
-    const a = await this.account(p.ownerId);
-    const plan = PLANS[a.plan];
-    return {
-      id: a.id,
-      name: a.name,
-      createdAt: new Date(a.createdAt).toISOString(),
-      credential: { scheme: p.scheme, id: p.credentialId ?? null },
-      plan: { name: plan.name, title: plan.title, monthlyMxn: plan.monthlyMxn, listMonthlyMxn: plan.listMonthlyMxn, currency: 'MXN' as const },
-    };
+  getAccount(p: Principal) {
+    const a = this.account(p.ownerId);
+    return a instanceof Promise ? a.then((row) => accountView(row, p)) : accountView(a, p);
   }
 
   async getUsage(p: Principal) {
@@ -181,4 +184,15 @@ export class AccountService {
     const allowance = plan.llmTokensPerMonth ?? 0;
     return { period: currentPeriod(), allowance, used, remaining: Math.max(0, allowance - used), included: plan.llmTokensPerMonth !== null };
   }
+}
+
+function accountView(a: AccountRow, p: Principal) {
+  const plan = PLANS[a.plan];
+  return {
+    id: a.id,
+    name: a.name,
+    createdAt: new Date(a.createdAt).toISOString(),
+    credential: { scheme: p.scheme, id: p.credentialId ?? null },
+    plan: { name: plan.name, title: plan.title, monthlyMxn: plan.monthlyMxn, listMonthlyMxn: plan.listMonthlyMxn, currency: 'MXN' as const },
+  };
 }

@@ -53,17 +53,21 @@ export class PortProxy {
   }
 
   install(app: FastifyInstance): void {
-    app.addHook('onRequest', async (req, reply) => {
+    // A callback hook, not an async one: every API request passes here, and only port hosts wait.
+    app.addHook('onRequest', (req, reply, done) => {
       const m = this.match(req.headers.host);
-      if (!m) return;
-      const target = await this.resolve(m.id, m.port);
-      if ('status' in target) {
-        await reply.code(target.status).send({ error: target.error, code: target.status === 404 ? 'NotFound' : 'Unavailable' });
-        return reply;
-      }
-      reply.hijack();
-      this.forwardHttp(req.raw, reply.raw, target);
-      return reply;
+      if (!m) return done();
+      this.resolve(m.id, m.port).then(
+        (target) => {
+          if ('status' in target) {
+            reply.code(target.status).send({ error: target.error, code: target.status === 404 ? 'NotFound' : 'Unavailable' });
+            return;
+          }
+          reply.hijack();
+          this.forwardHttp(req.raw, reply.raw, target);
+        },
+        (err: Error) => done(err),
+      );
     });
     app.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       const m = this.match(req.headers.host);

@@ -1,5 +1,6 @@
 // A real HTTP receiver on loopback that records every delivery and answers as the test tells it to.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 
 export interface Received {
@@ -20,7 +21,12 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(port = 0): Promise<Receiver> {
+/**
+ * Records only requests to its own path (`/hook/<random>` unless given): test files run in parallel, and
+ * a port closed by one file can be handed to another's receiver while the first file's nube still
+ * retries deliveries to it. Those strays get a 410 and are not recorded.
+ */
+export async function startReceiver(port = 0, path = `/hook/${randomBytes(6).toString('hex')}`): Promise<Receiver> {
   const waiters: { n: number; resolve: () => void }[] = [];
   const r: Receiver = {
     url: '',
@@ -47,6 +53,10 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     }),
   };
   const server: Server = createServer((req, res) => {
+    if (req.url !== path) {
+      res.writeHead(410, { 'content-type': 'text/plain' }).end('not this receiver');
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -67,6 +77,6 @@ export async function startReceiver(port = 0): Promise<Receiver> {
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   r.port = (server.address() as AddressInfo).port;
-  r.url = `http://127.0.0.1:${r.port}/hook`;
+  r.url = `http://127.0.0.1:${r.port}${path}`;
   return r;
 }

@@ -34,7 +34,7 @@ describe.each(DIALECTS)('webhook delivery across a restart (%s)', (dialect) => {
     const created = await fetch(`${first.baseUrl}/api/v2/webhooks`, {
       method: 'POST',
       headers: { ...first.auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ url: `http://127.0.0.1:${port}/hook`, events: ['file.created'] }),
+      body: JSON.stringify({ url: `http://127.0.0.1:${port}/hook/restart`, events: ['file.created'] }),
     });
     const w = await json(created);
     const owner = (await json(await fetch(`${first.baseUrl}/api/v2/account`, { headers: first.auth }))).id;
@@ -47,7 +47,7 @@ describe.each(DIALECTS)('webhook delivery across a restart (%s)', (dialect) => {
     const deliveryId = pending.items[0].id;
     await first.close();
 
-    const rx = await startReceiver(port);
+    const rx = await startReceiver(port, '/hook/restart');
     cleanup.push(() => rx.close());
     const second = await startNube({ dataDir, env });
     cleanup.push(() => second.close());

@@ -1,10 +1,16 @@
+import { readSync, writeSync } from 'node:fs';
 import { Connection } from './connection.js';
 import { DatabaseEngineError, serializeError } from './errors.js';
 import { batch, exportTo, importRows, query } from './executor.js';
-import type { ExecutorRequest, ExecutorResponse, ExecutorSettings } from './protocol.js';
+import { encodeFrame } from './framing.js';
+import { CHANNEL_FD, type ExecutorRequest, type ExecutorResponse, type ExecutorSettings } from './protocol.js';
 
-// Entry point of an executor process (forked by pool.ts). It runs one request at a
-// time, synchronously; the parent kills the whole process when a request overruns
+// Entry point of an executor process (spawned by pool.ts). It has no event loop work at
+// all: a blocking loop reads length-prefixed JSON requests from fd 3, runs each one
+// synchronously and writes its answer before reading on. Several requests may be waiting
+// in the pipe (the pool pipelines one database's requests); because each answer is in
+// the kernel before the next request starts, the pool knows after a kill exactly which
+// requests never started. The parent kills the whole process when a request overruns
 // its time limit, which is the only way to stop SQLite inside a native call with a
 // binding that has neither sqlite3_interrupt nor a progress handler.
 
@@ -58,26 +64,66 @@ function handle(msg: ExecutorRequest): unknown {
   }
 }
 
-function send(res: ExecutorResponse): void {
-  process.send?.(res);
-}
-
-process.on('message', (msg: ExecutorRequest) => {
+function answer(msg: ExecutorRequest): ExecutorResponse {
   try {
     const result = handle(msg);
     // Temp objects exist only on this connection: the pool must keep sending this
     // database here for as long as the connection lives.
     const pinned = msg.op !== 'close' && msg.op !== 'export' && open.get(msg.db)?.policy.tempTouched === true;
-    send({ id: msg.id, ok: true, result, pinned });
+    return { id: msg.id, ok: true, result, pinned };
   } catch (err) {
     const e = err instanceof DatabaseEngineError ? err : serializeError(err);
-    send({
-      id: msg.id,
-      ok: false,
-      error: { code: e.code, message: e.message, statementIndex: e.statementIndex },
-    });
+    return { id: msg.id, ok: false, error: { code: e.code, message: e.message, statementIndex: e.statementIndex } };
   }
-});
-// The parent going away must take its executors with it.
-process.on('disconnect', () => process.exit(0));
+}
+
+function send(res: ExecutorResponse): void {
+  const buf = encodeFrame(res);
+  let off = 0;
+  while (off < buf.length) off += retrying(() => writeSync(CHANNEL_FD, buf, off, buf.length - off));
+}
+
+function retrying(io: () => number): number {
+  for (;;) {
+    try {
+      return io();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EINTR' && code !== 'EAGAIN') throw err;
+    }
+  }
+}
+
+function serve(): void {
+  let buf = Buffer.allocUnsafe(64 * 1024);
+  let start = 0;
+  let end = 0;
+  for (;;) {
+    while (end - start >= 4) {
+      const len = buf.readUInt32LE(start);
+      if (end - start - 4 < len) break;
+      const msg = JSON.parse(buf.toString('utf8', start + 4, start + 4 + len)) as ExecutorRequest;
+      start += 4 + len;
+      send(answer(msg));
+    }
+    if (start === end) {
+      start = 0;
+      end = 0;
+    } else {
+      // Keep the partial frame at the front of a buffer big enough for all of it.
+      const need = end - start >= 4 ? 4 + buf.readUInt32LE(start) : 4;
+      const next = need > buf.length ? Buffer.allocUnsafe(need) : buf;
+      buf.copy(next, 0, start, end);
+      buf = next;
+      end -= start;
+      start = 0;
+    }
+    const n = retrying(() => readSync(CHANNEL_FD, buf, end, buf.length - end, null));
+    // End of the channel: the parent closed it or went away, and takes its executors with it.
+    if (n === 0) process.exit(0);
+    end += n;
+  }
+}
+
 send({ ready: true });
+serve();

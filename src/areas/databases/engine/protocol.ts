@@ -2,8 +2,12 @@ import type { ConnectionSettings } from './connection.js';
 import type { SerializedError } from './errors.js';
 import type { ImportRequest, QueryRequest } from './schemas.js';
 
-// Messages between the pool (parent) and an executor process. JSON over the IPC
-// channel: values are already in their wire encoding, so nothing is re-encoded.
+// Messages between the pool (parent) and an executor process: length-prefixed JSON frames
+// (framing.ts) on file descriptor 3 of the executor. Values are already in their wire
+// encoding, so nothing is re-encoded. Answers come back in request order.
+
+/** The executor's end of the channel (stdio slot 3, a socketpair). */
+export const CHANNEL_FD = 3;
 
 export type ExecutorOp =
   | { op: 'query'; db: string; path: string; req: QueryRequest; maxBytes?: number }

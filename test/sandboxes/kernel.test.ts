@@ -95,4 +95,18 @@ describe('run-cell on a Jupyter kernel', () => {
     });
     expect(ps.body.stdout.trim()).toBe('1');
   }, 60_000);
+
+  it('the kernel and its variables outlive a restart of nube; a suspend ends them', async () => {
+    expect((await cell('survivor = 7 * 6')).status).toBe(200);
+    await t.nube.close();
+    Object.assign(t, await startSandboxNube('kernel', { NUBE_OWNER_KEY: t.ownerKey }, t.dataDir));
+    const after = await cell('survivor');
+    expect(after.body).toMatchObject({ result: '42', error: null, kernelStarted: false });
+    // A suspend ends every process: the next cell starts a fresh kernel and says so.
+    expect((await t.call('POST', sx('/suspend'))).status).toBe(200);
+    expect((await t.call('POST', sx('/resume'))).status).toBe(200);
+    const fresh = await cell('survivor');
+    expect(fresh.body).toMatchObject({ kernelStarted: true });
+    expect(fresh.body.error.name).toBe('NameError');
+  }, 60_000);
 });

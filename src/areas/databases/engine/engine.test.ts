@@ -315,3 +315,31 @@ describe('files', () => {
     }
   });
 });
+
+describe('statement cache', () => {
+  it('a cached SELECT * reports the columns of the current schema after ALTER TABLE, from any connection', async () => {
+    await engine.create('cols');
+    const star = { sql: 'SELECT * FROM t' };
+    await engine.query('cols', { sql: 'CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)' });
+    await engine.query('cols', { sql: "INSERT INTO t VALUES (1, 'a')" });
+    expect((await engine.query('cols', star)).columns).toEqual(['id', 'v']);
+    await engine.query('cols', { sql: 'ALTER TABLE t ADD COLUMN w INT' });
+    const r = await engine.query('cols', star);
+    expect(r.columns).toEqual(['id', 'v', 'w']);
+    expect(r.columnTypes).toEqual(['INTEGER', 'TEXT', 'INT']);
+    expect(r.rows).toEqual([[1, 'a', null]]);
+    await engine.query('cols', { sql: 'ALTER TABLE t RENAME COLUMN v TO v2' });
+    expect((await engine.query('cols', star)).columns).toEqual(['id', 'v2', 'w']);
+    // A schema change by another connection (not through this engine's executors).
+    const other = new DatabaseSync(path.join(dir, 'cols.sqlite'));
+    try {
+      other.exec('ALTER TABLE t RENAME COLUMN w TO w2');
+    } finally {
+      other.close();
+    }
+    for (let i = 0; i < 4; i++) expect((await engine.query('cols', star)).columns).toEqual(['id', 'v2', 'w2']);
+    // An empty result still names the current columns.
+    const empty = await engine.query('cols', { sql: 'SELECT * FROM t WHERE id = 99' });
+    expect(empty.columns).toEqual(['id', 'v2', 'w2']);
+  });
+});

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { DatabaseSync, type StatementSyncInstance } from '@photostructure/sqlite';
-import type { Connection } from './connection.js';
+import type { Connection, ResultColumns } from './connection.js';
 import { DatabaseEngineError, serializeError } from './errors.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult, SqlValue } from './schemas.js';
 import { splitStatements } from './split-sql.js';
@@ -13,25 +13,32 @@ type Bindings = ReturnType<typeof decodeArgs>;
 /** Runs one statement and encodes its result, enforcing the row and byte caps. */
 export function runStatement(conn: Connection, req: QueryRequest): QueryResult {
   const started = performance.now();
-  const stmt = conn.prepare(req.sql);
+  const entry = conn.statement(req.sql);
+  const stmt = entry.stmt;
   const args = decodeArgs(req.args);
-  const before = conn.readCounters()[1];
-  let cols = stmt.columns();
+  const [before, schema] = conn.readBefore();
+  const fresh = entry.columns !== null && entry.schema === schema;
+  let cols = fresh && entry.columns ? entry.columns : describe(stmt);
   const rows: SqlValue[][] = [];
-  if (cols.length === 0) {
+  if (cols.names.length === 0) {
     // No result set: run() reports SQLite's extended error code, iterate() does not.
     if (Array.isArray(args)) stmt.run(...args);
     else stmt.run(args);
   } else {
     readRows(conn, stmt, args, rows);
-    // A cached statement may have been re-prepared after a schema change (SELECT *).
-    cols = stmt.columns();
+  }
+  if (!fresh) {
+    // A cached statement may have been re-prepared after a schema change (SELECT *): its
+    // columns are read after it ran, and kept for as long as the schema stays the same.
+    cols = describe(stmt);
+    entry.columns = cols;
+    entry.schema = schema;
   }
   const [changes, total, rowid] = conn.readCounters();
   const written = Number(total - before);
   return {
-    columns: cols.map((c) => c.name),
-    columnTypes: cols.map((c) => c.type),
+    columns: cols.names,
+    columnTypes: cols.types,
     rows,
     rowsAffected: written > 0 ? Number(changes) : 0,
     lastInsertRowid: written > 0 ? rowid.toString() : null,
@@ -39,6 +46,11 @@ export function runStatement(conn: Connection, req: QueryRequest): QueryResult {
     rowsWritten: written,
     durationMs: round(performance.now() - started),
   };
+}
+
+function describe(stmt: StatementSyncInstance): ResultColumns {
+  const cols = stmt.columns();
+  return { names: cols.map((c) => c.name), types: cols.map((c) => c.type) };
 }
 
 function readRows(conn: Connection, stmt: StatementSyncInstance, args: Bindings, rows: SqlValue[][]): void {

@@ -105,8 +105,14 @@ describe('run-cell on a Jupyter kernel', () => {
     // A suspend ends every process: the next cell starts a fresh kernel and says so.
     expect((await t.call('POST', sx('/suspend'))).status).toBe(200);
     expect((await t.call('POST', sx('/resume'))).status).toBe(200);
-    const fresh = await cell('survivor');
+    // Two first cells at once share one new kernel.
+    const [fresh, other] = await Promise.all([cell('survivor'), cell('1')]);
     expect(fresh.body).toMatchObject({ kernelStarted: true });
     expect(fresh.body.error.name).toBe('NameError');
+    expect(other.body.result).toBe('1');
+    const ps = await t.call('POST', sx('/exec'), {
+      command: 'ps -eo args= | grep -c "^python3 -u /tmp/.nube-kernel.py serve" || true',
+    });
+    expect(ps.body.stdout.trim()).toBe('1');
   }, 60_000);
 });

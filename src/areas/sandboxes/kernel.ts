@@ -8,6 +8,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { KERNEL_PATH, KERNEL_PY, KERNEL_VANISHED, NO_JUPYTER, NO_KERNEL } from './kernel-bridge.js';
 import type { SandboxRow } from './repo.js';
+import { KeyedLock } from './runtime/keyed-lock.js';
 import type { SandboxesCore } from './service.js';
 import { rt } from './views.js';
 import type { Workload } from './workload.js';
@@ -21,6 +22,8 @@ const ANSWER_CAP = 16 * 1024 * 1024;
 type Request = { op: 'run'; code: string; timeoutMs: number } | { op: 'restart' | 'ping' };
 
 export class Kernel {
+  private readonly locks = new KeyedLock();
+
   constructor(
     private readonly core: SandboxesCore,
     private readonly work: Workload,
@@ -49,8 +52,23 @@ export class Kernel {
     row.kernel_exec_id = null;
   }
 
-  /** One request to the bridge, starting it first when none runs. */
-  private async call(row: SandboxRow, req: Request, timeoutMs: number) {
+  /**
+   * One request to the bridge, starting it first when none runs. One request per sandbox at a time
+   * (the bridge answers one at a time anyway), so two first cells cannot start two bridges.
+   */
+  private call(row: SandboxRow, req: Request, timeoutMs: number) {
+    return this.locks.run(row.id, async () => {
+      row.kernel_exec_id = (await this.core.repo.get(row.id))?.kernel_exec_id ?? null;
+      // Starting a bridge is itself a restart: a fresh kernel.
+      return this.callLocked(
+        row,
+        req.op === 'restart' && !row.kernel_exec_id ? { op: 'ping' } : req,
+        timeoutMs,
+      );
+    });
+  }
+
+  private async callLocked(row: SandboxRow, req: Request, timeoutMs: number) {
     let errFile = row.kernel_exec_id ? null : await this.start(row);
     let started = errFile !== null;
     const send = () =>
@@ -119,8 +137,7 @@ export class Kernel {
 
   async restart(p: Principal, id: string) {
     const row = await this.work.active(p, id);
-    // Without a running bridge, starting one is the restart (a ping waits until its kernel is ready).
-    await this.call(row, { op: row.kernel_exec_id ? 'restart' : 'ping' }, CLIENT_SLACK_MS);
+    await this.call(row, { op: 'restart' }, CLIENT_SLACK_MS);
     return { ok: true, restarted: true };
   }
 }

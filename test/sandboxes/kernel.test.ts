@@ -56,6 +56,10 @@ describe('run-cell on a Jupyter kernel', () => {
     expect(d.body.stderr).toBe('to err\n');
     const img = d.body.outputs.find((o: { type: string }) => o.type === 'display_data');
     expect(Buffer.from(img.data['image/png'], 'base64').subarray(1, 4).toString()).toBe('PNG');
+    // Output is capped at 1 MiB per stream, and says so.
+    const big = await cell('print("x" * 3_000_000)');
+    expect(big.body).toMatchObject({ truncated: true, error: null });
+    expect(big.body.stdout.length).toBe(1024 * 1024);
   }, 60_000);
 
   it('a cell over its timeout is interrupted; the kernel keeps its state and runs the next cell (restarted only if it ignores the interrupt)', async () => {

@@ -94,8 +94,10 @@ function retrying(io: () => number): number {
   }
 }
 
+const READ_BUFFER = 64 * 1024;
+
 function serve(): void {
-  let buf = Buffer.allocUnsafe(64 * 1024);
+  let buf = Buffer.allocUnsafe(READ_BUFFER);
   let start = 0;
   let end = 0;
   for (;;) {
@@ -109,6 +111,8 @@ function serve(): void {
     if (start === end) {
       start = 0;
       end = 0;
+      // A large import grew the buffer: do not keep megabytes for point queries.
+      if (buf.length > READ_BUFFER * 16) buf = Buffer.allocUnsafe(READ_BUFFER);
     } else {
       // Keep the partial frame at the front of a buffer big enough for all of it.
       const need = end - start >= 4 ? 4 + buf.readUInt32LE(start) : 4;

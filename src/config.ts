@@ -74,7 +74,7 @@ const envSchema = z.object({
   NUBE_FILES_AI_MODEL: z.string().min(1).default('text-embedding-3-small'),
   // Sandboxes: isolation driver, host of the per-port public URLs, where templates live, templates
   // built at start, and the host bridge and cgroup parent (tests use their own).
-  NUBE_SANDBOX_DRIVER: z.enum(['namespaces']).default('namespaces'),
+  NUBE_SANDBOX_DRIVER: z.enum(['namespaces', 'gvisor']).default('namespaces'),
   NUBE_SANDBOX_PUBLIC_HOST: z
     .string()
     .regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, 'must be a lowercase host name')
@@ -135,7 +135,8 @@ export interface FilesConfig {
 }
 
 export interface SandboxesConfig {
-  driver: 'namespaces';
+  /** namespaces (bwrap + user namespaces) or gvisor (runsc, a user-space kernel). */
+  driver: 'namespaces' | 'gvisor';
   /** Per-port URLs are `<port>-<sandbox id>.<publicHost>`. */
   publicHost: string;
   templatesDir: string;

@@ -9,19 +9,17 @@ import { sandboxesOperations } from './operations.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
+import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
 import { PROVISION_JOB } from './service.js';
 
 /** The configured sandbox runtime (also used by the CLI's `templates build`). */
 export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir: string } {
   const c = config.sandboxes;
-  const dataDir = join(config.dataDir, 'sandbox-runtime');
-  const runtime = new NamespacesRuntime({
-    dataDir,
-    templatesDir: c.templatesDir,
-    bridge: c.bridge,
-    cgroupParent: c.cgroupParent,
-  });
+  // Each driver keeps its own state (a sandbox belongs to the driver that started it); templates are shared.
+  const dataDir = join(config.dataDir, c.driver === 'gvisor' ? 'sandbox-runtime-gvisor' : 'sandbox-runtime');
+  const opts = { dataDir, templatesDir: c.templatesDir, bridge: c.bridge, cgroupParent: c.cgroupParent };
+  const runtime = c.driver === 'gvisor' ? new GvisorRuntime(opts) : new NamespacesRuntime(opts);
   return { runtime, dataDir };
 }
 

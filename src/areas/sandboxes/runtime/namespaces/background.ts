@@ -16,9 +16,10 @@ interface BgMeta {
   helperPid: number;
 }
 
-function files(bgDir: string, execId: string) {
+export function files(bgDir: string, execId: string) {
   const dir = `${bgDir}/${execId}`;
   return {
+    execId,
     dir,
     meta: `${dir}/meta.json`,
     stdout: `${dir}/stdout`,
@@ -48,23 +49,32 @@ export async function startBackground(
   for (const d of cg.dirs()) args.push('--cgroup', d);
   args.push('--cwd', opts.cwd ?? '/root', '--status-file', f.status, '--pid-file', f.pid);
   args.push('--', '/bin/sh', '-c', command);
+  await launchDetached(f, command, helper, args, sandboxEnv(rec, opts.env));
+  return execId;
+}
+
+/**
+ * Spawn the host-side process of a /bg command detached (it outlives nube), output to the log files,
+ * write its meta, and wait for the pid file so that an immediate kill finds the process.
+ */
+export async function launchDetached(
+  f: ReturnType<typeof files>,
+  command: string,
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
   const out = openSync(f.stdout, 'a');
   const err = openSync(f.stderr, 'a');
-  const child = spawn(helper, args, {
-    detached: true,
-    stdio: ['ignore', out, err],
-    env: sandboxEnv(rec, opts.env),
-  });
+  const child = spawn(cmd, args, { detached: true, stdio: ['ignore', out, err], env });
   closeSync(out);
   closeSync(err);
   child.unref();
-  const meta: BgMeta = { execId, command, startedAt: new Date().toISOString(), helperPid: child.pid ?? 0 };
+  const meta: BgMeta = { execId: f.execId, command, startedAt: new Date().toISOString(), helperPid: child.pid ?? 0 };
   await writeFile(f.meta, JSON.stringify(meta));
-  // Wait for the pid file so that an immediate kill finds the process group.
-  for (let i = 0; i < 500 && !existsSync(f.pid) && !existsSync(f.status); i++) {
+  for (let i = 0; i < 1000 && !existsSync(f.pid) && !existsSync(f.status); i++) {
     await new Promise((r) => setTimeout(r, 2));
   }
-  return execId;
 }
 
 async function describe(bgDir: string, execId: string): Promise<BackgroundProcess> {

@@ -35,7 +35,7 @@ export function sandboxEnv(rec: SandboxRecord, extra?: Record<string, string>): 
   };
 }
 
-class Capture {
+export class Capture {
   private chunks: Buffer[] = [];
   private size = 0;
   truncated = false;

@@ -55,20 +55,20 @@ const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const MAX_FILE_BYTES = 256 * 1024 * 1024;
 
 export class NamespacesRuntime implements SandboxRuntime {
-  readonly kind = 'namespaces';
-  private readonly layout: Layout;
+  readonly kind: string = 'namespaces';
+  protected readonly layout: Layout;
   private readonly templatesDir: string;
   private readonly limits: SandboxLimits;
   private readonly uidBase: number;
   private readonly uidCount: number;
   private readonly cgroupParent: string;
-  private network!: BridgeNetwork;
-  private ctx!: LaunchContext;
+  protected network!: BridgeNetwork;
+  protected ctx!: LaunchContext;
   private spawner!: Spawner;
   private readyPromise: Promise<void> | null = null;
   private readonly locks = new KeyedLock();
 
-  constructor(private readonly opts: NamespacesRuntimeOptions) {
+  constructor(protected readonly opts: NamespacesRuntimeOptions) {
     this.layout = new Layout(opts.dataDir);
     this.templatesDir = opts.templatesDir ?? `${opts.dataDir}/templates`;
     this.limits = { memoryMb: 1024, cpus: 1, pids: 1024, ...opts.defaultLimits };
@@ -77,7 +77,7 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.cgroupParent = opts.cgroupParent ?? 'nube';
   }
 
-  private ready(): Promise<void> {
+  protected ready(): Promise<void> {
     this.readyPromise ??= (async () => {
       checkCgroups();
       await mkdir(this.opts.dataDir, { recursive: true });
@@ -95,14 +95,14 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   /** Serialize lifecycle operations per sandbox id. */
-  private locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
+  protected locked<T>(id: string, fn: () => Promise<T>): Promise<T> {
     return this.locks.run(id, fn);
   }
 
-  private cg(id: string) {
+  protected cg(id: string) {
     return new SandboxCgroup(this.cgroupParent, id);
   }
-  private netns(id: string) {
+  protected netns(id: string) {
     return `nb-${id}`;
   }
 
@@ -119,14 +119,14 @@ export class NamespacesRuntime implements SandboxRuntime {
     };
   }
 
-  private async record(id: string): Promise<SandboxRecord> {
+  protected async record(id: string): Promise<SandboxRecord> {
     await this.ready();
     const rec = ID_RE.test(id) ? await loadRecord(this.layout, id) : null;
     if (!rec) throw new SandboxRuntimeError('NotFound', `sandbox ${id} not found`);
     return rec;
   }
 
-  private async running(id: string): Promise<SandboxRecord> {
+  protected async running(id: string): Promise<SandboxRecord> {
     const rec = await this.record(id);
     if (rec.state !== 'running' || !rec.init) {
       throw new SandboxRuntimeError('InvalidState', `sandbox ${id} is ${rec.state}`);
@@ -146,7 +146,7 @@ export class NamespacesRuntime implements SandboxRuntime {
     return buildTemplate(this.templatesDir, name, this.uidBase, onProgress, { ...o, mirror: this.opts.mirror });
   }
 
-  private async launch(rec: SandboxRecord): Promise<void> {
+  protected async launch(rec: SandboxRecord): Promise<void> {
     const cg = this.cg(rec.id);
     const netns = this.netns(rec.id);
     await Promise.all([
@@ -160,7 +160,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   /** Free everything a running sandbox holds on the host except its files and address lease. */
-  private async halt(rec: SandboxRecord): Promise<void> {
+  protected async halt(rec: SandboxRecord): Promise<void> {
     await stopInit(rec);
     await this.cg(rec.id).destroy();
     await this.network.detach(this.netns(rec.id), rec.leaseIdx);
@@ -316,7 +316,7 @@ export class NamespacesRuntime implements SandboxRuntime {
     return out;
   }
 
-  private enter(rec: SandboxRecord, cwd = '/') {
+  protected enter(rec: SandboxRecord, cwd = '/') {
     return (argv: string[], stdin?: Uint8Array | string) =>
       enterArgv(this.spawner, rec, this.cg(rec.id), argv, {
         cwd,

@@ -14,7 +14,7 @@ import { saveSnapshot } from './state.js';
 export async function takeSnapshot(
   layout: Layout,
   rec: SandboxRecord,
-  cg: SandboxCgroup | null,
+  cg: Pick<SandboxCgroup, 'freeze' | 'thaw'> | null,
 ): Promise<SnapshotInfo> {
   const id = `snap_${randomBytes(8).toString('hex')}`;
   const p = layout.snapshot(id);

@@ -1,0 +1,121 @@
+// nube-run: the process nube starts inside a gVisor sandbox for every exec and /bg command.
+//   nube-run <timeout-ms, 0 = none> <argv...>
+// It becomes a child subreaper, runs argv in its own process group, and when argv ends (or the
+// deadline passes) kills every process it left behind: the group, and anything that left the group
+// (setsid) since orphans are reparented to us. Exit code: argv's, 128+N for signal N, 124 on timeout.
+// SIGTERM/SIGINT/SIGHUP are forwarded to the group; SIGUSR1 kills the group and the rest (the host's
+// SIGKILL after a grace period). Built static, bind-mounted read-only at /.nube/nube-run.
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static pid_t self_pid;
+
+static pid_t parent_of(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  int ppid = -1;
+  if (sscanf(p + 2, "%*c %d", &ppid) != 1) return -1;
+  return ppid;
+}
+
+// SIGKILL every process whose ancestry leads to us; returns how many were signalled.
+static int kill_descendants(void) {
+  int count = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 1 || pid == self_pid) continue;
+    for (pid_t p = pid, depth = 0; p > 1 && depth < 64; depth++) {
+      p = parent_of(p);
+      if (p == self_pid) {
+        kill(pid, SIGKILL);
+        count++;
+        break;
+      }
+    }
+  }
+  closedir(d);
+  return count;
+}
+
+static void reap_all(pid_t child) {
+  kill(-child, SIGKILL);
+  for (int round = 0; round < 1000; round++) {
+    kill_descendants();
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    pid_t r = waitpid(-1, NULL, WNOHANG);
+    if (r < 0 && errno == ECHILD) return;
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: nube-run <timeout-ms> argv...\n");
+    return 127;
+  }
+  long timeout_ms = atol(argv[1]);
+  self_pid = getpid();
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t set, old;
+  sigemptyset(&set);
+  int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+  for (unsigned i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+  sigprocmask(SIG_BLOCK, &set, &old);
+  pid_t child = fork();
+  if (child < 0) return 126;
+  if (child == 0) {
+    setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    execvp(argv[2], argv + 2);
+    fprintf(stderr, "nube-run: %s: %s\n", argv[2], strerror(errno));
+    _exit(127);
+  }
+  setpgid(child, child);
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  int status = 0;
+  for (;;) {
+    pid_t r;
+    while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (r == child) goto done;
+    }
+    struct timespec wait = {0, 200000000};
+    if (timeout_ms > 0) {
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
+      if (left <= 0) {
+        reap_all(child);
+        return 124;
+      }
+      if (left < 200) wait.tv_nsec = left * 1000000;
+    }
+    int sig = sigtimedwait(&set, NULL, &wait);
+    if (sig == SIGUSR1) kill(-child, SIGKILL);
+    else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) kill(-child, sig);
+  }
+done:
+  reap_all(child);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}

@@ -1,0 +1,191 @@
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { SandboxRuntimeError, type SandboxLimits } from '../driver.js';
+import { Capture, type RawResult } from '../namespaces/exec.js';
+import { type RunResult, run } from '../namespaces/proc.js';
+
+/** Where nube-run (the in-sandbox exec wrapper) is mounted inside every gVisor sandbox. */
+export const NUBE_RUN = '/.nube/nube-run';
+/** Exit code nube-run answers when the deadline killed the command. */
+const TIMEOUT_CODE = 124;
+
+// Root inside holds the capabilities a Docker container's root has; gVisor implements them inside
+// its own kernel, none of them reach the host.
+const CAPS = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FSETID',
+  'CAP_FOWNER',
+  'CAP_MKNOD',
+  'CAP_NET_RAW',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETFCAP',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_KILL',
+  'CAP_AUDIT_WRITE',
+  'CAP_SYS_PTRACE',
+];
+
+/** The `process` of an OCI spec: root inside, nube-run in front of every command but the init. */
+export function ociProcess(argv: string[], env: Record<string, string>, cwd: string) {
+  return {
+    user: { uid: 0, gid: 0 },
+    args: argv,
+    env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    cwd,
+    capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS, inheritable: CAPS },
+    rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1048576, soft: 1048576 }],
+  };
+}
+
+/** OCI bundle config: the overlay as root, fresh pid/ipc/uts/mount namespaces, host cgroup limits. */
+export function ociSpec(o: {
+  id: string;
+  rootfs: string;
+  runDir: string;
+  env: Record<string, string>;
+  limits: SandboxLimits;
+  cgroupsPath: string;
+}) {
+  // The sentry and the gofer are charged to the same cgroup as the workload: a little headroom, and
+  // many host threads per guest process (ptrace platform), so the host pids cap is generous.
+  const memory = (o.limits.memoryMb + 64) * 1024 * 1024;
+  return {
+    ociVersion: '1.0.2',
+    process: ociProcess(['/bin/sleep', 'infinity'], o.env, '/'),
+    root: { path: o.rootfs, readonly: false },
+    hostname: o.id,
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: '/.nube', type: 'bind', source: o.runDir, options: ['rbind', 'ro'] },
+    ],
+    linux: {
+      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      cgroupsPath: o.cgroupsPath,
+      resources: {
+        memory: { limit: memory, swap: memory },
+        cpu: { quota: Math.max(1000, Math.round(o.limits.cpus * 100_000)), period: 100_000 },
+        pids: { limit: Math.max(2048, o.limits.pids * 16) },
+      },
+    },
+  };
+}
+
+function sourcePath(): string {
+  const here = fileURLToPath(new URL('./nube-run.c', import.meta.url));
+  const fromDist = here.replace(`${'/dist/'}src/`, '/src/');
+  for (const p of [here, fromDist]) if (existsSync(p)) return p;
+  throw new Error(`nube-run.c not found near ${here}`);
+}
+
+/** Compile nube-run once per source version, static: it needs nothing from the sandbox's own libraries. */
+export async function ensureNubeRun(dataDir: string): Promise<string> {
+  const text = await readFile(sourcePath());
+  const hash = createHash('sha256').update(text).digest('hex').slice(0, 12);
+  const dir = `${dataDir}/bin/gvisor-${hash}`;
+  if (existsSync(`${dir}/nube-run`)) return dir;
+  await mkdir(dir, { recursive: true });
+  const tmp = `${dir}/nube-run.${process.pid}.tmp`;
+  await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sourcePath()]);
+  await chmod(tmp, 0o755);
+  await rename(tmp, `${dir}/nube-run`);
+  return dir;
+}
+
+/** Every runsc call of one sandbox: state under one root dir, run from inside the sandbox's netns. */
+export class Runsc {
+  constructor(
+    private readonly root: string,
+    private readonly platform: string,
+  ) {}
+
+  /** The netns matters: the sandbox's control socket is an abstract unix socket, scoped by netns. */
+  argv(netns: string | null, args: string[]): [string, string[]] {
+    const runsc = ['runsc', `--root=${this.root}`, `--platform=${this.platform}`, '--network=host', ...args];
+    return netns && existsSync(`/run/netns/${netns}`) ? ['nsenter', [`--net=/run/netns/${netns}`, ...runsc]] : [runsc[0], runsc.slice(1)];
+  }
+
+  call(netns: string | null, args: string[], allowFailure = false): Promise<RunResult> {
+    const [cmd, argv] = this.argv(netns, args);
+    return run(cmd, argv, { allowFailure });
+  }
+
+  /** `runsc run --detach`: its stdio is inherited by the sandbox, so it goes to a log file. */
+  async start(netns: string, id: string, bundle: string, log: string): Promise<number> {
+    await this.call(netns, ['delete', '--force', id], true);
+    const pidFile = `${bundle}/sandbox.pid`;
+    await rm(pidFile, { force: true });
+    const fd = openSync(log, 'a');
+    const [cmd, argv] = this.argv(netns, ['run', '--detach', `--bundle=${bundle}`, `--pid-file=${pidFile}`, id]);
+    const code = await new Promise<number>((resolve, reject) => {
+      const child = spawn(cmd, argv, { stdio: ['ignore', fd, fd] });
+      child.on('error', reject);
+      child.on('exit', (c) => resolve(c ?? 1));
+    }).finally(() => closeSync(fd));
+    if (code !== 0) {
+      const why = await readFile(log, 'utf8').catch(() => '');
+      throw new SandboxRuntimeError('Internal', `runsc run ${id} failed: ${why.trim().slice(-1000)}`);
+    }
+    return Number((await readFile(pidFile, 'utf8')).trim());
+  }
+
+  /** A process spec in a file beside the bundle (env may carry credentials: not on a command line). */
+  async writeProcess(dir: string, argv: string[], env: Record<string, string>, cwd: string): Promise<string> {
+    const file = `${dir}/exec-${randomBytes(6).toString('hex')}.json`;
+    await writeFile(file, JSON.stringify(ociProcess(argv, env, cwd)), { mode: 0o600 });
+    return file;
+  }
+
+  /** Run argv inside through nube-run (deadline, process-group and leftover kill) and capture it. */
+  async exec(
+    netns: string,
+    id: string,
+    bundleDir: string,
+    argv: string[],
+    o: { env: Record<string, string>; cwd: string; timeoutMs?: number; stdin?: string | Uint8Array; maxOutputBytes: number },
+  ): Promise<RawResult> {
+    const file = await this.writeProcess(bundleDir, [NUBE_RUN, String(o.timeoutMs ?? 0), ...argv], o.env, o.cwd);
+    const [cmd, args] = this.argv(netns, ['exec', `--process=${file}`, id]);
+    const out = new Capture(o.maxOutputBytes);
+    const err = new Capture(o.maxOutputBytes);
+    const started = performance.now();
+    try {
+      const code = await new Promise<number>((resolve, reject) => {
+        const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+        child.stdout.on('data', (c: Buffer) => out.push(c));
+        child.stderr.on('data', (c: Buffer) => err.push(c));
+        // nube-run enforces the deadline inside; this only guards against a hung runsc client.
+        const guard = o.timeoutMs ? setTimeout(() => child.kill('SIGKILL'), o.timeoutMs + 5000) : undefined;
+        child.on('error', reject);
+        child.on('close', (c, sig) => {
+          if (guard) clearTimeout(guard);
+          resolve(c ?? 128 + (sig ? 9 : 0));
+        });
+        child.stdin.on('error', () => {});
+        child.stdin.end(o.stdin ?? '');
+      });
+      const durationMs = Math.round((performance.now() - started) * 100) / 100;
+      const timedOut = code === TIMEOUT_CODE && o.timeoutMs !== undefined && durationMs >= o.timeoutMs - 50;
+      return {
+        stdout: out.buffer,
+        stderr: err.buffer,
+        exitCode: timedOut ? 137 : code,
+        durationMs,
+        timedOut,
+        truncated: out.truncated || err.truncated,
+      };
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+}

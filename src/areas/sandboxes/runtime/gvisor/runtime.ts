@@ -1,0 +1,157 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { ExecOptions, ExecResult, SnapshotInfo } from '../driver.js';
+import { SandboxRuntimeError } from '../driver.js';
+import { files as bgFiles, launchDetached } from '../namespaces/background.js';
+import { sandboxEnv, toExecResult } from '../namespaces/exec.js';
+import { mountRootfs, unmountRootfs } from '../namespaces/launch.js';
+import { run } from '../namespaces/proc.js';
+import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
+import { takeSnapshot } from '../namespaces/snapshots.js';
+import { processStartTime, type SandboxRecord, saveRecord } from '../namespaces/state.js';
+import { NUBE_RUN, Runsc, ensureNubeRun, ociSpec } from './runsc.js';
+
+export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
+  /** runsc platform: `ptrace` works everywhere; `kvm` needs usable /dev/kvm. */
+  platform?: string;
+}
+
+const MAX_FILE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * The same sandboxes on gVisor: a user-space kernel (runsc, the sentry) runs the workload, so its
+ * system calls never reach the host kernel. Everything but the process layer is the namespaces
+ * driver's: templates, overlay per sandbox, state files, address leases, bridge + veth + nftables
+ * (runsc runs inside the sandbox's netns with `--network=host`), snapshots, forks, re-adoption.
+ */
+export class GvisorRuntime extends NamespacesRuntime {
+  override readonly kind: string = 'gvisor';
+  private runsc!: Runsc;
+  private runDir = '';
+  private gvReady: Promise<void> | null = null;
+
+  constructor(private readonly gvOpts: GvisorRuntimeOptions) {
+    super(gvOpts);
+  }
+
+  protected override ready(): Promise<void> {
+    this.gvReady ??= (async () => {
+      await super.ready();
+      const has = await run('runsc', ['--version'], { allowFailure: true }).catch(() => null);
+      if (has?.code !== 0) {
+        throw new SandboxRuntimeError('HostUnsupported', 'runsc (gVisor) is not installed: apt-get install runsc');
+      }
+      this.runsc = new Runsc(`${this.gvOpts.dataDir}/runsc`, this.gvOpts.platform ?? 'ptrace');
+      this.runDir = await ensureNubeRun(this.gvOpts.dataDir);
+    })();
+    return this.gvReady;
+  }
+
+  private bundle(id: string): string {
+    return `${this.layout.sandbox(id).dir}/bundle`;
+  }
+
+  protected override async launch(rec: SandboxRecord): Promise<void> {
+    const netns = this.netns(rec.id);
+    const p = this.layout.sandbox(rec.id);
+    await Promise.all([mountRootfs(this.ctx, rec), this.network.attach(netns, rec.leaseIdx, rec.policy)]);
+    const bundle = this.bundle(rec.id);
+    await mkdir(bundle, { recursive: true });
+    const spec = ociSpec({
+      id: rec.id,
+      rootfs: p.merged,
+      runDir: this.runDir,
+      env: sandboxEnv(rec),
+      limits: rec.limits,
+      cgroupsPath: `/${this.cg(rec.id).parent}/${rec.id}`,
+    });
+    await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
+    const pid = await this.runsc.start(netns, rec.id, bundle, p.initLog);
+    const startTime = await processStartTime(pid);
+    if (!startTime) throw new SandboxRuntimeError('Internal', `sandbox ${rec.id} exited at start`);
+    rec.init = { pid, innerPid: pid, startTime };
+    rec.state = 'running';
+    await saveRecord(this.layout, rec);
+  }
+
+  protected override async halt(rec: SandboxRecord): Promise<void> {
+    const netns = this.netns(rec.id);
+    await this.runsc.call(netns, ['delete', '--force', rec.id], true);
+    await this.cg(rec.id).destroy();
+    await this.network.detach(netns, rec.leaseIdx);
+    await unmountRootfs(this.ctx, rec.id);
+    rec.init = null;
+  }
+
+  private inside(rec: SandboxRecord, argv: string[], o: ExecOptions & { maxOutputBytes: number }) {
+    return this.runsc.exec(this.netns(rec.id), rec.id, this.bundle(rec.id), argv, {
+      env: sandboxEnv(rec, o.env),
+      cwd: o.cwd ?? '/root',
+      timeoutMs: o.timeoutMs,
+      stdin: o.stdin,
+      maxOutputBytes: o.maxOutputBytes,
+    });
+  }
+
+  protected override enter(rec: SandboxRecord, cwd = '/') {
+    return (argv: string[], stdin?: Uint8Array | string) =>
+      this.inside(rec, argv, { cwd, stdin, timeoutMs: 120_000, maxOutputBytes: MAX_FILE_BYTES });
+  }
+
+  override async exec(id: string, command: string, o: ExecOptions = {}): Promise<ExecResult> {
+    const rec = await this.running(id);
+    const r = await this.inside(rec, ['/bin/sh', '-c', command], {
+      ...o,
+      timeoutMs: o.timeoutMs ?? 60_000,
+      maxOutputBytes: o.maxOutputBytes ?? this.opts.maxOutputBytes ?? 1024 * 1024,
+    });
+    return toExecResult(r);
+  }
+
+  /**
+   * A detached host shell runs `runsc exec` (which lasts as long as the command) and writes the exit
+   * status to a file when it ends, so state, exit code and logs survive a restart of nube.
+   */
+  override async startBackground(id: string, command: string, o: { cwd?: string; env?: Record<string, string> } = {}) {
+    const rec = await this.running(id);
+    const execId = `bg_${randomBytes(8).toString('hex')}`;
+    const f = bgFiles(this.layout.sandbox(id).bg, execId);
+    await mkdir(f.dir, { recursive: true });
+    const proc = await this.runsc.writeProcess(f.dir, [NUBE_RUN, '0', '/bin/sh', '-c', command], sandboxEnv(rec, o.env), o.cwd ?? '/root');
+    const [cmd, argv] = this.runsc.argv(this.netns(id), ['exec', `--process=${proc}`, `--internal-pid-file=${f.pid}`, id]);
+    const script = '"$@"; echo "exit $?" > "$NUBE_STATUS.tmp"; mv "$NUBE_STATUS.tmp" "$NUBE_STATUS"';
+    await launchDetached(f, command, '/bin/sh', ['-c', script, 'nube-bg', cmd, ...argv], {
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      NUBE_STATUS: f.status,
+    });
+    return execId;
+  }
+
+  /** SIGTERM through nube-run to the command's group; after the grace, SIGUSR1 = SIGKILL everything. */
+  override async killBackground(id: string, execId: string, graceSeconds = 5): Promise<void> {
+    const rec = await this.record(id);
+    const detail = await this.getBackground(id, execId, { maxBytes: 0 });
+    if (detail.state === 'exited') return;
+    const f = bgFiles(this.layout.sandbox(id).bg, execId);
+    const pid = Number((await readFile(f.pid, 'utf8').catch(() => '0')).trim());
+    if (!pid) return;
+    const signal = (sig: string) => this.runsc.call(this.netns(rec.id), ['kill', `--pid=${pid}`, rec.id, sig], true);
+    await signal('TERM');
+    const deadline = Date.now() + Math.min(30, Math.max(0, graceSeconds)) * 1000;
+    while (Date.now() < deadline && !existsSync(f.status)) await new Promise((r) => setTimeout(r, 20));
+    if (!existsSync(f.status)) await signal('USR1');
+    for (let i = 0; i < 250 && !existsSync(f.status); i++) await new Promise((r) => setTimeout(r, 8));
+  }
+
+  /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */
+  override async snapshot(id: string): Promise<SnapshotInfo> {
+    const rec = await this.record(id);
+    const netns = this.netns(id);
+    const pauser = {
+      freeze: async () => void (await this.runsc.call(netns, ['pause', id])),
+      thaw: async () => void (await this.runsc.call(netns, ['resume', id], true)),
+    };
+    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null));
+  }
+}

@@ -254,7 +254,7 @@ try {
 const cores = cpus().length;
 notes.push(
   `Machine: ${cores} cores, shared by the load generator, nube (one event loop) and its executor processes; load average at the end ${loadavg()[0]?.toFixed(1)} (other work on the host counts).`,
-  'nube runs from TypeScript under tsx in its own process (bench/lib/api-server.ts), NUBE_* defaults: synchronous=FULL, executor processes = cores (min 2).',
+  'nube runs from TypeScript under tsx in its own process (bench/lib/api-server.ts), NUBE_* defaults: synchronous=FULL, executor processes = cores + 1 (min 3).',
   'Sequential latency is one fetch client awaiting each answer; throughput is runLoad (bench/lib/load.ts) closed loop. Both include auth, JSON validation, the pipelined channel to an executor process and response schema parsing.',
   'The baseline is better-sqlite3 in this process on the same schema and 10,000 rows, with a cached raw statement: the physical floor, no HTTP, no IPC.',
   'Import times the HTTP request alone (a fresh table each round, one transaction, fsync at commit).',

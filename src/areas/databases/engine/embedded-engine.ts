@@ -25,7 +25,9 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     mkdirSync(this.exportDir, { recursive: true });
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.exportTimeoutMs = opts.exportTimeoutMs ?? 120_000;
-    const workers = opts.workers ?? Math.max(2, availableParallelism());
+    // One more executor than cores: a busy database keeps one executor busy (pipelining), a slow
+    // query holds another, and starting a process then costs a core for hundreds of ms.
+    const workers = opts.workers ?? Math.max(3, availableParallelism() + 1);
     this.pool = new ExecutorPool({
       size: workers,
       maxSize: Math.max(workers, opts.maxWorkers ?? workers * 4),

@@ -39,7 +39,7 @@ export interface DatabaseEngine {
 export interface EmbeddedEngineOptions {
   /** Directory holding `<id>.sqlite` files; created if missing. */
   dir: string;
-  /** Executor processes kept running (default: available cores, at least 2). */
+  /** Executor processes kept running (default: available cores + 1, at least 3). */
   workers?: number;
   /** Upper bound when all are busy (default: 4 x workers). */
   maxWorkers?: number;

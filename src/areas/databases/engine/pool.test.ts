@@ -86,6 +86,29 @@ describe('pipelining', () => {
     }
   });
 
+  it('carries multi-megabyte requests and answers through the channel, pipelined with small ones', async () => {
+    const { pool, q, create } = withPool(1, 30_000);
+    try {
+      await create('big');
+      await q('big', 'CREATE TABLE t(id INTEGER PRIMARY KEY, s TEXT)');
+      const rows = Array.from({ length: 2000 }, (_, i) => [i, `${i}:${'x'.repeat(1500)}`]);
+      const imported = pool.run<{ imported: number }>(
+        { op: 'import', db: 'big', path: dbFile(dir, 'big'), req: { table: 't', columns: ['id', 's'], rows } },
+        30_000,
+        'big',
+      );
+      const small = q('big', 'SELECT count(*) FROM t');
+      const all = q('big', 'SELECT id, s FROM t ORDER BY id');
+      const after = q('big', 'SELECT ?', ['after']);
+      expect((await imported).imported).toBe(2000);
+      expect((await small).rows).toEqual([[2000]]);
+      expect((await all).rows).toEqual(rows);
+      expect((await after).rows).toEqual([['after']]);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('an executor crash mid-pipeline answers every pending request: the running one fails, the rest run', async () => {
     const { pool, q, create } = withPool(1, 10_000);
     try {

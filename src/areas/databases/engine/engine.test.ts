@@ -343,3 +343,23 @@ describe('statement cache', () => {
     expect(empty.columns).toEqual(['id', 'v2', 'w2']);
   });
 });
+
+describe('delete while requests are pipelined', () => {
+  it('waits for the requests ahead of it; the ones behind it find no database', async () => {
+    await engine.create('busy');
+    await engine.query('busy', { sql: 'CREATE TABLE t(k INT)' });
+    const ahead = Array.from({ length: 40 }, (_, k) =>
+      engine.query('busy', { sql: 'INSERT INTO t VALUES (?)', args: [k] }),
+    );
+    const deleted = engine.delete('busy');
+    const behind = engine.query('busy', { sql: 'SELECT count(*) FROM t' }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const results = await Promise.all(ahead);
+    expect(results.every((r) => r.rowsWritten === 1)).toBe(true);
+    await deleted;
+    expect(((await behind) as DatabaseEngineError).code).toBe('DatabaseNotFound');
+    expect(existsSync(path.join(dir, 'busy.sqlite'))).toBe(false);
+  });
+});

@@ -5,6 +5,10 @@
 // (setsid) since orphans are reparented to us. Exit code: argv's, 128+N for signal N, 124 on timeout.
 // SIGTERM/SIGINT/SIGHUP are forwarded to the group; SIGUSR1 kills the group and the rest (the host's
 // SIGKILL after a grace period). Built static, bind-mounted read-only at /.nube/nube-run.
+//   nube-run keep <status-file> <argv...>
+// On the host: the parent of `runsc run --detach`. Writes argv's exit code to the status file when it
+// ends, then stays the subreaper of the sandbox processes runsc leaves behind (so they are reaped the
+// moment they die, whatever the host's pid 1 does) and exits when none is left.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -68,14 +72,42 @@ static void reap_all(pid_t child) {
   }
 }
 
+static int keep(int argc, char **argv) {
+  if (argc < 4) return 127;
+  pid_t child = fork();
+  if (child < 0) return 126;
+  if (child == 0) {
+    execvp(argv[3], argv + 3);
+    fprintf(stderr, "nube-run: %s: %s\n", argv[3], strerror(errno));
+    _exit(127);
+  }
+  int status = 0, code = 1;
+  for (;;) {
+    pid_t r = waitpid(-1, &status, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return code;
+    if (r != child) continue;
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", argv[2]);
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+      fprintf(f, "%d\n", code);
+      fclose(f);
+      rename(tmp, argv[2]);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: nube-run <timeout-ms> argv...\n");
     return 127;
   }
-  long timeout_ms = atol(argv[1]);
   self_pid = getpid();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (!strcmp(argv[1], "keep")) return keep(argc, argv);
+  long timeout_ms = atol(argv[1]);
   sigset_t set, old;
   sigemptyset(&set);
   int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1};

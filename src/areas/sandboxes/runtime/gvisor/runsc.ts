@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { SandboxRuntimeError, type SandboxLimits } from '../driver.js';
+import { SandboxRuntimeError } from '../driver.js';
 import { Capture, type RawResult } from '../namespaces/exec.js';
 import { type RunResult, run } from '../namespaces/proc.js';
 
@@ -44,18 +44,8 @@ export function ociProcess(argv: string[], env: Record<string, string>, cwd: str
   };
 }
 
-/** OCI bundle config: the overlay as root, fresh pid/ipc/uts/mount namespaces, host cgroup limits. */
-export function ociSpec(o: {
-  id: string;
-  rootfs: string;
-  runDir: string;
-  env: Record<string, string>;
-  limits: SandboxLimits;
-  cgroupsPath: string;
-}) {
-  // The sentry and the gofer are charged to the same cgroup as the workload: a little headroom, and
-  // many host threads per guest process (ptrace platform), so the host pids cap is generous.
-  const memory = (o.limits.memoryMb + 64) * 1024 * 1024;
+/** OCI bundle config: the overlay as root, fresh pid/ipc/uts/mount namespaces, nube-run mounted. */
+export function ociSpec(o: { id: string; rootfs: string; runDir: string; env: Record<string, string> }) {
   return {
     ociVersion: '1.0.2',
     process: ociProcess(['/bin/sleep', 'infinity'], o.env, '/'),
@@ -69,15 +59,7 @@ export function ociSpec(o: {
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/.nube', type: 'bind', source: o.runDir, options: ['rbind', 'ro'] },
     ],
-    linux: {
-      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
-      cgroupsPath: o.cgroupsPath,
-      resources: {
-        memory: { limit: memory, swap: memory },
-        cpu: { quota: Math.max(1000, Math.round(o.limits.cpus * 100_000)), period: 100_000 },
-        pids: { limit: Math.max(2048, o.limits.pids * 16) },
-      },
-    },
+    linux: { namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }] },
   };
 }
 
@@ -102,60 +84,96 @@ export async function ensureNubeRun(dataDir: string): Promise<string> {
   return dir;
 }
 
-/** Every runsc call of one sandbox: state under one root dir, run from inside the sandbox's netns. */
+/** Where a sandbox's runsc processes live: its netns, and (once started) its sentry's user namespace. */
+export interface RunscTarget {
+  id: string;
+  /** runsc's state dir for this sandbox. */
+  root: string;
+  netns: string;
+  /** Host pid of the sandbox (sentry) process; null before it starts. */
+  pid: number | null;
+}
+
+/**
+ * Every runsc call. runsc runs in the sandbox's netns (its control socket is an abstract unix socket,
+ * scoped by netns; `--network=host` makes the sentry use that netns, which nube's veth, bridge and
+ * nftables already police) and in a user namespace mapping root to `uidBase` (the sentry, the gofer
+ * and every file they create belong to an unprivileged uid outside; the control socket only answers
+ * callers from that namespace). runsc cannot write host cgroups from there (`--ignore-cgroups`): nube
+ * puts it into the sandbox's cgroups before it starts.
+ */
 export class Runsc {
   constructor(
-    private readonly root: string,
     private readonly platform: string,
+    private readonly uidBase: number,
+    private readonly uidCount: number,
   ) {}
 
-  /** The netns matters: the sandbox's control socket is an abstract unix socket, scoped by netns. */
-  argv(netns: string | null, args: string[]): [string, string[]] {
-    const runsc = ['runsc', `--root=${this.root}`, `--platform=${this.platform}`, '--network=host', ...args];
-    return netns && existsSync(`/run/netns/${netns}`) ? ['nsenter', [`--net=/run/netns/${netns}`, ...runsc]] : [runsc[0], runsc.slice(1)];
+  argv(t: RunscTarget, args: string[]): [string, string[]] {
+    const runsc = ['runsc', `--root=${t.root}`, '--ignore-cgroups', `--platform=${this.platform}`, '--network=host', ...args];
+    const net = existsSync(`/run/netns/${t.netns}`) ? [`--net=/run/netns/${t.netns}`] : [];
+    if (t.pid) return ['nsenter', [...net, `--user=/proc/${t.pid}/ns/user`, ...runsc]];
+    const map = `${this.uidBase},0,${this.uidCount}`;
+    const userns = ['--user', `--map-users=${map}`, `--map-groups=${map}`, '--setuid', '0', '--setgid', '0', '--', ...runsc];
+    return net.length ? ['nsenter', [...net, 'unshare', ...userns]] : ['unshare', userns];
   }
 
-  call(netns: string | null, args: string[], allowFailure = false): Promise<RunResult> {
-    const [cmd, argv] = this.argv(netns, args);
+  call(t: RunscTarget, args: string[], allowFailure = false): Promise<RunResult> {
+    const [cmd, argv] = this.argv(t, args);
     return run(cmd, argv, { allowFailure });
   }
 
-  /** `runsc run --detach`: its stdio is inherited by the sandbox, so it goes to a log file. */
-  async start(netns: string, id: string, bundle: string, log: string): Promise<number> {
-    await this.call(netns, ['delete', '--force', id], true);
-    const pidFile = `${bundle}/sandbox.pid`;
-    await rm(pidFile, { force: true });
-    const fd = openSync(log, 'a');
-    const [cmd, argv] = this.argv(netns, ['run', '--detach', `--bundle=${bundle}`, `--pid-file=${pidFile}`, id]);
-    const code = await new Promise<number>((resolve, reject) => {
-      const child = spawn(cmd, argv, { stdio: ['ignore', fd, fd] });
-      child.on('error', reject);
-      child.on('exit', (c) => resolve(c ?? 1));
-    }).finally(() => closeSync(fd));
+  /**
+   * `runsc run --detach` through `nube-helper cg` (joins the cgroups first), under `nube-run keep`,
+   * which stays the sandbox processes' parent so that they are reaped the moment they die. runsc's
+   * stdio is inherited by the sandbox, so it goes to a log file. Returns the sandbox's host pid.
+   */
+  async start(o: { helper: string; runDir: string; cgroupDirs: string[]; target: RunscTarget; bundle: string; log: string }) {
+    const pidFile = `${o.bundle}/sandbox.pid`;
+    const status = `${o.bundle}/run.status`;
+    await Promise.all([rm(pidFile, { force: true }), rm(status, { force: true })]);
+    const fd = openSync(o.log, 'a');
+    const [cmd, argv] = this.argv({ ...o.target, pid: null }, ['run', '--detach', `--bundle=${o.bundle}`, `--pid-file=${pidFile}`, o.target.id]);
+    const args = ['keep', status, o.helper, 'cg', ...o.cgroupDirs, '--', cmd, ...argv];
+    const child = spawn(`${o.runDir}/nube-run`, args, { detached: true, stdio: ['ignore', fd, fd] });
+    closeSync(fd);
+    child.unref();
+    let exited = false;
+    child.on('exit', () => {
+      exited = true;
+    });
+    for (let i = 0; i < 15_000 && !existsSync(status) && !exited; i++) await new Promise((r) => setTimeout(r, 2));
+    const code = existsSync(status) ? Number((await readFile(status, 'utf8')).trim()) : 1;
     if (code !== 0) {
-      const why = await readFile(log, 'utf8').catch(() => '');
-      throw new SandboxRuntimeError('Internal', `runsc run ${id} failed: ${why.trim().slice(-1000)}`);
+      const why = await readFile(o.log, 'utf8').catch(() => '');
+      throw new SandboxRuntimeError('Internal', `runsc run ${o.target.id} failed: ${why.trim().slice(-1000)}`);
     }
     return Number((await readFile(pidFile, 'utf8')).trim());
+  }
+
+  /** Forget a sandbox: kill it if it still runs, then drop runsc's state files for it. */
+  async remove(t: RunscTarget): Promise<void> {
+    if (t.pid) await this.call(t, ['delete', '--force', t.id], true);
+    for (const f of await readdir(t.root).catch(() => [] as string[])) await rm(`${t.root}/${f}`, { force: true });
   }
 
   /** A process spec in a file beside the bundle (env may carry credentials: not on a command line). */
   async writeProcess(dir: string, argv: string[], env: Record<string, string>, cwd: string): Promise<string> {
     const file = `${dir}/exec-${randomBytes(6).toString('hex')}.json`;
     await writeFile(file, JSON.stringify(ociProcess(argv, env, cwd)), { mode: 0o600 });
+    await chown(file, this.uidBase, this.uidBase);
     return file;
   }
 
   /** Run argv inside through nube-run (deadline, process-group and leftover kill) and capture it. */
   async exec(
-    netns: string,
-    id: string,
+    t: RunscTarget,
     bundleDir: string,
     argv: string[],
     o: { env: Record<string, string>; cwd: string; timeoutMs?: number; stdin?: string | Uint8Array; maxOutputBytes: number },
   ): Promise<RawResult> {
     const file = await this.writeProcess(bundleDir, [NUBE_RUN, String(o.timeoutMs ?? 0), ...argv], o.env, o.cwd);
-    const [cmd, args] = this.argv(netns, ['exec', `--process=${file}`, id]);
+    const [cmd, args] = this.argv(t, ['exec', `--process=${file}`, t.id]);
     const out = new Capture(o.maxOutputBytes);
     const err = new Capture(o.maxOutputBytes);
     const started = performance.now();

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { ExecOptions, ExecResult, SnapshotInfo } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { files as bgFiles, launchDetached } from '../namespaces/background.js';
@@ -10,7 +10,7 @@ import { run } from '../namespaces/proc.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
 import { takeSnapshot } from '../namespaces/snapshots.js';
 import { processStartTime, type SandboxRecord, saveRecord } from '../namespaces/state.js';
-import { NUBE_RUN, Runsc, ensureNubeRun, ociSpec } from './runsc.js';
+import { NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ociSpec } from './runsc.js';
 
 export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
   /** runsc platform: `ptrace` works everywhere; `kvm` needs usable /dev/kvm. */
@@ -42,7 +42,7 @@ export class GvisorRuntime extends NamespacesRuntime {
       if (has?.code !== 0) {
         throw new SandboxRuntimeError('HostUnsupported', 'runsc (gVisor) is not installed: apt-get install runsc');
       }
-      this.runsc = new Runsc(`${this.gvOpts.dataDir}/runsc`, this.gvOpts.platform ?? 'ptrace');
+      this.runsc = new Runsc(this.gvOpts.platform ?? 'ptrace', this.ctx.uidBase, this.ctx.uidCount);
       this.runDir = await ensureNubeRun(this.gvOpts.dataDir);
     })();
     return this.gvReady;
@@ -52,22 +52,37 @@ export class GvisorRuntime extends NamespacesRuntime {
     return `${this.layout.sandbox(id).dir}/bundle`;
   }
 
+  private target(rec: SandboxRecord): RunscTarget {
+    // One runsc state dir per sandbox: runsc matches ids by prefix (`a` would be ambiguous with `a-b`).
+    return { id: rec.id, root: `${this.bundle(rec.id)}/state`, netns: this.netns(rec.id), pid: rec.init?.pid ?? null };
+  }
+
   protected override async launch(rec: SandboxRecord): Promise<void> {
-    const netns = this.netns(rec.id);
     const p = this.layout.sandbox(rec.id);
-    await Promise.all([mountRootfs(this.ctx, rec), this.network.attach(netns, rec.leaseIdx, rec.policy)]);
+    const cg = this.cg(rec.id);
+    // The sentry and gofer are charged with the workload (a little headroom), and the ptrace platform
+    // uses several host threads per guest process, so the host pids cap is generous: past it the
+    // sentry cannot create threads and the whole sandbox ends (gVisor has no pids controller here).
+    const hostLimits = { ...rec.limits, memoryMb: rec.limits.memoryMb + 64, pids: Math.max(2048, rec.limits.pids * 16) };
     const bundle = this.bundle(rec.id);
-    await mkdir(bundle, { recursive: true });
-    const spec = ociSpec({
-      id: rec.id,
-      rootfs: p.merged,
+    await Promise.all([
+      mountRootfs(this.ctx, rec),
+      cg.create(hostLimits),
+      this.network.attach(this.netns(rec.id), rec.leaseIdx, rec.policy),
+      mkdir(`${bundle}/state`, { recursive: true }),
+    ]);
+    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.runDir, env: sandboxEnv(rec) });
+    await writeFile(`${bundle}/config.json`, JSON.stringify(spec));
+    await Promise.all([bundle, `${bundle}/state`].map((d) => chown(d, this.ctx.uidBase, this.ctx.uidBase)));
+    await this.runsc.remove({ ...this.target(rec), pid: null });
+    const pid = await this.runsc.start({
+      helper: this.ctx.helper,
       runDir: this.runDir,
-      env: sandboxEnv(rec),
-      limits: rec.limits,
-      cgroupsPath: `/${this.cg(rec.id).parent}/${rec.id}`,
+      cgroupDirs: cg.dirs(),
+      target: this.target(rec),
+      bundle,
+      log: p.initLog,
     });
-    await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
-    const pid = await this.runsc.start(netns, rec.id, bundle, p.initLog);
     const startTime = await processStartTime(pid);
     if (!startTime) throw new SandboxRuntimeError('Internal', `sandbox ${rec.id} exited at start`);
     rec.init = { pid, innerPid: pid, startTime };
@@ -75,23 +90,49 @@ export class GvisorRuntime extends NamespacesRuntime {
     await saveRecord(this.layout, rec);
   }
 
+  /**
+   * A sandbox whose sentry died (a fork bomb or memory hog past the host cgroup's caps ends the whole
+   * gVisor sandbox) is started again on its files by the next call, as `recover()` does after a reboot.
+   */
+  protected override async running(id: string): Promise<SandboxRecord> {
+    const rec = await super.running(id);
+    if (await this.alive(rec)) return rec;
+    return this.locked(id, async () => {
+      const again = await super.running(id);
+      if (await this.alive(again)) return again;
+      await this.halt(again);
+      await this.launch(again);
+      return again;
+    });
+  }
+
+  private async alive(rec: SandboxRecord): Promise<boolean> {
+    return rec.init !== null && (await processStartTime(rec.init.pid)) === rec.init.startTime;
+  }
+
+  /** SIGKILL to everything in the sandbox's cgroups (sentry, gofer) is quicker than `runsc delete`. */
   protected override async halt(rec: SandboxRecord): Promise<void> {
-    const netns = this.netns(rec.id);
-    await this.runsc.call(netns, ['delete', '--force', rec.id], true);
     await this.cg(rec.id).destroy();
-    await this.network.detach(netns, rec.leaseIdx);
+    await this.runsc.remove({ ...this.target(rec), pid: null });
+    await this.network.detach(this.netns(rec.id), rec.leaseIdx);
     await unmountRootfs(this.ctx, rec.id);
     rec.init = null;
   }
 
-  private inside(rec: SandboxRecord, argv: string[], o: ExecOptions & { maxOutputBytes: number }) {
-    return this.runsc.exec(this.netns(rec.id), rec.id, this.bundle(rec.id), argv, {
+  private async inside(rec: SandboxRecord, argv: string[], o: ExecOptions & { maxOutputBytes: number }) {
+    const r = await this.runsc.exec(this.target(rec), this.bundle(rec.id), argv, {
       env: sandboxEnv(rec, o.env),
       cwd: o.cwd ?? '/root',
       timeoutMs: o.timeoutMs,
       stdin: o.stdin,
       maxOutputBytes: o.maxOutputBytes,
     });
+    // runsc answers 128 when it lost the sandbox: say what happened instead of runsc's RPC error.
+    if (r.exitCode === 128 && !(await this.alive(rec))) {
+      const why = 'nube: the sandbox ended during this command (gVisor: past its memory or pids limit); its files are kept and the next call starts it again\n';
+      return { ...r, exitCode: 137, stderr: Buffer.from(why) };
+    }
+    return r;
   }
 
   protected override enter(rec: SandboxRecord, cwd = '/') {
@@ -119,7 +160,8 @@ export class GvisorRuntime extends NamespacesRuntime {
     const f = bgFiles(this.layout.sandbox(id).bg, execId);
     await mkdir(f.dir, { recursive: true });
     const proc = await this.runsc.writeProcess(f.dir, [NUBE_RUN, '0', '/bin/sh', '-c', command], sandboxEnv(rec, o.env), o.cwd ?? '/root');
-    const [cmd, argv] = this.runsc.argv(this.netns(id), ['exec', `--process=${proc}`, `--internal-pid-file=${f.pid}`, id]);
+    await chown(f.dir, this.ctx.uidBase, this.ctx.uidBase);
+    const [cmd, argv] = this.runsc.argv(this.target(rec), ['exec', `--process=${proc}`, `--internal-pid-file=${f.pid}`, id]);
     const script = '"$@"; echo "exit $?" > "$NUBE_STATUS.tmp"; mv "$NUBE_STATUS.tmp" "$NUBE_STATUS"';
     await launchDetached(f, command, '/bin/sh', ['-c', script, 'nube-bg', cmd, ...argv], {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
@@ -136,7 +178,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const f = bgFiles(this.layout.sandbox(id).bg, execId);
     const pid = Number((await readFile(f.pid, 'utf8').catch(() => '0')).trim());
     if (!pid) return;
-    const signal = (sig: string) => this.runsc.call(this.netns(rec.id), ['kill', `--pid=${pid}`, rec.id, sig], true);
+    const signal = (sig: string) => this.runsc.call(this.target(rec), ['kill', `--pid=${pid}`, rec.id, sig], true);
     await signal('TERM');
     const deadline = Date.now() + Math.min(30, Math.max(0, graceSeconds)) * 1000;
     while (Date.now() < deadline && !existsSync(f.status)) await new Promise((r) => setTimeout(r, 20));
@@ -147,10 +189,10 @@ export class GvisorRuntime extends NamespacesRuntime {
   /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */
   override async snapshot(id: string): Promise<SnapshotInfo> {
     const rec = await this.record(id);
-    const netns = this.netns(id);
+    const t = this.target(rec);
     const pauser = {
-      freeze: async () => void (await this.runsc.call(netns, ['pause', id])),
-      thaw: async () => void (await this.runsc.call(netns, ['resume', id], true)),
+      freeze: async () => void (await this.runsc.call(t, ['pause', id])),
+      thaw: async () => void (await this.runsc.call(t, ['resume', id], true)),
     };
     return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null));
   }

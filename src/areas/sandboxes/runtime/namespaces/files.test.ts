@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanup, testRuntime, uniqueId } from './test-env.js';
+import { cleanup, DRIVERS, testRuntime, uniqueId } from './test-env.js';
 
-const { runtime, dataDir } = testRuntime('files');
-const id = uniqueId('fs');
+describe.each(DRIVERS)('%s runtime: files', (driver) => {
+  const { runtime, dataDir } = testRuntime('files', {}, driver);
+  const id = uniqueId('fs');
 
-beforeAll(async () => {
-  await runtime.ensureTemplate('base', (l) => console.log(l));
-  await runtime.create({ id });
-}, 900_000);
-afterAll(() => cleanup(runtime, dataDir), 60_000);
+  beforeAll(async () => {
+    await runtime.ensureTemplate('base', (l) => console.log(l));
+    await runtime.create({ id });
+  }, 900_000);
+  afterAll(() => cleanup(runtime, dataDir), 60_000);
 
-describe('namespaces runtime: files', () => {
   it('writes, reads, lists, moves, deletes and makes directories', async () => {
     const bytes = Buffer.from([0, 1, 2, 255, 10, 13]);
     await runtime.writeFile(id, '/work/deep/bin.dat', bytes);
@@ -43,6 +43,9 @@ describe('namespaces runtime: files', () => {
     await runtime.exec(id, 'ln -s /work/main /root/to-nube; ln -s /etc/hostname /root/to-hostname');
     await expect(runtime.readFile(id, '/root/to-nube/package.json')).rejects.toMatchObject({ code: 'FileNotFound' });
     expect((await runtime.readFile(id, '/root/to-hostname')).toString()).toBe(`${id}\n`);
+    // Debian's gVisor resolves `<symlink to />/root` to `/` (a path bug, still inside the sandbox;
+    // docs/decisions.md), so this part runs on namespaces only.
+    if (driver === 'gvisor') return;
     await runtime.exec(id, 'ln -s / /root/up');
     await runtime.writeFile(id, '/root/up/root/escaped', Buffer.from('x'));
     expect((await runtime.exec(id, 'cat /root/escaped')).stdout).toBe('x');

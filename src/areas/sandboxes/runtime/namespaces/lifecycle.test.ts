@@ -3,18 +3,18 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
-import { cleanup, testRuntime, uniqueId } from './test-env.js';
+import { cleanup, DRIVERS, newRuntime, testRuntime, uniqueId } from './test-env.js';
 
-const { runtime, dataDir, opts } = testRuntime('lifecycle');
-// pid 2 inside is the init's `sleep infinity`; count only the sleeps a test started.
-const COUNT_SLEEPS = "ps -eo args= | grep -c '^sleep [0-9]' || true";
+describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
+  const { runtime, dataDir, opts } = testRuntime('lifecycle', {}, driver);
+  // pid 2 inside is the init's `sleep infinity`; count only the sleeps a test started.
+  const COUNT_SLEEPS = "ps -eo args= | grep -c '^sleep [0-9]' || true";
 
-beforeAll(async () => {
-  await runtime.ensureTemplate('base', (l) => console.log(l));
-}, 900_000);
-afterAll(() => cleanup(runtime, dataDir), 60_000);
+  beforeAll(async () => {
+    await runtime.ensureTemplate('base', (l) => console.log(l));
+  }, 900_000);
+  afterAll(() => cleanup(runtime, dataDir), 60_000);
 
-describe('namespaces runtime: lifecycle', () => {
   it('creates a sandbox with its own hostname, env, address and root inside', async () => {
     const id = uniqueId('lc');
     const sb = await runtime.create({ id, env: { GREETING: 'hola' } });
@@ -150,8 +150,7 @@ describe('namespaces runtime: lifecycle', () => {
     const pid = await runtime.initPid(id);
     const pid2 = await runtime.initPid(id2);
     process.kill(pid2, 'SIGKILL'); // its processes die while nube is "down"
-    const { NamespacesRuntime } = await import('./runtime.js');
-    const again = new NamespacesRuntime(opts);
+    const again = newRuntime(driver, opts);
     const found = await again.recover();
     expect(found.map((s) => s.id)).toEqual(expect.arrayContaining([id, id2]));
     expect(await again.initPid(id)).toBe(pid);

@@ -1,13 +1,18 @@
 // Shared set-up for the driver's tests: one templates dir for the whole run (so `base` is built once
 // and reused by every test file and later runs), one data dir per test file, a test bridge.
 import { rm } from 'node:fs/promises';
+import { GvisorRuntime } from '../gvisor/runtime.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from './runtime.js';
 
 export const TEST_ROOT = process.env.NUBE_TEST_DATA ?? '/var/lib/nube-test';
 export const TEST_BRIDGE = { name: 'nubet0', cidr: '10.78.0.1/16' };
 
-export function testRuntime(name: string, extra: Partial<NamespacesRuntimeOptions> = {}) {
-  const dataDir = `${TEST_ROOT}/${name}-${process.pid}`;
+/** The drivers every runtime and API sandbox test runs on (NUBE_TEST_DRIVERS=namespaces to narrow). */
+export type Driver = 'namespaces' | 'gvisor';
+export const DRIVERS = (process.env.NUBE_TEST_DRIVERS ?? 'namespaces,gvisor').split(',') as Driver[];
+
+export function testRuntime(name: string, extra: Partial<NamespacesRuntimeOptions> = {}, driver: Driver = 'namespaces') {
+  const dataDir = `${TEST_ROOT}/${name}-${driver}-${process.pid}`;
   const opts: NamespacesRuntimeOptions = {
     dataDir,
     templatesDir: `${TEST_ROOT}/templates`,
@@ -16,7 +21,12 @@ export function testRuntime(name: string, extra: Partial<NamespacesRuntimeOption
     defaultLimits: { memoryMb: 512, cpus: 1, pids: 256 },
     ...extra,
   };
-  return { runtime: new NamespacesRuntime(opts), opts, dataDir };
+  return { runtime: newRuntime(driver, opts), opts, dataDir };
+}
+
+/** A runtime object of the given driver (a second one on the same data dir plays a restarted nube). */
+export function newRuntime(driver: Driver, opts: NamespacesRuntimeOptions): NamespacesRuntime {
+  return driver === 'gvisor' ? new GvisorRuntime(opts) : new NamespacesRuntime(opts);
 }
 
 /** Destroy every sandbox and snapshot of a runtime and its data dir (netns, veth, cgroups, mounts). */

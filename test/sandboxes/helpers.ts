@@ -3,6 +3,8 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { type TestNube, startNube } from '../helpers/server.js';
 
+export { DRIVERS } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
+
 export const TEST_ROOT = process.env.NUBE_TEST_DATA ?? '/var/lib/nube-test';
 
 export const SANDBOX_ENV = {
@@ -17,7 +19,7 @@ export interface SandboxNube extends TestNube {
 }
 
 export async function startSandboxNube(name: string, env: Record<string, string> = {}, dataDir?: string): Promise<SandboxNube> {
-  const dir = dataDir ?? `${TEST_ROOT}/api-${name}-${process.pid}`;
+  const dir = dataDir ?? `${TEST_ROOT}/api-${name}-${env.NUBE_SANDBOX_DRIVER ?? 'namespaces'}-${process.pid}`;
   mkdirSync(dir, { recursive: true });
   const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, ...env } });
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {

@@ -1,26 +1,26 @@
 // Security through the API: another owner's sandbox is absent on every route; from inside, the host's
 // files are out of reach; plan limits on session length.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
 let other: Record<string, string>;
 
-beforeAll(async () => {
-  t = await startSandboxNube('isolation');
-  const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 300 });
-  expect(c.status).toBe(200);
-  id = c.body.id;
-  const acct = await t.nube.services.account.createAccount({ name: 'intruder', plan: 'byte' });
-  other = { authorization: `Bearer ${acct.secret}` };
-}, 120_000);
+describe.each(DRIVERS)('%s: sandboxes isolation through the API', (driver) => {
+  beforeAll(async () => {
+    t = await startSandboxNube('isolation', { NUBE_SANDBOX_DRIVER: driver });
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 300 });
+    expect(c.status).toBe(200);
+    id = c.body.id;
+    const acct = await t.nube.services.account.createAccount({ name: 'intruder', plan: 'byte' });
+    other = { authorization: `Bearer ${acct.secret}` };
+  }, 120_000);
 
-afterAll(async () => {
-  await stopSandboxNube(t);
-}, 120_000);
+  afterAll(async () => {
+    await stopSandboxNube(t);
+  }, 120_000);
 
-describe('sandboxes isolation through the API', () => {
   it("another owner's sandbox is 404 on every route and never listed", async () => {
     const s = `/sandboxes/${id}`;
     const calls: [string, string, unknown?][] = [

@@ -2,29 +2,29 @@
 // suspend/resume, fork, snapshot, derived templates, run-cell, runtime, logs, delete.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newRow } from '../../src/areas/sandboxes/rows.js';
-import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
 const sx = (path: string) => `/sandboxes/${id}${path}`;
 
-beforeAll(async () => {
-  t = await startSandboxNube('lifecycle');
-  const c = await t.call('POST', '/sandboxes', {
-    timeoutSeconds: 600,
-    env: { GREETING: 'hola' },
-    metadata: { team: 'a' },
-  });
-  expect(c.status).toBe(200);
-  expect(['starting', 'running']).toContain(c.body.status);
-  id = c.body.id;
-}, 120_000);
+describe.each(DRIVERS)('%s: sandboxes API lifecycle', (driver) => {
+  beforeAll(async () => {
+    t = await startSandboxNube('lifecycle', { NUBE_SANDBOX_DRIVER: driver });
+    const c = await t.call('POST', '/sandboxes', {
+      timeoutSeconds: 600,
+      env: { GREETING: 'hola' },
+      metadata: { team: 'a' },
+    });
+    expect(c.status).toBe(200);
+    expect(['starting', 'running']).toContain(c.body.status);
+    id = c.body.id;
+  }, 120_000);
 
-afterAll(async () => {
-  await stopSandboxNube(t);
-}, 120_000);
+  afterAll(async () => {
+    await stopSandboxNube(t);
+  }, 120_000);
 
-describe('sandboxes API lifecycle', () => {
   it('creates a running sandbox that get and list show', async () => {
     expect(id).toMatch(/^sbx_[0-9a-z]+$/);
     const g = await t.call('GET', sx(''));
@@ -178,7 +178,7 @@ describe('sandboxes API lifecycle', () => {
 
   it('runtime and logs describe the sandbox', async () => {
     const r = await t.call('POST', sx('/runtime'));
-    expect(r.body).toMatchObject({ id, status: 'running', template: 'base', driver: 'namespaces' });
+    expect(r.body).toMatchObject({ id, status: 'running', template: 'base', driver });
     expect(r.body.address).toMatch(/^10\.78\./);
     expect(r.body.limits.memoryMB).toBeGreaterThan(0);
     const l = await t.call('POST', sx('/logs'));

@@ -3,7 +3,7 @@
 import { request } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
@@ -43,22 +43,22 @@ async function waitForHttp(host: string): Promise<{ status: number; body: string
   return get(host);
 }
 
-beforeAll(async () => {
-  t = await startSandboxNube('proxy');
-  port = Number(new URL(t.baseUrl).port);
-  const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 300 });
-  id = c.body.id;
-  await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/www/index.html', content: '<h1>inside</h1>' });
-  await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/ws.js', content: WS_SERVER });
-  await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 -m http.server 8080 --bind 0.0.0.0', cwd: '/root/www' });
-  await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec node /root/ws.js' });
-}, 120_000);
+describe.each(DRIVERS)('%s: exposed ports', (driver) => {
+  beforeAll(async () => {
+    t = await startSandboxNube('proxy', { NUBE_SANDBOX_DRIVER: driver });
+    port = Number(new URL(t.baseUrl).port);
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 300 });
+    id = c.body.id;
+    await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/www/index.html', content: '<h1>inside</h1>' });
+    await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/ws.js', content: WS_SERVER });
+    await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 -m http.server 8080 --bind 0.0.0.0', cwd: '/root/www' });
+    await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec node /root/ws.js' });
+  }, 120_000);
 
-afterAll(async () => {
-  await stopSandboxNube(t);
-}, 120_000);
+  afterAll(async () => {
+    await stopSandboxNube(t);
+  }, 120_000);
 
-describe('exposed ports', () => {
   it('expose returns the public URL and the proxy serves the port inside', async () => {
     const e = await t.call('POST', `/sandboxes/${id}/expose`, { port: 8080 });
     expect(e.status).toBe(200);

@@ -2,36 +2,36 @@
 // suspend pauses the TTL, activity re-arms the idle clock, hard TTL destroys regardless, extend, and
 // sandboxes and their timers survive a restart of nube.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 
-beforeAll(async () => {
-  t = await startSandboxNube('timers');
-}, 120_000);
+describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
+  beforeAll(async () => {
+    t = await startSandboxNube('timers', { NUBE_SANDBOX_DRIVER: driver });
+  }, 120_000);
 
-afterAll(async () => {
-  await stopSandboxNube(t);
-}, 120_000);
+  afterAll(async () => {
+    await stopSandboxNube(t);
+  }, 120_000);
 
-async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 100));
-    v = await fn();
+  async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
+    const end = Date.now() + ms;
+    let v = await fn();
+    while (!ok(v) && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 100));
+      v = await fn();
+    }
+    return v;
   }
-  return v;
-}
 
-/** Moves a deadline column into the near future and re-arms the job, as if the TTL had nearly run. */
-async function fastForward(id: string, col: 'expires_at' | 'hard_expires_at', inMs: number) {
-  const core = t.nube.services.sandboxes.core;
-  await core.repo.update(id, { [col]: Date.now() + inMs });
-  await core.clocks.arm((await core.repo.get(id))!);
-}
+  /** Moves a deadline column into the near future and re-arms the job, as if the TTL had nearly run. */
+  async function fastForward(id: string, col: 'expires_at' | 'hard_expires_at', inMs: number) {
+    const core = t.nube.services.sandboxes.core;
+    await core.repo.update(id, { [col]: Date.now() + inMs });
+    await core.clocks.arm((await core.repo.get(id))!);
+  }
 
-describe('sandbox timers', () => {
   it('without suspendOnIdle the sandbox is destroyed when timeoutSeconds elapse', async () => {
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2 });
     expect(c.body.status).toBe('running');
@@ -99,7 +99,7 @@ describe('sandbox timers', () => {
     // A sandbox the records do not know is destroyed on start.
     const stray = `sbx-stray${Date.now().toString(36)}`;
     await t.nube.services.sandboxes.core.runtime.create({ id: stray, template: 'base' });
-    const t2 = await startSandboxNube('timers', { NUBE_OWNER_KEY: t.ownerKey }, t.dataDir);
+    const t2 = await startSandboxNube('timers', { NUBE_OWNER_KEY: t.ownerKey, NUBE_SANDBOX_DRIVER: driver }, t.dataDir);
     Object.assign(t, { ...t2 });
     const r = await t.call('POST', `/sandboxes/${keep.body.id}/exec`, { command: 'cat /root/f' });
     expect(r.body.stdout).toBe('still here');

@@ -63,22 +63,31 @@ export function ociSpec(o: { id: string; rootfs: string; runDir: string; env: Re
   };
 }
 
-function sourcePath(): string {
-  const here = fileURLToPath(new URL('./nube-run.c', import.meta.url));
+function sourcePath(name: string): string {
+  const here = fileURLToPath(new URL(`./${name}`, import.meta.url));
   const fromDist = here.replace(`${'/dist/'}src/`, '/src/');
   for (const p of [here, fromDist]) if (existsSync(p)) return p;
-  throw new Error(`nube-run.c not found near ${here}`);
+  throw new Error(`${name} not found near ${here}`);
 }
 
-/** Compile nube-run once per source version, static: it needs nothing from the sandbox's own libraries. */
+/** The environment every command inside starts from (the caller's env may override it). */
+export const GVISOR_ENV = { LD_PRELOAD: '/.nube/statx-fix.so' };
+
+/**
+ * Compile what is mounted at /.nube once per source version: nube-run (static: it needs nothing from
+ * the sandbox's own libraries) and statx-fix.so (preloaded into commands; see its source).
+ */
 export async function ensureNubeRun(dataDir: string): Promise<string> {
-  const text = await readFile(sourcePath());
-  const hash = createHash('sha256').update(text).digest('hex').slice(0, 12);
-  const dir = `${dataDir}/bin/gvisor-${hash}`;
+  const sources = ['nube-run.c', 'statx-fix.c'].map(sourcePath);
+  const hash = createHash('sha256');
+  for (const src of sources) hash.update(await readFile(src));
+  const dir = `${dataDir}/bin/gvisor-${hash.digest('hex').slice(0, 12)}`;
   if (existsSync(`${dir}/nube-run`)) return dir;
   await mkdir(dir, { recursive: true });
-  const tmp = `${dir}/nube-run.${process.pid}.tmp`;
-  await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sourcePath()]);
+  const tmp = `${dir}/${process.pid}.tmp`;
+  await run('gcc', ['-O2', '-Wall', '-shared', '-fPIC', '-o', tmp, sources[1]]);
+  await rename(tmp, `${dir}/statx-fix.so`);
+  await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sources[0]]);
   await chmod(tmp, 0o755);
   await rename(tmp, `${dir}/nube-run`);
   return dir;

@@ -10,7 +10,7 @@ import { run } from '../namespaces/proc.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
 import { takeSnapshot } from '../namespaces/snapshots.js';
 import { processStartTime, type SandboxRecord, saveRecord } from '../namespaces/state.js';
-import { NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ociSpec } from './runsc.js';
+import { GVISOR_ENV, NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ociSpec } from './runsc.js';
 
 export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
   /** runsc platform: `ptrace` works everywhere; `kvm` needs usable /dev/kvm. */
@@ -106,6 +106,14 @@ export class GvisorRuntime extends NamespacesRuntime {
     });
   }
 
+  /** Whether the sentry is still there after up to `ms` (it takes a moment to go after a crash). */
+  private async aliveAfter(rec: SandboxRecord, ms: number): Promise<boolean> {
+    for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) {
+      if (!(await this.alive(rec))) return false;
+    }
+    return this.alive(rec);
+  }
+
   private async alive(rec: SandboxRecord): Promise<boolean> {
     return rec.init !== null && (await processStartTime(rec.init.pid)) === rec.init.startTime;
   }
@@ -121,14 +129,15 @@ export class GvisorRuntime extends NamespacesRuntime {
 
   private async inside(rec: SandboxRecord, argv: string[], o: ExecOptions & { maxOutputBytes: number }) {
     const r = await this.runsc.exec(this.target(rec), this.bundle(rec.id), argv, {
-      env: sandboxEnv(rec, o.env),
+      env: { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) },
       cwd: o.cwd ?? '/root',
       timeoutMs: o.timeoutMs,
       stdin: o.stdin,
       maxOutputBytes: o.maxOutputBytes,
     });
     // runsc answers 128 when it lost the sandbox: say what happened instead of runsc's RPC error.
-    if (r.exitCode === 128 && !(await this.alive(rec))) {
+    const lost = r.exitCode === 128 && r.stderr.toString().includes(`sandbox "${rec.id}"`);
+    if (lost && !(await this.aliveAfter(rec, 1000))) {
       const why = 'nube: the sandbox ended during this command (gVisor: past its memory or pids limit); its files are kept and the next call starts it again\n';
       return { ...r, exitCode: 137, stderr: Buffer.from(why) };
     }
@@ -159,7 +168,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const execId = `bg_${randomBytes(8).toString('hex')}`;
     const f = bgFiles(this.layout.sandbox(id).bg, execId);
     await mkdir(f.dir, { recursive: true });
-    const proc = await this.runsc.writeProcess(f.dir, [NUBE_RUN, '0', '/bin/sh', '-c', command], sandboxEnv(rec, o.env), o.cwd ?? '/root');
+    const proc = await this.runsc.writeProcess(f.dir, [NUBE_RUN, '0', '/bin/sh', '-c', command], { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) }, o.cwd ?? '/root');
     await chown(f.dir, this.ctx.uidBase, this.ctx.uidBase);
     const [cmd, argv] = this.runsc.argv(this.target(rec), ['exec', `--process=${proc}`, `--internal-pid-file=${f.pid}`, id]);
     const script = '"$@"; echo "exit $?" > "$NUBE_STATUS.tmp"; mv "$NUBE_STATUS.tmp" "$NUBE_STATUS"';

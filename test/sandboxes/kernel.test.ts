@@ -2,7 +2,7 @@
 // across cells, errors carry name/value/traceback, rich outputs come back, a timeout interrupts the cell
 // and the kernel keeps its state, kernel-restart (and a kernel that dies) gives a fresh namespace.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
@@ -10,22 +10,22 @@ const sx = (path: string) => `/sandboxes/${id}${path}`;
 const cell = (code: string, extra: Record<string, unknown> = {}) =>
   t.call('POST', sx('/run-cell'), { code, ...extra });
 
-beforeAll(async () => {
-  t = await startSandboxNube('kernel');
-  const c = await t.call('POST', '/sandboxes', { template: 'code-interpreter', timeoutSeconds: 1200 });
-  expect(c.status, JSON.stringify(c.body)).toBe(200);
-  id = c.body.id;
-  // Not built yet on this host: the server builds it (minutes) and the sandbox answers `starting`.
-  for (let i = 0; i < 900 && (await t.call('GET', sx(''))).body.status !== 'running'; i++) {
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}, 960_000);
+describe.each(DRIVERS)('%s: run-cell on a Jupyter kernel', (driver) => {
+  beforeAll(async () => {
+    t = await startSandboxNube('kernel', { NUBE_SANDBOX_DRIVER: driver });
+    const c = await t.call('POST', '/sandboxes', { template: 'code-interpreter', timeoutSeconds: 1200 });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    id = c.body.id;
+    // Not built yet on this host: the server builds it (minutes) and the sandbox answers `starting`.
+    for (let i = 0; i < 900 && (await t.call('GET', sx(''))).body.status !== 'running'; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }, 960_000);
 
-afterAll(async () => {
-  await stopSandboxNube(t);
-}, 120_000);
+  afterAll(async () => {
+    await stopSandboxNube(t);
+  }, 120_000);
 
-describe('run-cell on a Jupyter kernel', () => {
   it('run-cell keeps state between cells; kernel-restart clears it', async () => {
     const a = await cell('x = 41\nprint("set")');
     expect(a.status, JSON.stringify(a.body)).toBe(200);
@@ -103,7 +103,7 @@ describe('run-cell on a Jupyter kernel', () => {
   it('the kernel and its variables outlive a restart of nube; a suspend ends them', async () => {
     expect((await cell('survivor = 7 * 6')).status).toBe(200);
     await t.nube.close();
-    Object.assign(t, await startSandboxNube('kernel', { NUBE_OWNER_KEY: t.ownerKey }, t.dataDir));
+    Object.assign(t, await startSandboxNube('kernel', { NUBE_OWNER_KEY: t.ownerKey, NUBE_SANDBOX_DRIVER: driver }, t.dataDir));
     const after = await cell('survivor');
     expect(after.body).toMatchObject({ result: '42', error: null, kernelStarted: false });
     // A suspend ends every process: the next cell starts a fresh kernel and says so.

@@ -1,8 +1,12 @@
 #!/bin/sh
-# Host packages the namespaces sandbox driver needs (Debian 12). Idempotent; run as root.
-# Kept in sync with HOST_PACKAGES in src/areas/sandboxes/runtime/namespaces/host-deps.ts.
+# Host packages the namespaces sandbox driver needs (Debian 12), plus runsc when
+# NUBE_SANDBOX_DRIVER=gvisor (or --gvisor: the test suite runs both drivers). Idempotent; run as root.
+# Kept in sync with HOST_PACKAGES / GVISOR_PACKAGES in src/areas/sandboxes/runtime/namespaces/host-deps.ts.
 set -eu
 PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync"
+if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ] || [ "${1:-}" = "--gvisor" ]; then
+  PKGS="$PKGS runsc"
+fi
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

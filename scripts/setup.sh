@@ -11,7 +11,8 @@ if [ "$major" -lt 20 ]; then
 fi
 
 if [ "$(id -u)" = "0" ]; then
-  sh scripts/install-host-deps.sh
+  # --gvisor: runsc too, for NUBE_SANDBOX_DRIVER=gvisor and for the test suite (it runs both drivers).
+  sh scripts/install-host-deps.sh --gvisor
 else
   echo "not root: skipping Debian packages (sandboxes need root and scripts/install-host-deps.sh)" >&2
 fi

@@ -15,8 +15,11 @@ export const HOST_PACKAGES = [
   'rsync',
 ];
 
-async function missingPackages(): Promise<string[]> {
-  const res = await run('dpkg-query', ['-W', '-f=\u0024{Package} \u0024{Status}\n', ...HOST_PACKAGES], {
+/** What the gVisor driver needs on top (Debian's runsc). */
+export const GVISOR_PACKAGES = ['runsc'];
+
+async function missingPackages(wanted: string[]): Promise<string[]> {
+  const res = await run('dpkg-query', ['-W', '-f=\u0024{Package} \u0024{Status}\n', ...wanted], {
     allowFailure: true,
   });
   const installed = new Set(
@@ -25,12 +28,15 @@ async function missingPackages(): Promise<string[]> {
       .filter((l) => l.endsWith('install ok installed'))
       .map((l) => l.split(' ')[0]),
   );
-  return HOST_PACKAGES.filter((p) => !installed.has(p));
+  return wanted.filter((p) => !installed.has(p));
 }
 
-/** Install what is missing with apt (root only). Returns the packages it installed. */
-export async function ensureHostPackages(onProgress?: (line: string) => void): Promise<string[]> {
-  const missing = await missingPackages();
+/** Install what is missing with apt (root only), runsc too for the gVisor driver. Returns what it installed. */
+export async function ensureHostPackages(
+  onProgress?: (line: string) => void,
+  driver: 'namespaces' | 'gvisor' = 'namespaces',
+): Promise<string[]> {
+  const missing = await missingPackages(driver === 'gvisor' ? [...HOST_PACKAGES, ...GVISOR_PACKAGES] : HOST_PACKAGES);
   if (missing.length === 0) return [];
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   await run('apt-get', ['update', '-qq'], { env, onLine: onProgress });

@@ -19,6 +19,18 @@ export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
 
 const MAX_FILE_BYTES = 256 * 1024 * 1024;
 
+// Debian's gVisor walks `<symlink to />/root` to `/` (a path bug; still inside the sandbox). For the
+// files API every absolute path argument gets its directory resolved by `realpath -m` (which walks
+// symlinks one component at a time, which gVisor gets right) and keeps its last component as given,
+// so a symlink itself can still be deleted or moved. $1 is the files script, $2 the operation.
+const CANONICAL_DIRS = `s=$1; op=$2; shift 2; n=$#
+for a; do
+  case $a in /?*) d=$(realpath -m -- "$(dirname -- "$a")") || exit 1; a="\${d%/}/$(basename -- "$a")";; esac
+  set -- "$@" "$a"
+done
+shift $n
+exec /bin/sh -c "$s" nube-files "$op" "$@"`;
+
 /**
  * The same sandboxes on gVisor: a user-space kernel (runsc, the sentry) runs the workload, so its
  * system calls never reach the host kernel. Everything but the process layer is the namespaces
@@ -145,8 +157,11 @@ export class GvisorRuntime extends NamespacesRuntime {
   }
 
   protected override enter(rec: SandboxRecord, cwd = '/') {
-    return (argv: string[], stdin?: Uint8Array | string) =>
-      this.inside(rec, argv, { cwd, stdin, timeoutMs: 120_000, maxOutputBytes: MAX_FILE_BYTES });
+    return (argv: string[], stdin?: Uint8Array | string) => {
+      // The files script: its absolute path arguments get their directory canonicalized first.
+      const args = argv[3] === 'nube-files' ? ['/bin/sh', '-c', CANONICAL_DIRS, 'nube-files', argv[2], ...argv.slice(4)] : argv;
+      return this.inside(rec, args, { cwd, stdin, timeoutMs: 120_000, maxOutputBytes: MAX_FILE_BYTES });
+    };
   }
 
   override async exec(id: string, command: string, o: ExecOptions = {}): Promise<ExecResult> {

@@ -11,6 +11,12 @@
 // moment they die, whatever the host's pid 1 does) and exits when none is left.
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +28,35 @@
 #include <unistd.h>
 
 static pid_t self_pid;
+
+// The same rule as the namespaces driver's filter: no new namespaces inside (unshare, setns, clone
+// with a namespace flag: EPERM; clone3: ENOSYS so libc falls back to clone). gVisor would implement
+// them in its own kernel, but a user namespace hands root there CAP_SYS_ADMIN (mounts and more of the
+// sentry's code to reach). gVisor sets no_new_privs on every process anyway.
+static void no_namespaces(void) {
+  const unsigned ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 8),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 5, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setns, 4, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 5, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 5),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, ns, 0, 3),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+    perror("nube-run: seccomp");
+    _exit(126);
+  }
+}
 
 static pid_t parent_of(pid_t pid) {
   char path[64], buf[512];
@@ -118,6 +153,7 @@ int main(int argc, char **argv) {
   if (child == 0) {
     setpgid(0, 0);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    no_namespaces();
     execvp(argv[2], argv + 2);
     fprintf(stderr, "nube-run: %s: %s\n", argv[2], strerror(errno));
     _exit(127);

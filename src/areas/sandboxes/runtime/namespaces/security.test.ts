@@ -49,9 +49,7 @@ describe.each(DRIVERS)('%s runtime: isolation', (driver) => {
     expect(hostname()).not.toBe('evil');
     expect((await readFile('/proc/sys/vm/swappiness', 'utf8')).trim()).toBe(swappiness);
     expect(r.stdout).toMatch(/mount: .*(permission denied|not permitted)/i);
-    // On gVisor a user namespace is the sentry's own object, not the host kernel's: allowed there
-    // (docs/decisions.md); the namespaces driver's seccomp filter refuses it.
-    if (driver === 'namespaces') expect(r.stdout).toMatch(/unshare.*not permitted/i);
+    expect(r.stdout).toMatch(/unshare.*not permitted/i);
     const tmpl = (await runtime.get(id))!;
     const { existsSync } = await import('node:fs');
     expect(existsSync(`${dataDir}/../templates/base/${tmpl.templateBuild}/rootfs/usr/bin/planted`)).toBe(false);

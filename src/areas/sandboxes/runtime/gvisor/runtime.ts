@@ -42,6 +42,7 @@ export class GvisorRuntime extends NamespacesRuntime {
   private runsc!: Runsc;
   private runDir = '';
   private gvReady: Promise<void> | null = null;
+  private readonly restarts = new Map<string, Promise<SandboxRecord>>();
 
   constructor(private readonly gvOpts: GvisorRuntimeOptions) {
     super(gvOpts);
@@ -105,17 +106,21 @@ export class GvisorRuntime extends NamespacesRuntime {
   /**
    * A sandbox whose sentry died (a fork bomb or memory hog past the host cgroup's caps ends the whole
    * gVisor sandbox) is started again on its files by the next call, as `recover()` does after a reboot.
+   * Not under the per-id lock (callers may hold it already); concurrent callers share one restart.
    */
   protected override async running(id: string): Promise<SandboxRecord> {
     const rec = await super.running(id);
     if (await this.alive(rec)) return rec;
-    return this.locked(id, async () => {
-      const again = await super.running(id);
-      if (await this.alive(again)) return again;
-      await this.halt(again);
-      await this.launch(again);
-      return again;
-    });
+    let restart = this.restarts.get(id);
+    if (!restart) {
+      restart = (async () => {
+        await this.halt(rec);
+        await this.launch(rec);
+        return rec;
+      })().finally(() => this.restarts.delete(id));
+      this.restarts.set(id, restart);
+    }
+    return restart;
   }
 
   /** Whether the sentry is still there after up to `ms` (it takes a moment to go after a crash). */

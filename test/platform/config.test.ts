@@ -17,6 +17,7 @@ describe('configuration', () => {
     ['NUBE_OWNER_PLAN', 'giga'],
     ['DATABASE_URL', 'mysql://localhost/x'],
     ['REDIS_URL', 'http://localhost'],
+    ['NUBE_SANDBOX_DRIVER', 'firecracker'],
   ])('a bad %s stops the start with a message naming it', (name, value) => {
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(name);
@@ -25,5 +26,10 @@ describe('configuration', () => {
   it('accepts a well-formed owner key and plan', () => {
     const key = `nube_sk_live_${'A1b2'.repeat(8)}`;
     expect(loadConfig({ ...base, NUBE_OWNER_KEY: key, NUBE_OWNER_PLAN: 'byte' })).toMatchObject({ ownerKey: key, ownerPlan: 'byte' });
+  });
+
+  it('picks the sandbox driver with one setting (namespaces by default)', () => {
+    expect(loadConfig(base).sandboxes.driver).toBe('namespaces');
+    expect(loadConfig({ ...base, NUBE_SANDBOX_DRIVER: 'gvisor' }).sandboxes.driver).toBe('gvisor');
   });
 });

@@ -85,8 +85,10 @@ export class GvisorRuntime extends NamespacesRuntime {
       mkdir(`${bundle}/state`, { recursive: true }),
     ]);
     const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.runDir, env: sandboxEnv(rec) });
-    await writeFile(`${bundle}/config.json`, JSON.stringify(spec));
-    await Promise.all([bundle, `${bundle}/state`].map((d) => chown(d, this.ctx.uidBase, this.ctx.uidBase)));
+    // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
+    await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
+    const own = [bundle, `${bundle}/state`, `${bundle}/config.json`];
+    await Promise.all(own.map((d) => chown(d, this.ctx.uidBase, this.ctx.uidBase)));
     await this.runsc.remove({ ...this.target(rec), pid: null });
     const pid = await this.runsc.start({
       helper: this.ctx.helper,

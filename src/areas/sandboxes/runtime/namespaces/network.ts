@@ -31,6 +31,22 @@ const LEASE_ROOT = '/run/nube-net';
 function ipToInt(ip: string): number {
   return ip.split('.').reduce((a, p) => a * 256 + Number(p), 0);
 }
+/** Whether two IPv4 networks share any address. */
+function overlaps(a: number, aPrefix: number, b: number, bPrefix: number): boolean {
+  const p = Math.min(aPrefix, bPrefix);
+  const mask = p === 0 ? 0 : (0xffffffff << (32 - p)) >>> 0;
+  return ((a & mask) >>> 0) === ((b & mask) >>> 0);
+}
+
+/** Every IPv4 address of the host's interfaces. */
+async function hostAddresses(): Promise<{ ifname: string; local: string; prefixlen: number }[]> {
+  const out = JSON.parse((await run('ip', ['-j', '-4', 'addr', 'show'])).stdout) as {
+    ifname: string;
+    addr_info?: { local: string; prefixlen: number }[];
+  }[];
+  return out.flatMap((i) => (i.addr_info ?? []).map((a) => ({ ifname: i.ifname, local: a.local, prefixlen: a.prefixlen })));
+}
+
 function intToIp(n: number): string {
   return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
 }
@@ -78,11 +94,25 @@ export class BridgeNetwork {
     }
     try {
       const name = this.bridge.name;
+      const addrs = await hostAddresses();
+      for (const a of addrs) {
+        if (a.ifname !== name && overlaps(ipToInt(a.local), a.prefixlen, this.first, this.prefix)) {
+          throw new Error(
+            `NUBE_SANDBOX_BRIDGE: ${name} ${this.subnet} overlaps ${a.ifname}'s ${a.local}/${a.prefixlen}; choose another subnet`,
+          );
+        }
+      }
       if (!existsSync(`/sys/class/net/${name}`)) {
         await run('ip', ['link', 'add', name, 'type', 'bridge']);
-        await run('ip', ['addr', 'add', `${this.hostIp}/${this.prefix}`, 'dev', name]);
-        await run('ip', ['link', 'set', name, 'up']);
       }
+      const mine = addrs.filter((a) => a.ifname === name);
+      if (!mine.some((a) => a.local === this.hostIp && a.prefixlen === this.prefix)) {
+        // A bridge left by an earlier configuration: its address and its rules name the old subnet.
+        await run('ip', ['addr', 'flush', 'dev', name]);
+        await run('ip', ['addr', 'add', `${this.hostIp}/${this.prefix}`, 'dev', name]);
+        await run('nft', ['delete', 'table', 'inet', this.table], { allowFailure: true });
+      }
+      await run('ip', ['link', 'set', name, 'up']);
       await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
       const has = await run('nft', ['list', 'table', 'inet', this.table], { allowFailure: true });
       if (has.code !== 0) await run('nft', ['-f', '-'], { input: this.baseRules() });

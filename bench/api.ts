@@ -400,7 +400,7 @@ async function main(): Promise<void> {
         "p50/p99 come from wrk's microsecond latency histogram: each segment reports 1000 equal-weight quantiles, merged by request count; " +
         'throughputPerSec is 2xx responses per measured second; any non-2xx, error or timeout aborts the bench. ' +
         'Until 2026-11-26 the load came from autocannon, which took about a core of this 2-core machine and held the bare route to ~15k req/s; ' +
-        'with wrk the bare route does ~70k, so the ratio target is now measured against the HTTP stack\'s real ceiling. The paced row uses autocannon (wrk cannot pace).',
+        'with wrk the bare route does 50-70k, so the ratio target is now measured against the HTTP stack\'s real ceiling. The paced row uses autocannon (wrk cannot pace).',
       'Process model: each server runs in its own child process (node --import tsx bench/lib/api-server.ts), all started before the first segment ' +
         'and idle while another is measured; wrk runs as its own process, so load generator and server never share an event loop.',
       'Bare route: Fastify 5 defaults (logger off, no hooks) on GET /api/v2/account returning the exact bytes the nube server answered; ' +

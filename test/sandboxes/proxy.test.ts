@@ -62,12 +62,13 @@ describe.each(DRIVERS)('%s: exposed ports', (driver) => {
   it('expose returns the public URL and the proxy serves the port inside', async () => {
     const e = await t.call('POST', `/sandboxes/${id}/expose`, { port: 8080 });
     expect(e.status).toBe(200);
-    expect(e.body.url).toBe(`http://8080-${id}.sandbox.localhost:${port}`);
+    // The URL spells the id DNS-safe (`sbx-...`); the proxy takes both spellings.
+    expect(e.body.url).toBe(`http://8080-${id.replace('_', '-')}.sandbox.localhost:${port}`);
     expect((await t.call('GET', `/sandboxes/${id}`)).body.urls).toEqual([{ port: 8080, url: e.body.url }]);
     const r = await waitForHttp(new URL(e.body.url).host);
     expect(r).toEqual({ status: 200, body: '<h1>inside</h1>' });
-    // The DNS-safe spelling of the id reaches the same sandbox.
-    expect((await get(`8080-${id.replace('_', '-')}.sandbox.localhost:${port}`)).body).toBe('<h1>inside</h1>');
+    // The API's own spelling of the id (`sbx_...`) reaches the same sandbox.
+    expect((await get(`8080-${id}.sandbox.localhost:${port}`)).body).toBe('<h1>inside</h1>');
   });
 
   it('unexposed ports, unknown sandboxes and the plain API host behave', async () => {

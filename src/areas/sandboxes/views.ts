@@ -10,12 +10,16 @@ export type DerivedTemplateView = z.input<typeof DerivedTemplate>;
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-/** Public URL of an exposed port: `<scheme>://<port>-<id>.<publicHost>[:<nube's port>]`. */
+/**
+ * Public URL of an exposed port: `<scheme>://<port>-<id>.<publicHost>[:<nube's port>]`, the id spelled
+ * `sbx-...`: `_` is not allowed in DNS hostnames (wildcard certificates, strict resolvers). The proxy
+ * also accepts `sbx_...`.
+ */
 export function portUrl(publicUrl: string, publicHost: string, id: string, port: number): string {
   const u = new URL(publicUrl);
   const defaultPort = (u.protocol === 'https:' && u.port === '443') || (u.protocol === 'http:' && u.port === '80');
   const hostPort = u.port && !defaultPort ? `:${u.port}` : '';
-  return `${u.protocol}//${port}-${id}.${publicHost}${hostPort}`;
+  return `${u.protocol}//${port}-${id.replace('_', '-')}.${publicHost}${hostPort}`;
 }
 
 export function toSandbox(r: SandboxRow, urlOf: (port: number) => string): SandboxView {

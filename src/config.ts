@@ -86,6 +86,16 @@ const envSchema = z.object({
     .regex(/^[a-z0-9]{1,12}:\d+\.\d+\.\d+\.\d+\/\d+$/, 'must look like nube0:10.77.0.1/16')
     .default('nube0:10.77.0.1/16'),
   NUBE_SANDBOX_CGROUP: z.string().regex(/^[a-z0-9-]{1,32}$/).default('nube'),
+  // Web: the SearXNG instance web.search asks (absent: 503), fetch limits, where a 402 sends buyers.
+  NUBE_WEB_SEARCH_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a SearXNG instance' }).optional(),
+  NUBE_WEB_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(15_000),
+  NUBE_WEB_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(100 * 1024 * 1024)
+    .default(5 * 1024 * 1024),
+  NUBE_WEB_BUY_URL: z.url().optional(),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -114,6 +124,17 @@ export interface Config {
   webhookRetryMs: number[];
   files: FilesConfig;
   sandboxes: SandboxesConfig;
+  web: WebConfig;
+}
+
+/** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
+export interface WebConfig {
+  /** SearXNG base URL (its JSON API at `<base>/search?format=json`); absent: search answers 503. */
+  searchUrl?: string;
+  timeoutMs: number;
+  maxBytes: number;
+  /** Absent: `<public URL>/api/v2/account/usage`. */
+  buyUrl?: string;
 }
 
 export const FILE_REGION_NAMES = ['LATAM', 'US', 'EU'] as const;
@@ -186,6 +207,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       prebuild: e.NUBE_SANDBOX_PREBUILD,
       bridge: { name: e.NUBE_SANDBOX_BRIDGE.split(':')[0]!, cidr: e.NUBE_SANDBOX_BRIDGE.split(':')[1]! },
       cgroupParent: e.NUBE_SANDBOX_CGROUP,
+    },
+    web: {
+      searchUrl: e.NUBE_WEB_SEARCH_URL?.replace(/\/$/, ''),
+      timeoutMs: e.NUBE_WEB_TIMEOUT_MS,
+      maxBytes: e.NUBE_WEB_MAX_BYTES,
+      buyUrl: e.NUBE_WEB_BUY_URL,
     },
   };
 }

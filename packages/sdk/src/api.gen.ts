@@ -1134,7 +1134,7 @@ export interface paths {
         put?: never;
         /**
          * Crawl a site from a start URL and return the pages found, as Markdown
-         * @description Follows links within the start URL's site up to maxPages. Metered in queries (1 per page); 402 when the balance is empty.
+         * @description Breadth-first over the start URL's origin (same scheme, host and port) up to maxPages, honouring robots.txt rules for `*`. Pages that fail are listed in `skipped`; the start page failing fails the crawl. Metered in queries (1 per page returned); 402 when the balance is empty.
          */
         post: operations["web.crawl"];
         delete?: never;
@@ -1191,7 +1191,7 @@ export interface paths {
         put?: never;
         /**
          * Fetch one web page and return its content, optionally as Markdown
-         * @description Metered in queries (1 per page); 402 with `buy` when the balance is empty.
+         * @description Follows up to 5 redirects; private, loopback and link-local addresses are refused (400 UrlRefused). HTML becomes its main content as Markdown (asMarkdown, default) or is returned as served; other text passes through; binary answers 415. Metered in queries (1 per page); 402 with `buy` when the balance is empty.
          */
         post: operations["web.fetch"];
         delete?: never;
@@ -1211,7 +1211,7 @@ export interface paths {
         put?: never;
         /**
          * Search the web and get ranked results (title, URL, snippet)
-         * @description Costs 1 query from the balance. 402 with `buy` when the balance is empty.
+         * @description Asks the operator's SearXNG instance (NUBE_WEB_SEARCH_URL; without one: 503 SearchNotConfigured). Costs 1 query from the balance (web queries share the plan's monthly AI credits). 402 with `buy` when the balance is empty.
          */
         post: operations["web.search"];
         delete?: never;
@@ -1381,6 +1381,34 @@ export interface components {
         Checkout: {
             /** @description Pay here; the machine is created when the payment confirms */
             checkoutUrl: string;
+        };
+        /** @description One page of a crawl (always Markdown for HTML) */
+        CrawledPage: {
+            contentType: string | null;
+            /** @description meta description, when the page has one */
+            description: string | null;
+            /** @description ISO 8601 UTC timestamp */
+            fetchedAt: string;
+            /**
+             * @description Which of markdown, html or text is present
+             * @enum {string}
+             */
+            format: "markdown" | "html" | "text";
+            /** @description The HTML as served: HTML pages without asMarkdown */
+            html?: string;
+            /** @description Main content (Readability) as Markdown: HTML pages with asMarkdown */
+            markdown?: string;
+            /** @description URL asked for */
+            requestedUrl: string;
+            /** @description HTTP status the page answered with (a 404 page is still returned) */
+            status: number;
+            /** @description The body as served: non-HTML text (plain text, JSON, XML...) */
+            text?: string;
+            title: string | null;
+            /** @description The body passed the size cap and was cut there */
+            truncated: boolean;
+            /** @description URL of the page after redirects */
+            url: string;
         };
         /** @description An isolated SQLite database */
         Database: {
@@ -1773,11 +1801,14 @@ export interface components {
             timeoutSeconds: number;
         };
         SearchResult: {
+            /** @description Snippet of the page, as the engine gave it */
+            content: string;
+            /** @description Engine that found this result, when known */
+            engine: string | null;
             /** @description 1-based rank */
             position: number;
             /** @description Publication date when known */
             publishedAt: string | null;
-            snippet: string;
             title: string;
             url: string;
         };
@@ -1891,25 +1922,6 @@ export interface components {
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             webhookId: string;
-        };
-        /** @description One fetched web page */
-        WebPage: {
-            /** @description Markdown when asMarkdown, else the text of the page */
-            content: string;
-            contentType: string | null;
-            /** @description ISO 8601 UTC timestamp */
-            fetchedAt: string;
-            /** @description URL after redirects */
-            finalUrl: string;
-            /** @enum {string} */
-            format: "markdown" | "text" | "html";
-            /** @description Absolute links found on the page */
-            links?: string[];
-            /** @description HTTP status of the page */
-            status: number;
-            title: string | null;
-            /** @description Requested URL */
-            url: string;
         };
     };
     responses: never;
@@ -8674,7 +8686,7 @@ export interface operations {
                     /** @description ISO 3166-1 alpha-2 country to search or fetch from (`mx`, `us`, ...) */
                     country?: string;
                     /**
-                     * @description Pages to crawl, 1-100 (default 10)
+                     * @description Pages to crawl, 1-50 (default 10)
                      * @default 10
                      */
                     maxPages?: number;
@@ -8696,17 +8708,23 @@ export interface operations {
                     "application/json": {
                         /** @description Pages returned */
                         count: number;
-                        pages: components["schemas"]["WebPage"][];
+                        pages: components["schemas"]["CrawledPage"][];
                         /** @description Balance left after the call; null if unmetered */
                         queriesRemaining: number | null;
                         /** @description Queries charged for this call */
                         queriesUsed: number;
+                        /** @description Pages not returned: robots.txt (RobotsDisallowed), refused, unreachable or binary */
+                        skipped: {
+                            code: string;
+                            error: string;
+                            url: string;
+                        }[];
                         /** @description Start URL */
                         url: string;
                     };
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description UrlRefused: The URL (or a redirect) points to a private, loopback or link-local address */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8724,7 +8742,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description InsufficientBalance: Query balance empty; the body carries `buy`, a URL to buy more queries */
+            /** @description InsufficientBalance: Query balance empty (code InsufficientBalance); the body carries `buy`, a URL to buy more queries */
             402: {
                 headers: {
                     [name: string]: unknown;
@@ -8735,6 +8753,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UnsupportedContentType: The page is binary (image, PDF, archive...), not text or HTML */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8760,8 +8787,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description FetchFailed: The page could not be fetched: HostNotFound, ConnectionRefused, FetchTimeout, TooManyRedirects or FetchFailed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8827,7 +8854,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description InsufficientBalance: Query balance empty; the body carries `buy`, a URL to buy more queries */
+            /** @description InsufficientBalance: Query balance empty (code InsufficientBalance); the body carries `buy`, a URL to buy more queries */
             402: {
                 headers: {
                     [name: string]: unknown;
@@ -8999,30 +9026,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description Markdown when asMarkdown, else the text of the page */
-                        content: string;
                         contentType: string | null;
+                        /** @description meta description, when the page has one */
+                        description: string | null;
                         /** @description ISO 8601 UTC timestamp */
                         fetchedAt: string;
-                        /** @description URL after redirects */
-                        finalUrl: string;
-                        /** @enum {string} */
-                        format: "markdown" | "text" | "html";
-                        /** @description Absolute links found on the page */
-                        links?: string[];
+                        /**
+                         * @description Which of markdown, html or text is present
+                         * @enum {string}
+                         */
+                        format: "markdown" | "html" | "text";
+                        /** @description The HTML as served: HTML pages without asMarkdown */
+                        html?: string;
+                        /** @description Absolute http(s) links found on the page, without fragments */
+                        links: string[];
+                        /** @description Main content (Readability) as Markdown: HTML pages with asMarkdown */
+                        markdown?: string;
                         /** @description Balance left after the call; null if unmetered */
                         queriesRemaining: number | null;
                         /** @description Queries charged for this call */
                         queriesUsed: number;
-                        /** @description HTTP status of the page */
+                        /** @description URL asked for */
+                        requestedUrl: string;
+                        /** @description HTTP status the page answered with (a 404 page is still returned) */
                         status: number;
+                        /** @description The body as served: non-HTML text (plain text, JSON, XML...) */
+                        text?: string;
                         title: string | null;
-                        /** @description Requested URL */
+                        /** @description The body passed the size cap and was cut there */
+                        truncated: boolean;
+                        /** @description URL of the page after redirects */
                         url: string;
                     };
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description UrlRefused: The URL (or a redirect) points to a private, loopback or link-local address */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9040,7 +9078,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description InsufficientBalance: Query balance empty; the body carries `buy`, a URL to buy more queries */
+            /** @description InsufficientBalance: Query balance empty (code InsufficientBalance); the body carries `buy`, a URL to buy more queries */
             402: {
                 headers: {
                     [name: string]: unknown;
@@ -9051,6 +9089,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UnsupportedContentType: The page is binary (image, PDF, archive...), not text or HTML */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9076,8 +9123,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description FetchFailed: The page could not be fetched: HostNotFound, ConnectionRefused, FetchTimeout, TooManyRedirects or FetchFailed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9114,7 +9161,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** @description Engine that answered */
+                        /** @description Engine asked for, or the provider (`searxng`) when none was */
                         engine: string;
                         /** @description Balance left after the call; null if unmetered */
                         queriesRemaining: number | null;
@@ -9143,7 +9190,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description InsufficientBalance: Query balance empty; the body carries `buy`, a URL to buy more queries */
+            /** @description InsufficientBalance: Query balance empty (code InsufficientBalance); the body carries `buy`, a URL to buy more queries */
             402: {
                 headers: {
                     [name: string]: unknown;
@@ -9179,8 +9226,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description SearchProviderFailed: The search provider failed or answered something else than its JSON API */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SearchNotConfigured: No search provider configured (NUBE_WEB_SEARCH_URL) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

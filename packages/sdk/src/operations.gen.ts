@@ -985,7 +985,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['web', 'crawl'],
   },
   'web.extract': {
@@ -1021,7 +1021,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['web', 'fetch'],
   },
   'web.search': {
@@ -1033,7 +1033,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['web', 'search'],
   },
   'webhooks.create': {

@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
 import { IsoTime } from '../../platform/schemas.js';
+import type { WebService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    web: WebService;
+  }
+}
 
 const tags = ['Web'];
 
@@ -20,8 +27,15 @@ const Metering = z
 const PAYMENT = {
   status: 402,
   code: 'InsufficientBalance',
-  description: 'Query balance empty; the body carries `buy`, a URL to buy more queries',
+  description: 'Query balance empty (code InsufficientBalance); the body carries `buy`, a URL to buy more queries',
 };
+const REFUSED = { status: 400, code: 'UrlRefused', description: 'The URL (or a redirect) points to a private, loopback or link-local address' };
+const UNREACHABLE = {
+  status: 502,
+  code: 'FetchFailed',
+  description: 'The page could not be fetched: HostNotFound, ConnectionRefused, FetchTimeout, TooManyRedirects or FetchFailed',
+};
+const BINARY = { status: 415, code: 'UnsupportedContentType', description: 'The page is binary (image, PDF, archive...), not text or HTML' };
 
 const ExtractStatus = z
   .enum(['queued', 'running', 'completed', 'failed'])
@@ -32,24 +46,35 @@ export const SearchResult = z
     position: z.number().int().describe('1-based rank'),
     title: z.string(),
     url: z.string(),
-    snippet: z.string(),
+    content: z.string().describe('Snippet of the page, as the engine gave it'),
+    engine: z.string().nullable().describe('Engine that found this result, when known'),
     publishedAt: IsoTime.nullable().describe('Publication date when known'),
   })
   .meta({ id: 'SearchResult' });
 
+const pageFields = {
+  url: z.string().describe('URL of the page after redirects'),
+  requestedUrl: z.string().describe('URL asked for'),
+  status: z.number().int().describe('HTTP status the page answered with (a 404 page is still returned)'),
+  contentType: z.string().nullable(),
+  title: z.string().nullable(),
+  description: z.string().nullable().describe('meta description, when the page has one'),
+  format: z.enum(['markdown', 'html', 'text']).describe('Which of markdown, html or text is present'),
+  markdown: z.string().optional().describe('Main content (Readability) as Markdown: HTML pages with asMarkdown'),
+  html: z.string().optional().describe('The HTML as served: HTML pages without asMarkdown'),
+  text: z.string().optional().describe('The body as served: non-HTML text (plain text, JSON, XML...)'),
+  truncated: z.boolean().describe('The body passed the size cap and was cut there'),
+  fetchedAt: IsoTime,
+};
+
 export const WebPage = z
   .object({
-    url: z.string().describe('Requested URL'),
-    finalUrl: z.string().describe('URL after redirects'),
-    status: z.number().int().describe('HTTP status of the page'),
-    contentType: z.string().nullable(),
-    title: z.string().nullable(),
-    content: z.string().describe('Markdown when asMarkdown, else the text of the page'),
-    format: z.enum(['markdown', 'text', 'html']),
-    links: z.array(z.string()).optional().describe('Absolute links found on the page'),
-    fetchedAt: IsoTime,
+    ...pageFields,
+    links: z.array(z.string()).describe('Absolute http(s) links found on the page, without fragments'),
   })
   .meta({ id: 'WebPage', description: 'One fetched web page' });
+
+export const CrawledPage = z.object(pageFields).meta({ id: 'CrawledPage', description: 'One page of a crawl (always Markdown for HTML)' });
 
 export const webOperations = [
   defineOperation({
@@ -57,7 +82,9 @@ export const webOperations = [
     method: 'POST',
     path: '/web/search',
     summary: 'Search the web and get ranked results (title, URL, snippet)',
-    description: 'Costs 1 query from the balance. 402 with `buy` when the balance is empty.',
+    description:
+      'Asks the operator\'s SearXNG instance (NUBE_WEB_SEARCH_URL; without one: 503 SearchNotConfigured). ' +
+      'Costs 1 query from the balance (web queries share the plan\'s monthly AI credits). 402 with `buy` when the balance is empty.',
     tags,
     auth: ['owner'],
     body: z.object({
@@ -68,18 +95,26 @@ export const webOperations = [
     response: z
       .object({
         query: z.string(),
-        engine: z.string().describe('Engine that answered'),
+        engine: z.string().describe('Engine asked for, or the provider (`searxng`) when none was'),
         results: z.array(SearchResult),
       })
       .extend(Metering.shape),
-    errors: [PAYMENT],
+    errors: [
+      PAYMENT,
+      { status: 502, code: 'SearchProviderFailed', description: 'The search provider failed or answered something else than its JSON API' },
+      { status: 503, code: 'SearchNotConfigured', description: 'No search provider configured (NUBE_WEB_SEARCH_URL)' },
+    ],
+    handler: ({ services, principal, body }) => services.web.search(principal, body),
   }),
   defineOperation({
     id: 'web.fetch',
     method: 'POST',
     path: '/web/fetch',
     summary: 'Fetch one web page and return its content, optionally as Markdown',
-    description: 'Metered in queries (1 per page); 402 with `buy` when the balance is empty.',
+    description:
+      'Follows up to 5 redirects; private, loopback and link-local addresses are refused (400 UrlRefused). ' +
+      'HTML becomes its main content as Markdown (asMarkdown, default) or is returned as served; other text ' +
+      'passes through; binary answers 415. Metered in queries (1 per page); 402 with `buy` when the balance is empty.',
     tags,
     auth: ['owner'],
     body: z.object({
@@ -88,7 +123,8 @@ export const webOperations = [
       asMarkdown: z.boolean().default(true).describe('Convert the page to Markdown (default true)'),
     }),
     response: WebPage.extend(Metering.shape),
-    errors: [PAYMENT],
+    errors: [PAYMENT, REFUSED, BINARY, UNREACHABLE],
+    handler: ({ services, principal, body }) => services.web.fetch(principal, body),
   }),
   defineOperation({
     id: 'web.extract',
@@ -141,21 +177,27 @@ export const webOperations = [
     path: '/web/crawl',
     summary: 'Crawl a site from a start URL and return the pages found, as Markdown',
     description:
-      "Follows links within the start URL's site up to maxPages. Metered in queries (1 per page); 402 when the balance is empty.",
+            "Breadth-first over the start URL's origin (same scheme, host and port) up to maxPages, honouring " +
+      "robots.txt rules for `*`. Pages that fail are listed in `skipped`; the start page failing fails the crawl. " +
+      'Metered in queries (1 per page returned); 402 when the balance is empty.',
     tags,
     auth: ['owner'],
     body: z.object({
       url: HttpUrl.describe('Start URL'),
-      maxPages: z.number().int().min(1).max(100).default(10).describe('Pages to crawl, 1-100 (default 10)'),
+      maxPages: z.number().int().min(1).max(50).default(10).describe('Pages to crawl, 1-50 (default 10)'),
       country: Country.optional(),
     }),
     response: z
       .object({
         url: z.string().describe('Start URL'),
         count: z.number().int().describe('Pages returned'),
-        pages: z.array(WebPage),
+        pages: z.array(CrawledPage),
+        skipped: z
+          .array(z.object({ url: z.string(), code: z.string(), error: z.string() }))
+          .describe('Pages not returned: robots.txt (RobotsDisallowed), refused, unreachable or binary'),
       })
       .extend(Metering.shape),
-    errors: [PAYMENT],
+    errors: [PAYMENT, REFUSED, BINARY, UNREACHABLE],
+    handler: ({ services, principal, body }) => services.web.crawl(principal, body),
   }),
 ];

@@ -7,16 +7,12 @@
  * Run: `npm run bench -- webhooks [events] [--no-pg]`.
  */
 import { fork } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
-import { loadConfig } from '../src/config.js';
-import { buildServer } from '../src/server.js';
 import { createTempDatabase } from '../test/helpers/pg.js';
-import { newOwnerKey } from '../test/helpers/server.js';
+import { startBenchNube } from './lib/nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { summarize } from './lib/stats.js';
 
@@ -49,20 +45,8 @@ async function startReceiver(): Promise<Receiver> {
 const PAD = 'x'.repeat(300); // a file-object-sized payload
 
 async function benchNube(label: string, rx: Receiver, n: number, extraEnv: Record<string, string>): Promise<ResultRow[]> {
-  const dataDir = await mkdtemp(join(process.cwd(), 'data-bench-webhooks-'));
-  const key = newOwnerKey();
-  const nube = await buildServer(
-    loadConfig({
-      NUBE_DATA_DIR: dataDir,
-      NUBE_PORT: '0',
-      NUBE_OWNER_KEY: key,
-      NUBE_LOG_LEVEL: 'warn',
-      NUBE_OUTBOUND_ALLOW: '127.0.0.1/32',
-      ...extraEnv,
-    }),
-  );
+  const { nube, key, base, close } = await startBenchNube('webhooks', extraEnv);
   if (process.env.BENCH_SYNC_NORMAL) await sql`PRAGMA synchronous = NORMAL`.execute(nube.deps.store.db);
-  const base = await nube.listen();
   const auth = { authorization: `Bearer ${key}` };
   const owner = ((await (await fetch(`${base}/api/v2/account`, { headers: auth })).json()) as { id: string }).id;
   const created = await fetch(`${base}/api/v2/webhooks`, {
@@ -122,8 +106,7 @@ async function benchNube(label: string, rx: Receiver, n: number, extraEnv: Recor
       deliveries: n,
     });
   } finally {
-    await nube.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await close();
   }
   return rows;
 }

@@ -55,14 +55,16 @@ export function parsePage(html: string, pageUrl: string, markdown: boolean): Par
       // leave an unparsable src as it is
     }
   }
-  // Readability rewrites the document; links and title were read above.
-  let content: string | null | undefined;
+  // Readability rewrites the document; links and title were read above. Its serializer hands back the
+  // article element itself, which turndown walks without serializing and parsing it again (~1 ms of 3).
+  let content: unknown;
   try {
-    content = new Readability(document as never, { charThreshold: 100 }).parse()?.content;
+    const options = { charThreshold: 100, serializer: (el: unknown) => el };
+    content = new Readability(document as never, options as never).parse()?.content;
   } catch {
     content = undefined;
   }
-  const fallback = () => document.querySelector('body')?.innerHTML ?? html;
-  const md = turndown.turndown(content || fallback()).trim();
+  const root = (content || document.querySelector('body') || html) as Parameters<TurndownService['turndown']>[0];
+  const md = turndown.turndown(root).trim();
   return { title, description, links: [...links], markdown: md };
 }

@@ -84,6 +84,12 @@ export function startSite(): Promise<Running> {
       case '/binary.png':
         res.writeHead(200, { 'content-type': 'image/png' });
         return res.end(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0]));
+      case '/untyped-binary':
+        res.writeHead(200);
+        return res.end(Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0, 0, 0, 1]));
+      case '/untyped-html':
+        res.writeHead(200);
+        return res.end(page('Untyped', '<p>no content type</p>'));
       case '/redirect':
         res.writeHead(302, { location: '/a' });
         return res.end();

@@ -103,6 +103,9 @@ describe('web with the allow-list admitting 127.0.0.1', () => {
     const bin = await fetchPage({ url: `${site.url}/binary.png` });
     expect(bin.status).toBe(415);
     expect(await json(bin)).toMatchObject({ code: 'UnsupportedContentType', contentType: 'image/png' });
+    const untyped = await fetchPage({ url: `${site.url}/untyped-binary` });
+    expect(untyped.status).toBe(415);
+    expect(await json(await fetchPage({ url: `${site.url}/untyped-html` }))).toMatchObject({ contentType: null, title: 'Untyped', format: 'markdown' });
     const loop = await fetchPage({ url: `${site.url}/loop` });
     expect(loop.status).toBe(502);
     expect((await json(loop)).code).toBe('TooManyRedirects');

@@ -111,6 +111,10 @@ export class PageFetcher {
           throw new ApiError(415, 'UnsupportedContentType', `${url} is ${contentType}, not a text or HTML page`, { contentType });
         }
         const { text, truncated } = await this.readCapped(res.body, contentType);
+        // No content type: text unless the start of the body holds NUL bytes, which text never does.
+        if (!opts.anyType && contentType === null && text.slice(0, 1024).includes('\u0000')) {
+          throw new ApiError(415, 'UnsupportedContentType', `${url} has no content type and its body is binary`, { contentType });
+        }
         return { requestedUrl: input, url: checked.url.href, status: res.status, contentType, body: text, truncated };
       }
     } catch (err) {

@@ -217,7 +217,7 @@ describe('web without an allow-list or a search provider', () => {
 
   it('refuses loopback, link-local (metadata) and private targets with 400 UrlRefused', async () => {
     const robotsBefore = site.hits.filter((h) => h === '/robots.txt').length;
-    for (const url of [`${site.url}/`, 'http://169.254.169.254/latest/meta-data/', 'http://[::1]/', 'http://10.0.0.1/', 'http://2130706433/', 'http://localhost/']) {
+    for (const url of [`${site.url}/`, 'http://169.254.169.254/latest/meta-data/', 'http://[::ffff:127.0.0.1]/', 'http://0/', 'http://u:p@8.8.8.8/', 'http://[::1]/', 'http://10.0.0.1/', 'http://2130706433/', 'http://localhost/']) {
       const r = await call('POST', '/web/fetch', { url });
       expect(r.status, url).toBe(400);
       expect((await json(r)).code, url).toBe('UrlRefused');

@@ -89,6 +89,9 @@ export class PageFetcher {
     try {
       for (let hop = 0; ; hop++) {
         const checked = await assertPublicUrl(url, this.allow, { dns: false });
+        if (checked.url.username || checked.url.password) {
+          throw errors.badRequest(`${url}: URLs carrying a user name or password are not fetched`, undefined, 'UrlRefused');
+        }
         const res = await undiciFetch(checked.url, {
           dispatcher: this.agent,
           redirect: 'manual',

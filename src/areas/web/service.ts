@@ -100,7 +100,13 @@ export class WebService {
     if (!isHtml(page.contentType)) {
       return { ...base, title: null, description: null, format: 'text', text: page.body, links: [] };
     }
-    const parsed = parsePage(page.body, page.url, asMarkdown);
+    let parsed: ReturnType<typeof parsePage>;
+    try {
+      parsed = parsePage(page.body, page.url, asMarkdown);
+    } catch {
+      // A page the parser chokes on comes back as served rather than as a 500.
+      return { ...base, title: null, description: null, format: 'html', html: page.body, links: [] };
+    }
     const shown = { title: parsed.title, description: parsed.description, links: parsed.links };
     return asMarkdown
       ? { ...base, ...shown, format: 'markdown', markdown: parsed.markdown }

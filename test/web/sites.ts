@@ -84,6 +84,15 @@ export function startSite(): Promise<Running> {
       case '/binary.png':
         res.writeHead(200, { 'content-type': 'image/png' });
         return res.end(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0]));
+      case '/product':
+        return html(
+          200,
+          '<!doctype html><html lang="es-MX"><head><title>Taza nube</title><link rel="canonical" href="/product?id=1">' +
+            '<meta property="og:title" content="Taza"><meta property="og:image" content="https://img.example/t.png">' +
+            '<meta name="twitter:card" content="summary"><meta name="description" content="Una taza">' +
+            '<script type="application/ld+json">{"@context":"https://schema.org","@type":"Product","name":"Taza","offers":{"price":"99.00","priceCurrency":"MXN"}}</script>' +
+            '<script type="application/ld+json">{broken</script></head><body><h1>Taza</h1><h2>Detalles</h2><p>Cerámica.</p></body></html>',
+        );
       case '/untyped-binary':
         res.writeHead(200);
         return res.end(Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0, 0, 0, 1]));

@@ -233,11 +233,6 @@ describe('web without an allow-list or a search provider', () => {
     expect(r.status).toBe(503);
     expect((await json(r)).code).toBe('SearchNotConfigured');
   });
-
-  it('leaves extraction at 501', async () => {
-    const r = await call('POST', '/web/extract', { input: 'https://example.org/' });
-    expect(r.status).toBe(501);
-  });
 });
 
 describe.each(DIALECTS)('web metering (%s)', (dialect) => {
@@ -270,6 +265,7 @@ describe.each(DIALECTS)('web metering (%s)', (dialect) => {
       ['/web/fetch', { url: `${site.url}/a` }],
       ['/web/crawl', { url: `${site.url}/a` }],
       ['/web/search', { query: 'q' }],
+      ['/web/extract', { input: `${site.url}/a` }],
     ] as const) {
       const r = await call('POST', path, body);
       expect(r.status, path).toBe(402);
@@ -278,5 +274,68 @@ describe.each(DIALECTS)('web metering (%s)', (dialect) => {
       expect(b.buy).toBe(`${n.t.baseUrl}/api/v2/account/usage`);
     }
     expect(await n.t.nube.deps.usage.counter(ownerId, 'webQueries')).toBe(999);
+  });
+});
+
+describe.each(DIALECTS)('web extract (%s)', (dialect) => {
+  const n = useNube(() => ({ dialect, env: ALLOW }));
+  const call = (...a: Parameters<ReturnType<typeof caller>>) => n.call(...a);
+
+  async function finished(jobId: string) {
+    for (let i = 0; i < 200; i++) {
+      const b = await json(await call('GET', `/web/extract/${jobId}`));
+      if (b.status === 'completed' || b.status === 'failed') return b;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('extraction did not finish');
+  }
+
+  it('reads structured data of each URL in a job and reports it when completed', async () => {
+    const r = await call('POST', '/web/extract', { input: { urls: [`${site.url}/product`, `${site.url}/binary.png`, `${site.url}/text.txt`] } });
+    expect(r.status).toBe(200);
+    const started = await json(r);
+    expect(started).toEqual({ jobId: expect.stringMatching(/^ext_/), status: 'queued' });
+    const done = await finished(started.jobId);
+    expect(done).toMatchObject({ jobId: started.jobId, status: 'completed', itemCount: 2, error: null });
+    expect(Date.parse(done.finishedAt)).toBeGreaterThanOrEqual(Date.parse(done.createdAt));
+    const [product, binary, text] = done.data;
+    expect(product).toMatchObject({
+      url: `${site.url}/product`,
+      status: 200,
+      title: 'Taza nube',
+      description: 'Una taza',
+      language: 'es-MX',
+      canonical: `${site.url}/product?id=1`,
+      openGraph: { title: 'Taza', image: 'https://img.example/t.png' },
+      meta: { 'twitter:card': 'summary', description: 'Una taza' },
+      jsonLd: [{ '@type': 'Product', name: 'Taza', offers: { price: '99.00', priceCurrency: 'MXN' } }],
+      headings: [
+        { level: 1, text: 'Taza' },
+        { level: 2, text: 'Detalles' },
+      ],
+    });
+    expect(binary).toEqual({ requestedUrl: `${site.url}/binary.png`, error: { code: 'UnsupportedContentType', message: expect.any(String) } });
+    expect(text).toMatchObject({ status: 200, text: 'plain text, passed through as is\n' });
+  });
+
+  it('takes a single URL, honours limit, refuses guarded URLs per item', async () => {
+    const one = await finished((await json(await call('POST', '/web/extract', { input: `${site.url}/product`, limit: 1 }))).jobId);
+    expect(one.data).toHaveLength(1);
+    const two = await finished((await json(await call('POST', '/web/extract', { input: [`${site.url}/a`, 'http://169.254.169.254/', `${site.url}/b`], limit: 2 }))).jobId);
+    expect(two.data).toHaveLength(2);
+    expect(two.data[1].error.code).toBe('UrlRefused');
+  });
+
+  it('answers 400 for input it cannot read, unknown sources, 501 for datasetId, 404 for unknown jobs', async () => {
+    for (const body of [{}, { input: 'not a url' }, { input: [] }, { input: { q: 'x' } }, { input: ['ftp://x/'] }, { input: Array(51).fill(`${site.url}/`) }]) {
+      const r = await call('POST', '/web/extract', body);
+      expect(r.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect((await json(r)).issues.length).toBeGreaterThan(0);
+    }
+    const src = await call('POST', '/web/extract', { input: `${site.url}/`, source: 'amazon' });
+    expect(src.status).toBe(400);
+    expect((await json(src)).code).toBe('UnknownSource');
+    expect((await call('POST', '/web/extract', { input: `${site.url}/`, datasetId: 'ds_1' })).status).toBe(501);
+    expect((await call('GET', '/web/extract/ext_nope')).status).toBe(404);
   });
 });

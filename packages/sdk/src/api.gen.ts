@@ -1154,7 +1154,7 @@ export interface paths {
         put?: never;
         /**
          * Start an asynchronous structured-data extraction job; poll it with web.extract.get
-         * @description Returns `{ jobId, status }` at once; GET /web/extract/{jobId} reports the status and, when completed, the data. Metered in queries; 402 when the balance is empty.
+         * @description Returns `{ jobId, status }` at once; GET /web/extract/{jobId} reports the status and, when completed, the data. Source `page` (the only one): `input` is a URL, an array of up to 50 URLs, or `{ url }` / `{ urls }`; each page yields its structured data (title, description, language, canonical, Open Graph, meta tags, JSON-LD, headings) or `{ requestedUrl, error }`. `limit` caps the URLs taken. Metered in queries (1 per page read); 402 when the balance is empty.
          */
         post: operations["web.extract"];
         delete?: never;
@@ -8836,7 +8836,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description UnknownSource: source is not one nube has (sources: page) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8890,7 +8890,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
+            /** @description NotImplemented: datasetId: datasets are not implemented yet */
             501: {
                 headers: {
                     [name: string]: unknown;
@@ -8921,12 +8921,12 @@ export interface operations {
                     "application/json": {
                         /** @description ISO 8601 UTC timestamp */
                         createdAt: string;
-                        /** @description Extracted data; present when completed */
+                        /** @description Extracted items, one per URL in order; present when completed */
                         data?: unknown;
                         /** @description Why the job failed, or null */
                         error: string | null;
                         finishedAt: string | null;
-                        /** @description Items extracted so far, when known */
+                        /** @description Pages read, when finished */
                         itemCount: number | null;
                         jobId: string;
                         /**
@@ -8975,15 +8975,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };

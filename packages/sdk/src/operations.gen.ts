@@ -997,7 +997,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['web', 'extract'],
   },
   'web.extract.get': {
@@ -1009,7 +1009,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['web', 'extract', 'get'],
   },
   'web.fetch': {

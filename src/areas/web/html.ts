@@ -68,3 +68,58 @@ export function parsePage(html: string, pageUrl: string, markdown: boolean): Par
   const md = turndown.turndown(root).trim();
   return { title, description, links: [...links], markdown: md };
 }
+
+/** What `web.extract` (source `page`) returns per page: the page's own structured data. */
+export interface StructuredPage {
+  title: string | null;
+  description: string | null;
+  language: string | null;
+  canonical: string | null;
+  /** `og:*` properties, prefix removed (`title`, `image`, `type`...). */
+  openGraph: Record<string, string>;
+  /** Other named meta tags (`twitter:card`, `author`, `keywords`...). */
+  meta: Record<string, string>;
+  /** Every parsable `application/ld+json` block (schema.org objects). */
+  jsonLd: unknown[];
+  headings: { level: number; text: string }[];
+}
+
+const MAX_HEADINGS = 200;
+
+export function parseStructured(html: string, pageUrl: string): StructuredPage {
+  const { document } = parseHTML(html);
+  const openGraph: Record<string, string> = {};
+  const meta: Record<string, string> = {};
+  for (const m of document.querySelectorAll('meta[content]') as unknown as El[]) {
+    const key = (m.getAttribute('property') ?? m.getAttribute('name') ?? '').trim();
+    const value = m.getAttribute('content') ?? '';
+    if (!key) continue;
+    if (key.startsWith('og:')) openGraph[key.slice(3)] ??= value;
+    else meta[key] ??= value;
+  }
+  const jsonLd: unknown[] = [];
+  for (const s of document.querySelectorAll('script[type="application/ld+json"]')) {
+    try {
+      const v = JSON.parse(s.textContent ?? '') as unknown;
+      if (Array.isArray(v)) jsonLd.push(...v);
+      else jsonLd.push(v);
+    } catch {
+      // a broken block is skipped
+    }
+  }
+  const headings = [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
+    .slice(0, MAX_HEADINGS)
+    .map((h) => ({ level: Number(h.tagName.slice(1)), text: (h.textContent ?? '').replace(/\s+/g, ' ').trim() }))
+    .filter((h) => h.text !== '');
+  const canonical = document.querySelector('link[rel="canonical"][href]')?.getAttribute('href');
+  return {
+    title: document.querySelector('title')?.textContent?.trim() || openGraph.title || null,
+    description: meta.description || openGraph.description || null,
+    language: document.documentElement?.getAttribute('lang') || null,
+    canonical: canonical ? (absoluteLink(canonical, pageUrl) ?? null) : null,
+    openGraph,
+    meta,
+    jsonLd,
+    headings,
+  };
+}

@@ -3,17 +3,22 @@ import type { AreaModule } from '../area.js';
 import { PageFetcher } from './fetcher.js';
 import { webOperations } from './operations.js';
 import { SearxngProvider } from './search-provider.js';
-import { WebService } from './service.js';
+import { webMigrations } from './repo.js';
+import { EXTRACT_JOB, type ExtractJob, WebService } from './service.js';
 
 export const webArea: AreaModule = {
   name: 'web',
   operations: webOperations,
+  migrations: webMigrations,
   create(deps) {
-    const { web } = deps.config;
-    const fetcher = new PageFetcher(parseAllowList(deps.config.outboundAllow), web.timeoutMs, web.maxBytes);
-    const search = web.searchUrl ? new SearxngProvider(web.searchUrl, web.timeoutMs) : undefined;
-    const buy = () => web.buyUrl ?? `${deps.publicUrl()}/api/v2/account/usage`;
-    return { web: new WebService(fetcher, search, deps.usage, buy) };
+    const cfg = deps.config.web;
+    const fetcher = new PageFetcher(parseAllowList(deps.config.outboundAllow), cfg.timeoutMs, cfg.maxBytes);
+    const search = cfg.searchUrl ? new SearxngProvider(cfg.searchUrl, cfg.timeoutMs) : undefined;
+    const buy = () => cfg.buyUrl ?? `${deps.publicUrl()}/api/v2/account/usage`;
+    const web = new WebService(fetcher, search, deps.usage, buy, deps.store.db, deps.jobs);
+    // The lease is renewed while the job runs (up to MAX_EXTRACT_URLS fetches one after another).
+    deps.jobs.register<ExtractJob>(EXTRACT_JOB, web.runExtract, { maxAttempts: 2, concurrency: 4, leaseMs: 60_000 });
+    return { web };
   },
   async close(services) {
     await services.web.close();

@@ -133,7 +133,10 @@ export const webOperations = [
     summary: 'Start an asynchronous structured-data extraction job; poll it with web.extract.get',
     description:
       'Returns `{ jobId, status }` at once; GET /web/extract/{jobId} reports the status and, when ' +
-      'completed, the data. Metered in queries; 402 when the balance is empty.',
+      'completed, the data. Source `page` (the only one): `input` is a URL, an array of up to 50 URLs, ' +
+      'or `{ url }` / `{ urls }`; each page yields its structured data (title, description, language, ' +
+      'canonical, Open Graph, meta tags, JSON-LD, headings) or `{ requestedUrl, error }`. `limit` caps the ' +
+      'URLs taken. Metered in queries (1 per page read); 402 when the balance is empty.',
     tags,
     auth: ['owner'],
     body: z
@@ -151,7 +154,12 @@ export const webOperations = [
       })
       .refine((b) => b.input !== undefined, { message: 'input is required', path: ['input'] }),
     response: z.object({ jobId: z.string(), status: ExtractStatus }),
-    errors: [PAYMENT],
+    errors: [
+      PAYMENT,
+      { status: 400, code: 'UnknownSource', description: 'source is not one nube has (sources: page)' },
+      { status: 501, code: 'NotImplemented', description: 'datasetId: datasets are not implemented yet' },
+    ],
+    handler: ({ services, principal, body }) => services.web.startExtract(principal, body),
   }),
   defineOperation({
     id: 'web.extract.get',
@@ -164,12 +172,13 @@ export const webOperations = [
     response: z.object({
       jobId: z.string(),
       status: ExtractStatus,
-      data: z.unknown().optional().describe('Extracted data; present when completed'),
-      itemCount: z.number().int().nullable().describe('Items extracted so far, when known'),
+      data: z.unknown().optional().describe('Extracted items, one per URL in order; present when completed'),
+      itemCount: z.number().int().nullable().describe('Pages read, when finished'),
       error: z.string().nullable().describe('Why the job failed, or null'),
       createdAt: IsoTime,
       finishedAt: IsoTime.nullable(),
     }),
+    handler: ({ services, principal, params }) => services.web.getExtract(principal, params.jobId),
   }),
   defineOperation({
     id: 'web.crawl',

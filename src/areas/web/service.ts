@@ -1,9 +1,15 @@
+import type { PlanName } from '../../config.js';
 import type { Principal } from '../../platform/auth.js';
-import { ApiError, errors } from '../../platform/errors.js';
+import { ApiError, type ErrorIssue, errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import type { JobQueue } from '../../platform/jobs.js';
 import { PLANS } from '../../platform/plans.js';
 import type { Usage } from '../../platform/usage.js';
+import type { Kysely } from 'kysely';
+import type { Tables } from '../../store/schema.js';
 import { type FetchedPage, isHtml, type PageFetcher } from './fetcher.js';
-import { parsePage } from './html.js';
+import { parsePage, parseStructured } from './html.js';
+import { type ExtractJobRow, WebRepo } from './repo.js';
 import { NO_RULES, parseRobots, type RobotsRules, robotsAllows } from './robots.js';
 import type { SearchProvider } from './search-provider.js';
 
@@ -33,6 +39,49 @@ interface Metered {
   queriesRemaining: number | null;
 }
 
+export const EXTRACT_JOB = 'web.extract';
+/** URLs one extraction job takes. */
+export const MAX_EXTRACT_URLS = 50;
+export const EXTRACT_SOURCES = ['page'] as const;
+
+export interface ExtractJob {
+  jobId: string;
+  ownerId: string;
+  plan: PlanName;
+}
+
+export interface ExtractInput {
+  input?: unknown;
+  source?: string;
+  datasetId?: string;
+  limit?: number;
+}
+
+/** The URLs an extraction input names: a URL, an array of URLs, or `{ url }` / `{ urls }`; else 400. */
+export function extractUrls(input: unknown): string[] {
+  const o = input as { url?: unknown; urls?: unknown } | null;
+  const list =
+    typeof input === 'string' ? [input] : Array.isArray(input) ? input : o && typeof o === 'object' ? (o.urls ?? (o.url === undefined ? undefined : [o.url])) : undefined;
+  const shape = 'source page takes a URL, an array of URLs, or { url } / { urls }';
+  if (!Array.isArray(list) || list.length === 0) throw errors.validation([{ path: ['body', 'input'], message: shape }]);
+  if (list.length > MAX_EXTRACT_URLS) {
+    throw errors.validation([{ path: ['body', 'input'], message: `at most ${MAX_EXTRACT_URLS} URLs per job` }]);
+  }
+  const issues: ErrorIssue[] = [];
+  const urls = list.map((u, i) => {
+    let ok = false;
+    try {
+      ok = typeof u === 'string' && /^https?:$/.test(new URL(u).protocol);
+    } catch {
+      ok = false;
+    }
+    if (!ok) issues.push({ path: ['body', 'input', i], message: 'not an http(s) URL' });
+    return String(u);
+  });
+  if (issues.length) throw errors.validation(issues);
+  return urls;
+}
+
 export interface CrawlInput {
   url: string;
   maxPages: number;
@@ -40,15 +89,21 @@ export interface CrawlInput {
 }
 
 export class WebService {
+  private readonly repo: WebRepo;
+
   constructor(
     private readonly fetcher: PageFetcher,
     private readonly search_: SearchProvider | undefined,
     private readonly usage: Usage,
     private readonly buyUrl: () => string,
-  ) {}
+    private readonly db: Kysely<Tables>,
+    private readonly jobs: JobQueue,
+  ) {
+    this.repo = new WebRepo(db);
+  }
 
   /** Queries left this month: web queries share the plan's AI credits with AI use (as account usage shows). */
-  async remaining(p: Principal): Promise<number> {
+  async remaining(p: Pick<Principal, 'ownerId' | 'plan'>): Promise<number> {
     const [ai, web] = await Promise.all([this.usage.counter(p.ownerId, 'aiCredits'), this.usage.counter(p.ownerId, 'webQueries')]);
     return PLANS[p.plan].aiCreditsPerMonth - ai - web;
   }
@@ -179,7 +234,84 @@ export class WebService {
     };
   }
 
+  async startExtract(p: Principal, input: ExtractInput) {
+    if (input.datasetId !== undefined) throw errors.notImplemented('appending extraction results to a dataset (datasetId)');
+    const source = input.source ?? 'page';
+    if (!(EXTRACT_SOURCES as readonly string[]).includes(source)) {
+      throw errors.badRequest(`unknown source ${source}`, [{ path: ['body', 'source'], message: `sources: ${EXTRACT_SOURCES.join(', ')}` }], 'UnknownSource');
+    }
+    const urls = extractUrls(input.input).slice(0, input.limit ?? MAX_EXTRACT_URLS);
+    await this.assertBalance(p);
+    const jobId = newId('ext');
+    await this.db.transaction().execute(async (trx) => {
+      await new WebRepo(trx).insert({
+        id: jobId,
+        owner_id: p.ownerId,
+        status: 'queued',
+        source,
+        urls: JSON.stringify(urls),
+        data: null,
+        item_count: null,
+        error: null,
+        created_at: Date.now(),
+        finished_at: null,
+      });
+      await this.jobs.enqueue(EXTRACT_JOB, { jobId, ownerId: p.ownerId, plan: p.plan } satisfies ExtractJob, { db: trx });
+    });
+    this.jobs.notify();
+    return { jobId, status: 'queued' as const };
+  }
+
+  async getExtract(p: Principal, jobId: string) {
+    const r = await this.repo.get(jobId);
+    if (!r || r.owner_id !== p.ownerId) throw errors.notFound('extraction job');
+    return extractView(r);
+  }
+
+  /** The job: each URL fetched through the guard, its structured data read; 1 query per page read. */
+  runExtract = async (job: ExtractJob): Promise<void> => {
+    const r = await this.repo.get(job.jobId);
+    if (!r || r.status === 'completed' || r.status === 'failed') return;
+    await this.repo.update(r.id, { status: 'running' });
+    const items: unknown[] = [];
+    let read = 0;
+    try {
+      for (const url of JSON.parse(r.urls) as string[]) {
+        if ((await this.remaining(job)) <= 0) {
+          items.push({ requestedUrl: url, error: { code: 'InsufficientBalance', message: 'query balance used up' } });
+          continue;
+        }
+        try {
+          const page = await this.fetcher.get(url);
+          await this.usage.add(job.ownerId, 'webQueries', 1);
+          read++;
+          const base = { url: page.url, requestedUrl: url, status: page.status, contentType: page.contentType };
+          items.push(isHtml(page.contentType) ? { ...base, ...parseStructured(page.body, page.url) } : { ...base, text: page.body });
+        } catch (err) {
+          const e = err instanceof ApiError ? err : errors.internal();
+          items.push({ requestedUrl: url, error: { code: e.code, message: e.message } });
+        }
+      }
+      await this.repo.update(r.id, { status: 'completed', data: JSON.stringify(items), item_count: read, finished_at: Date.now() });
+    } catch (err) {
+      await this.repo.update(r.id, { status: 'failed', error: (err as Error).message.slice(0, 500), item_count: read, finished_at: Date.now() });
+    }
+  };
+
   async close(): Promise<void> {
     await this.fetcher.close();
   }
+}
+
+function extractView(r: ExtractJobRow) {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
+  return {
+    jobId: r.id,
+    status: r.status,
+    ...(r.status === 'completed' && r.data !== null ? { data: JSON.parse(r.data) as unknown } : {}),
+    itemCount: r.item_count,
+    error: r.error,
+    createdAt: iso(Number(r.created_at))!,
+    finishedAt: iso(r.finished_at),
+  };
 }

@@ -70,13 +70,17 @@ class RequestContext {
   get headers() {
     return this.req.headers;
   }
-  /** Made on first use: most handlers never look at it and it costs a listener per request. */
+  /**
+   * Aborted when the client goes away before the answer is written. Made on first use: most handlers
+   * never look at it and it costs a listener per request. It listens on the response: the request
+   * emits 'close' as soon as its body has been read, which is not a disconnect.
+   */
   get signal(): AbortSignal {
     if (!this.controller) {
       const c = new AbortController();
       this.controller = c;
       const res = this.reply.raw;
-      this.req.raw.once('close', () => {
+      res.once('close', () => {
         if (!res.writableFinished) c.abort();
       });
     }

@@ -104,7 +104,7 @@ export const webOperations = [
       { status: 502, code: 'SearchProviderFailed', description: 'The search provider failed or answered something else than its JSON API' },
       { status: 503, code: 'SearchNotConfigured', description: 'No search provider configured (NUBE_WEB_SEARCH_URL)' },
     ],
-    handler: ({ services, principal, body }) => services.web.search(principal, body),
+    handler: ({ services, principal, body, signal }) => services.web.search(principal, { ...body, signal }),
   }),
   defineOperation({
     id: 'web.fetch',
@@ -124,7 +124,7 @@ export const webOperations = [
     }),
     response: WebPage.extend(Metering.shape),
     errors: [PAYMENT, REFUSED, BINARY, UNREACHABLE],
-    handler: ({ services, principal, body }) => services.web.fetch(principal, body),
+    handler: ({ services, principal, body, signal }) => services.web.fetch(principal, { ...body, signal }),
   }),
   defineOperation({
     id: 'web.extract',
@@ -207,6 +207,6 @@ export const webOperations = [
       })
       .extend(Metering.shape),
     errors: [PAYMENT, REFUSED, BINARY, UNREACHABLE],
-    handler: ({ services, principal, body }) => services.web.crawl(principal, body),
+    handler: ({ services, principal, body, signal }) => services.web.crawl(principal, { ...body, signal }),
   }),
 ];

@@ -8,7 +8,8 @@ import type { Usage } from '../../platform/usage.js';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../../store/schema.js';
 import { type FetchedPage, isHtml, type PageFetcher } from './fetcher.js';
-import { parsePage, parseStructured } from './html.js';
+import type { ParsedPage } from './html.js';
+import type { ParserPool } from './parser-pool.js';
 import { type ExtractJobRow, WebRepo } from './repo.js';
 import { NO_RULES, parseRobots, type RobotsRules, robotsAllows } from './robots.js';
 import type { SearchProvider } from './search-provider.js';
@@ -98,6 +99,7 @@ export class WebService {
     private readonly buyUrl: () => string,
     private readonly db: Kysely<Tables>,
     private readonly jobs: JobQueue,
+    private readonly parser: ParserPool,
   ) {
     this.repo = new WebRepo(db);
   }
@@ -140,10 +142,10 @@ export class WebService {
   async fetch(p: Principal, input: { url: string; asMarkdown: boolean; signal?: AbortSignal }) {
     const left = await this.assertBalance(p);
     const page = await this.fetcher.get(input.url, { signal: input.signal });
-    return { ...this.view(page, input.asMarkdown), ...(await this.charge(p, 1, left)) };
+    return { ...(await this.view(page, input.asMarkdown)), ...(await this.charge(p, 1, left)) };
   }
 
-  view(page: FetchedPage, asMarkdown: boolean): WebPageView & { links: string[] } {
+  async view(page: FetchedPage, asMarkdown: boolean): Promise<WebPageView & { links: string[] }> {
     const base = {
       url: page.url,
       requestedUrl: page.requestedUrl,
@@ -155,11 +157,11 @@ export class WebService {
     if (!isHtml(page.contentType)) {
       return { ...base, title: null, description: null, format: 'text', text: page.body, links: [] };
     }
-    let parsed: ReturnType<typeof parsePage>;
+    let parsed: ParsedPage;
     try {
-      parsed = parsePage(page.body, page.url, asMarkdown);
+      parsed = await this.parser.parsePage(page.body, page.url, asMarkdown);
     } catch {
-      // A page the parser chokes on comes back as served rather than as a 500.
+      // A page the parser chokes on (or takes too long over) comes back as served rather than as a 500.
       return { ...base, title: null, description: null, format: 'html', html: page.body, links: [] };
     }
     const shown = { title: parsed.title, description: parsed.description, links: parsed.links };
@@ -204,6 +206,7 @@ export class WebService {
         batch.push(next);
       }
       const fetched = await Promise.allSettled(batch.map((u) => this.fetcher.get(u, { signal: input.signal })));
+      const views = await Promise.all(fetched.map((r) => (r.status === 'fulfilled' ? this.view(r.value, true) : undefined)));
       fetched.forEach((r, i) => {
         const url = batch[i]!;
         attempted++;
@@ -215,7 +218,7 @@ export class WebService {
           return;
         }
         // Pages of a crawl leave their links out: the crawl follows them instead.
-        const { links, ...page } = this.view(r.value, true);
+        const { links, ...page } = views[i]!;
         pages.push(page);
         if (new URL(r.value.url).origin !== origin) return;
         for (const link of links) {
@@ -286,7 +289,7 @@ export class WebService {
           await this.usage.add(job.ownerId, 'webQueries', 1);
           read++;
           const base = { url: page.url, requestedUrl: url, status: page.status, contentType: page.contentType };
-          items.push(isHtml(page.contentType) ? { ...base, ...parseStructured(page.body, page.url) } : { ...base, text: page.body });
+          items.push(isHtml(page.contentType) ? { ...base, ...(await this.parser.parseStructured(page.body, page.url)) } : { ...base, text: page.body });
         } catch (err) {
           const e = err instanceof ApiError ? err : errors.internal();
           items.push({ requestedUrl: url, error: { code: e.code, message: e.message } });
@@ -299,6 +302,7 @@ export class WebService {
   };
 
   async close(): Promise<void> {
+    await this.parser.close();
     await this.fetcher.close();
   }
 }

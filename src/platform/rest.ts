@@ -80,9 +80,12 @@ class RequestContext {
       const c = new AbortController();
       this.controller = c;
       const res = this.reply.raw;
-      res.once('close', () => {
+      const gone = () => {
         if (!res.writableFinished) c.abort();
-      });
+      };
+      // The client may be gone already, before the handler first looked.
+      if (res.closed) gone();
+      else res.once('close', gone);
     }
     return this.controller.signal;
   }

@@ -1,14 +1,11 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type QueryResult, queryResultSchema } from '../../src/areas/databases/engine/index.js';
-import { parseSlt, runSlt, SLT_CORPUS_DIR, sltFiles } from '../../src/areas/databases/engine/sqllogictest.js';
+import { runSlt, sltCorpus } from '../../src/areas/databases/engine/sqllogictest.js';
 import { json, startNube, type TestNube } from '../helpers/server.js';
 import { caller } from './helpers.js';
 
 // Every record of the shared sqllogictest corpus through POST /query over HTTP, so the JSON
 // encoding of integers, reals, text, NULL and blobs is checked end to end, not just in the engine.
-const ROOT = SLT_CORPUS_DIR;
 
 describe('sqllogictest corpus through POST /databases/{dbId}/query', () => {
   let t: TestNube;
@@ -19,17 +16,14 @@ describe('sqllogictest corpus through POST /databases/{dbId}/query', () => {
   });
   afterAll(() => t?.close());
 
-  const files = sltFiles(ROOT);
+  const cases = sltCorpus();
   it('finds the corpus', () => {
-    expect(files.length).toBeGreaterThanOrEqual(14);
+    expect(cases.length).toBeGreaterThanOrEqual(14);
   });
 
-  for (const file of files) {
-    const name = path.relative(ROOT, file);
-    it(`passes every record of ${name}`, async () => {
-      const db = await json(
-        await call('POST', '/databases', { name: `slt-${name.replace(/[^A-Za-z0-9]/g, '-')}` }),
-      );
+  for (const c of cases) {
+    it(`passes every record of ${c.name}`, async () => {
+      const db = await json(await call('POST', '/databases', { name: c.dbName }));
       // Only a 400 carrying SQLite's code is an SQL error; any other answer fails the file outright.
       const unexpected: string[] = [];
       const exec = async (sql: string): Promise<QueryResult> => {
@@ -40,7 +34,7 @@ describe('sqllogictest corpus through POST /databases/{dbId}/query', () => {
           unexpected.push(`${r.status} ${JSON.stringify(body)} for ${sql}`);
         throw new Error(body.error);
       };
-      const report = await runSlt(name, parseSlt(readFileSync(file, 'utf8')), exec);
+      const report = await runSlt(c.name, c.records(), exec);
       expect(unexpected.slice(0, 5)).toEqual([]);
       expect(report.failures.slice(0, 5)).toEqual([]);
       expect(report.passed).toBeGreaterThan(0);

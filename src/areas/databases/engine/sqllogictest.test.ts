@@ -1,11 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedDatabaseEngine } from './embedded-engine.js';
-import { parseSlt, runSlt, SLT_CORPUS_DIR, sltFiles } from './sqllogictest.js';
-
-const ROOT = SLT_CORPUS_DIR;
+import { runSlt, sltCorpus } from './sqllogictest.js';
 
 describe('sqllogictest corpus through the engine', () => {
   let dir: string;
@@ -20,21 +18,18 @@ describe('sqllogictest corpus through the engine', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const files = sltFiles(ROOT);
+  const cases = sltCorpus();
   it('finds the corpus', () => {
-    expect(files.length).toBeGreaterThanOrEqual(14);
+    expect(cases.length).toBeGreaterThanOrEqual(14);
   });
 
-  for (const file of files) {
-    const name = path.relative(ROOT, file);
-    it(`passes every record of ${name}`, async () => {
-      const id = `slt-${name.replace(/[^A-Za-z0-9]/g, '-')}`;
-      await engine.create(id);
-      const records = parseSlt(readFileSync(file, 'utf8'));
-      const report = await runSlt(name, records, (sql) => engine.query(id, { sql }));
+  for (const c of cases) {
+    it(`passes every record of ${c.name}`, async () => {
+      await engine.create(c.dbName);
+      const report = await runSlt(c.name, c.records(), (sql) => engine.query(c.dbName, { sql }));
       expect(report.failures.slice(0, 5)).toEqual([]);
       expect(report.passed).toBeGreaterThan(0);
-      await engine.delete(id);
+      await engine.delete(c.dbName);
     }, 60_000);
   }
 });

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { QueryResult, SqlValue } from './schemas.js';
 
@@ -39,10 +39,25 @@ export interface SltReport {
 
 const ENGINE = 'sqlite';
 
-/** Every `.test` file under `dir` (the corpus nests the evidence files one level down). */
 /** The shared sqllogictest corpus (`../shared/testdata/sqllogictest` beside the repository). */
 export const SLT_CORPUS_DIR = path.resolve(import.meta.dirname, '../../../../../shared/testdata/sqllogictest');
 
+/** One corpus file as the suites run it: its name, a database name for it, its records. */
+export interface SltCase {
+  name: string;
+  dbName: string;
+  records(): SltRecord[];
+}
+
+/** Every file of the corpus (engine and HTTP suites run the same list). */
+export function sltCorpus(dir = SLT_CORPUS_DIR): SltCase[] {
+  return sltFiles(dir).map((file) => {
+    const name = path.relative(dir, file);
+    return { name, dbName: `slt-${name.replace(/[^A-Za-z0-9]/g, '-')}`, records: () => parseSlt(readFileSync(file, 'utf8')) };
+  });
+}
+
+/** Every `.test` file under `dir` (the corpus nests the evidence files one level down). */
 export function sltFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const p = path.join(dir, name);

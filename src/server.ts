@@ -11,6 +11,7 @@ import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
 import { createJobQueue, jobsMigrations } from './platform/jobs.js';
 import { FlexibleRateLimiter, MemoryRateLimiter } from './platform/limits.js';
 import { mountMcp } from './platform/mcp.js';
+import { OutboundClient } from './platform/outbound.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
 import { API_PREFIX, installErrorHandling, mountOperations } from './platform/rest.js';
@@ -80,6 +81,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     auth: new Authenticator(),
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
+    outbound: new OutboundClient({ allow: config.outboundAllow }),
     redis,
     log: app.log,
   };
@@ -153,6 +155,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
       await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 })]);
       for (const area of AREAS) await area.close?.(services);
+      await deps.outbound.close();
       await bus.close();
       redis?.disconnect();
       await store.close();

@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { Authenticator } from './auth.js';
 import { MemoryRateLimiter } from './limits.js';
 import { type AnyOperation, defineOperation, type Services } from './operation.js';
-import { installErrorHandling, mountOperations } from './rest.js';
+import { installErrorHandling } from './http-errors.js';
+import { mountOperations } from './rest.js';
 
 const seen: { aborted: boolean; at: number }[] = [];
 let release: () => void = () => {};

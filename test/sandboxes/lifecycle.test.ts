@@ -128,6 +128,28 @@ describe.each(DRIVERS)('%s: sandboxes API lifecycle', (driver) => {
     ).toBe(400);
   });
 
+  it('file contents and code keep any text, NUL included (they never reach the metadata store); a NUL path or command is a 400', async () => {
+    const w = await t.call('POST', sx('/files/write'), { path: '/root/nul.txt', content: 'a\u0000b\n' });
+    expect(w.status, JSON.stringify(w.body)).toBe(200);
+    expect(w.body.size).toBe(4);
+    const r = await t.call('POST', sx('/files/read'), { path: '/root/nul.txt' });
+    expect(r.body).toMatchObject({ content: 'a\u0000b\n', encoding: 'utf8', size: 4 });
+    const od = await t.call('POST', sx('/exec'), { command: 'od -An -c /root/nul.txt | tr -s " "' });
+    expect(od.body.stdout).toBe(' a \\0 b \\n\n');
+    // The code reaches the interpreter's file as sent: the script dumps itself, NUL and all, and stops
+    // before bash reads the line holding the NUL.
+    const sh = await t.call('POST', sx('/run-code'), { code: 'od -An -c "$0" | tr -d " \\n"; exit\n#\u0000', lang: 'bash' });
+    expect(sh.status, JSON.stringify(sh.body)).toBe(200);
+    expect(sh.body.stdout).toContain('#\\0');
+    // A path or a command line cannot hold NUL (C strings end there): 400 naming the field.
+    const p = await t.call('POST', sx('/files/write'), { path: '/root/a\u0000b', content: 'x' });
+    expect(p.status).toBe(400);
+    expect(p.body.issues[0].path).toEqual(['body', 'path']);
+    const c = await t.call('POST', sx('/exec'), { command: 'echo a\u0000b' });
+    expect(c.status).toBe(400);
+    expect(c.body.issues[0].path).toEqual(['body', 'command']);
+  });
+
   it('bg: start, list, logs from offsets, kill with grace', async () => {
     const s = await t.call('POST', sx('/bg'), {
       command: "exec sh -c 'echo one; sleep 0.5; echo two; exec sleep 60'",

@@ -3861,11 +3861,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Named colors (for example `primary: #0a7`) */
+                    /** @description Named colors (for example `primary: #0a7`; at most 100) */
                     customColors?: {
                         [key: string]: string;
                     };
-                    /** @description Free-form metadata; `format` is respected by the PDF export */
+                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export */
                     metadata?: {
                         /**
                          * @description Page format, respected by the PDF export (default A4)
@@ -4123,11 +4123,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Named colors (for example `primary: #0a7`) */
+                    /** @description Named colors (for example `primary: #0a7`; at most 100) */
                     customColors?: {
                         [key: string]: string;
                     };
-                    /** @description Free-form metadata; `format` is respected by the PDF export */
+                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export */
                     metadata?: {
                         /**
                          * @description Page format, respected by the PDF export (default A4)
@@ -4569,7 +4569,7 @@ export interface operations {
                     contentType: string;
                     /** @description File name */
                     fileName: string;
-                    /** @description Free-form metadata object */
+                    /** @description Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON) */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -4807,7 +4807,7 @@ export interface operations {
                      * @enum {string}
                      */
                     access?: "public" | "private";
-                    /** @description Replaces the metadata object */
+                    /** @description Replaces the metadata object (at most 16 levels, 256 keys, 16 KiB as JSON) */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -8810,7 +8810,7 @@ export interface operations {
                 "application/json": {
                     /** @description Dataset to append the results to */
                     datasetId?: string;
-                    /** @description What to extract from: URL(s), search terms or an object the source understands */
+                    /** @description What to extract from: URL(s), search terms or an object the source understands (at most 8 levels, 256 KiB) */
                     input: unknown;
                     /** @description Maximum items to extract */
                     limit?: number;

@@ -141,8 +141,7 @@ const NUL_IN_BODY = Symbol('nulInBody');
  * with issues, except in the body fields an operation declares `anyText`.
  */
 function rejectNul(op: AnyOperation, req: FastifyRequest): void {
-  const params = req.params as Record<string, unknown> | undefined;
-  if (params) for (const k in params) if (hasNul(params[k])) throw errors.notFound();
+  if (nulInParams(req)) throw errors.notFound();
   const issues: ErrorIssue[] = [];
   const query = req.query as Record<string, unknown> | undefined;
   if (query) for (const k in query) if (hasNul(k) || hasNul(query[k])) issues.push({ path: ['query', k], message: NUL_MESSAGE, code: 'nul_character' });
@@ -152,6 +151,22 @@ function rejectNul(op: AnyOperation, req: FastifyRequest): void {
     }
   }
   if (issues.length) throw errors.validation(issues);
+}
+
+function nulInParams(req: FastifyRequest): boolean {
+  const params = req.params as Record<string, unknown> | undefined;
+  if (params) for (const k in params) if (hasNul(params[k])) return true;
+  return false;
+}
+
+/** The same rule for routes outside the registry that look ids up (an `onRequest` hook): 404. */
+export function notFoundOnNulParams(req: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  if (!nulInParams(req)) {
+    done();
+    return;
+  }
+  const e = errors.notFound();
+  void reply.code(e.status).send(e.toBody());
 }
 
 const hasNul = (v: unknown): boolean =>

@@ -99,6 +99,20 @@ describe.each(DIALECTS)('hostile input (%s)', (dialect) => {
     expect((await json(await call('GET', '/databases'))).items).toEqual([]);
   });
 
+  it('routes outside the registry: a NUL in a file link or signed URL is a 404, a share link refuses it', async () => {
+    for (const [method, path, status] of [
+      ['GET', '/public/files/file_x%00', 404],
+      ['GET', '/public/files/file_x%00/name.txt', 404],
+      ['HEAD', '/public/files/file_x%00', 404],
+      ['GET', '/blob/x%00', 404],
+      ['PUT', '/blob/x%00', 404],
+      ['GET', '/share/shr_x%00', 403],
+    ] as const) {
+      const r = await fetch(t.baseUrl + path, { method, body: method === 'PUT' ? 'x' : undefined });
+      expect(r.status, `${method} ${path}`).toBe(status);
+    }
+  });
+
   it("database query arguments go to the user's database: text with NUL is refused by the engine, not cut; bytes with NUL are kept", async () => {
     const db = await json(await call('POST', '/databases', { name: 'nul-text' }));
     try {

@@ -80,7 +80,8 @@ export function renderDoc(results: BenchResult[], broken: string[]): string {
     'Every bench targets loopback only, stops by itself, prints its table and writes `bench/results/<area>.json`;',
     'this page is regenerated from those files (`npm run bench -- --docs` regenerates it without running anything).',
     'Numbers are measured as ratios against the physical limit on the same machine in the same run',
-    '(see the Performance section of ARCHITECTURE.md). Latencies in milliseconds.',
+    '(an HTTP query against calling SQLite in process, a sandbox exec against a bare `bwrap true`): a ratio',
+    'survives a slower or busier machine, a bare number does not. Latencies in milliseconds.',
     '',
   ];
   const targeted = results.flatMap((r) => r.rows.filter((row) => row.pass !== undefined).map((row) => ({ area: r.area, row })));

@@ -10,10 +10,13 @@ import { SecretBox } from './platform/crypto.js';
 import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
 import { createJobQueue, jobsMigrations } from './platform/jobs.js';
 import { FlexibleRateLimiter, MemoryRateLimiter } from './platform/limits.js';
+import { errors } from './platform/errors.js';
 import { mountMcp } from './platform/mcp.js';
+import { OutboundClient } from './platform/outbound.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
-import { API_PREFIX, installErrorHandling, mountOperations } from './platform/rest.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
+import { API_PREFIX, installBodyParsing, mountOperations } from './platform/rest.js';
 import { Usage, usageMigrations } from './platform/usage.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
@@ -49,7 +52,11 @@ export async function buildServer(config: Config): Promise<Nube> {
     // With logging off, every request shares the server's logger instead of building a child per request.
     ...(config.logLevel === 'silent' ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
-    return503OnClosing: true,
+    // The HTTP layer's own errors leave in the API's one error shape (platform/http-errors.ts); so does
+    // the 503 while closing (the onRequest hook below), which Fastify would write in its own.
+    frameworkErrors,
+    clientErrorHandler,
+    return503OnClosing: false,
   });
 
   const store = openStore({
@@ -80,24 +87,20 @@ export async function buildServer(config: Config): Promise<Nube> {
     auth: new Authenticator(),
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
+    outbound: new OutboundClient({ allow: config.outboundAllow }),
     redis,
     log: app.log,
   };
   const services = await createServices(deps);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
-  // An empty body with a JSON content type is "no body": actions with optional fields accept it.
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = String(body);
-    if (text.trim() === '') return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch (e) {
-      done(e as Error, undefined);
-    }
-  });
+  installBodyParsing(app);
   let closing = false;
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!closing) return done();
+    const e = errors.unavailable('nube is shutting down; retry on another replica or after it restarts');
+    void reply.code(e.status).header('connection', 'close').send(e.toBody());
+  });
   app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
     // A response finishing during shutdown closes its keep-alive connection, or close() would wait on it.
@@ -153,6 +156,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
       await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 })]);
       for (const area of AREAS) await area.close?.(services);
+      await deps.outbound.close();
       await bus.close();
       redis?.disconnect();
       await store.close();

@@ -6,6 +6,7 @@ import type { SecretBox } from '../platform/crypto.js';
 import type { Bus } from '../platform/events.js';
 import type { JobQueue } from '../platform/jobs.js';
 import type { RateLimiter } from '../platform/limits.js';
+import type { OutboundClient } from '../platform/outbound.js';
 import type { Usage } from '../platform/usage.js';
 import type { Store } from '../store/db.js';
 
@@ -19,6 +20,8 @@ export interface PlatformDeps {
   auth: Authenticator;
   rateLimiter: RateLimiter;
   secretBox: SecretBox;
+  /** The only way to make HTTP requests to outside hosts (platform/outbound.ts). */
+  outbound: OutboundClient;
   redis?: Redis;
   log: FastifyBaseLogger;
   /** Base URL for links handed to clients (presigned URLs, public URLs). */

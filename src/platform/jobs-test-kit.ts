@@ -84,7 +84,8 @@ export class JobsKit {
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
+/** Polls until `cond` holds; the default limit is generous (a busy machine), the wait ends at once when it holds. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (!(await cond())) {
     if (Date.now() > until) throw new Error(`condition not met within ${timeoutMs} ms`);

@@ -9,6 +9,7 @@ const STANDARD_ERRORS: Record<number, string> = {
   400: 'Invalid request: params, query or body failed validation, or malformed JSON',
   401: 'Missing or invalid credential',
   404: 'Resource absent (another owner\'s resource is also a 404)',
+  415: 'The body is not sent as application/json',
   429: 'Rate limited; see Retry-After',
   500: 'Internal error (no internals in the body)',
 };
@@ -68,7 +69,8 @@ export function buildOpenApi(ops: AnyOperation[], info: OpenApiInfo): JsonSchema
         ...named,
         Error: {
           type: 'object',
-          required: ['error'],
+          description: 'Every error body, the HTTP layer\'s own included (414, 415, 431, ...)',
+          required: ['error', 'code'],
           properties: {
             error: { type: 'string' },
             code: { type: 'string' },
@@ -118,6 +120,7 @@ function operationObject(op: AnyOperation, operationId: string, path: string, in
   };
   const statuses = new Map<number, string>();
   for (const s of [400, 401, 404, 429, 500]) statuses.set(s, STANDARD_ERRORS[s]!);
+  if (op.body) statuses.set(415, STANDARD_ERRORS[415]!);
   if (!op.handler) statuses.set(501, 'Not implemented yet in this nube release');
   for (const e of op.errors ?? []) {
     const prev = statuses.get(e.status);

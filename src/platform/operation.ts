@@ -66,6 +66,13 @@ export interface OperationSpec<
   body?: BS;
   /** Whether the body may be omitted entirely (actions with optional fields). */
   bodyOptional?: boolean;
+  /**
+   * Top-level body fields whose strings may hold any text, NUL (U+0000) included, because they never
+   * reach the metadata store (SQL and its arguments go to the user's database, code and file contents
+   * into a sandbox); `true` for the whole body. Everywhere else a NUL is a 400: PostgreSQL text cannot
+   * hold it, and both stores must answer alike.
+   */
+  anyText?: true | readonly string[];
   response: RS;
   /** Content type of a non-JSON success response (the handler returns a RawResponse). */
   produces?: string;

@@ -1,187 +1,223 @@
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request } from 'node:http';
-import { describe, expect, it } from 'vitest';
-import {
-  assertPublicUrl,
-  isAllowedAddress,
-  isPublicAddress,
-  OutboundBlockedError,
-  parseAllowList,
-  safeLookup,
-} from './outbound.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OutboundBlockedError, OutboundClient, type OutboundError } from './outbound.js';
 
-const NOT_PUBLIC = [
-  '127.0.0.1',
-  '127.255.255.254',
-  '0.0.0.0',
-  '0.1.2.3',
-  '10.1.2.3',
-  '172.16.0.1',
-  '172.31.255.255',
-  '192.168.1.1',
-  '169.254.169.254',
-  '100.64.0.1',
-  '100.127.255.255',
-  '224.0.0.1',
-  '239.255.255.250',
-  '255.255.255.255',
-  '240.0.0.1',
-  '198.18.0.1',
-  '192.0.2.1',
-  '::',
-  '::1',
-  '0:0:0:0:0:0:0:1',
-  '::ffff:127.0.0.1',
-  '::ffff:7f00:1',
-  '0:0:0:0:0:ffff:7f00:0001',
-  '::ffff:169.254.169.254',
-  '::ffff:10.0.0.1',
-  '::127.0.0.1',
-  'fd00::1',
-  'fdff:ffff::1',
-  'fc00::1',
-  'fe80::1',
-  'fe80::1%eth0',
-  'ff02::1',
-  '64:ff9b::7f00:1',
-  '2002:7f00:1::1',
-  '2001:db8::1',
-  '2001:0:4136:e378:8000:63bf:3fff:fdd2',
-  '100::1',
-  'not-an-ip',
-  '',
-];
+// The guarded client against real servers on loopback. The "site" listens on 127.0.0.3, which the
+// allow-list admits; the "trap" listens on 127.0.0.1 and [::1], which it does not: nothing may reach it.
 
-const PUBLIC = [
-  '1.1.1.1',
-  '8.8.8.8',
-  '93.184.216.34',
-  '172.15.255.255',
-  '172.32.0.0',
-  '100.63.255.255',
-  '100.128.0.0',
-  '169.253.255.255',
-  '2606:4700:4700::1111',
-  '2a00:1450:4001:80b::200e',
-  '::ffff:8.8.8.8',
-];
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
 
-describe('isPublicAddress', () => {
-  it.each(NOT_PUBLIC)('refuses %s', (ip) => expect(isPublicAddress(ip)).toBe(false));
-  it.each(PUBLIC)('accepts %s', (ip) => expect(isPublicAddress(ip)).toBe(true));
-});
-
-describe('allow-list', () => {
-  it('admits only what it names, mapped forms included', () => {
-    const allow = parseAllowList(['127.0.0.1/32', '10.0.0.0/8', 'fd00::/8']);
-    expect(isAllowedAddress('127.0.0.1', allow)).toBe(true);
-    expect(isAllowedAddress('::ffff:127.0.0.1', allow)).toBe(true);
-    expect(isAllowedAddress('127.0.0.2', allow)).toBe(false);
-    expect(isAllowedAddress('10.200.3.4', allow)).toBe(true);
-    expect(isAllowedAddress('fd12:3456::1', allow)).toBe(true);
-    expect(isAllowedAddress('fe80::1', allow)).toBe(false);
-    expect(isAllowedAddress('169.254.169.254', allow)).toBe(false);
-    expect(isAllowedAddress('8.8.8.8', allow)).toBe(true);
+async function serve(host: string, handler: (req: IncomingMessage, res: ServerResponse, body: string) => void) {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => {
+      body += c;
+    });
+    req.on('end', () => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      handler(req, res, body);
+    });
   });
-  it('accepts bare addresses and mapped CIDRs, refuses garbage', () => {
-    expect(isAllowedAddress('192.168.5.5', parseAllowList(['192.168.5.5']))).toBe(true);
-    expect(isAllowedAddress('192.168.5.6', parseAllowList(['192.168.5.5']))).toBe(false);
-    expect(isAllowedAddress('127.0.0.9', parseAllowList(['::ffff:127.0.0.0/104']))).toBe(true);
-    expect(isAllowedAddress('::1', parseAllowList(['::1/128']))).toBe(true);
-    expect(() => parseAllowList(['nope'])).toThrow();
-    expect(() => parseAllowList(['10.0.0.0/33'])).toThrow();
-    expect(() => parseAllowList(['10.0.0.0/x'])).toThrow();
+  await new Promise<void>((r) => server.listen(0, host, r));
+  const port = (server.address() as AddressInfo).port;
+  const h = host.includes(':') ? `[${host}]` : host;
+  return {
+    seen,
+    port,
+    url: `http://${h}:${port}`,
+    close: () => new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }),
+  };
+}
+
+type Server = Awaited<ReturnType<typeof serve>>;
+let site: Server;
+let other: Server;
+let trap4: Server;
+let trap6: Server;
+/** The open SSE answer: the test ends it once it has read the first event. */
+let sse: ServerResponse | undefined;
+
+beforeAll(async () => {
+  trap4 = await serve('127.0.0.1', (_q, res) => res.writeHead(418).end('trap secret'));
+  trap6 = await serve('::1', (_q, res) => res.writeHead(418).end('trap secret'));
+  other = await serve('127.0.0.3', (_q, res) => res.writeHead(200).end('other origin'));
+  site = await serve('127.0.0.3', (req, res) => {
+    const u = new URL(req.url ?? '/', 'http://x');
+    const to = u.searchParams.get('to');
+    const status = Number(u.searchParams.get('status') ?? 302);
+    if (u.pathname === '/redirect' && to) return void res.writeHead(status, { location: to }).end();
+    if (u.pathname === '/hang') return; // never answers
+    if (u.pathname === '/sse') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: one\n\n');
+      sse = res;
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(`site ${req.method} ${u.pathname}`);
   });
 });
-
-const fakeDns = (map: Record<string, string[]>) => async (host: string) => {
-  const list = map[host];
-  if (!list) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-  return list.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
-};
-
-describe('assertPublicUrl', () => {
-  const refuse = async (url: string, allow: string[] = [], resolve = fakeDns({})) =>
-    expect(assertPublicUrl(url, allow, { resolve })).rejects.toBeInstanceOf(OutboundBlockedError);
-
-  it.each([
-    'http://127.0.0.1/',
-    'http://2130706433/',
-    'http://0177.0.0.1/',
-    'http://0x7f.1/',
-    'http://127.1/',
-    'http://0.0.0.0:8080/',
-    'http://0/',
-    'http://169.254.169.254/latest/meta-data/',
-    'http://[::1]/',
-    'http://[::ffff:127.0.0.1]/',
-    'http://[::ffff:a9fe:a9fe]/',
-    'http://[fd00::1]/',
-    'http://[fe80::1]/',
-    'ftp://example.com/',
-    'file:///etc/passwd',
-    'gopher://example.com/',
-    'not a url',
-  ])('refuses %s', (url) => refuse(url));
-
-  it('refuses names resolving to private addresses, and a name with any private answer', async () => {
-    const dns = fakeDns({
-      localhost: ['127.0.0.1', '::1'],
-      'rebind.example': ['10.0.0.5'],
-      'mixed.example': ['93.184.216.34', '192.168.0.1'],
-      'v6.example': ['fd00::5'],
-    });
-    await refuse('http://localhost:3000/', [], dns);
-    await refuse('https://rebind.example/', [], dns);
-    await refuse('https://mixed.example/', [], dns);
-    await refuse('https://v6.example/', [], dns);
-    await expect(assertPublicUrl('https://nowhere.example/', [], { resolve: dns })).rejects.toMatchObject({
-      code: 'ENOTFOUND',
-    });
-  });
-
-  it('accepts public hosts and what the allow-list admits', async () => {
-    const dns = fakeDns({ 'hooks.example': ['93.184.216.34'], localhost: ['127.0.0.1', '::1'] });
-    await expect(assertPublicUrl('https://hooks.example/x', [], { resolve: dns })).resolves.toMatchObject({
-      addresses: [{ address: '93.184.216.34' }],
-    });
-    await expect(assertPublicUrl('http://8.8.8.8/', [])).resolves.toBeTruthy();
-    await expect(assertPublicUrl('http://127.0.0.1:9/', ['127.0.0.1/32'])).resolves.toBeTruthy();
-    await expect(assertPublicUrl('http://2130706433/', ['127.0.0.1/32'])).resolves.toBeTruthy();
-    await refuse('http://localhost/', ['127.0.0.1/32'], dns); // ::1 is not admitted
-    await expect(
-      assertPublicUrl('http://localhost/', ['127.0.0.1/32', '::1/128'], { resolve: dns }),
-    ).resolves.toBeTruthy();
-  });
-
-  it('with dns: false checks literals only', async () => {
-    await expect(assertPublicUrl('http://whatever.invalid/', [], { dns: false })).resolves.toMatchObject({
-      addresses: [],
-    });
-    await refuse('http://127.0.0.1/', []);
-  });
+afterAll(async () => {
+  for (const s of [site, other, trap4, trap6]) await s?.close();
 });
 
-describe('safeLookup on a real socket', () => {
-  it('connects to an allowed address and refuses one a name resolves to when not allowed', async () => {
-    const server = createServer((_req, res) => res.end('hi'));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    const get = (allow: string[]) =>
-      new Promise<string>((resolve, reject) => {
-        const lookup = safeLookup(allow, fakeDns({ 'app.test': ['127.0.0.1'] }));
-        const req = request({ host: 'app.test', port, path: '/', lookup: lookup as never }, (res) => {
-          let body = '';
-          res.on('data', (c) => (body += c)).on('end', () => resolve(body));
-        });
-        req.on('error', reject).end();
-      });
+const client = () => new OutboundClient({ allow: ['127.0.0.3/32'] });
+const redirect = (to: string, status = 302) => `${site.url}/redirect?status=${status}&to=${encodeURIComponent(to)}`;
+
+describe('OutboundClient', () => {
+  it('refuses a redirect to loopback, [::1], localhost or the metadata service; nothing reaches them', async () => {
+    const c = client();
     try {
-      await expect(get([])).rejects.toBeInstanceOf(OutboundBlockedError);
-      await expect(get(['127.0.0.1/32'])).resolves.toBe('hi');
+      const targets = [
+        `${trap4.url}/secret`,
+        `http://[::1]:${trap6.port}/secret`,
+        `http://localhost:${trap4.port}/secret`,
+        'http://169.254.169.254/latest/meta-data/',
+        `http://[::ffff:127.0.0.1]:${trap4.port}/secret`,
+        `http://2130706433:${trap4.port}/secret`,
+      ];
+      for (const to of targets) {
+        const err = await c.request(redirect(to), { maxRedirects: 5 }).catch((e: unknown) => e);
+        expect(err, to).toBeInstanceOf(OutboundBlockedError);
+        expect((err as Error).message, to).toMatch(/^redirect to .* refused: /);
+        expect((err as Error).message).not.toMatch(/418|trap/);
+      }
+      expect(trap4.seen).toEqual([]);
+      expect(trap6.seen).toEqual([]);
     } finally {
-      server.close();
+      await c.close();
+    }
+  });
+
+  it('refuses a first hop outside the allow-list, by literal and by name (at connect time)', async () => {
+    const c = client();
+    try {
+      for (const url of [`${trap4.url}/x`, `http://localhost:${trap4.port}/x`, `http://[::1]:${trap6.port}/x`, 'ftp://127.0.0.3/x', `http://u:p@127.0.0.3:${site.port}/`]) {
+        await expect(c.request(url), url).rejects.toBeInstanceOf(OutboundBlockedError);
+      }
+      expect(trap4.seen).toEqual([]);
+      expect(trap6.seen).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('checks names with the resolver at connect time (a name that turns into loopback is refused)', async () => {
+    const c = new OutboundClient({ allow: ['127.0.0.3/32'], resolve: async () => [{ address: '127.0.0.1', family: 4 }] });
+    try {
+      await expect(c.request(`http://rebound.example:${trap4.port}/`)).rejects.toBeInstanceOf(OutboundBlockedError);
+      expect(trap4.seen).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('follows allowed redirects up to maxRedirects; 0 returns the 3xx itself', async () => {
+    const c = client();
+    try {
+      const r = await c.request(redirect(`${site.url}/landing`), { maxRedirects: 1 });
+      expect(r.status).toBe(200);
+      expect(r.url).toBe(`${site.url}/landing`);
+      expect(await r.body.text()).toBe('site GET /landing');
+      const raw = await c.request(redirect(`${site.url}/landing`));
+      expect(raw.status).toBe(302);
+      expect(raw.header('location')).toBe(`${site.url}/landing`);
+      raw.discard();
+      const twice = redirect(redirect(`${site.url}/landing`));
+      const err = await c.request(twice, { maxRedirects: 1 }).catch((e: unknown) => e);
+      expect((err as OutboundError).code).toBe('TooManyRedirects');
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('drops credentials on a redirect to another origin, keeps them on the same origin; 303 turns POST into GET, 307 keeps it', async () => {
+    const c = client();
+    try {
+      const headers = { authorization: 'Bearer secret', 'content-type': 'application/json' };
+      const before = other.seen.length;
+      await (await c.request(redirect(`${other.url}/x`, 307), { method: 'POST', body: '{"a":1}', headers, maxRedirects: 1 })).body.text();
+      const atOther = other.seen[before]!;
+      expect(atOther.method).toBe('POST');
+      expect(atOther.body).toBe('{"a":1}');
+      expect(atOther.headers.authorization).toBeUndefined();
+
+      const n = site.seen.length;
+      await (await c.request(redirect(`${site.url}/same`, 303), { method: 'POST', body: '{"a":1}', headers, maxRedirects: 1 })).body.text();
+      const same = site.seen[n + 1]!;
+      expect(same).toMatchObject({ method: 'GET', url: '/same', body: '' });
+      expect(same.headers.authorization).toBe('Bearer secret');
+      expect(same.headers['content-type']).toBeUndefined();
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('reaches a trusted origin on loopback without the allow-list, and still checks its redirects', async () => {
+    const c = new OutboundClient({ allow: [] });
+    try {
+      const ok = await c.request(`${trap4.url}/search`, { trustedOrigin: `${trap4.url}/base` });
+      expect(ok.status).toBe(418);
+      await ok.body.text();
+      expect(trap4.seen).toHaveLength(1);
+      trap4.seen.length = 0;
+      // Another port on the same address is another origin: refused.
+      await expect(c.request(`http://127.0.0.1:${site.port}/`, { trustedOrigin: trap4.url })).rejects.toBeInstanceOf(OutboundBlockedError);
+      // Untrusted without the option.
+      await expect(c.request(`${trap4.url}/x`)).rejects.toBeInstanceOf(OutboundBlockedError);
+      expect(trap4.seen).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a time limit covers the exchange (OutboundTimeout); the caller can cancel (OutboundAborted)', async () => {
+    const c = client();
+    try {
+      const err = await c.request(`${site.url}/hang`, { timeoutMs: 200 }).catch((e: unknown) => e);
+      expect((err as OutboundError).code).toBe('OutboundTimeout');
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(), 100);
+      const aborted = await c.request(`${site.url}/hang`, { signal: ac.signal }).catch((e: unknown) => e);
+      expect((aborted as OutboundError).code).toBe('OutboundAborted');
+      const refused = await c.request(`http://127.0.0.3:${await freePort()}/`).catch((e: unknown) => e);
+      expect((refused as OutboundError).code).toBe('ConnectionRefused');
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('hands over a streamed body (SSE) as it arrives', async () => {
+    const c = client();
+    try {
+      const r = await c.request(`${site.url}/sse`, { headers: { accept: 'text/event-stream' } });
+      expect(r.header('content-type')).toBe('text/event-stream');
+      const events: string[] = [];
+      for await (const chunk of r.body as AsyncIterable<Buffer>) {
+        events.push(chunk.toString());
+        // The server writes the second event only now: a client that waited for the end would hang.
+        if (events.length === 1) sse?.end('data: two\n\n');
+      }
+      expect(events).toEqual(['data: one\n\n', 'data: two\n\n']);
+    } finally {
+      await c.close();
     }
   });
 });
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.3', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}

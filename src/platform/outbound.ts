@@ -1,227 +1,219 @@
-// Outbound request guard (SSRF): nube fetches URLs that users give it (webhook endpoints, web fetch and
-// crawl, launch archives). None of them may reach the host itself, the private network, the cloud
-// metadata service (169.254.169.254) or any other non-public address unless the operator's allow-list
-// (NUBE_OUTBOUND_ALLOW) admits it.
-//
-// Two checks, because DNS can change between them (rebinding): `assertPublicUrl` when the URL is saved,
-// and `safeLookup` as the `lookup` of the socket that actually connects, so the address connected to is
-// the very address that was checked. Sockets skip `lookup` for IP literals, so callers also run
-// `assertPublicUrl(url, allow, { dns: false })` before each request.
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import { isIP, isIPv4 } from 'node:net';
+// The one owner of nube's outbound HTTP (ARCHITECTURE: "Outbound HTTP has one owner"). Every request to
+// a host a user can choose (webhook endpoints, web fetch/crawl/extract, an account's AI endpoint) and to
+// the services the operator configures (search provider, the operator's embeddings endpoint) goes
+// through `OutboundClient.request`:
+// - each hop's URL is checked before anything is sent (http(s) only, no credentials in the URL, IP
+//   literals judged by the address rules of outbound-address.ts), and names are checked again at
+//   connect time by the socket's `lookup` (`safeLookup`), so the address connected to is the one
+//   checked (DNS rebinding);
+// - redirects are followed by hand, only as many as the caller allows, each hop checked the same way;
+//   credentials (authorization, cookie) never follow a redirect to another origin;
+// - an operator-configured base URL may be named `trustedOrigin`: that origin alone is reached without
+//   the address check (SearXNG or an embeddings server often runs on loopback); its redirects elsewhere
+//   are checked like any other hop.
+// The answer's body is a Node stream (undici's BodyReadable: `text()`, `json()`, async iteration), so a
+// caller can cap what it reads or relay a stream (SSE) as it arrives.
+// A test (test/platform/outbound-ownership.test.ts) fails when any other module under src/ opens
+// outbound connections itself.
+import type { IncomingHttpHeaders } from 'node:http';
+import { Agent, type Dispatcher } from 'undici';
+import {
+  type AllowList,
+  assertPublicUrl,
+  OutboundBlockedError,
+  OutboundError,
+  parseAllowList,
+  type Resolver,
+  safeLookup,
+} from './outbound-address.js';
 
-export class OutboundBlockedError extends Error {
-  readonly code = 'OutboundBlocked';
-  constructor(
-    message: string,
-    readonly address?: string,
-  ) {
-    super(message);
-    this.name = 'OutboundBlockedError';
+export {
+  type AllowList,
+  assertPublicUrl,
+  isAllowedAddress,
+  isPublicAddress,
+  OutboundBlockedError,
+  OutboundError,
+  type OutboundErrorCode,
+  parseAllowList,
+  safeLookup,
+} from './outbound-address.js';
+
+export interface OutboundInit {
+  method?: Dispatcher.HttpMethod;
+  headers?: Record<string, string>;
+  /** Sent again on a 307/308 redirect, so it is a string or bytes, never a stream. */
+  body?: string | Uint8Array;
+  /** The caller's cancellation (a client that hung up); aborts the exchange and the body. */
+  signal?: AbortSignal;
+  /** One limit for the whole exchange, the body included (omit for long-lived streams such as SSE). */
+  timeoutMs?: number;
+  /** Redirects to follow, each hop checked (default 0: a 3xx comes back as the answer). */
+  maxRedirects?: number;
+  /** An operator-configured base URL whose origin is reached without the address check. */
+  trustedOrigin?: string | URL;
+}
+
+export type OutboundBody = Dispatcher.ResponseData['body'];
+
+export interface OutboundResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** URL of the answer, after redirects. */
+  url: string;
+  body: OutboundBody;
+  /** A header's value (the first, if repeated). */
+  header(name: string): string | undefined;
+  /** For an answer whose body is not wanted: drains a small body (the connection is reused), else drops it. */
+  discard(): void;
+}
+
+export interface OutboundOptions {
+  allow: AllowList | readonly string[];
+  /** Name resolution (tests); the system resolver by default. */
+  resolve?: Resolver;
+  /** Connections kept per origin (default 64). */
+  connections?: number;
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const CREDENTIAL_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
+
+export class OutboundClient {
+  private readonly allow: AllowList;
+  /** Connects only to addresses the rules allow (its `lookup` is safeLookup). */
+  private readonly guarded: Agent;
+  /** For the trusted origin only: plain lookup. */
+  private readonly trusted: Agent;
+
+  constructor(opts: OutboundOptions) {
+    this.allow = Array.isArray(opts.allow) ? parseAllowList(opts.allow as readonly string[]) : (opts.allow as AllowList);
+    const pool = { connections: opts.connections ?? 64, keepAliveTimeout: 10_000 };
+    this.guarded = new Agent({ ...pool, connect: { lookup: safeLookup(this.allow, opts.resolve) as never } });
+    this.trusted = new Agent(pool);
+  }
+
+  /**
+   * One request, redirects followed by hand up to `maxRedirects`, every hop checked. Throws
+   * OutboundError (OutboundBlockedError when an address or URL is refused: nothing was sent to it).
+   */
+  async request(input: string | URL, init: OutboundInit = {}): Promise<OutboundResponse> {
+    const timeout = init.timeoutMs ? AbortSignal.timeout(init.timeoutMs) : undefined;
+    const signal = timeout && init.signal ? AbortSignal.any([init.signal, timeout]) : (timeout ?? init.signal);
+    const trusted = init.trustedOrigin ? new URL(init.trustedOrigin).origin : undefined;
+    const max = init.maxRedirects ?? 0;
+    let method: Dispatcher.HttpMethod = init.method ?? 'GET';
+    let body = init.body;
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(init.headers ?? {})) headers[k.toLowerCase()] = v;
+    let url = String(input);
+    let hop = 0;
+    try {
+      for (; ; hop++) {
+        const { target, dispatcher } = await this.hop(url, trusted);
+        const res = await dispatcher.request({
+          origin: target.origin,
+          path: target.pathname + target.search,
+          method,
+          headers,
+          body: body ?? null,
+          signal,
+        });
+        const location = res.headers.location;
+        if (max === 0 || !REDIRECTS.has(res.statusCode) || typeof location !== 'string') {
+          return response(res, target.href);
+        }
+        discard(res.body);
+        if (hop >= max) throw new OutboundError('TooManyRedirects', `${String(input)} redirected more than ${max} times`);
+        const next = parseLocation(location, target);
+        if (next.origin !== target.origin) for (const h of CREDENTIAL_HEADERS) delete headers[h];
+        // Fetch's rules: 303 turns anything but HEAD into GET; 301/302 turn POST into GET.
+        if ((res.statusCode === 303 && method !== 'HEAD') || ((res.statusCode === 301 || res.statusCode === 302) && method === 'POST')) {
+          method = 'GET';
+          body = undefined;
+          delete headers['content-type'];
+          delete headers['content-length'];
+        }
+        url = next.href;
+      }
+    } catch (err) {
+      const e = toOutboundError(err);
+      // Refused before or at connect time; a redirect says where it was going.
+      if (hop > 0 && e instanceof OutboundBlockedError) throw new OutboundBlockedError(`redirect to ${url} refused: ${e.message}`, e.address);
+      throw e;
+    }
+  }
+
+  /** The hop's URL, checked, and the connection pool that will check its address again at connect. */
+  private async hop(url: string, trusted: string | undefined): Promise<{ target: URL; dispatcher: Agent }> {
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      throw new OutboundBlockedError('not a valid URL');
+    }
+    if (trusted !== undefined && target.origin === trusted) return { target, dispatcher: this.trusted };
+    const { url: checked } = await assertPublicUrl(target, this.allow, { dns: false });
+    if (checked.username || checked.password) {
+      throw new OutboundBlockedError('URLs carrying a user name or password are not fetched');
+    }
+    return { target: checked, dispatcher: this.guarded };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.guarded.close(), this.trusted.close()]);
   }
 }
 
-interface Cidr {
-  v: 4 | 6;
-  base: bigint;
-  bits: number;
-}
-
-/** A parsed allow-list; build once with `parseAllowList` and reuse. */
-export interface AllowList {
-  readonly cidrs: readonly Cidr[];
-}
-
-function v4ToBig(ip: string): bigint {
-  return ip.split('.').reduce((n, part) => (n << 8n) | BigInt(Number(part)), 0n);
-}
-
-/** The 8 groups of an IPv6 address (`isIP(ip) === 6` already checked; zone id stripped). */
-function v6Groups(ip: string): number[] {
-  let s = ip;
-  const tail: number[] = [];
-  const i = s.lastIndexOf(':');
-  const last = s.slice(i + 1);
-  if (isIPv4(last)) {
-    const n = Number(v4ToBig(last));
-    tail.push(n >>> 16, n & 0xffff);
-    // Keep a "::" that precedes the IPv4 part ("::1.2.3.4" -> "::", "::ffff:1.2.3.4" -> "::ffff").
-    s = s.slice(0, s[i - 1] === ':' ? i + 1 : i);
-  }
-  const [head = '', rest] = s.split('::');
-  const parse = (p: string) => (p === '' ? [] : p.split(':').map((g) => Number.parseInt(g, 16)));
-  const left = parse(head);
-  const right = rest === undefined ? [] : parse(rest);
-  const zeros = rest === undefined ? 0 : 8 - tail.length - left.length - right.length;
-  return [...left, ...new Array<number>(zeros).fill(0), ...right, ...tail];
-}
-
-/**
- * An address as (version, integer). IPv4-mapped IPv6 (`::ffff:127.0.0.1`, `::ffff:7f00:1`) becomes
- * the IPv4 address it names: the kernel connects to that IPv4 address, so it must be judged as one.
- */
-function toBig(ip: string): { v: 4 | 6; n: bigint } | undefined {
-  const clean = ip.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
-  const kind = isIP(clean);
-  if (kind === 4) return { v: 4, n: v4ToBig(clean) };
-  if (kind !== 6) return undefined;
-  const g = v6Groups(clean);
-  const n = g.reduce((acc, x) => (acc << 16n) | BigInt(x), 0n);
-  if (n >> 32n === 0xffffn) return { v: 4, n: n & 0xffffffffn };
-  return { v: 6, n };
-}
-
-function parseCidr(text: string): Cidr {
-  const [addr = '', prefix] = text.trim().split('/');
-  const ip = toBig(addr);
-  if (!ip) throw new Error(`not an IP address or CIDR: ${text}`);
-  // A mapped IPv6 entry becomes IPv4, so its prefix loses the 96 leading bits.
-  const width = ip.v === 4 ? 32 : 128;
-  const declaredWidth = isIP(addr.replace(/%.*$/, '')) === 6 ? 128 : 32;
-  let bits = prefix === undefined ? width : Number(prefix);
-  if (!/^\d+$/.test(prefix ?? '0') || bits > declaredWidth) throw new Error(`bad prefix length in ${text}`);
-  if (declaredWidth !== width) bits = Math.max(0, bits - 96);
-  const shift = BigInt(width - bits);
-  return { v: ip.v, base: (ip.n >> shift) << shift, bits };
-}
-
-function inCidr(ip: { v: 4 | 6; n: bigint }, c: Cidr): boolean {
-  if (ip.v !== c.v) return false;
-  const shift = BigInt((c.v === 4 ? 32 : 128) - c.bits);
-  return ip.n >> shift === c.base >> shift;
-}
-
-// Everything that is not ordinary public unicast: IANA special-purpose registries (RFC 6890 and later).
-const NON_PUBLIC = [
-  '0.0.0.0/8', // "this network"; 0.0.0.0 connects to the local host on Linux
-  '10.0.0.0/8',
-  '100.64.0.0/10', // CGNAT
-  '127.0.0.0/8',
-  '169.254.0.0/16', // link-local, cloud metadata
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.0.2.0/24',
-  '192.88.99.0/24', // 6to4 relay anycast
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  '224.0.0.0/4', // multicast
-  '240.0.0.0/4', // reserved, broadcast
-  '::/96', // unspecified, loopback, IPv4-compatible (mapped ones were turned into IPv4 above)
-  '64:ff9b::/96', // NAT64: would reach any IPv4 address, private ones included
-  '64:ff9b:1::/48',
-  '100::/64', // discard
-  '2001::/32', // Teredo: tunnels to an embedded IPv4 address
-  '2001:2::/48',
-  '2001:10::/28',
-  '2001:20::/28',
-  '2001:db8::/32',
-  '2002::/16', // 6to4: embeds an IPv4 address
-  '3fff::/20',
-  'fc00::/7', // unique local (fd00::/8)
-  'fe80::/10', // link-local
-  'fec0::/10', // site-local (deprecated)
-  'ff00::/8', // multicast
-].map(parseCidr);
-const GLOBAL_V6 = parseCidr('2000::/3');
-
-export function parseAllowList(entries: readonly string[]): AllowList {
-  return { cidrs: entries.map(parseCidr) };
-}
-
-const asAllowList = (allow: AllowList | readonly string[]): AllowList =>
-  Array.isArray(allow) ? parseAllowList(allow as readonly string[]) : (allow as AllowList);
-
-/** True for an ordinary public unicast address; false for anything special, or for a non-address. */
-export function isPublicAddress(ip: string): boolean {
-  const a = toBig(ip);
-  if (!a) return false;
-  if (a.v === 6 && !inCidr(a, GLOBAL_V6)) return false;
-  return !NON_PUBLIC.some((c) => inCidr(a, c));
-}
-
-/** Public, or admitted by the operator's allow-list. */
-export function isAllowedAddress(ip: string, allow: AllowList | readonly string[]): boolean {
-  const a = toBig(ip);
-  if (!a) return false;
-  return asAllowList(allow).cidrs.some((c) => inCidr(a, c)) || isPublicAddress(ip);
-}
-
-export interface CheckedUrl {
-  url: URL;
-  /** Addresses the host resolved to (empty when `dns: false` and the host is a name). */
-  addresses: LookupAddress[];
-}
-
-type Resolver = (host: string) => Promise<LookupAddress[]>;
-const systemResolve: Resolver = (host) =>
-  new Promise((resolve, reject) =>
-    dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))),
-  );
-
-/**
- * Refuses a URL that is not http(s) or whose host is, or resolves to, an address that is not public
- * and not allowed. A name resolving to several addresses is refused if any one of them is refused:
- * the connection could use any. Throws OutboundBlockedError; DNS errors (ENOTFOUND) pass through.
- */
-export async function assertPublicUrl(
-  input: string | URL,
-  allow: AllowList | readonly string[],
-  opts: { dns?: boolean; resolve?: Resolver } = {},
-): Promise<CheckedUrl> {
-  let url: URL;
+function parseLocation(location: string, base: URL): URL {
   try {
-    url = new URL(input);
+    return new URL(location, base);
   } catch {
-    throw new OutboundBlockedError('not a valid URL');
+    throw new OutboundError('OutboundFailed', `${base.href} redirected to an invalid URL`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new OutboundBlockedError('only http and https URLs are allowed');
-  }
-  const list = asAllowList(allow);
-  // WHATWG URL parsing already turns decimal, octal and hex IPv4 forms (2130706433, 0177.1) into
-  // dotted quads, so a literal is recognised whatever way it was written.
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (isIP(host)) {
-    if (!isAllowedAddress(host, list)) throw blocked(host);
-    return { url, addresses: [{ address: host, family: isIP(host) }] };
-  }
-  if (opts.dns === false) return { url, addresses: [] };
-  const addresses = await (opts.resolve ?? systemResolve)(host);
-  if (!addresses.length) throw new OutboundBlockedError(`${host} did not resolve`);
-  for (const a of addresses) if (!isAllowedAddress(a.address, list)) throw blocked(a.address, host);
-  return { url, addresses };
 }
 
-const blocked = (address: string, host?: string) =>
-  new OutboundBlockedError(
-    `${host ? `${host} resolves to ` : ''}${address}, which is not a public address (the operator can admit it with NUBE_OUTBOUND_ALLOW)`,
-    address,
-  );
+/** Reads and drops up to 64 KiB so the connection can be reused; a longer body closes it. */
+function discard(body: OutboundBody): void {
+  body.dump({ limit: 64 * 1024 }).catch(() => {});
+}
 
-type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+function response(res: Dispatcher.ResponseData, url: string): OutboundResponse {
+  // A body dropped unread (destroy(), a consumer leaving early) emits an abort error; whoever reads the
+  // body gets errors from the read itself, so an unread body's error must not crash the process.
+  res.body.on('error', () => {});
+  return {
+    status: res.statusCode,
+    headers: res.headers,
+    url,
+    body: res.body,
+    header(name) {
+      const v = res.headers[name.toLowerCase()];
+      return Array.isArray(v) ? v[0] : v;
+    },
+    discard: () => discard(res.body),
+  };
+}
 
 /**
- * A `lookup` for net/tls/http sockets (and undici's `connect.lookup`) that resolves the name and
- * refuses it unless every address is allowed, handing back the checked address(es) so the socket
- * connects to exactly what was checked.
+ * Any failure of a request or of reading its body as an OutboundError: a refused address wherever it
+ * surfaced (the connect-time `lookup` fails inside undici), a timeout (`timeoutMs` aborts with a
+ * TimeoutError, undici's own header/body timeouts), the caller's abort, DNS and connection errors.
  */
-export function safeLookup(allow: AllowList | readonly string[], resolve: Resolver = systemResolve) {
-  const list = asAllowList(allow);
-  return (hostname: string, options: { all?: boolean } | number | LookupCallback, callback?: LookupCallback): void => {
-    const cb = (typeof options === 'function' ? options : callback) as LookupCallback;
-    const all = typeof options === 'object' && options !== null && options.all === true;
-    resolve(hostname).then(
-      (addresses) => {
-        const bad = addresses.find((a) => !isAllowedAddress(a.address, list));
-        if (bad) return cb(blocked(bad.address, hostname) as NodeJS.ErrnoException, '');
-        const first = addresses[0];
-        if (!first) return cb(new OutboundBlockedError(`${hostname} did not resolve`) as NodeJS.ErrnoException, '');
-        if (all) cb(null, addresses);
-        else cb(null, first.address, first.family);
-      },
-      (err: NodeJS.ErrnoException) => cb(err, ''),
-    );
-  };
+export function toOutboundError(err: unknown): OutboundError {
+  let e: unknown = err;
+  for (let i = 0; i < 6 && e; i++) {
+    if (e instanceof OutboundError) return e;
+    const { code, name } = e as { code?: string; name?: string };
+    if (name === 'TimeoutError' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
+      return new OutboundError('OutboundTimeout', 'no answer in time');
+    }
+    if (name === 'AbortError' || code === 'UND_ERR_ABORTED') return new OutboundError('OutboundAborted', 'the request was cancelled');
+    // Node's own messages name the host and port (`connect ECONNREFUSED 1.2.3.4:443`): the caller chose them.
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NODATA') return new OutboundError('HostNotFound', (e as Error).message);
+    if (code === 'ECONNREFUSED') return new OutboundError('ConnectionRefused', (e as Error).message);
+    e = (e as { cause?: unknown }).cause;
+  }
+  const root = (err as { cause?: Error }).cause ?? (err as Error);
+  return new OutboundError('OutboundFailed', root?.message || String(err));
 }

@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from './auth.js';
-import { ApiError, errors } from './errors.js';
+import { type ErrorIssue, errors } from './errors.js';
+import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
 import {
   type AnyOperation,
@@ -116,6 +117,7 @@ function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: F
 }
 
 function handle(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
+  rejectNul(op, req);
   const params = op.params ? parseOr400(op.params, req.params, 'params') : undefined;
   const parsedQuery = op.query ? parseOr400(op.query, req.query ?? {}, 'query') : undefined;
   let body: unknown;
@@ -128,6 +130,72 @@ function handle(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: Fa
   const ctx = new RequestContext(principal, params, parsedQuery, body, deps.services, req, reply);
   const result: unknown = op.handler(ctx as OpContext<unknown, unknown, unknown>);
   return result instanceof Promise ? result.then((r) => respond(op, req, reply, r)) : respond(op, req, reply, result);
+}
+
+/** Set by the JSON parser when the body's text holds `\u0000`, the only way JSON can carry a NUL. */
+const NUL_IN_BODY = Symbol('nulInBody');
+
+/**
+ * NUL (U+0000) is refused before validation, the same way on both stores (PostgreSQL text cannot hold
+ * it): in a path parameter the id names nothing (404); in a query parameter or a body field it is a 400
+ * with issues, except in the body fields an operation declares `anyText`.
+ */
+function rejectNul(op: AnyOperation, req: FastifyRequest): void {
+  if (nulInParams(req)) throw errors.notFound();
+  const issues: ErrorIssue[] = [];
+  const query = req.query as Record<string, unknown> | undefined;
+  if (query) for (const k in query) if (hasNul(k) || hasNul(query[k])) issues.push({ path: ['query', k], message: NUL_MESSAGE, code: 'nul_character' });
+  if (op.body && op.anyText !== true && (req as unknown as Record<symbol, unknown>)[NUL_IN_BODY]) {
+    for (const path of nulPaths(req.body)) {
+      if (!op.anyText?.includes(String(path[0]))) issues.push({ path: ['body', ...path], message: NUL_MESSAGE, code: 'nul_character' });
+    }
+  }
+  if (issues.length) throw errors.validation(issues);
+}
+
+function nulInParams(req: FastifyRequest): boolean {
+  const params = req.params as Record<string, unknown> | undefined;
+  if (params) for (const k in params) if (hasNul(params[k])) return true;
+  return false;
+}
+
+/** The same rule for routes outside the registry that look ids up (an `onRequest` hook): 404. */
+export function notFoundOnNulParams(req: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  if (!nulInParams(req)) {
+    done();
+    return;
+  }
+  const e = errors.notFound();
+  void reply.code(e.status).send(e.toBody());
+}
+
+const hasNul = (v: unknown): boolean =>
+  typeof v === 'string' ? v.includes('\u0000') : Array.isArray(v) && v.some((x) => typeof x === 'string' && x.includes('\u0000'));
+
+/**
+ * Request bodies are JSON and nothing else: any other content type, text/plain included (a JSON body
+ * sent as text is a client bug that would otherwise surface as a confusing "expected object" 400), is a
+ * 415. An empty body is "no body" (actions with optional fields accept it). Nesting past MAX_BODY_DEPTH
+ * is a 400: it would overflow the stack wherever the value is serialized again.
+ */
+export function installBodyParsing(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      return done(e as Error, undefined);
+    }
+    // Each level takes at least two characters, so a short text cannot be too deep.
+    if (text.length > 2 * MAX_BODY_DEPTH && jsonDepth(value, MAX_BODY_DEPTH) > MAX_BODY_DEPTH) {
+      return done(errors.validation([{ path: ['body'], message: `nested deeper than ${MAX_BODY_DEPTH} levels`, code: 'too_deep' }]), undefined);
+    }
+    if (text.includes('\\u0000')) (req as unknown as Record<symbol, unknown>)[NUL_IN_BODY] = true;
+    done(null, value);
+  });
 }
 
 function respond(op: AnyOperation, req: FastifyRequest, reply: FastifyReply, result: unknown) {
@@ -146,30 +214,6 @@ function sendRaw(reply: FastifyReply, r: RawResponse) {
   const b = r.body;
   if (typeof b === 'string' || Buffer.isBuffer(b) || b instanceof Readable) return reply.send(b);
   return reply.send(Readable.from(b));
-}
-
-/** Renders every failure as { error, code?, issues? } and never leaks internals of a 5xx. */
-export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
-    const e = toApiError(err);
-    if (e.status >= 500 && e.status !== 501 && e.status !== 503) {
-      req.log.error({ err, reqId: req.id }, 'unexpected error');
-    }
-    return reply.code(e.status).headers(e.headers).send(e.toBody());
-  });
-}
-
-function toApiError(err: FastifyError | ApiError): ApiError {
-  if (err instanceof ApiError) return err;
-  const code = (err as FastifyError).code;
-  const status = (err as FastifyError).statusCode;
-  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) return errors.payloadTooLarge();
-  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) return errors.unsupportedMediaType();
-  if (code === 'FST_ERR_CTP_INVALID_JSON_BODY' || code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) {
-    return errors.badRequest('malformed JSON body', [{ path: ['body'], message: err.message }], 'InvalidJson');
-  }
-  if (status && status >= 400 && status < 500) return new ApiError(status, code ?? 'BadRequest', err.message);
-  return errors.internal();
 }
 
 /** Fastify answers 404 for a known path with another method; the API promises 405 with Allow. */

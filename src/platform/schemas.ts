@@ -1,14 +1,22 @@
 import { z } from 'zod';
+import { limited } from './json-limits.js';
 
 // Shared building blocks for operation schemas.
 
 export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });
 export const ok = { ok: true as const };
 
-/** Free-form JSON object (spec: "200 free-form object"). */
+/** Free-form JSON object in an answer (spec: "200 free-form object"). */
 export const FreeObject = z.record(z.string(), z.unknown());
 
-export const StringMap = z.record(z.string(), z.string());
+/**
+ * Free-form JSON object a client sends and nube keeps (file metadata): stored as JSON text, embedded for
+ * search and sent with every event, hence bounded (400 past 16 levels, 256 keys or 16 KiB).
+ */
+export const FreeObjectInput = limited(z.record(z.string(), z.unknown()), { maxDepth: 16, maxKeys: 256, maxBytes: 16 * 1024 });
+
+/** Name to string (environment, metadata): at most 256 entries, names up to 256 characters, 64 KiB in all. */
+export const StringMap = limited(z.record(z.string().max(256), z.string()), { maxDepth: 1, maxKeys: 256, maxBytes: 64 * 1024 });
 
 /** Query strings arrive as text: integers and booleans are coerced, with bounds. */
 export const qInt = (min: number, max: number) => z.coerce.number().int().min(min).max(max);

@@ -163,7 +163,8 @@ describe.each(DIALECTS)('databases CRUD (%s)', (dialect) => {
   });
 });
 
-async function vi_waitFor(cond: () => boolean, ms = 2000): Promise<void> {
+/** Ends as soon as `cond` holds; the limit is generous for a busy machine. */
+async function vi_waitFor(cond: () => boolean, ms = 20_000): Promise<void> {
   const until = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > until) throw new Error('condition not met in time');

@@ -199,7 +199,7 @@ describe.each(SETUPS)('files over HTTP ($dialect + $backend)', (setup) => {
       await jobs.runDue();
       // The server's own poller may have claimed the due job first: wait, with the clock still moved,
       // for whichever worker runs it.
-      for (let i = 0; i < 100 && (await t.api(`/files/${f.id}`)).status !== 404; i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 400 && (await t.api(`/files/${f.id}`)).status !== 404; i++) await new Promise((r) => setTimeout(r, 50));
     } finally {
       files.setClock(Date.now);
     }
@@ -214,7 +214,7 @@ describe.each(SETUPS)('files over HTTP ($dialect + $backend)', (setup) => {
     const jobId = await jobs.enqueue('files.purge', { fileId: f.id }, { key: `files.purge:${f.id}`, onDuplicate: 'replace', runAt: Date.now() - 1 });
     await jobs.runDue();
     // Whichever worker claimed it (this call or the server's poller), the purge job must have run.
-    for (let i = 0; i < 100 && (await jobs.get(jobId))?.status !== 'done'; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 400 && (await jobs.get(jobId))?.status !== 'done'; i++) await new Promise((r) => setTimeout(r, 50));
     expect((await jobs.get(jobId))?.status).toBe('done');
     expect((await json(await t.api(`/files/${f.id}`))).status).toBe('DELETED');
     expect(await blobHead('private', f.id)).not.toBeNull();

@@ -28,7 +28,7 @@ describe('files search with an OpenAI-compatible embeddings server', () => {
       const rows = await t.nube.deps.store.db.selectFrom('files').select('embedding').where('owner_id', '=', t.ownerId).execute();
       return rows.every((r) => r.embedding !== null);
     };
-    for (let i = 0; i < 100 && !(await embedded()); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 400 && !(await embedded()); i++) await new Promise((r) => setTimeout(r, 50));
     expect(await embedded()).toBe(true);
     expect(ai.keys.every((k) => k === 'Bearer sk-test-embeddings')).toBe(true);
 

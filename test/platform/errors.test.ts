@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { json, startNube, type TestNube } from '../helpers/server.js';
 
@@ -74,6 +75,108 @@ describe('error bodies', () => {
     } finally {
       svc.getAccount = original;
     }
+  });
+});
+
+/** Sends raw bytes on a fresh connection and returns every response it gets back, parsed. */
+function raw(base: string, text: string): Promise<{ status: number; body: Record<string, unknown> }[]> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const s = connect(Number(u.port), u.hostname, () => s.write(text));
+    let got = '';
+    s.on('data', (d) => {
+      got += d;
+    });
+    s.on('error', () => {});
+    s.on('close', () => {
+      const out: { status: number; body: Record<string, unknown> }[] = [];
+      for (const m of got.matchAll(/HTTP\/1\.1 (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n/g)) {
+        const len = Number(/content-length: (\d+)/i.exec(m[2]!)?.[1] ?? 0);
+        const start = m.index! + m[0].length;
+        out.push({ status: Number(m[1]), body: JSON.parse(got.slice(start, start + len)) });
+      }
+      if (out.length === 0) reject(new Error(`no HTTP response in ${JSON.stringify(got.slice(0, 200))}`));
+      else resolve(out);
+    });
+    setTimeout(() => s.destroy(), 10_000).unref();
+  });
+}
+
+/** The one error shape: a string `error`, a string `code`, optionally `issues`; nothing of Fastify's own. */
+function oneShape(body: Record<string, unknown>, code: string): void {
+  expect(body).toMatchObject({ error: expect.any(String), code });
+  expect(body).not.toHaveProperty('statusCode');
+  expect(body).not.toHaveProperty('message');
+}
+
+describe("the HTTP layer's own errors in the one shape", () => {
+  it('414 for a path segment past the router limit and for a URL past the request line limit', async () => {
+    const seg = await req(`/api/v2/files/${'x'.repeat(600)}`, { headers: t.auth });
+    expect(seg.status).toBe(414);
+    oneShape(await json(seg), 'UriTooLong');
+    const [line] = await raw(t.baseUrl, `GET /api/v2/account?${'x'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    expect(line!.status).toBe(414);
+    oneShape(line!.body, 'UriTooLong');
+  });
+
+  it('431 for headers past the limit', async () => {
+    const [r] = await raw(t.baseUrl, `GET /api/v2/account HTTP/1.1\r\nHost: x\r\nX-Big: ${'x'.repeat(20_000)}\r\n\r\n`);
+    expect(r!.status).toBe(431);
+    oneShape(r!.body, 'HeadersTooLarge');
+  });
+
+  it('400 for a malformed request and for bad percent-encoding', async () => {
+    const [garbage] = await raw(t.baseUrl, 'GARBAGE\r\n\r\n');
+    expect(garbage!.status).toBe(400);
+    oneShape(garbage!.body, 'BadRequest');
+    const bad = await req('/api/v2/files/%E0%A4%A', { headers: t.auth });
+    expect(bad.status).toBe(400);
+    oneShape(await json(bad), 'BadUrl');
+  });
+
+  it('415 for a JSON body sent as text/plain, with no content type, or as another type', async () => {
+    const body = JSON.stringify({ name: 'x' });
+    for (const type of ['text/plain', 'text/plain; charset=utf-8', 'application/x-www-form-urlencoded', 'application/xml']) {
+      const r = await req('/api/v2/account/keys', { method: 'POST', headers: { ...t.auth, 'content-type': type }, body });
+      expect(r.status, type).toBe(415);
+      oneShape(await json(r), 'UnsupportedMediaType');
+    }
+    const auth = t.auth.authorization;
+    const [none] = await raw(
+      t.baseUrl,
+      `POST /api/v2/account/keys HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(none!.status).toBe(415);
+    oneShape(none!.body, 'UnsupportedMediaType');
+    // Nothing was created by any of them.
+    const keys = await json(await req('/api/v2/account/keys', { headers: t.auth }));
+    expect(keys.items.filter((k: { name: string }) => k.name === 'x')).toEqual([]);
+  });
+
+  it('503 for a request that reaches nube while it shuts down', async () => {
+    const n = await startNube();
+    const svc = n.nube.services.account;
+    const original = svc.getAccount.bind(svc);
+    let started!: () => void;
+    const inHandler = new Promise<void>((r) => {
+      started = r;
+    });
+    svc.getAccount = async (p) => {
+      started();
+      await new Promise((r) => setTimeout(r, 500));
+      return original(p);
+    };
+    // A request in flight holds close() open; one arriving meanwhile (a keep-alive connection, a load
+    // balancer that has not noticed yet) is refused.
+    const inflight = fetch(`${n.baseUrl}/api/v2/account`, { headers: n.auth });
+    await inHandler;
+    const closing = n.close();
+    const late = await n.nube.app.inject({ method: 'GET', url: '/api/v2/account', headers: n.auth });
+    expect((await inflight).status).toBe(200);
+    await closing;
+    expect(late.statusCode).toBe(503);
+    expect(late.headers.connection).toBe('close');
+    oneShape(JSON.parse(late.body), 'Unavailable');
   });
 });
 

@@ -65,9 +65,10 @@ describe.each(DRIVERS)('%s: run-cell on a Jupyter kernel', (driver) => {
   it('a cell over its timeout is interrupted; the kernel keeps its state and runs the next cell (restarted only if it ignores the interrupt)', async () => {
     await cell('kept = "yes"');
     const started = Date.now();
-    const slow = await cell('import time\nprint("before")\ntime.sleep(60)', { timeoutSeconds: 1 });
+    const slow = await cell('import time\nprint("before")\ntime.sleep(600)', { timeoutSeconds: 1 });
     expect(slow.status, JSON.stringify(slow.body)).toBe(200);
-    expect(Date.now() - started).toBeLessThan(15_000);
+    // Interrupted at its 1 s timeout, not after the 600 s sleep; the bound is generous for a busy machine.
+    expect(Date.now() - started).toBeLessThan(120_000);
     expect(slow.body).toMatchObject({ timedOut: true, kernelRestarted: false, stdout: 'before\n' });
     expect(slow.body.error.name).toBe('Timeout');
     const next = await cell('kept');
@@ -83,7 +84,7 @@ describe.each(DRIVERS)('%s: run-cell on a Jupyter kernel', (driver) => {
     expect(stubborn.body.error.name).toBe('Timeout');
     expect((await cell('kept')).body.error.name).toBe('NameError');
     expect((await cell('2 * 21')).body.result).toBe('42');
-  }, 60_000);
+  }, 300_000);
 
   it('a kernel that dies is restarted with an empty namespace, and says so', async () => {
     await cell('y = 1');

@@ -42,7 +42,8 @@ function useNube(opts: () => Parameters<typeof startNube>[0]) {
 
 describe('web with the allow-list admitting 127.0.0.1', () => {
   const n = useNube(() => ({
-    env: { ...ALLOW, NUBE_WEB_SEARCH_URL: `${searx.url}/`, NUBE_WEB_TIMEOUT_MS: '1000', NUBE_WEB_MAX_BYTES: '100000' },
+    // The fetch time limit is generous for a busy machine; the test's slow page answers only after 30 s.
+    env: { ...ALLOW, NUBE_WEB_SEARCH_URL: `${searx.url}/`, NUBE_WEB_TIMEOUT_MS: '5000', NUBE_WEB_MAX_BYTES: '100000' },
   }));
   const call = (...a: Parameters<ReturnType<typeof caller>>) => n.call(...a);
 
@@ -282,7 +283,7 @@ describe.each(DIALECTS)('web extract (%s)', (dialect) => {
   const call = (...a: Parameters<ReturnType<typeof caller>>) => n.call(...a);
 
   async function finished(jobId: string) {
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 400; i++) {
       const b = await json(await call('GET', `/web/extract/${jobId}`));
       if (b.status === 'completed' || b.status === 'failed') return b;
       await new Promise((r) => setTimeout(r, 50));

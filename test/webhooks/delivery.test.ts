@@ -39,6 +39,7 @@ describe.each(DIALECTS)('webhook delivery (%s)', (dialect) => {
     rx.got.length = 0;
     rx.status = 200;
     rx.delayMs = 0;
+    rx.delayFirst = undefined;
   });
 
   it('POSTs { event, timestamp, data } signed with the secret, only for subscribed events of the owner', async () => {
@@ -125,21 +126,41 @@ describe.each(DIALECTS)('webhook delivery (%s)', (dialect) => {
   });
 
   it('counts a timeout as a failure and a success resets the counter', async () => {
-    const w = await hook();
-    rx.delayMs = 1500; // beyond the 400 ms timeout
-    await publish('file.created', { id: 'slow' });
-    const failed = await until(() => api('GET', `/webhooks/${w.id}`), (r) => r.body.failureCount >= 2);
-    expect(failed.body.failureCount).toBeGreaterThanOrEqual(2);
-    expect(failed.body.lastError).toMatch(/timeout/);
-    const d = (await deliveries(w.id)).items[0];
-    expect(d.attempts[0]).toMatchObject({ statusCode: null, error: expect.stringMatching(/timeout/) });
-    rx.delayMs = 0;
-    const ok = await until(() => deliveries(w.id), (l) => l.items[0].status === 'succeeded');
-    expect(ok.items[0].status).toBe('succeeded');
-    expect((await api('GET', `/webhooks/${w.id}`)).body).toMatchObject({ status: 'ACTIVE', failureCount: 0 });
-    const ids = new Set(rx.got.map((g) => g.headers['x-service-delivery']));
-    expect(ids).toEqual(new Set([d.id]));
-  });
+    // Its own nube with a 400 ms timeout, and a receiver 25 times slower than that for its first two
+    // requests: no machine is fast enough to make those answers arrive in time. The third attempt comes
+    // 8 s after the second, time enough to see the count at 2 however busy the machine.
+    const slow = await startNube({
+      dialect,
+      env: { ...FAST, NUBE_WEBHOOK_TIMEOUT_MS: '400', NUBE_WEBHOOK_RETRY_SCHEDULE: '150ms,8s,150ms' },
+    });
+    try {
+      const call = async (method: string, path: string, body?: unknown) => {
+        const r = await fetch(`${slow.baseUrl}/api/v2${path}`, {
+          method,
+          headers: { ...slow.auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return json(r);
+      };
+      const w = await call('POST', '/webhooks', { url: rx.url, events: ['file.created'] });
+      const owner = (await call('GET', '/account')).id;
+      rx.delayMs = 10_000;
+      rx.delayFirst = 2;
+      await slow.nube.deps.bus.publish({ event: 'file.created', ownerId: owner, data: { id: 'slow' } });
+      const failed = await until(() => call('GET', `/webhooks/${w.id}`), (h) => h.failureCount >= 2, 60_000);
+      expect(failed.failureCount).toBeGreaterThanOrEqual(2);
+      expect(failed.lastError).toMatch(/timeout/);
+      const d = (await call('GET', `/webhooks/${w.id}/deliveries`)).items[0];
+      expect(d.attempts[0]).toMatchObject({ statusCode: null, error: expect.stringMatching(/timeout/) });
+      const ok = await until(() => call('GET', `/webhooks/${w.id}/deliveries`), (l) => l.items[0].status === 'succeeded', 60_000);
+      expect(ok.items[0].status).toBe('succeeded');
+      expect(await call('GET', `/webhooks/${w.id}`)).toMatchObject({ status: 'ACTIVE', failureCount: 0 });
+      const ids = new Set(rx.got.map((g) => g.headers['x-service-delivery']));
+      expect(ids).toEqual(new Set([d.id]));
+    } finally {
+      await slow.close();
+    }
+  }, 120_000);
 
   it('marks a delivery failed when a short schedule runs out before the pause threshold', async () => {
     const short = await startNube({ dialect, env: { ...FAST, NUBE_WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' } });

@@ -16,6 +16,8 @@ export interface Receiver {
   /** Status to answer with (default 200), and an optional delay before answering. */
   status: number;
   delayMs: number;
+  /** When set, only the first `delayFirst` requests wait `delayMs`; later ones are answered at once. */
+  delayFirst?: number;
   /** Resolves once `n` deliveries have arrived in total (rejects after timeoutMs). */
   waitFor(n: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -34,7 +36,7 @@ export async function startReceiver(port = 0, path = `/hook/${randomBytes(6).toS
     got: [],
     status: 200,
     delayMs: 0,
-    waitFor(n, timeoutMs = 10_000) {
+    waitFor(n, timeoutMs = 20_000) {
       if (r.got.length >= n) return Promise.resolve(r.got);
       return new Promise((resolve, reject) => {
         const t = setTimeout(() => reject(new Error(`receiver got ${r.got.length} of ${n} deliveries`)), timeoutMs);
@@ -71,7 +73,8 @@ export async function startReceiver(port = 0, path = `/hook/${randomBytes(6).toS
       const answer = () => {
         if (!res.destroyed) res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${status}`);
       };
-      if (r.delayMs) setTimeout(answer, r.delayMs);
+      const delayed = r.delayFirst === undefined || r.got.length <= r.delayFirst;
+      if (r.delayMs && delayed) setTimeout(answer, r.delayMs);
       else answer();
     });
   });

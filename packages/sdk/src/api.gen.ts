@@ -1485,8 +1485,9 @@ export interface components {
             sectionId: string | null;
             title: string | null;
         };
+        /** @description Every error body, the HTTP layer's own included (414, 415, 431, ...) */
         Error: {
-            code?: string;
+            code: string;
             error: string;
             issues?: {
                 code?: string;
@@ -2157,6 +2158,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -2371,6 +2381,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2809,6 +2828,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -3044,6 +3072,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -3233,6 +3270,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -3402,6 +3448,15 @@ export interface operations {
             };
             /** @description DatabaseNameTaken: A database with this name exists */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3755,6 +3810,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -3861,11 +3925,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Named colors (for example `primary: #0a7`) */
+                    /** @description Named colors (for example `primary: #0a7`; at most 100) */
                     customColors?: {
                         [key: string]: string;
                     };
-                    /** @description Free-form metadata; `format` is respected by the PDF export */
+                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export */
                     metadata?: {
                         /**
                          * @description Page format, respected by the PDF export (default A4)
@@ -3923,6 +3987,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4123,11 +4196,11 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Named colors (for example `primary: #0a7`) */
+                    /** @description Named colors (for example `primary: #0a7`; at most 100) */
                     customColors?: {
                         [key: string]: string;
                     };
-                    /** @description Free-form metadata; `format` is respected by the PDF export */
+                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export */
                     metadata?: {
                         /**
                          * @description Page format, respected by the PDF export (default A4)
@@ -4183,6 +4256,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4569,7 +4651,7 @@ export interface operations {
                     contentType: string;
                     /** @description File name */
                     fileName: string;
-                    /** @description Free-form metadata object */
+                    /** @description Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON) */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -4629,6 +4711,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4807,7 +4898,7 @@ export interface operations {
                      * @enum {string}
                      */
                     access?: "public" | "private";
-                    /** @description Replaces the metadata object */
+                    /** @description Replaces the metadata object (at most 16 levels, 256 keys, 16 KiB as JSON) */
                     metadata?: {
                         [key: string]: unknown;
                     };
@@ -4860,6 +4951,15 @@ export interface operations {
             };
             /** @description FileDeleted: The file is in the trash: restore it first */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4952,6 +5052,15 @@ export interface operations {
             };
             /** @description FileDeleted: The file is in the trash */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5269,6 +5378,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -5360,6 +5478,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5571,6 +5698,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -5647,6 +5783,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5747,6 +5892,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -5840,6 +5994,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -5920,6 +6083,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6085,6 +6257,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6566,6 +6747,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -6730,6 +6920,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6907,6 +7106,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -6996,6 +7204,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -7067,6 +7284,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7297,6 +7523,15 @@ export interface operations {
             };
             /** @description DerivedTemplateNotProvisioned: No derived template for (templateKey, templateHash) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7585,6 +7820,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -7731,6 +7975,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7967,6 +8220,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -8131,6 +8393,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -8209,6 +8480,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8353,6 +8633,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8810,7 +9099,7 @@ export interface operations {
                 "application/json": {
                     /** @description Dataset to append the results to */
                     datasetId?: string;
-                    /** @description What to extract from: URL(s), search terms or an object the source understands */
+                    /** @description What to extract from: URL(s), search terms or an object the source understands (at most 8 levels, 256 KiB) */
                     input: unknown;
                     /** @description Maximum items to extract */
                     limit?: number;
@@ -8865,6 +9154,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9199,6 +9497,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limited; see Retry-After */
             429: {
                 headers: {
@@ -9363,6 +9670,15 @@ export interface operations {
             };
             /** @description WebhookLimit: the account already has 50 webhooks */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9581,6 +9897,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

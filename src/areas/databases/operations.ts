@@ -135,6 +135,8 @@ export const databasesOperations = [
     tags,
     auth: ['owner'],
     params: DbId,
+    // SQL, its arguments and imported rows go to the user's own SQLite database, which stores any text.
+    anyText: true,
     body: QueryBody,
     response: z.union([
       QueryResult,

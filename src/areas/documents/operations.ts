@@ -1,29 +1,34 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
+import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok } from '../../platform/schemas.js';
 
 const tags = ['Documents'];
 
 const DocId = z.object({ id: z.string().min(1).max(200).describe('Document id') });
 
-const Section = z
-  .looseObject({
+const Section = limited(
+  z.looseObject({
     id: z.string().max(100).optional().describe('Section id (used by the PDF export `sections` filter)'),
     title: z.string().max(500).optional(),
     content: z.string().optional().describe('HTML or text content, or instructions for generating it'),
-  })
-  .describe('A section: free-form object; id, title and content are understood');
+  }),
+  { maxDepth: 8, maxBytes: 1024 * 1024 },
+).describe('A section: free-form object (at most 8 levels, 1 MiB); id, title and content are understood');
 
-const DocMetadata = z
-  .looseObject({
+const DocMetadata = limited(
+  z.looseObject({
     format: z
       .enum(['A4', 'Letter', 'Legal', 'A3', 'A5', 'Tabloid'])
       .optional()
       .describe('Page format, respected by the PDF export (default A4)'),
-  })
-  .describe('Free-form metadata; `format` is respected by the PDF export');
+  }),
+  { maxDepth: 16, maxKeys: 256, maxBytes: 16 * 1024 },
+).describe('Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export');
 
-const Colors = z.record(z.string(), z.string()).describe('Named colors (for example `primary: #0a7`)');
+const Colors = limited(z.record(z.string().max(100), z.string().max(200)), { maxDepth: 1, maxKeys: 100 }).describe(
+  'Named colors (for example `primary: #0a7`; at most 100)',
+);
 
 const DocFields = {
   name: z.string().min(1).max(200),

@@ -1,10 +1,16 @@
 import { createHash } from 'node:crypto';
-import { type ApiError, errors } from '../../platform/errors.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import { type OutboundClient, toOutboundError } from '../../platform/outbound.js';
 
 export interface EmbeddingsConfig {
   baseUrl: string;
   apiKey: string;
   model: string;
+  /**
+   * The operator's endpoint (NUBE_FILES_AI_*): its origin is trusted, it may be on loopback. An
+   * account's own endpoint is not: every connection and redirect is checked by the outbound guard.
+   */
+  operator?: boolean;
 }
 
 const TIMEOUT_MS = 30_000;
@@ -23,23 +29,28 @@ export function embeddingHash(text: string, model: string): string {
 }
 
 /** Client of an OpenAI-compatible `POST {base}/embeddings` endpoint (`{ model, input }` -> `{ data }`). */
-export async function embed(cfg: EmbeddingsConfig, inputs: string[]): Promise<number[][]> {
-  let res: Response;
+export async function embed(client: OutboundClient, cfg: EmbeddingsConfig, inputs: string[]): Promise<number[][]> {
+  let body: { data?: { embedding?: unknown; index?: number }[] } | null;
   try {
-    res = await fetch(`${cfg.baseUrl}/embeddings`, {
+    const res = await client.request(`${cfg.baseUrl}/embeddings`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${cfg.apiKey}` },
       body: JSON.stringify({ model: cfg.model, input: inputs }),
-      signal: AbortSignal.timeout(TIMEOUT_MS),
+      timeoutMs: TIMEOUT_MS,
+      maxRedirects: 3,
+      ...(cfg.operator ? { trustedOrigin: cfg.baseUrl } : {}),
     });
+    if (res.status < 200 || res.status >= 300) {
+      res.discard();
+      throw embeddingsUnavailable(`embeddings endpoint answered ${res.status}`);
+    }
+    body = (await res.body.json().catch(() => null)) as typeof body;
   } catch (err) {
-    throw embeddingsUnavailable(`embeddings endpoint unreachable: ${(err as Error).message}`);
+    if (err instanceof ApiError) throw err;
+    const e = toOutboundError(err);
+    const why = e.code === 'OutboundBlocked' ? `refused: ${e.message}` : `unreachable: ${e.message}`;
+    throw embeddingsUnavailable(`embeddings endpoint ${why}`);
   }
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw embeddingsUnavailable(`embeddings endpoint answered ${res.status}`);
-  }
-  const body = (await res.json().catch(() => null)) as { data?: { embedding?: unknown; index?: number }[] } | null;
   const data = body?.data;
   if (!Array.isArray(data) || data.length !== inputs.length) throw embeddingsUnavailable('embeddings endpoint gave a malformed answer');
   // `index` orders the answer when present (OpenAI sends it); otherwise the order is the input order.

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { FreeObject, IsoTime, Ok, ok, PageQuery } from '../../platform/schemas.js';
+import { FreeObjectInput, IsoTime, Ok, ok, PageQuery } from '../../platform/schemas.js';
 import { File, FileAccess, FileRegion, MAX_FILE_BYTES, paginated } from './schemas.js';
 import type { FilesService } from './service.js';
 
@@ -53,7 +53,7 @@ export const filesOperations = [
       access: FileAccess.default('private'),
       region: FileRegion.default('LATAM'),
       assetId: z.string().max(200).optional().describe('Caller-chosen grouping id'),
-      metadata: FreeObject.optional().describe('Free-form metadata object'),
+      metadata: FreeObjectInput.optional().describe('Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)'),
     }),
     successStatus: 201,
     response: z.object({
@@ -105,7 +105,7 @@ export const filesOperations = [
     body: z.object({
       name: FileName.optional(),
       access: FileAccess.optional(),
-      metadata: FreeObject.optional().describe('Replaces the metadata object'),
+      metadata: FreeObjectInput.optional().describe('Replaces the metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)'),
       status: z.literal('DONE').optional().describe('Only DONE: restores a deleted file'),
     }),
     response: File,

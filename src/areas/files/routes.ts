@@ -1,6 +1,7 @@
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { BlobHttpResponse } from '../../blob/index.js';
+import { notFoundOnNulParams } from '../../platform/rest.js';
 import { errorResponse, type FileTransfers } from './transfers.js';
 
 /**
@@ -41,6 +42,8 @@ export function fileRoutes(app: FastifyInstance, transfers: FileTransfers): void
     // The PUT body is the file itself: leave it unparsed and stream `req.raw` into the store.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
+    // A file id with NUL names nothing (and PostgreSQL could not even look it up).
+    scope.addHook('onRequest', notFoundOnNulParams);
 
     scope.put<{ Params: { token: string } }>('/blob/:token', async (req, reply) => {
       try {

@@ -1,5 +1,6 @@
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
+import type { OutboundClient } from '../../platform/outbound.js';
 import { cosine, EMBED_BATCH, type EmbeddingsConfig, embed, embeddingHash, embeddingText } from './embeddings.js';
 import type { FileRow } from './repo.js';
 import type { File } from './schemas.js';
@@ -16,6 +17,7 @@ export class FileSearch {
     private readonly files: FilesService,
     /** The embeddings endpoint to use for an owner: its own AI key, else the operator's, else none. */
     private readonly aiFor: (ownerId: string) => Promise<EmbeddingsConfig | undefined>,
+    private readonly client: OutboundClient,
   ) {}
 
   private async config(ownerId: string): Promise<EmbeddingsConfig> {
@@ -33,7 +35,7 @@ export class FileSearch {
   async search(p: Principal, q: string, limit: number): Promise<{ items: File[] }> {
     const ai = await this.config(p.ownerId);
     const rows = await this.files.repo.allDone(p.ownerId);
-    const [queryVector] = await embed(ai, [q]);
+    const [queryVector] = await embed(this.client, ai, [q]);
     await this.catchUp(ai, rows);
     const scored = rows
       .filter((r) => r.embedding !== null)
@@ -62,6 +64,7 @@ export class FileSearch {
     for (let i = 0; i < stale.length; i += EMBED_BATCH) {
       const batch = stale.slice(i, i + EMBED_BATCH);
       const vectors = await embed(
+        this.client,
         ai,
         batch.map((b) => b.text),
       );

@@ -73,7 +73,7 @@ export class FilesService {
     readonly repo: FilesRepo,
     readonly stores: BlobStores,
     readonly urls: FileUrls,
-    private readonly deps: Pick<PlatformDeps, 'bus' | 'jobs' | 'publicUrl' | 'config'>,
+    private readonly deps: Pick<PlatformDeps, 'bus' | 'jobs' | 'publicUrl' | 'config' | 'outbound'>,
     /** The owner's current plan (from the account area). */
     readonly planOf: PlanOf,
     /** The owner's own AI key (from the account area), if set. */
@@ -82,8 +82,9 @@ export class FilesService {
     this.transfers = new FileTransfers(this, planOf);
     // The caller's own AI key first (spec: "using the caller's own AI key"); the operator's
     // NUBE_FILES_AI_KEY, when set, serves accounts that have none.
-    const fallback = deps.config.files.ai;
-    this.searchIndex = new FileSearch(this, async (ownerId) => (await aiKeyOf(ownerId)) ?? fallback);
+    const operatorAi = deps.config.files.ai;
+    const fallback = operatorAi ? { ...operatorAi, operator: true } : undefined;
+    this.searchIndex = new FileSearch(this, async (ownerId) => (await aiKeyOf(ownerId)) ?? fallback, deps.outbound);
   }
 
   now(): number {

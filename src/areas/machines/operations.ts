@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
+import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
 
 const tags = ['Machines'];
@@ -300,7 +301,9 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     query: z.object({ restart: qBool.optional().describe('Restart now to apply (default true)') }),
-    body: z.record(SecretName, z.string().max(65_536)).describe('Secret name to value'),
+    body: limited(z.record(SecretName, z.string().max(65_536)), { maxDepth: 1, maxKeys: 100, maxBytes: 1024 * 1024 }).describe(
+      'Secret name to value (at most 100 secrets, 1 MiB in all)',
+    ),
     response: z.object({
       secretNames: z.array(z.string()),
       pendingRestart: z.boolean().describe('True when the new values wait for a restart'),

@@ -1,6 +1,7 @@
 // Bodies of the actions (POST /sandboxes/{id}/{action}) and file operations, exactly per the spec; the
 // operations declare a loose union for docs and tools, and the handlers validate with these.
 import { z } from 'zod';
+import { limited } from '../../platform/json-limits.js';
 import { StringMap } from '../../platform/schemas.js';
 import { Env, ExecTimeout, Lang, Port, TemplateHash, TemplateKey } from './schemas.js';
 
@@ -176,7 +177,7 @@ The result is a free-form object per action.`;
  * Loose union of every action's fields, for documentation and tool input; the handler then validates
  * the body with `sandboxActionBodies[action]`.
  */
-export const ActionBody = z.looseObject({
+export const ActionBody = limited(z.looseObject({
   extendSeconds: z.number().int().optional().describe('extend'),
   env: Env.optional().describe('resume, exec'),
   suspendOnIdle: z.boolean().optional().describe('idle'),
@@ -201,7 +202,7 @@ export const ActionBody = z.looseObject({
   internet: z.boolean().optional().describe('network-policy'),
   allowOut: z.array(z.string()).optional().describe('network-policy'),
   denyOut: z.array(z.string()).optional().describe('network-policy'),
-});
+}), { maxDepth: 4 });
 
 // ---------------------------------------------------------------------------------------------------
 // Sandbox file operations
@@ -237,11 +238,11 @@ export const FILE_OP_DOC = `Runs inside the sandbox's mount namespace, so symlin
 - mkdir: {path}
 The result is a free-form object (read: {path, content, encoding, size}; list: {path, entries: [{name, type, size, mtime}]}).`;
 
-export const FileOpBody = z.looseObject({
+export const FileOpBody = limited(z.looseObject({
   path: z.string().optional().describe('write, read, list, delete, mkdir'),
   content: z.string().optional().describe('write'),
   encoding: z.string().optional().describe('write: utf8 | base64'),
   recursive: z.boolean().optional().describe('delete'),
   from: z.string().optional().describe('move'),
   to: z.string().optional().describe('move'),
-});
+}), { maxDepth: 4 });

@@ -125,6 +125,8 @@ export const sandboxesOperations = [
     auth: ['owner'],
     params: SandboxId,
     body: RunCodeBody,
+    // The code goes into a file inside the sandbox; the interpreter judges it.
+    anyText: ['code'],
     response: ExecResult,
     handler: ({ principal, services, params, body }) => services.sandboxes.work.runCode(principal, params.id, body),
   }),
@@ -200,6 +202,8 @@ export const sandboxesOperations = [
     auth: ['owner'],
     params: SandboxId.extend({ op: z.enum(SANDBOX_FILE_OPS).describe('File operation') }),
     body: FileOpBody,
+    // A file's content goes into the sandbox, never into the metadata store.
+    anyText: ['content'],
     response: FreeObject,
     handler: ({ principal, services, params, body }) =>
       services.sandboxes.work.file(principal, params.id, params.op, body),
@@ -242,6 +246,8 @@ export const sandboxesOperations = [
     params: SandboxId.extend({ action: z.enum(SANDBOX_ACTIONS).describe('Action to run') }),
     body: ActionBody,
     bodyOptional: true,
+    // run-code and run-cell code, and an apply-patch diff, go into the sandbox (bootstrap scripts are stored: no).
+    anyText: ['code', 'patch'],
     response: FreeObject,
     errors: [
       { status: 402, description: 'fork: insufficient plan (boxes allowance reached)' },

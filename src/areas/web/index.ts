@@ -1,5 +1,4 @@
 import { availableParallelism } from 'node:os';
-import { parseAllowList } from '../../platform/outbound.js';
 import type { AreaModule } from '../area.js';
 import { PageFetcher } from './fetcher.js';
 import { webOperations } from './operations.js';
@@ -14,8 +13,8 @@ export const webArea: AreaModule = {
   migrations: webMigrations,
   create(deps) {
     const cfg = deps.config.web;
-    const fetcher = new PageFetcher(parseAllowList(deps.config.outboundAllow), cfg.timeoutMs, cfg.maxBytes);
-    const search = cfg.searchUrl ? new SearxngProvider(cfg.searchUrl, cfg.timeoutMs) : undefined;
+    const fetcher = new PageFetcher(deps.outbound, cfg.timeoutMs, cfg.maxBytes);
+    const search = cfg.searchUrl ? new SearxngProvider(deps.outbound, cfg.searchUrl, cfg.timeoutMs) : undefined;
     const buy = () => cfg.buyUrl ?? `${deps.publicUrl()}/api/v2/account/usage`;
     // Two parser processes at most (started on first use); a parse past 30 s is abandoned.
     const parser = new ParserPool(Math.min(2, availableParallelism()), 30_000);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
+import { limited } from '../../platform/json-limits.js';
 import { IsoTime } from '../../platform/schemas.js';
 import type { WebService } from './service.js';
 
@@ -141,9 +142,9 @@ export const webOperations = [
     auth: ['owner'],
     body: z
       .object({
-        input: z
-          .unknown()
-          .describe('What to extract from: URL(s), search terms or an object the source understands'),
+        input: limited(z.unknown(), { maxDepth: 8, maxBytes: 256 * 1024 }).describe(
+          'What to extract from: URL(s), search terms or an object the source understands (at most 8 levels, 256 KiB)',
+        ),
         source: z
           .string()
           .max(128)

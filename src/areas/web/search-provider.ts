@@ -1,6 +1,7 @@
 // Search provider interface and its one implementation: a SearXNG instance's JSON API
 // (`GET <base>/search?q=...&format=json`; the instance must list `json` in search.formats).
 import { ApiError } from '../../platform/errors.js';
+import { type OutboundClient, toOutboundError } from '../../platform/outbound.js';
 
 export interface SearchQuery {
   query: string;
@@ -51,6 +52,7 @@ function isoOrNull(v: unknown): string | null {
 export class SearxngProvider implements SearchProvider {
   readonly name = 'searxng';
   constructor(
+    private readonly client: OutboundClient,
     private readonly baseUrl: string,
     private readonly timeoutMs: number,
   ) {}
@@ -62,20 +64,26 @@ export class SearxngProvider implements SearchProvider {
     if (q.engine) url.searchParams.set('engines', q.engine);
     const language = searxngLanguage(q.country);
     if (language) url.searchParams.set('language', language);
-    const timeout = AbortSignal.timeout(this.timeoutMs);
-    const signal = q.signal ? AbortSignal.any([q.signal, timeout]) : timeout;
     let body: SearxngAnswer;
     try {
-      const res = await fetch(url, { signal, headers: { accept: 'application/json' } });
-      if (!res.ok) {
-        await res.body?.cancel();
+      // The operator's instance may live on loopback (trusted origin); a redirect elsewhere is checked.
+      const res = await this.client.request(url, {
+        signal: q.signal,
+        timeoutMs: this.timeoutMs,
+        maxRedirects: 3,
+        trustedOrigin: this.baseUrl,
+        headers: { accept: 'application/json' },
+      });
+      if (res.status < 200 || res.status >= 300) {
+        res.discard();
         const hint = res.status === 403 ? ' (is `json` listed in the instance\'s search.formats?)' : '';
         throw new ApiError(502, 'SearchProviderFailed', `search provider answered HTTP ${res.status}${hint}`);
       }
-      body = (await res.json()) as SearxngAnswer;
+      body = (await res.body.json()) as SearxngAnswer;
     } catch (err) {
       if (err instanceof ApiError) throw err;
-      const why = timeout.aborted ? `no answer within ${this.timeoutMs} ms` : ((err as { cause?: Error }).cause?.message ?? (err as Error).message);
+      const e = toOutboundError(err);
+      const why = e.code === 'OutboundTimeout' ? `no answer within ${this.timeoutMs} ms` : e.message;
       throw new ApiError(502, 'SearchProviderFailed', `search provider failed: ${why}`);
     }
     if (!body || !Array.isArray(body.results)) {

@@ -303,7 +303,6 @@ export class WebService {
 
   async close(): Promise<void> {
     await this.parser.close();
-    await this.fetcher.close();
   }
 }
 

@@ -16,7 +16,7 @@ export const webhooksArea: AreaModule = {
     const hooks = new WebhooksRepo(deps.store.db);
     const deliveries = new DeliveriesRepo(deps.store.db);
     const { webhookTimeoutMs, webhookRetryMs } = deps.config;
-    const sender = new WebhookSender(allow, webhookTimeoutMs);
+    const sender = new WebhookSender(deps.outbound, webhookTimeoutMs);
     const deliverer = new Deliverer({
       hooks,
       deliveries,
@@ -42,7 +42,6 @@ export const webhooksArea: AreaModule = {
     return {
       webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, () => {
         unsubscribe();
-        sender.close();
       }),
     };
   },

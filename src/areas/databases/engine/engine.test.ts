@@ -229,18 +229,17 @@ describe('batch and import', () => {
     expect((await fails(engine.import('imp', { ...base, rows: [[9]] }))).code).toBe('InvalidRequest');
   });
 
-  it('imports 10,000 rows of 5 columns quickly', async () => {
+  it('imports 10,000 rows of 5 columns in one request', async () => {
     await engine.create('bulk');
     await engine.query('bulk', {
       sql: 'CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL, d INT, e TEXT)',
     });
     const rows = Array.from({ length: 10_000 }, (_, i) => [i, `name-${i}`, i * 1.5, i % 7, `e${i}`]);
-    const t = performance.now();
+    // How fast is for bench/databases (import of 10,000 rows: < 250 ms there).
     expect(await engine.import('bulk', { table: 't', columns: ['a', 'b', 'c', 'd', 'e'], rows })).toEqual({
       imported: 10_000,
       total: 10_000,
     });
-    expect(performance.now() - t).toBeLessThan(1000);
     expect(await engine.usage('bulk')).toMatchObject({ rowsWritten: 10_000 });
   });
 

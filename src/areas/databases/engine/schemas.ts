@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { limited } from '../../../platform/json-limits.js';
 
 /*
  * Wire encoding of SQLite values ("Databases: QueryResult encoding" in docs/decisions.md).
@@ -41,7 +42,11 @@ export const sqlArgSchema = z.union([sqlValueSchema, z.boolean()]);
 export type SqlArg = z.infer<typeof sqlArgSchema>;
 
 /** Positional (`?`, `?NNN`) or named (`:name`, `@name`, `$name`; key with or without the prefix). */
-export const sqlArgsSchema = z.union([z.array(sqlArgSchema).max(32_766), z.record(z.string(), sqlArgSchema)]);
+export const sqlArgsSchema = z.union([
+  z.array(sqlArgSchema).max(32_766),
+  // Values are scalars or one-key objects; the body limit bounds the size (blobs may be large).
+  limited(z.record(z.string(), sqlArgSchema), { maxDepth: 2, maxKeys: 32_766 }),
+]);
 export type SqlArgs = z.infer<typeof sqlArgsSchema>;
 
 export const MAX_SQL_LENGTH = 1_000_000;

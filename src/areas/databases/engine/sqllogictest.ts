@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { QueryResult, SqlValue } from './schemas.js';
 
 /*
- * sqllogictest parser and runner (format: ../shared/testdata/sqllogictest/README.md).
+ * sqllogictest parser and runner (format and origin of the corpus: test/fixtures/sqllogictest/README.md).
  * The runner takes any `exec(sql) => QueryResult` (the engine directly, or HTTP later),
  * so the same records check the JSON encoding end to end. Values are rendered the way
  * the reference SQLite driver renders them (sqlite3_column_int64 / "%.3f" / text).
@@ -39,8 +39,8 @@ export interface SltReport {
 
 const ENGINE = 'sqlite';
 
-/** The shared sqllogictest corpus (`../shared/testdata/sqllogictest` beside the repository). */
-export const SLT_CORPUS_DIR = path.resolve(import.meta.dirname, '../../../../../shared/testdata/sqllogictest');
+/** The sqllogictest corpus, vendored in the repository (`test/fixtures/sqllogictest`). */
+export const SLT_CORPUS_DIR = path.resolve(import.meta.dirname, '../../../../test/fixtures/sqllogictest');
 
 /** One corpus file as the suites run it: its name, a database name for it, its records. */
 export interface SltCase {

@@ -31,7 +31,17 @@ export function encodedSize(v: SqlValue): number {
 
 /** Wire argument -> value the binding can bind. */
 export function decodeArg(a: SqlArg): SqliteBindable {
-  if (a === null || typeof a === 'string') return a;
+  if (a === null) return a;
+  if (typeof a === 'string') {
+    // The binding hands text to SQLite as a C string: whatever follows a NUL would be dropped silently.
+    if (a.includes('\0')) {
+      throw new DatabaseEngineError(
+        'InvalidRequest',
+        'a text argument contains NUL (U+0000), which would be cut there; send such bytes as a blob: { "base64": "..." }',
+      );
+    }
+    return a;
+  }
   if (typeof a === 'boolean') return a ? 1 : 0;
   if (typeof a === 'number') {
     // Integral numbers bind as INTEGER (exactly what `1` in SQL text would be); others as REAL.

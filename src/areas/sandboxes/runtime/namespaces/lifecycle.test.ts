@@ -40,16 +40,17 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     const big = await runtime.exec(id, 'head -c 5000000 /dev/zero', { maxOutputBytes: 1000 });
     expect(big.stdout.length).toBe(1000);
     expect(big.truncated).toBe(true);
-    const t = await runtime.exec(id, 'sleep 30 & sleep 30; echo never', { timeoutMs: 500 });
+    const t = await runtime.exec(id, 'sleep 300 & sleep 300; echo never', { timeoutMs: 500 });
     expect(t.timedOut).toBe(true);
     expect(t.stdout).toBe('');
-    expect(t.durationMs).toBeLessThan(3000);
+    // Killed at the deadline, not after the sleeps' 300 s (a generous bound: the machine may be busy).
+    expect(t.durationMs).toBeLessThan(60_000);
     expect((await runtime.exec(id, COUNT_SLEEPS)).stdout.trim()).toBe('0');
     // A background child started inside exec dies when the shell ends, even one that left the group.
     await runtime.exec(id, 'sleep 100 & setsid sleep 101 & echo ok');
     expect((await runtime.exec(id, COUNT_SLEEPS)).stdout.trim()).toBe('0');
     await runtime.destroy(id);
-  });
+  }, 180_000);
 
   it('destroy frees processes, mount, netns, veth, cgroups and dirs', async () => {
     const id = uniqueId('de');
@@ -98,6 +99,8 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     console.log(`fork of a 100 MB sandbox into 2: ${forkMs.toFixed(0)} ms`);
     expect(kids.map((k) => k.state)).toEqual(['running', 'running']);
     expect(kids[0].layers.length).toBe(1);
+    // Copy-on-write: one snapshot of the parent under both children, not a copy each.
+    expect(kids[1].layers).toEqual(kids[0].layers);
     const sum = async (sid: string) => (await runtime.exec(sid, 'md5sum < /root/big')).stdout;
     expect(await sum(kids[0].id)).toBe(await sum(id));
     await runtime.exec(kids[0].id, 'echo child > /root/who');
@@ -113,8 +116,8 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     await runtime.deleteSnapshot(grand.layers[0]);
     await runtime.deleteSnapshot(kids[0].layers[0]);
     await runtime.destroy(id);
-    expect(forkMs).toBeLessThan(1000);
-  }, 60_000);
+    // How long a fork takes is for bench/sandboxes; on a busy machine copying 100 MB took over a second.
+  }, 300_000);
 
   it('background processes: logs from an offset, kill with grace, exit codes', async () => {
     const id = uniqueId('bg');
@@ -122,7 +125,12 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     const a = await runtime.startBackground(id, 'echo one; echo err >&2; sleep 0.3; echo two; exit 4');
     const b = await runtime.startBackground(id, "trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.1; done");
     const c = await runtime.startBackground(id, "trap '' TERM; exec sleep 1000");
-    await new Promise((r) => setTimeout(r, 800));
+    // Until `a` has ended and `b` is up, however long that takes on a busy machine.
+    for (let i = 0; i < 600; i++) {
+      const [sa, sb] = [await runtime.getBackground(id, a), await runtime.getBackground(id, b)];
+      if (sa.state === 'exited' && sb.stdout === 'up\n') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const da = await runtime.getBackground(id, a);
     expect(da).toMatchObject({ state: 'exited', exitCode: 4, stdout: 'one\ntwo\n', stderr: 'err\n' });
     const tail = await runtime.getBackground(id, a, { stdoutOffset: 4 });
@@ -138,7 +146,7 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     expect(await runtime.getBackground(id, c)).toMatchObject({ state: 'exited', exitCode: 137 });
     await expect(runtime.getBackground(id, 'bg_00')).rejects.toMatchObject({ code: 'NotFound' });
     await runtime.destroy(id);
-  });
+  }, 180_000);
 
   it('a new runtime on the same data dir re-adopts running sandboxes and restarts dead ones', async () => {
     const id = uniqueId('ra');

@@ -70,7 +70,7 @@ describe('namespaces runtime: spawner', () => {
       );
     });
     let left = '';
-    for (let i = 0; i < 50 && left !== '0'; i++) {
+    for (let i = 0; i < 500 && left !== '0'; i++) {
       left = (await runtime.exec(id, COUNT_SLEEPS)).stdout.trim();
       if (left !== '0') await new Promise((r) => setTimeout(r, 20));
     }

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type QueryResult, queryResultSchema } from '../../src/areas/databases/engine/index.js';
-import { runSlt, sltCorpus } from '../../src/areas/databases/engine/sqllogictest.js';
+import { runSlt, SLT_SKIP, sltCorpus } from '../../src/areas/databases/engine/sqllogictest.js';
 import { json, startNube, type TestNube } from '../helpers/server.js';
 import { caller } from './helpers.js';
 
 // Every record of the shared sqllogictest corpus through POST /query over HTTP, so the JSON
 // encoding of integers, reals, text, NULL and blobs is checked end to end, not just in the engine.
 
-describe('sqllogictest corpus through POST /databases/{dbId}/query', () => {
+describe.skipIf(SLT_SKIP)('sqllogictest corpus through POST /databases/{dbId}/query', () => {
   let t: TestNube;
   let call: ReturnType<typeof caller>;
   beforeAll(async () => {

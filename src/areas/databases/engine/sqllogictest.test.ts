@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedDatabaseEngine } from './embedded-engine.js';
-import { runSlt, sltCorpus } from './sqllogictest.js';
+import { runSlt, SLT_SKIP, sltCorpus } from './sqllogictest.js';
 
-describe('sqllogictest corpus through the engine', () => {
+describe.skipIf(SLT_SKIP)('sqllogictest corpus through the engine', () => {
   let dir: string;
   let engine: EmbeddedDatabaseEngine;
   beforeAll(() => {

@@ -1,0 +1,250 @@
+import type { Browser as PwBrowser, BrowserContext, Page, Route } from 'playwright-core';
+import { chromium } from 'playwright-core';
+import { childrenRunning, treeRss } from './processes.js';
+import { ASSET_ORIGIN, type Browser, type BrowserStats, type PdfJob } from './types.js';
+
+export interface ChromiumOptions {
+  /** Debian's launcher script; it execs `realExecutable`. */
+  executablePath: string;
+  /** The binary the launcher runs, to find the browser's pid in /proc (memory cap, tests). */
+  realExecutable?: string;
+  /** Pages rendering at once; more requests wait their turn. */
+  pages: number;
+  /** Past this many resident bytes (all browser processes) the browser is restarted when idle. */
+  maxRssBytes: number;
+  log?: { warn(obj: object, msg: string): void };
+}
+
+// Flags from this project's closed network: without the background-networking ones Chromium keeps
+// dialling Google and gets refused many times a second. The dead proxy is defence in depth behind the
+// request interception: a request that somehow escaped it would go to a port nothing listens on, and
+// `<-loopback>` removes Chromium's implicit bypass so that holds for 127.0.0.1 too.
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage',
+  '--disable-extensions',
+  '--proxy-server=http://127.0.0.1:9',
+  '--proxy-bypass-list=<-loopback>',
+];
+
+const MEMORY_CHECK_MS = 2_000;
+const DEFAULT_TIMEOUT_MS = 30_000;
+const ORIGIN_PREFIX = `${ASSET_ORIGIN}/`;
+
+interface Slot {
+  context: BrowserContext;
+  page: Page;
+  job?: PdfJob;
+  /** Set when the page crashed or timed out: closed instead of going back to the pool. */
+  broken?: boolean;
+}
+
+/**
+ * One warm Chromium (Debian's, driven by playwright-core), launched on first use. Each page lives in
+ * its own context with JavaScript off; every request it makes is intercepted: the document itself and
+ * `ASSET_ORIGIN/...` are answered from memory, anything else is refused before it leaves the browser.
+ */
+export class ChromiumBrowser implements Browser {
+  private browser: PwBrowser | undefined;
+  private launching: Promise<PwBrowser> | undefined;
+  private readonly idle: Slot[] = [];
+  private busy = 0;
+  private readonly waiters: (() => void)[] = [];
+  private launches = 0;
+  private renders = 0;
+  private rssBytes = 0;
+  private lastMemoryCheck = 0;
+  private restartWhenIdle = false;
+  private closed = false;
+  private browserPid: number | undefined;
+
+  constructor(private readonly opts: ChromiumOptions) {}
+
+  async pdf(job: PdfJob): Promise<Buffer> {
+    const slot = await this.acquire();
+    const timeout = job.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    try {
+      slot.job = job;
+      slot.page.setDefaultTimeout(timeout);
+      const pdf = await withDeadline(
+        timeout,
+        () => slot.context.close().catch(() => {}),
+        async () => {
+          // The document is served at ASSET_ORIGIN by the route below, so relative URLs resolve there.
+          await slot.page.goto(ORIGIN_PREFIX, { waitUntil: 'load', timeout });
+          return slot.page.pdf({ format: job.format, printBackground: true });
+        },
+      );
+      this.renders += 1;
+      return pdf;
+    } catch (err) {
+      slot.broken = true;
+      throw err;
+    } finally {
+      slot.job = undefined;
+      this.release(slot);
+    }
+  }
+
+  stats(): BrowserStats & { pid?: number } {
+    return {
+      running: this.browser?.isConnected() ?? false,
+      launches: this.launches,
+      renders: this.renders,
+      pagesIdle: this.idle.length,
+      pagesBusy: this.busy,
+      rssBytes: this.rssBytes,
+      pid: this.browserPid,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const b = this.browser ?? (await this.launching?.catch(() => undefined));
+    this.browser = undefined;
+    this.idle.length = 0;
+    await b?.close().catch(() => {});
+  }
+
+  private async acquire(): Promise<Slot> {
+    if (this.closed) throw new Error('the browser is closed');
+    while (this.busy >= this.opts.pages) await new Promise<void>((r) => this.waiters.push(r));
+    this.busy += 1;
+    try {
+      const browser = await this.ensureBrowser();
+      const ready = this.idle.pop();
+      if (ready && !ready.page.isClosed()) return ready;
+      return await this.newSlot(browser);
+    } catch (err) {
+      this.busy -= 1;
+      this.waiters.shift()?.();
+      throw err;
+    }
+  }
+
+  private release(slot: Slot): void {
+    this.busy -= 1;
+    if (slot.broken || !this.browser?.isConnected() || this.restartWhenIdle)
+      void slot.context.close().catch(() => {});
+    else this.idle.push(slot);
+    this.checkMemory();
+    if (this.restartWhenIdle && this.busy === 0) this.restart();
+    this.waiters.shift()?.();
+  }
+
+  private ensureBrowser(): Promise<PwBrowser> {
+    if (this.browser?.isConnected()) return Promise.resolve(this.browser);
+    this.launching ??= this.launch().finally(() => {
+      this.launching = undefined;
+    });
+    return this.launching;
+  }
+
+  private async launch(): Promise<PwBrowser> {
+    const before = new Set(this.findPids());
+    const b = await chromium.launch({ executablePath: this.opts.executablePath, headless: true, args: ARGS });
+    this.launches += 1;
+    this.idle.length = 0;
+    this.browserPid = this.findPids().find((p) => !before.has(p));
+    b.on('disconnected', () => {
+      // A crash or a kill: the next render launches a new one.
+      if (this.browser === b) {
+        this.browser = undefined;
+        this.idle.length = 0;
+        if (!this.closed)
+          this.opts.log?.warn(
+            { pid: this.browserPid },
+            'chromium went away; the next render starts a new one',
+          );
+      }
+    });
+    if (this.closed) {
+      await b.close();
+      throw new Error('the browser is closed');
+    }
+    this.browser = b;
+    return b;
+  }
+
+  private findPids(): number[] {
+    return childrenRunning(process.pid, this.opts.realExecutable ?? '/usr/lib/chromium/chromium');
+  }
+
+  private async newSlot(browser: PwBrowser): Promise<Slot> {
+    const context = await browser.newContext({
+      javaScriptEnabled: false,
+      serviceWorkers: 'block',
+      acceptDownloads: false,
+    });
+    const page = await context.newPage();
+    const slot: Slot = { context, page };
+    page.on('crash', () => {
+      slot.broken = true;
+    });
+    await context.route('**/*', (route) => this.answer(slot, route));
+    return slot;
+  }
+
+  private async answer(slot: Slot, route: Route): Promise<void> {
+    const url = route.request().url();
+    const job = slot.job;
+    try {
+      if (!job || !url.startsWith(ORIGIN_PREFIX)) return await route.abort('blockedbyclient');
+      const path = decodeURIComponent(new URL(url).pathname.slice(1));
+      if (path === '') {
+        return await route.fulfill({ status: 200, contentType: 'text/html; charset=utf-8', body: job.html });
+      }
+      const asset = job.asset ? await job.asset(path) : null;
+      if (!asset) return await route.fulfill({ status: 404, contentType: 'text/plain', body: 'not found' });
+      return await route.fulfill({ status: 200, contentType: asset.contentType, body: asset.body });
+    } catch {
+      // The page went away (closed, timed out) while the asset was read: nothing to answer.
+      await route.abort('failed').catch(() => {});
+    }
+  }
+
+  private checkMemory(): void {
+    const now = Date.now();
+    if (this.browserPid === undefined || now - this.lastMemoryCheck < MEMORY_CHECK_MS) return;
+    this.lastMemoryCheck = now;
+    this.rssBytes = treeRss(this.browserPid);
+    if (this.rssBytes > this.opts.maxRssBytes && !this.restartWhenIdle) {
+      this.opts.log?.warn(
+        { rssBytes: this.rssBytes, cap: this.opts.maxRssBytes },
+        'chromium is over its memory cap; restarting it',
+      );
+      this.restartWhenIdle = true;
+    }
+  }
+
+  /** Closes the browser once nothing renders; the next render launches a fresh one. */
+  private restart(): void {
+    this.restartWhenIdle = false;
+    const b = this.browser;
+    this.browser = undefined;
+    this.idle.length = 0;
+    void b?.close().catch(() => {});
+  }
+}
+
+/** Runs `work`; past `ms` calls `abandon` (which makes `work` fail) and rejects with a timeout. */
+async function withDeadline<T>(ms: number, abandon: () => unknown, work: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      abandon();
+      reject(new Error(`rendering took longer than ${ms} ms`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([work(), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

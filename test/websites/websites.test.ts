@@ -18,15 +18,7 @@ const SITE = {
 describe.each(DIALECTS)('websites (%s)', (dialect) => {
   let t: TestNube;
   let events: BusEvent[];
-  const api = (method: string, path: string, body?: unknown, key?: string) =>
-    fetch(`${t.baseUrl}/api/v2${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key ?? t.ownerKey}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+  const api = (method: string, path: string, body?: unknown, key?: string) => caller(t)(method, path, body, key);
   const publish = async (files: Record<string, string>, extra: Record<string, unknown> = {}, key?: string) =>
     api('POST', '/websites', { archiveBase64: (await zipOf(files)).toString('base64'), ...extra }, key);
 

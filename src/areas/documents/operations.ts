@@ -1,34 +1,82 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { PDF_FORMATS } from '../../browser/types.js';
+import { RawResponse } from '../../platform/operation.js';
+import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { COLOR_KEY, COLOR_NAMES, COLOR_VALUE, THEME_NAMES } from './render/themes.js';
+import { contentDisposition, type DocumentsService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    documents: DocumentsService;
+  }
+}
 
 const tags = ['Documents'];
 
 const DocId = z.object({ id: z.string().min(1).max(200).describe('Document id') });
 
+const Image = z
+  .object({
+    fileId: z.string().min(1).max(200).optional().describe('A DONE file of yours (served with the document)'),
+    url: z
+      .url({ protocol: /^https?$/ })
+      .max(2000)
+      .optional()
+      .describe(
+        'An http(s) image URL (shown on the site; left out of the PDF, which fetches nothing outside nube)',
+      ),
+    alt: z.string().max(500).optional(),
+    caption: z.string().max(1000).optional(),
+  })
+  .refine((i) => (i.fileId === undefined) !== (i.url === undefined), {
+    message: 'give exactly one of fileId or url',
+  });
+
 const Section = z
   .looseObject({
-    id: z.string().max(100).optional().describe('Section id (used by the PDF export `sections` filter)'),
-    title: z.string().max(500).optional(),
-    content: z.string().optional().describe('HTML or text content, or instructions for generating it'),
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,100}$/, 'letters, digits, _ and -')
+      .optional()
+      .describe('Section id (used by the PDF export `sections` filter); assigned (s1, s2, ...) when absent'),
+    heading: z.string().max(500).optional().describe('The page heading'),
+    title: z.string().max(500).optional().describe('Alias of heading'),
+    body: z
+      .string()
+      .max(500_000)
+      .optional()
+      .describe('Markdown (default) or HTML, sanitized: no script, style or event handler'),
+    content: z.string().max(500_000).optional().describe('Alias of body'),
+    format: z.enum(['markdown', 'html']).optional().describe('How body is written (default markdown)'),
+    images: z.array(Image).max(50).optional().describe('Images after the body, by file id or URL'),
   })
-  .describe('A section: free-form object; id, title and content are understood');
+  .describe('A section becomes one page: heading, body in Markdown or HTML, images by file id or URL');
 
 const DocMetadata = z
   .looseObject({
-    format: z
-      .enum(['A4', 'Letter', 'Legal', 'A3', 'A5', 'Tabloid'])
+    format: z.enum(PDF_FORMATS).optional().describe('Page format, respected by the PDF export (default A4)'),
+    lang: z
+      .string()
+      .regex(/^[a-zA-Z-]{2,20}$/)
       .optional()
-      .describe('Page format, respected by the PDF export (default A4)'),
+      .describe('Language of the text (default es)'),
   })
-  .describe('Free-form metadata; `format` is respected by the PDF export');
+  .describe("Free-form metadata; `format` is respected by the PDF export, `lang` sets the pages' language");
 
-const Colors = z.record(z.string(), z.string()).describe('Named colors (for example `primary: #0a7`)');
+const Colors = z
+  .record(
+    z.string().regex(COLOR_KEY, 'lowercase name like primary or background'),
+    z.string().regex(COLOR_VALUE, 'a CSS colour: #hex, rgb(), hsl() or a colour name'),
+  )
+  .describe(
+    `Colours overriding the theme's (keys: ${COLOR_NAMES.join(', ')}; any other key sets --color-<key>)`,
+  );
 
 const DocFields = {
   name: z.string().min(1).max(200),
   prompt: z.string().max(20_000).optional().describe('What the document should contain, for generation'),
-  theme: z.string().max(100).optional(),
+  theme: z.enum(THEME_NAMES).optional().describe('Built-in theme (default classic)'),
   customColors: Colors.optional(),
   sections: z.array(Section).max(200).optional(),
   metadata: DocMetadata.optional(),
@@ -48,7 +96,7 @@ const DocumentFields = {
   id: z.string(),
   name: z.string(),
   prompt: z.string().nullable(),
-  theme: z.string().nullable(),
+  theme: z.string(),
   customColors: z.record(z.string(), z.string()),
   sections: z.array(z.record(z.string(), z.unknown())),
   metadata: z.record(z.string(), z.unknown()),
@@ -80,6 +128,7 @@ export const documentsOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ items: z.array(Document) }),
+    handler: ({ principal, services }) => services.documents.list(principal),
   }),
   defineOperation({
     id: 'documents.create',
@@ -90,6 +139,15 @@ export const documentsOperations = [
     auth: ['owner'],
     body: z.object(DocFields),
     response: z.object({ document: Document }),
+    errors: [
+      {
+        status: 400,
+        code: 'LlmNotConfigured',
+        description: 'A prompt without sections needs an LLM (NUBE_LLM_BASE_URL)',
+      },
+      { status: 400, code: 'ImageNotFound', description: 'An image names a file you do not have' },
+    ],
+    handler: ({ principal, body, services }) => services.documents.create(principal, body),
   }),
   defineOperation({
     id: 'documents.get',
@@ -100,6 +158,7 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: Document,
+    handler: ({ principal, params, services }) => services.documents.get(principal, params.id),
   }),
   defineOperation({
     id: 'documents.update',
@@ -111,6 +170,7 @@ export const documentsOperations = [
     params: DocId,
     body: z.object(DocFields).partial(),
     response: Document,
+    handler: ({ principal, params, body, services }) => services.documents.update(principal, params.id, body),
   }),
   defineOperation({
     id: 'documents.delete',
@@ -121,6 +181,10 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.documents.delete(principal, params.id);
+      return ok;
+    },
   }),
   defineOperation({
     id: 'documents.deploy',
@@ -134,6 +198,7 @@ export const documentsOperations = [
     params: DocId,
     response: z.object({ url: z.string(), websiteId: z.string(), slug: z.string() }),
     errors: [{ status: 400, code: 'DocumentHasNoPages', description: 'The document has no page yet' }],
+    handler: ({ principal, params, services }) => services.documents.deploy(principal, params.id),
   }),
   defineOperation({
     id: 'documents.unpublish',
@@ -144,6 +209,10 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.documents.unpublish(principal, params.id);
+      return ok;
+    },
   }),
   defineOperation({
     id: 'documents.pdf',
@@ -167,6 +236,30 @@ export const documentsOperations = [
     }),
     produces: 'application/pdf',
     response: z.string().describe('The PDF bytes'),
-    errors: [{ status: 403, description: 'The share token does not grant this document' }],
+    errors: [
+      {
+        status: 403,
+        code: 'ShareTokenInvalid',
+        description: 'The share token is unknown, revoked or expired',
+      },
+      {
+        status: 403,
+        code: 'ShareTokenNotForThis',
+        description: 'The share token was made for something else',
+      },
+      {
+        status: 400,
+        code: 'DocumentHasNoPages',
+        description: 'The document (or the sections asked) has no page',
+      },
+    ],
+    handler: async ({ principal, params, query, services }) => {
+      const { pdf, name } = await services.documents.pdf(principal, params.id, query);
+      return new RawResponse(pdf, 'application/pdf', {
+        'content-disposition': contentDisposition(name, query.inline === '1'),
+        'content-length': String(pdf.length),
+        'cache-control': 'private, no-store',
+      });
+    },
   }),
 ];

@@ -261,7 +261,7 @@ export class WebsitesService {
     const toWrite = new Map<string, SiteFile>();
     for (const f of files) {
       const sha = createHash('sha256').update(f.data).digest('hex');
-      manifest[f.path] = [sha, f.data.length, contentTypeOf(f.path)];
+      manifest[f.path] = [sha, f.data.length, f.contentType ?? contentTypeOf(f.path)];
       if (!have.has(sha)) toWrite.set(sha, f);
     }
     const queue = [...toWrite.entries()];
@@ -269,7 +269,7 @@ export class WebsitesService {
       for (let next = queue.shift(); next; next = queue.shift()) {
         const [sha, f] = next;
         await this.deps.store.put(websiteKey(websiteId, sha), Readable.from([f.data]), {
-          contentType: contentTypeOf(f.path),
+          contentType: f.contentType ?? contentTypeOf(f.path),
           expectedSize: f.data.length,
         });
       }

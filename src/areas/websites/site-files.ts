@@ -5,6 +5,8 @@ import { errors } from '../../platform/errors.js';
 export interface SiteFile {
   path: string;
   data: Buffer;
+  /** When the path's extension does not tell (a document's images are `assets/<file id>`). */
+  contentType?: string;
 }
 
 export const SITE_LIMITS = {

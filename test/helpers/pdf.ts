@@ -54,3 +54,12 @@ export function pdfPngs(pdf: Buffer, dpi = 50): Promise<Buffer[]> {
       .map((f) => readFileSync(join(dir, f)));
   });
 }
+
+/** Paper sizes in points (1/72 in), as standardized. */
+export const PAPER = { A4: [595.28, 841.89], A5: [419.53, 595.28], Letter: [612, 792] } as const;
+
+/** Whether the first page is `paper` within 1.5 pt (Chromium rounds page sizes to whole device pixels). */
+export function isPaper(info: PdfInfo, paper: keyof typeof PAPER): boolean {
+  const [w, h] = PAPER[paper];
+  return Math.abs(info.widthPt - w) < 1.5 && Math.abs(info.heightPt - h) < 1.5;
+}

@@ -203,4 +203,36 @@ describe.each(DIALECTS)('documents (%s)', (dialect) => {
     const megaSite = await mk();
     expect((await siteRequest(megaSite.url, t.baseUrl, '/')).text).not.toContain('made with nube');
   });
+
+  it('works over MCP too: create, deploy, list websites, PDF as base64', async () => {
+    const call = async (name: string, args: Record<string, unknown>) => {
+      const r = await fetch(`${t.baseUrl}/api/mcp`, {
+        method: 'POST',
+        headers: {
+          ...t.auth,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name, arguments: args },
+        }),
+      });
+      return (await json(r)).result;
+    };
+    const created = await call('documents_create', { name: 'Vía MCP', sections: [{ heading: '¡Hola!' }] });
+    expect(created.isError).toBe(false);
+    const id = created.structuredContent.document.id;
+    const deployed = await call('documents_deploy', { id });
+    expect(deployed.structuredContent).toMatchObject({ slug: expect.stringMatching(/^via-mcp-/) });
+    expect((await siteRequest(deployed.structuredContent.url, t.baseUrl, '/')).text).toContain('¡Hola!');
+    const sites = await call('websites_list', {});
+    expect(sites.structuredContent.items.some((w: { documentId: string }) => w.documentId === id)).toBe(true);
+    const pdf = await call('documents_pdf', { id });
+    expect(pdf.isError).toBe(false);
+    const b64 = /base64: (.+)$/.exec(pdf.content[0].text)?.[1] as string;
+    expect(Buffer.from(b64, 'base64').subarray(0, 5).toString()).toBe('%PDF-');
+  });
 });

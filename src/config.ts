@@ -144,7 +144,7 @@ export interface PdfConfig {
   chromiumPath: string;
   /** Pages rendering at once. */
   pages: number;
-  /** The browser restarts (once idle) past this many resident bytes over all its processes. */
+  /** The browser restarts (once idle) past this much memory (PSS) over all its processes. */
   maxMemoryBytes: number;
   timeoutMs: number;
 }

@@ -17,7 +17,7 @@ describe('ChromiumBrowser', () => {
     browser = new ChromiumBrowser({
       executablePath: '/usr/bin/chromium',
       pages: 2,
-      maxRssBytes: 4 * 1024 ** 3,
+      maxMemoryBytes: 4 * 1024 ** 3,
     });
     hits = [];
     // Stands for an internal service a document must not be able to reach through the browser.
@@ -122,11 +122,11 @@ describe('ChromiumBrowser', () => {
     const small = new ChromiumBrowser({
       executablePath: '/usr/bin/chromium',
       pages: 1,
-      maxRssBytes: 1024 * 1024,
+      maxMemoryBytes: 1024 * 1024,
     });
     try {
       await small.pdf({ html: doc('<p>uno</p>'), format: 'A4' });
-      expect(small.stats().rssBytes).toBeGreaterThan(1024 * 1024);
+      expect(small.stats().memoryBytes).toBeGreaterThan(1024 * 1024);
       expect(small.stats().running).toBe(false);
       await small.pdf({ html: doc('<p>dos</p>'), format: 'A4' });
       expect(small.stats().launches).toBe(2);

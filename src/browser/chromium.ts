@@ -1,6 +1,6 @@
 import type { Browser as PwBrowser, BrowserContext, Page, Route } from 'playwright-core';
 import { chromium } from 'playwright-core';
-import { childrenRunning, treeRss } from './processes.js';
+import { childrenRunning, treeMemory } from './processes.js';
 import { ASSET_ORIGIN, type Browser, type BrowserStats, type PdfJob } from './types.js';
 
 export interface ChromiumOptions {
@@ -10,8 +10,8 @@ export interface ChromiumOptions {
   realExecutable?: string;
   /** Pages rendering at once; more requests wait their turn. */
   pages: number;
-  /** Past this many resident bytes (all browser processes) the browser is restarted when idle. */
-  maxRssBytes: number;
+  /** Past this many bytes (PSS of all browser processes) the browser is restarted when idle. */
+  maxMemoryBytes: number;
   log?: { warn(obj: object, msg: string): void };
 }
 
@@ -58,7 +58,7 @@ export class ChromiumBrowser implements Browser {
   private readonly waiters: (() => void)[] = [];
   private launches = 0;
   private renders = 0;
-  private rssBytes = 0;
+  private memoryBytes = 0;
   private lastMemoryCheck = 0;
   private restartWhenIdle = false;
   private closed = false;
@@ -99,7 +99,7 @@ export class ChromiumBrowser implements Browser {
       renders: this.renders,
       pagesIdle: this.idle.length,
       pagesBusy: this.busy,
-      rssBytes: this.rssBytes,
+      memoryBytes: this.memoryBytes,
       pid: this.browserPid,
     };
   }
@@ -213,10 +213,10 @@ export class ChromiumBrowser implements Browser {
     const now = Date.now();
     if (this.browserPid === undefined || now - this.lastMemoryCheck < MEMORY_CHECK_MS) return;
     this.lastMemoryCheck = now;
-    this.rssBytes = treeRss(this.browserPid);
-    if (this.rssBytes > this.opts.maxRssBytes && !this.restartWhenIdle) {
+    this.memoryBytes = treeMemory(this.browserPid);
+    if (this.memoryBytes > this.opts.maxMemoryBytes && !this.restartWhenIdle) {
       this.opts.log?.warn(
-        { rssBytes: this.rssBytes, cap: this.opts.maxRssBytes },
+        { memoryBytes: this.memoryBytes, cap: this.opts.maxMemoryBytes },
         'chromium is over its memory cap; restarting it',
       );
       this.restartWhenIdle = true;

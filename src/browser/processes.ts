@@ -41,18 +41,32 @@ export function childrenRunning(parent: number, executable: string): number[] {
     .map((p) => p.pid);
 }
 
-/** Resident bytes of `root` and every process below it. */
-export function treeRss(root: number): number {
+/**
+ * Memory of `root` and every process below it, as proportional set size: Chromium's processes share
+ * most of their pages (the binary, fonts, shared memory), so adding up their RSS counted the same
+ * pages six times over and put an idle browser past a 1 GiB cap. RSS stands in where PSS is unreadable.
+ */
+export function treeMemory(root: number): number {
   const procs = readProcs();
   const byParent = new Map<number, Proc[]>();
   for (const p of procs) byParent.set(p.ppid, [...(byParent.get(p.ppid) ?? []), p]);
-  let total = procs.find((p) => p.pid === root)?.rssBytes ?? 0;
-  const stack = [root];
+  const self = procs.find((p) => p.pid === root);
+  if (!self) return 0;
+  let total = 0;
+  const stack = [self];
   while (stack.length > 0) {
-    for (const child of byParent.get(stack.pop()!) ?? []) {
-      total += child.rssBytes;
-      stack.push(child.pid);
-    }
+    const p = stack.pop()!;
+    total += pss(p.pid) ?? p.rssBytes;
+    stack.push(...(byParent.get(p.pid) ?? []));
   }
   return total;
+}
+
+function pss(pid: number): number | undefined {
+  try {
+    const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -27,8 +27,8 @@ export interface BrowserStats {
   renders: number;
   pagesIdle: number;
   pagesBusy: number;
-  /** Resident memory of the browser's processes at the last check, bytes. */
-  rssBytes: number;
+  /** Memory (PSS) of the browser's processes at the last check, bytes. */
+  memoryBytes: number;
 }
 
 /**

@@ -17,7 +17,7 @@ export const documentsArea: AreaModule = {
     const browser = new ChromiumBrowser({
       executablePath: pdf.chromiumPath,
       pages: pdf.pages,
-      maxRssBytes: pdf.maxMemoryBytes,
+      maxMemoryBytes: pdf.maxMemoryBytes,
       log: deps.log,
     });
     const documents = new DocumentsService({

@@ -34,7 +34,11 @@ const paragraph = (n: number) =>
   `Párrafo ${n}: la exportación a PDF usa un Chromium real que nube mantiene caliente, con JavaScript apagado y ` +
   'la red cortada a los recursos de nube. ¿Cuánto tarda? ¡Lo medimos aquí mismo! ';
 const SECTIONS = [
-  { id: 'uno', heading: 'Informe trimestral', body: Array.from({ length: 8 }, (_, i) => paragraph(i)).join('\n\n') },
+  {
+    id: 'uno',
+    heading: 'Informe trimestral',
+    body: Array.from({ length: 8 }, (_, i) => paragraph(i)).join('\n\n'),
+  },
   {
     id: 'dos',
     heading: 'Resultados',
@@ -64,35 +68,58 @@ function staticChild(): void {
 
 async function startStatic(root: string): Promise<{ url: string; stop(): void }> {
   const child = fork(fileURLToPath(import.meta.url), ['static', root], { execArgv: ['--import', 'tsx'] });
-  const port = await new Promise<number>((resolve) => child.once('message', (m: { port: number }) => resolve(m.port)));
+  const port = await new Promise<number>((resolve) =>
+    child.once('message', (m: { port: number }) => resolve(m.port)),
+  );
   return { url: `http://127.0.0.1:${port}/`, stop: () => child.kill() };
 }
 
 async function main(): Promise<void> {
   const seconds = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 4);
-  const { base, key, close } = await startBenchNube('documents', { NUBE_RATE_LIMIT_PER_MINUTE: '10000000', NUBE_OWNER_PLAN: 'mega' });
+  const { base, key, close } = await startBenchNube('documents', {
+    NUBE_RATE_LIMIT_PER_MINUTE: '10000000',
+    NUBE_OWNER_PLAN: 'mega',
+  });
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const agent = new Agent({ connections: 4 });
   const api = async (method: string, path: string, body?: unknown) => {
-    const r = await undiciFetch(`${base}/api/v2${path}`, { dispatcher: agent, method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const r = await undiciFetch(`${base}/api/v2${path}`, {
+      dispatcher: agent,
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const buf = Buffer.from(await r.arrayBuffer());
     if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${buf.toString()}`);
     return buf;
   };
-  const json = async (method: string, path: string, body?: unknown) => JSON.parse((await api(method, path, body)).toString());
+  const json = async (method: string, path: string, body?: unknown) =>
+    JSON.parse((await api(method, path, body)).toString());
   const dir = mkdtempSync(join(tmpdir(), 'nube-bench-static-'));
   const rows: ResultRow[] = [];
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-dev-shm-usage',
+    ],
   });
   let bare: { url: string; stop(): void } | undefined;
   try {
     console.log('PDF: nube against Chromium directly');
     // 1. Warm PDF against Chromium's own page.pdf() of the same HTML.
     const { document } = await json('POST', '/documents', { name: 'Informe', sections: SECTIONS });
-    const html = documentHtml({ name: 'Informe', theme: 'classic', customColors: {}, sections: document.sections }, document.sections);
+    const html = documentHtml(
+      { name: 'Informe', theme: 'classic', customColors: {}, sections: document.sections },
+      document.sections,
+    );
     const page = await (await browser.newContext({ javaScriptEnabled: false })).newPage();
     const direct = async () => {
       await page.setContent(html, { waitUntil: 'load' });
@@ -118,7 +145,11 @@ async function main(): Promise<void> {
     }
     const n = summarize(nubeMs);
     const d = summarize(directMs);
-    const directRow: ResultRow = { name: "Chromium's own setContent + page.pdf(), same HTML (limit)", p50Ms: d.p50Ms, p99Ms: d.p99Ms };
+    const directRow: ResultRow = {
+      name: "Chromium's own setContent + page.pdf(), same HTML (limit)",
+      p50Ms: d.p50Ms,
+      p99Ms: d.p99Ms,
+    };
     rows.push({
       name: `nube GET /documents/{id}/pdf, warm, ${pageCount} pages`,
       p50Ms: n.p50Ms,
@@ -135,7 +166,10 @@ async function main(): Promise<void> {
     const deployMs: number[] = [];
     const siteHeaders = (url: string) => ({ host: new URL(url).host });
     for (let i = 0; i < DEPLOY_RUNS; i++) {
-      const { document: doc } = await json('POST', '/documents', { name: `Landing ${i}`, sections: SECTIONS });
+      const { document: doc } = await json('POST', '/documents', {
+        name: `Landing ${i}`,
+        sections: SECTIONS,
+      });
       const t0 = performance.now();
       const site = await json('POST', `/documents/${doc.id}/deploy`);
       // undici's request, not fetch: fetch may not set Host, and the Host is what names the site.
@@ -148,16 +182,32 @@ async function main(): Promise<void> {
       deployMs.push(performance.now() - t0);
     }
     const dep = summarize(deployMs);
-    rows.push({ name: 'deploy to first 200 (POST deploy + GET site)', p50Ms: dep.p50Ms, p99Ms: dep.p99Ms, target: 'p50 < 200 ms', pass: dep.p50Ms < 200 });
+    rows.push({
+      name: 'deploy to first 200 (POST deploy + GET site)',
+      p50Ms: dep.p50Ms,
+      p99Ms: dep.p99Ms,
+      target: 'p50 < 200 ms',
+      pass: dep.p50Ms < 200,
+    });
 
     console.log('site against a bare static server');
     // 3. A small page from a published site against a bare static file server, wrk, interleaved.
     writeFileSync(join(dir, 'index.html'), SMALL_PAGE);
     bare = await startStatic(dir);
-    const site = await json('POST', '/websites', { slug: 'bench', archiveBase64: (await zipOf({ 'index.html': SMALL_PAGE })).toString('base64') });
+    const site = await json('POST', '/websites', {
+      slug: 'bench',
+      archiveBase64: (await zipOf({ 'index.html': SMALL_PAGE })).toString('base64'),
+    });
     // `Host` capitalised: wrk sends its own Host header unless the script sets exactly that key.
-    const siteLoad = () => runLoad({ url: `${base}/`, connections: CONNECTIONS, durationSec: seconds, headers: { Host: new URL(site.url).host } });
-    const bareLoad = () => runLoad({ url: (bare as { url: string }).url, connections: CONNECTIONS, durationSec: seconds });
+    const siteLoad = () =>
+      runLoad({
+        url: `${base}/`,
+        connections: CONNECTIONS,
+        durationSec: seconds,
+        headers: { Host: new URL(site.url).host },
+      });
+    const bareLoad = () =>
+      runLoad({ url: (bare as { url: string }).url, connections: CONNECTIONS, durationSec: seconds });
     await siteLoad();
     await bareLoad();
     const siteRuns: LoadResult[] = [];
@@ -166,14 +216,26 @@ async function main(): Promise<void> {
       siteRuns.push(await siteLoad());
       bareRuns.push(await bareLoad());
     }
-    for (const [what, runs] of [['site', siteRuns], ['bare', bareRuns]] as const) {
-      for (const l of runs) if (l.non2xx || l.errors) throw new Error(`${what} load run: ${l.non2xx} non-2xx, ${l.errors} errors`);
+    for (const [what, runs] of [
+      ['site', siteRuns],
+      ['bare', bareRuns],
+    ] as const) {
+      for (const l of runs)
+        if (l.non2xx || l.errors)
+          throw new Error(`${what} load run: ${l.non2xx} non-2xx, ${l.errors} errors`);
     }
     const sum = (runs: typeof siteRuns) => {
       const s = summarize(runs.flatMap((x) => x.samplesMs));
-      return { p50Ms: s.p50Ms, p99Ms: s.p99Ms, throughputPerSec: runs.reduce((a, x) => a + x.throughputPerSec, 0) / runs.length };
+      return {
+        p50Ms: s.p50Ms,
+        p99Ms: s.p99Ms,
+        throughputPerSec: runs.reduce((a, x) => a + x.throughputPerSec, 0) / runs.length,
+      };
     };
-    const bareRow: ResultRow = { name: 'bare node:http static file server, same file (limit)', ...sum(bareRuns) };
+    const bareRow: ResultRow = {
+      name: 'bare node:http static file server, same file (limit)',
+      ...sum(bareRuns),
+    };
     const siteRow = sum(siteRuns);
     rows.push({
       name: `published site, ${SMALL_PAGE.length}-byte page, wrk ${CONNECTIONS} connections`,

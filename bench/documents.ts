@@ -12,7 +12,7 @@ import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -252,7 +252,7 @@ async function main(): Promise<void> {
       'ratio of the PDF row = nube p50 / direct p50 (lower is better); Gotenberg, the usual self-hosted choice, takes about 2.5 s for such a document.',
       `Deploy: ${DEPLOY_RUNS} new documents, each timed from POST /deploy (render, store index.html by content hash, insert the website, event) to the first 200 of GET / with the site's Host header.`,
       `Site: nube serves from its in-memory content cache after the first hit (the slug lookup is cached 1 s); the bare server reads the file from disk per request in its own process. ${ROUNDS} interleaved ${seconds}-s rounds each; ratio = throughput / bare throughput.`,
-      "Measured on a 2-core VM shared with other engineers' test runs: compare rows within one run, not across runs.",
+      `Measured on a 2-core VM shared with other engineers' test runs (load average ${loadavg()[0]!.toFixed(1)} at the end of this run): compare rows within one run, not across runs.`,
     ];
     console.log(`wrote ${writeResult(newResult('documents', rows, notes))}`);
   } finally {

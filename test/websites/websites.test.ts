@@ -3,6 +3,8 @@ import type { BusEvent } from '../../src/platform/events.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { caller, json, startNube, type TestNube } from '../helpers/server.js';
 import { siteRequest, tarOf, zipOf } from '../helpers/site.js';
+import { FAST, verify } from '../webhooks/helpers.js';
+import { startReceiver } from '../webhooks/receiver.js';
 
 const SITE = {
   'index.html':
@@ -18,12 +20,13 @@ const SITE = {
 describe.each(DIALECTS)('websites (%s)', (dialect) => {
   let t: TestNube;
   let events: BusEvent[];
-  const api = (method: string, path: string, body?: unknown, key?: string) => caller(t)(method, path, body, key);
+  const api = (method: string, path: string, body?: unknown, key?: string) =>
+    caller(t)(method, path, body, key);
   const publish = async (files: Record<string, string>, extra: Record<string, unknown> = {}, key?: string) =>
     api('POST', '/websites', { archiveBase64: (await zipOf(files)).toString('base64'), ...extra }, key);
 
   beforeAll(async () => {
-    t = await startNube({ dialect, env: { NUBE_OWNER_PLAN: 'mega' } });
+    t = await startNube({ dialect, env: { ...FAST, NUBE_OWNER_PLAN: 'mega' } });
     events = [];
     t.nube.deps.bus.subscribe((e) => {
       events.push(e);
@@ -220,5 +223,24 @@ describe.each(DIALECTS)('websites (%s)', (dialect) => {
     expect((await api('GET', `/websites/${mine.id}`, undefined, other.secret)).status).toBe(404);
     expect((await api('DELETE', `/websites/${mine.id}`, undefined, other.secret)).status).toBe(404);
     expect((await json(await api('GET', '/websites', undefined, other.secret))).items).toEqual([]);
+  });
+
+  it('delivers website.created and website.deleted to webhooks, signed, with the website as data', async () => {
+    const rx = await startReceiver();
+    try {
+      const hook = await json(
+        await api('POST', '/webhooks', { url: rx.url, events: ['website.created', 'website.deleted'] }),
+      );
+      const site = await json(await publish(SITE, { slug: 'con-webhook' }));
+      await api('DELETE', `/websites/${site.id}`);
+      const got = await rx.waitFor(2);
+      const bodies = got.map((g) => JSON.parse(g.raw));
+      expect(bodies.map((b) => b.event).sort()).toEqual(['website.created', 'website.deleted']);
+      for (const b of bodies)
+        expect(b.data).toMatchObject({ id: site.id, slug: 'con-webhook', url: site.url, source: 'archive' });
+      for (const g of got) expect(verify(hook.secret, g.raw, g.headers['x-service-signature'])).toBe(true);
+    } finally {
+      await rx.close();
+    }
   });
 });

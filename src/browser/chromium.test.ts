@@ -4,6 +4,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPaper, pdfInfo, pdfPngs, pdfText } from '../../test/helpers/pdf.js';
 import { ChromiumBrowser } from './chromium.js';
+import { BrowserUnavailable, RenderTimeout } from './types.js';
 
 const doc = (body: string) =>
   `<!doctype html><html lang="es"><head><meta charset="utf-8"><style>section{break-after:page}</style></head><body>${body}</body></html>`;
@@ -134,5 +135,29 @@ describe('ChromiumBrowser', () => {
     } finally {
       await small.close();
     }
+  });
+
+  it('gives up on a render past its deadline and keeps serving the next ones', async () => {
+    const stuck = browser.pdf({
+      html: doc('<p>espera</p><img src="assets/never.png">'),
+      format: 'A4',
+      timeoutMs: 1500,
+      asset: () => new Promise(() => {}),
+    });
+    await expect(stuck).rejects.toBeInstanceOf(RenderTimeout);
+    const pdf = await browser.pdf({ html: doc('<p>sigue</p>'), format: 'A4' });
+    expect((await pdfText(pdf)).join('')).toContain('sigue');
+  });
+
+  it('says the browser is unavailable when it cannot start', async () => {
+    const missing = new ChromiumBrowser({
+      executablePath: '/nonexistent/chromium',
+      pages: 1,
+      maxMemoryBytes: 1024 ** 3,
+    });
+    await expect(missing.pdf({ html: doc('<p>x</p>'), format: 'A4' })).rejects.toBeInstanceOf(
+      BrowserUnavailable,
+    );
+    await missing.close();
   });
 });

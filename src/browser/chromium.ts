@@ -1,7 +1,14 @@
 import type { Browser as PwBrowser, BrowserContext, Page, Route } from 'playwright-core';
 import { chromium } from 'playwright-core';
 import { childrenRunning, treeMemory } from './processes.js';
-import { ASSET_ORIGIN, type Browser, type BrowserStats, type PdfJob } from './types.js';
+import {
+  ASSET_ORIGIN,
+  type Browser,
+  type BrowserStats,
+  BrowserUnavailable,
+  type PdfJob,
+  RenderTimeout,
+} from './types.js';
 
 export interface ChromiumOptions {
   /** Debian's launcher script; it execs `realExecutable`. */
@@ -151,7 +158,13 @@ export class ChromiumBrowser implements Browser {
 
   private async launch(): Promise<PwBrowser> {
     const before = new Set(await this.findPids());
-    const b = await chromium.launch({ executablePath: this.opts.executablePath, headless: true, args: ARGS });
+    const b = await chromium
+      .launch({ executablePath: this.opts.executablePath, headless: true, args: ARGS })
+      .catch((e: Error) => {
+        throw new BrowserUnavailable(
+          `chromium (${this.opts.executablePath}) did not start: ${e.message.split('\n')[0]}`,
+        );
+      });
     this.launches += 1;
     this.idle.length = 0;
     this.browserPid = (await this.findPids()).find((p) => !before.has(p));
@@ -259,7 +272,7 @@ async function withDeadline<T>(ms: number, abandon: () => unknown, work: () => P
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       abandon();
-      reject(new Error(`rendering took longer than ${ms} ms`));
+      reject(new RenderTimeout(`rendering took longer than ${ms} ms`));
     }, ms);
   });
   try {

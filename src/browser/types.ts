@@ -46,3 +46,13 @@ export interface Browser {
  * from memory, and every other request is refused.
  */
 export const ASSET_ORIGIN = 'http://document.nube.invalid';
+
+/** The browser could not be started (missing binary, no memory): the export cannot run now. */
+export class BrowserUnavailable extends Error {
+  override name = 'BrowserUnavailable';
+}
+
+/** A render went past its deadline; its page was closed. */
+export class RenderTimeout extends Error {
+  override name = 'RenderTimeout';
+}

@@ -171,3 +171,20 @@ describe.each(DIALECTS)('documents PDF (%s)', (dialect) => {
     expect((await t.api('POST', '/share-tokens', { documentId: doc.id }, theirs.secret)).status).toBe(404);
   });
 });
+
+describe('documents PDF without a browser', () => {
+  it('answers 503 when Chromium cannot start, and keeps the rest of the API working', async () => {
+    const t = await startDocsNube('sqlite', { NUBE_CHROMIUM_PATH: '/nonexistent/chromium' });
+    try {
+      const { document } = await json(
+        await t.api('POST', '/documents', { name: 'x', sections: [{ body: 'hola' }] }),
+      );
+      const r = await t.api('GET', `/documents/${document.id}/pdf`);
+      expect(r.status).toBe(503);
+      expect(await json(r)).toMatchObject({ code: 'Unavailable', retryAfter: 5 });
+      expect((await t.api('POST', `/documents/${document.id}/deploy`)).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});

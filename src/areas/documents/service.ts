@@ -1,4 +1,4 @@
-import type { Browser, PdfFormat } from '../../browser/index.js';
+import { type Browser, BrowserUnavailable, type PdfFormat, RenderTimeout } from '../../browser/index.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -182,14 +182,21 @@ export class DocumentsService {
       );
     }
     const allowed = new Set(imageFileIds(sections).map(assetPath));
-    const pdf = await this.deps.browser.pdf({
-      html: documentHtml(renderable(d), sections),
-      format: formatOf(d),
-      timeoutMs: this.deps.pdfTimeoutMs,
-      // Only the images of these sections, read from the owner's files; anything else is a 404.
-      asset: async (path) =>
-        allowed.has(path) ? this.fileBytes(p, decodeURIComponent(path.slice('assets/'.length))) : null,
-    });
+    const pdf = await this.deps.browser
+      .pdf({
+        html: documentHtml(renderable(d), sections),
+        format: formatOf(d),
+        timeoutMs: this.deps.pdfTimeoutMs,
+        // Only the images of these sections, read from the owner's files; anything else is a 404.
+        asset: async (path) =>
+          allowed.has(path) ? this.fileBytes(p, decodeURIComponent(path.slice('assets/'.length))) : null,
+      })
+      .catch((e: Error) => {
+        // Not the caller's fault and not a bug: the browser is missing, or the document took too long.
+        if (e instanceof BrowserUnavailable) throw errors.unavailable('the PDF renderer is not available on this server', 5);
+        if (e instanceof RenderTimeout) throw errors.unavailable('the document took too long to render', 5);
+        throw e;
+      });
     return { pdf, name: d.name };
   }
 

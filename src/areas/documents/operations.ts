@@ -252,6 +252,7 @@ export const documentsOperations = [
         code: 'DocumentHasNoPages',
         description: 'The document (or the sections asked) has no page',
       },
+      { status: 503, code: 'Unavailable', description: 'The browser cannot start here, or the document took too long' },
     ],
     handler: async ({ principal, params, query, services }) => {
       const { pdf, name } = await services.documents.pdf(principal, params.id, query);

@@ -22,8 +22,11 @@ describe.each(DIALECTS)('websites (%s)', (dialect) => {
   let events: BusEvent[];
   const api = (method: string, path: string, body?: unknown, key?: string) =>
     caller(t)(method, path, body, key);
-  const publish = async (files: Record<string, string>, extra: Record<string, unknown> = {}, key?: string) =>
-    api('POST', '/websites', { archiveBase64: (await zipOf(files)).toString('base64'), ...extra }, key);
+  const publish = async (
+    files: Record<string, string | Buffer>,
+    extra: Record<string, unknown> = {},
+    key?: string,
+  ) => api('POST', '/websites', { archiveBase64: (await zipOf(files)).toString('base64'), ...extra }, key);
 
   beforeAll(async () => {
     t = await startNube({ dialect, env: { ...FAST, NUBE_OWNER_PLAN: 'mega' } });
@@ -78,6 +81,21 @@ describe.each(DIALECTS)('websites (%s)', (dialect) => {
       expect(res.headers['cache-control']).toBe('public, max-age=60');
       expect(res.headers['x-content-type-options']).toBe('nosniff');
     }
+    // A file past the in-memory cache size streams from the store, whole and with its length.
+    const big = await json(
+      await publish({ 'index.html': 'x', 'video/clip.mp4': Buffer.alloc(3 * 1024 * 1024 + 7, 7) }),
+    );
+    const clip = await siteRequest(big.url, t.baseUrl, '/video/clip.mp4');
+    expect([
+      clip.status,
+      clip.headers['content-type'],
+      clip.headers['content-length'],
+      clip.body.length,
+    ]).toEqual([200, 'video/mp4', String(3 * 1024 * 1024 + 7), 3 * 1024 * 1024 + 7]);
+    expect(clip.body.every((b) => b === 7)).toBe(true);
+    const clipHead = await siteRequest(big.url, t.baseUrl, '/video/clip.mp4', { method: 'HEAD' });
+    expect([clipHead.status, clipHead.body.length]).toEqual([200, 0]);
+
     const about = await siteRequest(site.url, t.baseUrl, '/about');
     expect([about.status, about.headers.location]).toEqual([301, '/about/']);
     expect((await siteRequest(site.url, t.baseUrl, '/about/')).text).toContain('Acerca de');

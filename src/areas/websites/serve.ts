@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { withBadge } from './badge.js';
 import type { Manifest } from './repo.js';
@@ -106,7 +107,7 @@ export class SiteServer {
       );
       return;
     }
-    const [sha, , contentType] = hit.entry;
+    const [sha, size, contentType] = hit.entry;
     const html = contentType.startsWith('text/html');
     const badge = html && live.branded;
     const etag = `"${sha.slice(0, 32)}${badge ? '-b' : ''}"`;
@@ -120,6 +121,20 @@ export class SiteServer {
     if (hit.status === 200 && ifNoneMatch !== undefined && matches(ifNoneMatch, etag)) {
       res.writeHead(304, headers);
       res.end();
+      return;
+    }
+    if (size > CACHE_FILE_BYTES && !badge) {
+      // Large files (media, archives) stream from the store: never a whole copy in memory per request.
+      const got = await this.sites.deps.store.get(websiteKey(live.site.id, sha));
+      res.writeHead(hit.status, { ...headers, 'content-length': got.contentLength });
+      if (method === 'HEAD') {
+        got.stream.destroy();
+        res.end();
+        return;
+      }
+      await pipeline(got.stream, res).catch(() => {
+        // The visitor went away mid-download; pipeline closed both ends.
+      });
       return;
     }
     let body = await this.bytes(live, sha);

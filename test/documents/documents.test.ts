@@ -235,4 +235,35 @@ describe.each(DIALECTS)('documents (%s)', (dialect) => {
     const b64 = /base64: (.+)$/.exec(pdf.content[0].text)?.[1] as string;
     expect(Buffer.from(b64, 'base64').subarray(0, 5).toString()).toBe('%PDF-');
   });
+
+  it("counts sites against the plan's storage: in /account/usage, and 402 past the allowance", async () => {
+    const byte = await t.nube.services.account.createAccount({ name: 'lleno', plan: 'byte' });
+    const usage = async () =>
+      (await json(await t.api('GET', '/account/usage', undefined, byte.secret))).storageBytes.used;
+    const { document: small } = await json(
+      await t.api('POST', '/documents', { name: 'Chico', sections: [{ body: 'hola' }] }, byte.secret),
+    );
+    const before = await usage();
+    const site = await json(await t.api('POST', `/documents/${small.id}/deploy`, undefined, byte.secret));
+    const listed = await json(await t.api('GET', `/websites/${site.websiteId}`, undefined, byte.secret));
+    expect(listed.totalBytes).toBeGreaterThan(0);
+    expect(await usage()).toBe(before + listed.totalBytes);
+
+    // A 60 MB image is stored once as a file; its copy in the site would pass Byte's 100 MB.
+    const big = await t.upload('grande.png', Buffer.alloc(60 * 1024 * 1024, 1), 'image/png', byte.secret);
+    const { document } = await json(
+      await t.api(
+        'POST',
+        '/documents',
+        { name: 'Grande', sections: [{ images: [{ fileId: big }] }] },
+        byte.secret,
+      ),
+    );
+    const r = await t.api('POST', `/documents/${document.id}/deploy`, undefined, byte.secret);
+    expect(r.status).toBe(402);
+    expect((await json(r)).code).toBe('StorageQuotaExceeded');
+    expect((await json(await t.api('GET', `/documents/${document.id}`, undefined, byte.secret))).status).toBe(
+      'draft',
+    );
+  });
 });

@@ -4354,6 +4354,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description StorageQuotaExceeded: The site would take the plan's storage allowance past its size */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
                 headers: {
@@ -9945,7 +9954,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description PlanUpgradeRequired: Static sites are part of Mega and Tera */
+            /** @description PlanUpgradeRequired: Static sites are part of Mega and Tera; StorageQuotaExceeded: The site would take the plan's storage allowance past its size */
             402: {
                 headers: {
                     [name: string]: unknown;

@@ -197,7 +197,14 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: z.object({ url: z.string(), websiteId: z.string(), slug: z.string() }),
-    errors: [{ status: 400, code: 'DocumentHasNoPages', description: 'The document has no page yet' }],
+    errors: [
+      { status: 400, code: 'DocumentHasNoPages', description: 'The document has no page yet' },
+      {
+        status: 402,
+        code: 'StorageQuotaExceeded',
+        description: "The site would take the plan's storage allowance past its size",
+      },
+    ],
     handler: ({ principal, params, services }) => services.documents.deploy(principal, params.id),
   }),
   defineOperation({
@@ -252,7 +259,11 @@ export const documentsOperations = [
         code: 'DocumentHasNoPages',
         description: 'The document (or the sections asked) has no page',
       },
-      { status: 503, code: 'Unavailable', description: 'The browser cannot start here, or the document took too long' },
+      {
+        status: 503,
+        code: 'Unavailable',
+        description: 'The browser cannot start here, or the document took too long',
+      },
     ],
     handler: async ({ principal, params, query, services }) => {
       const { pdf, name } = await services.documents.pdf(principal, params.id, query);

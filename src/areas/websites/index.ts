@@ -12,14 +12,17 @@ export const websitesArea: AreaModule = {
     const { files, account } = other;
     if (!files || !account)
       throw new Error('the websites area needs the files and account services to be created first');
+    const repo = new WebsitesRepo(deps.store.db);
+    deps.usage.registerGauge('storageBytes', (ownerId) => repo.storedBytes(ownerId));
     const websites = new WebsitesService({
-      repo: new WebsitesRepo(deps.store.db),
+      repo,
       // Site files live beside files, in the default region's store.
       store: files.stores.at(),
       files,
       bus: deps.bus,
       planOf: async (ownerId) =>
         (await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' })).plan.name,
+      storageUsed: (ownerId) => deps.usage.gauge('storageBytes', ownerId),
       publicUrl: deps.publicUrl,
       sitesHost: deps.config.sites.host,
     });

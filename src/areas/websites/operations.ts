@@ -85,6 +85,11 @@ export const websitesOperations = [
     errors: [
       ...archiveErrors,
       { status: 402, code: 'PlanUpgradeRequired', description: 'Static sites are part of Mega and Tera' },
+      {
+        status: 402,
+        code: 'StorageQuotaExceeded',
+        description: "The site would take the plan's storage allowance past its size",
+      },
       { status: 409, code: 'SlugTaken', description: 'Another site answers at that slug' },
     ],
     handler: ({ principal, body, services }) => services.websites.create(principal, body),

@@ -175,6 +175,16 @@ export class WebsitesRepo {
     return Number(r.numUpdatedRows) === 1;
   }
 
+  /** Bytes of the owner's sites (file sizes as published), for the storage allowance. */
+  async storedBytes(ownerId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('websites')
+      .select((eb) => eb.fn.sum<number | string | null>('total_bytes').as('bytes'))
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirst();
+    return Number(r?.bytes ?? 0);
+  }
+
   async delete(ownerId: string, id: string): Promise<boolean> {
     const r = await this.db
       .deleteFrom('websites')

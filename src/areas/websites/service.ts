@@ -6,6 +6,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import type { Bus } from '../../platform/events.js';
 import { newId } from '../../platform/ids.js';
+import { assertStorageAvailable } from '../../platform/limits.js';
 import { PLANS } from '../../platform/plans.js';
 import { isUniqueViolation } from '../../store/unique.js';
 import type { FilesService } from '../files/service.js';
@@ -21,6 +22,8 @@ export interface WebsitesDeps {
   files: FilesService;
   bus: Bus;
   planOf(ownerId: string): Promise<PlanName>;
+  /** Everything the owner stores (files and sites): sites count against the plan's storage. */
+  storageUsed(ownerId: string): Promise<number>;
   publicUrl(): string;
   /** Sites answer at `<slug>.<sitesHost>`. */
   sitesHost: string;
@@ -103,7 +106,7 @@ export class WebsitesService {
         'WebsiteManagedByDocument',
       );
     }
-    return this.view(await this.replace(site, await this.archiveFiles(p, input)));
+    return this.view(await this.replace(p, site, await this.archiveFiles(p, input)));
   }
 
   async list(p: Principal) {
@@ -135,7 +138,7 @@ export class WebsitesService {
     files: SiteFile[],
   ) {
     const current = doc.websiteId ? await this.deps.repo.owned(p.ownerId, doc.websiteId) : undefined;
-    if (current) return this.view(await this.replace(current, files, doc.name));
+    if (current) return this.view(await this.replace(p, current, files, doc.name));
     const slug = (await this.deps.repo.slugTaken(doc.slug)) ? slugFrom(doc.name) : doc.slug;
     return this.view(
       await this.insert(p, { name: doc.name, slug, source: 'document', documentId: doc.documentId }, files),
@@ -205,6 +208,7 @@ export class WebsitesService {
     const slug = meta.slug ?? slugFrom(meta.name);
     if (meta.slug !== undefined && (await this.deps.repo.slugTaken(slug))) throw slugTaken(slug);
     const id = newId('web');
+    assertStorageAvailable(p.plan, await this.deps.storageUsed(p.ownerId), bytesOf(files));
     const manifest = await this.store(id, files, {});
     const now = Date.now();
     const row: WebsiteRow = {
@@ -215,7 +219,7 @@ export class WebsitesService {
       source: meta.source,
       documentId: meta.documentId,
       fileCount: files.length,
-      totalBytes: files.reduce((n, f) => n + f.data.length, 0),
+      totalBytes: bytesOf(files),
       version: 1,
       createdAt: now,
       updatedAt: now,
@@ -232,11 +236,22 @@ export class WebsitesService {
     return row;
   }
 
-  private async replace(site: WebsiteWithManifest, files: SiteFile[], name?: string): Promise<WebsiteRow> {
+  private async replace(
+    p: Principal,
+    site: WebsiteWithManifest,
+    files: SiteFile[],
+    name?: string,
+  ): Promise<WebsiteRow> {
+    // The new version replaces the old one's bytes.
+    assertStorageAvailable(
+      p.plan,
+      (await this.deps.storageUsed(p.ownerId)) - site.totalBytes,
+      bytesOf(files),
+    );
     const manifest = await this.store(site.id, files, site.manifest);
     const set = {
       fileCount: files.length,
-      totalBytes: files.reduce((n, f) => n + f.data.length, 0),
+      totalBytes: bytesOf(files),
       updatedAt: Date.now(),
     };
     if (!(await this.deps.repo.replaceContent(site.id, site.version, manifest, { ...set, name }))) {
@@ -300,3 +315,5 @@ function checkSlug(slug: string): void {
 }
 
 const slugTaken = (slug: string) => errors.conflict(`the slug "${slug}" is taken`, 'SlugTaken');
+
+const bytesOf = (files: SiteFile[]) => files.reduce((n, f) => n + f.data.length, 0);

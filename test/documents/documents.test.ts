@@ -266,4 +266,21 @@ describe.each(DIALECTS)('documents (%s)', (dialect) => {
       'draft',
     );
   });
+
+  it('leaves one site on the air when the same document is deployed twice at once', async () => {
+    const { document } = await json(
+      await t.api('POST', '/documents', { name: 'Carrera', sections: [{ body: 'uno' }] }),
+    );
+    const answers = await Promise.all([1, 2, 3].map(() => t.api('POST', `/documents/${document.id}/deploy`)));
+    const ok = answers.filter((r) => r.status === 200);
+    expect(ok.length).toBeGreaterThan(0);
+    for (const r of answers) expect([200, 409]).toContain(r.status);
+    const sites = (await json(await t.api('GET', '/websites'))).items.filter(
+      (w: { documentId: string }) => w.documentId === document.id,
+    );
+    expect(sites).toHaveLength(1);
+    const doc = await json(await t.api('GET', `/documents/${document.id}`));
+    expect(doc.websiteId).toBe(sites[0].id);
+    expect((await siteRequest(doc.url, t.baseUrl, '/')).status).toBe(200);
+  });
 });

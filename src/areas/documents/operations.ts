@@ -204,6 +204,11 @@ export const documentsOperations = [
         code: 'StorageQuotaExceeded',
         description: "The site would take the plan's storage allowance past its size",
       },
+      {
+        status: 409,
+        code: 'DocumentChanged',
+        description: 'Another deploy or unpublish of this document finished first',
+      },
     ],
     handler: ({ principal, params, services }) => services.documents.deploy(principal, params.id),
   }),

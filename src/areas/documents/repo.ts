@@ -138,6 +138,23 @@ export class DocumentsRepo {
       .execute();
   }
 
+  /** Published at `site`, only if the document still points at `from` (the site the deploy started from). */
+  async publish(
+    ownerId: string,
+    id: string,
+    from: string | null,
+    site: { websiteId: string; slug: string; now: number },
+  ): Promise<boolean> {
+    const r = await this.db
+      .updateTable('documents')
+      .set({ status: 'published', website_id: site.websiteId, slug: site.slug, updated_at: site.now })
+      .where('id', '=', id)
+      .where('owner_id', '=', ownerId)
+      .where('website_id', from === null ? 'is' : '=', from)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
   /** The site went away outside the documents area (DELETE /websites): back to draft. */
   async siteGone(websiteId: string, now: number): Promise<void> {
     await this.db

@@ -149,12 +149,20 @@ export class DocumentsService {
       { documentId: d.id, name: d.name, websiteId: d.websiteId, slug: d.slug ?? slugFrom(d.name) },
       files,
     );
-    await this.deps.repo.update(p.ownerId, id, {
-      status: 'published',
+    // Guarded on the site the deploy started from: of two first deploys at once, one site wins and the
+    // other request takes its own site down again instead of leaving an orphan on the air.
+    const won = await this.deps.repo.publish(p.ownerId, id, d.websiteId, {
       websiteId: site.id,
       slug: site.slug,
-      updatedAt: Date.now(),
+      now: Date.now(),
     });
+    if (!won) {
+      if (site.id !== d.websiteId) await this.deps.websites.removeDocumentSite(p, site.id);
+      throw errors.conflict(
+        'the document was deployed or unpublished by another request meanwhile; try again',
+        'DocumentChanged',
+      );
+    }
     return { url: site.url, websiteId: site.id, slug: site.slug };
   }
 
@@ -193,7 +201,8 @@ export class DocumentsService {
       })
       .catch((e: Error) => {
         // Not the caller's fault and not a bug: the browser is missing, or the document took too long.
-        if (e instanceof BrowserUnavailable) throw errors.unavailable('the PDF renderer is not available on this server', 5);
+        if (e instanceof BrowserUnavailable)
+          throw errors.unavailable('the PDF renderer is not available on this server', 5);
         if (e instanceof RenderTimeout) throw errors.unavailable('the document took too long to render', 5);
         throw e;
       });

@@ -2,8 +2,12 @@
 # Host packages the namespaces sandbox driver needs (Debian 12), plus runsc when
 # NUBE_SANDBOX_DRIVER=gvisor (or --gvisor: the test suite runs both drivers). Idempotent; run as root.
 # Kept in sync with HOST_PACKAGES / GVISOR_PACKAGES in src/areas/sandboxes/runtime/namespaces/host-deps.ts.
+# The PDF export drives Debian's Chromium (never a browser downloaded by playwright) with fonts that
+# cover Spanish; poppler-utils (pdfinfo, pdftotext, pdftoppm) is how the tests read PDFs back. That
+# line belongs to the documents area, not the sandbox driver, so host-deps.ts does not list it.
 set -eu
 PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync"
+PKGS="$PKGS chromium fonts-liberation fonts-dejavu-core poppler-utils"
 if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ] || [ "${1:-}" = "--gvisor" ]; then
   PKGS="$PKGS runsc"
 fi

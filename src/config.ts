@@ -96,6 +96,15 @@ const envSchema = z.object({
     .max(100 * 1024 * 1024)
     .default(5 * 1024 * 1024),
   NUBE_WEB_BUY_URL: z.url().optional(),
+  // Documents and websites: the host sites answer under, and the browser the PDF export drives.
+  NUBE_SITES_HOST: z
+    .string()
+    .regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, 'must be a lowercase host name')
+    .optional(),
+  NUBE_CHROMIUM_PATH: z.string().min(1).default('/usr/bin/chromium'),
+  NUBE_PDF_PAGES: z.coerce.number().int().min(1).max(32).default(2),
+  NUBE_PDF_MAX_MEMORY_MB: z.coerce.number().int().min(64).max(65_536).default(1024),
+  NUBE_PDF_TIMEOUT_MS: z.coerce.number().int().min(1000).max(300_000).default(30_000),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -125,6 +134,19 @@ export interface Config {
   files: FilesConfig;
   sandboxes: SandboxesConfig;
   web: WebConfig;
+  sites: { host: string };
+  pdf: PdfConfig;
+}
+
+/** The warm browser behind the PDF export. */
+export interface PdfConfig {
+  /** Debian's launcher (`/usr/bin/chromium`). */
+  chromiumPath: string;
+  /** Pages rendering at once. */
+  pages: number;
+  /** The browser restarts (once idle) past this much memory (PSS) over all its processes. */
+  maxMemoryBytes: number;
+  timeoutMs: number;
 }
 
 /** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
@@ -214,7 +236,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxBytes: e.NUBE_WEB_MAX_BYTES,
       buyUrl: e.NUBE_WEB_BUY_URL,
     },
+    sites: { host: e.NUBE_SITES_HOST ?? defaultSitesHost(e.NUBE_PUBLIC_URL) },
+    pdf: {
+      chromiumPath: e.NUBE_CHROMIUM_PATH,
+      pages: e.NUBE_PDF_PAGES,
+      maxMemoryBytes: e.NUBE_PDF_MAX_MEMORY_MB * 1024 * 1024,
+      timeoutMs: e.NUBE_PDF_TIMEOUT_MS,
+    },
   };
+}
+
+/**
+ * `sites.<public host name>` when the public URL names a host, else `sites.localhost` (browsers and
+ * curl resolve every `*.localhost` to loopback, so sites work on one machine without DNS).
+ */
+function defaultSitesHost(publicUrl: string | undefined): string {
+  const host = publicUrl ? new URL(publicUrl).hostname : '';
+  const isName = /[a-z]/i.test(host) && !host.includes(':') && host !== 'localhost';
+  return isName ? `sites.${host.toLowerCase()}` : 'sites.localhost';
 }
 
 function filesConfig(e: z.infer<typeof envSchema>, dataDir: string): FilesConfig {

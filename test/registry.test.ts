@@ -16,6 +16,7 @@ import {
 } from '../src/areas/sandboxes/operations.js';
 import { shareTokensOperations } from '../src/areas/share-tokens/operations.js';
 import { webOperations } from '../src/areas/web/operations.js';
+import { websitesOperations } from '../src/areas/websites/operations.js';
 import { webhooksOperations } from '../src/areas/webhooks/operations.js';
 import { buildOpenApi } from '../src/platform/openapi.js';
 import { type AnyOperation, fastifyPath, pathParamNames } from '../src/platform/operation.js';
@@ -122,6 +123,7 @@ const SPEC_OPS: AnyOperation[] = [
 const EXTRA_OPS: AnyOperation[] = [
   ...imagesOperations,
   ...shareTokensOperations,
+  ...websitesOperations,
   ...webhooksExtraOps,
   ...databasesExtraOps,
 ];

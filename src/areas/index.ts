@@ -10,13 +10,14 @@ import { imagesArea } from './images/index.js';
 import { share_tokensArea } from './share-tokens/index.js';
 import { databasesArea } from './databases/index.js';
 import { machinesArea } from './machines/index.js';
+import { websitesArea } from './websites/index.js';
 import { documentsArea } from './documents/index.js';
 import { agentsArea } from './agents/index.js';
 import { fleetArea } from './fleet/index.js';
 import { webhooksArea } from './webhooks/index.js';
 
 /** Every area, in catalogue order. Services are created in this order (an area may use earlier ones). */
-export const AREAS: AreaModule[] = [accountArea, webhooksArea, sandboxesArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, documentsArea, agentsArea, fleetArea];
+export const AREAS: AreaModule[] = [accountArea, webhooksArea, sandboxesArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, websitesArea, documentsArea, agentsArea, fleetArea];
 
 /** Every operation of the API: the one list REST, OpenAPI, MCP and the SDK derive from. */
 export const operations: AnyOperation[] = AREAS.flatMap((a) => a.operations);

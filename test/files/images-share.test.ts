@@ -116,11 +116,12 @@ describe.each(SETUPS)('images and share tokens ($dialect + $backend)', (setup) =
     expect((await t.api(`/share-tokens/${s.id}`, { method: 'DELETE' })).status).toBe(404);
   });
 
-  it('share tokens: only for your own DONE files; documents answer 501 for now', async () => {
+  it('share tokens: only for your own DONE files and documents', async () => {
     const other = await t.nube.services.account.createAccount({ name: 'o', plan: 'tera' });
     expect((await post('/share-tokens', { fileId: original.id }, other.secret)).status).toBe(404);
+    // Documents are shared like files: a document that is not yours (or does not exist) is a 404.
     const doc = await post('/share-tokens', { documentId: 'doc_1' });
-    expect(doc.status).toBe(501);
+    expect(doc.status).toBe(404);
     expect((await json(doc)).error).toMatch(/document/);
     expect((await post('/share-tokens', { fileId: original.id, documentId: 'd' })).status).toBe(400);
     // A link to a file that goes to the trash stops serving it.

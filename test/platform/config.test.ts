@@ -18,6 +18,9 @@ describe('configuration', () => {
     ['DATABASE_URL', 'mysql://localhost/x'],
     ['REDIS_URL', 'http://localhost'],
     ['NUBE_SANDBOX_DRIVER', 'firecracker'],
+    ['NUBE_SITES_HOST', 'Sites.Example.com'],
+    ['NUBE_PDF_PAGES', '0'],
+    ['NUBE_PDF_MAX_MEMORY_MB', '10'],
   ])('a bad %s stops the start with a message naming it', (name, value) => {
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(name);
@@ -31,5 +34,13 @@ describe('configuration', () => {
   it('picks the sandbox driver with one setting (namespaces by default)', () => {
     expect(loadConfig(base).sandboxes.driver).toBe('namespaces');
     expect(loadConfig({ ...base, NUBE_SANDBOX_DRIVER: 'gvisor' }).sandboxes.driver).toBe('gvisor');
+  });
+
+  it('puts sites under sites.<public host name>, or sites.localhost without one', () => {
+    expect(loadConfig(base).sites.host).toBe('sites.localhost');
+    expect(loadConfig({ ...base, NUBE_PUBLIC_URL: 'http://10.0.0.5:7070' }).sites.host).toBe('sites.localhost');
+    expect(loadConfig({ ...base, NUBE_PUBLIC_URL: 'https://Nube.Example.com' }).sites.host).toBe('sites.nube.example.com');
+    expect(loadConfig({ ...base, NUBE_PUBLIC_URL: 'https://nube.example.com', NUBE_SITES_HOST: 'pages.example.org' }).sites.host).toBe('pages.example.org');
+    expect(loadConfig(base).pdf).toEqual({ chromiumPath: '/usr/bin/chromium', pages: 2, maxMemoryBytes: 1024 ** 3, timeoutMs: 30_000 });
   });
 });

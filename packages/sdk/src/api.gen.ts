@@ -1056,7 +1056,7 @@ export interface paths {
         put?: never;
         /**
          * Create a temporary share link to one file or document
-         * @description Exactly one of fileId or documentId. The token (`shr_...`) and the ready-to-use `url` are returned only now; for a document the url is its PDF export with `?token=`.
+         * @description Exactly one of fileId or documentId. The token (`shr_...`) and the ready-to-use `url` are returned only now. `url` (`/share/<token>`) shows the file or the document; for a document `pdfUrl` is its PDF export with `?token=` (the same token works there).
          */
         post: operations["shareTokens.create"];
         delete?: never;
@@ -1300,6 +1300,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/websites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List your websites (archives and deployed documents) */
+        get: operations["websites.list"];
+        put?: never;
+        /**
+         * Publish a static site from an archive at its own host
+         * @description Exactly one of fileId (a DONE file of yours) or archiveBase64. The archive (.zip, .tar, .tar.gz) needs an index.html; a 404.html is served for missing paths. Mega and Tera (402 PlanUpgradeRequired on Byte, whose documents can still be deployed as sites). Emits website.created.
+         */
+        post: operations["websites.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/websites/{websiteId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a website */
+        get: operations["websites.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a website; its host answers 404 at once
+         * @description A deployed document goes back to draft. Emits website.deleted.
+         */
+        delete: operations["websites.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/websites/{websiteId}/deploy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replace a website's files with a new archive (same slug and URL) */
+        post: operations["websites.deploy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1469,7 +1528,7 @@ export interface components {
             slug: string | null;
             /** @enum {string} */
             status: "draft" | "published";
-            theme: string | null;
+            theme: string;
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             /** @description Site URL while published */
@@ -1839,6 +1898,8 @@ export interface components {
             fileId: string | null;
             /** @description Share token id (`tokenId` in paths) */
             id: string;
+            /** @description For a document: its PDF export with the token, else null */
+            pdfUrl: string | null;
             /** @description First characters of the token */
             preview: string;
             /** @description The share token (`shr_...`); shown only once */
@@ -1923,6 +1984,27 @@ export interface components {
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             webhookId: string;
+        };
+        /** @description A static site published at its own host */
+        Website: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            documentId: string | null;
+            fileCount: number;
+            id: string;
+            name: string;
+            /** @description The site answers at `<slug>.<sites host>` */
+            slug: string;
+            /**
+             * @description Published from an archive, or a deployed document
+             * @enum {string}
+             */
+            source: "archive" | "document";
+            totalBytes: number;
+            /** @description ISO 8601 UTC timestamp */
+            updatedAt: string;
+            /** @description Where the site is served */
+            url: string;
         };
     };
     responses: never;
@@ -3904,15 +3986,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "documents.create": {
@@ -3925,17 +3998,19 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Named colors (for example `primary: #0a7`; at most 100) */
+                    /** @description Colours overriding the theme's (keys: primary, accent, background, surface, text, muted, border; any other key sets --color-<key>) */
                     customColors?: {
                         [key: string]: string;
                     };
-                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export */
+                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export, `lang` sets the pages' language */
                     metadata?: {
                         /**
                          * @description Page format, respected by the PDF export (default A4)
                          * @enum {string}
                          */
                         format?: "A4" | "Letter" | "Legal" | "A3" | "A5" | "Tabloid";
+                        /** @description Language of the text (default es) */
+                        lang?: string;
                     } & {
                         [key: string]: unknown;
                     };
@@ -3943,15 +4018,41 @@ export interface operations {
                     /** @description What the document should contain, for generation */
                     prompt?: string;
                     sections?: ({
-                        /** @description HTML or text content, or instructions for generating it */
+                        /** @description Markdown (default) or HTML, sanitized: no script, style or event handler */
+                        body?: string;
+                        /** @description Alias of body */
                         content?: string;
-                        /** @description Section id (used by the PDF export `sections` filter) */
+                        /**
+                         * @description How body is written (default markdown)
+                         * @enum {string}
+                         */
+                        format?: "markdown" | "html";
+                        /** @description The page heading */
+                        heading?: string;
+                        /** @description Section id (used by the PDF export `sections` filter); assigned (s1, s2, ...) when absent */
                         id?: string;
+                        /** @description Images after the body, by file id or URL */
+                        images?: {
+                            alt?: string;
+                            caption?: string;
+                            /** @description A DONE file of yours (served with the document) */
+                            fileId?: string;
+                            /**
+                             * Format: uri
+                             * @description An http(s) image URL (shown on the site; left out of the PDF, which fetches nothing outside nube)
+                             */
+                            url?: string;
+                        }[];
+                        /** @description Alias of heading */
                         title?: string;
                     } & {
                         [key: string]: unknown;
                     })[];
-                    theme?: string;
+                    /**
+                     * @description Built-in theme (default classic)
+                     * @enum {string}
+                     */
+                    theme?: "classic" | "modern" | "dark" | "minimal";
                 };
             };
         };
@@ -3967,7 +4068,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; LlmNotConfigured: A prompt without sections needs an LLM (NUBE_LLM_BASE_URL); ImageNotFound: An image names a file you do not have */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4014,15 +4115,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4097,15 +4189,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "documents.delete": {
@@ -4173,15 +4256,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "documents.update": {
@@ -4196,17 +4270,19 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Named colors (for example `primary: #0a7`; at most 100) */
+                    /** @description Colours overriding the theme's (keys: primary, accent, background, surface, text, muted, border; any other key sets --color-<key>) */
                     customColors?: {
                         [key: string]: string;
                     };
-                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export */
+                    /** @description Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export, `lang` sets the pages' language */
                     metadata?: {
                         /**
                          * @description Page format, respected by the PDF export (default A4)
                          * @enum {string}
                          */
                         format?: "A4" | "Letter" | "Legal" | "A3" | "A5" | "Tabloid";
+                        /** @description Language of the text (default es) */
+                        lang?: string;
                     } & {
                         [key: string]: unknown;
                     };
@@ -4214,15 +4290,41 @@ export interface operations {
                     /** @description What the document should contain, for generation */
                     prompt?: string;
                     sections?: ({
-                        /** @description HTML or text content, or instructions for generating it */
+                        /** @description Markdown (default) or HTML, sanitized: no script, style or event handler */
+                        body?: string;
+                        /** @description Alias of body */
                         content?: string;
-                        /** @description Section id (used by the PDF export `sections` filter) */
+                        /**
+                         * @description How body is written (default markdown)
+                         * @enum {string}
+                         */
+                        format?: "markdown" | "html";
+                        /** @description The page heading */
+                        heading?: string;
+                        /** @description Section id (used by the PDF export `sections` filter); assigned (s1, s2, ...) when absent */
                         id?: string;
+                        /** @description Images after the body, by file id or URL */
+                        images?: {
+                            alt?: string;
+                            caption?: string;
+                            /** @description A DONE file of yours (served with the document) */
+                            fileId?: string;
+                            /**
+                             * Format: uri
+                             * @description An http(s) image URL (shown on the site; left out of the PDF, which fetches nothing outside nube)
+                             */
+                            url?: string;
+                        }[];
+                        /** @description Alias of heading */
                         title?: string;
                     } & {
                         [key: string]: unknown;
                     })[];
-                    theme?: string;
+                    /**
+                     * @description Built-in theme (default classic)
+                     * @enum {string}
+                     */
+                    theme?: "classic" | "modern" | "dark" | "minimal";
                 };
             };
         };
@@ -4290,15 +4392,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "documents.deploy": {
@@ -4343,8 +4436,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description StorageQuotaExceeded: The site would take the plan's storage allowance past its size */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DocumentChanged: Another deploy or unpublish of this document finished first */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4363,15 +4474,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4408,7 +4510,7 @@ export interface operations {
                     "application/pdf": string;
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description DocumentHasNoPages: The document (or the sections asked) has no page */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4426,7 +4528,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The share token does not grant this document */
+            /** @description ShareTokenInvalid: The share token is unknown, revoked or expired; ShareTokenNotForThis: The share token was made for something else */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4462,8 +4564,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description Unavailable: The browser cannot start here, or the document took too long */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4531,15 +4633,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8667,15 +8760,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description NotImplemented: documentId: documents are not built yet in this release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "shareTokens.revoke": {
@@ -10062,6 +10146,405 @@ export interface operations {
             };
             /** @description WebhookPaused: the webhook is PAUSED; set it ACTIVE first */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "websites.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Website"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "websites.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The archive itself, base64 (up to the request body limit); instead of fileId */
+                    archiveBase64?: string;
+                    /** @description A file of yours holding a .zip, .tar or .tar.gz of the site */
+                    fileId?: string;
+                    name?: string;
+                    /** @description Host label to publish at (lowercase letters, digits, inner hyphens); default from the name */
+                    slug?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Website"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; InvalidArchive: Not a zip/tar/tar.gz, or an entry is a link or leaves its folder; SiteHasNoIndex: No index.html at the root (or in the only top folder); SiteTooLarge: More than 5,000 files or 200 MB uncompressed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanUpgradeRequired: Static sites are part of Mega and Tera; StorageQuotaExceeded: The site would take the plan's storage allowance past its size */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description SlugTaken: Another site answers at that slug */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "websites.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                websiteId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Website"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "websites.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                websiteId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "websites.deploy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                websiteId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The archive itself, base64 (up to the request body limit); instead of fileId */
+                    archiveBase64?: string;
+                    /** @description A file of yours holding a .zip, .tar or .tar.gz of the site */
+                    fileId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Website"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; InvalidArchive: Not a zip/tar/tar.gz, or an entry is a link or leaves its folder; SiteHasNoIndex: No index.html at the root (or in the only top folder); SiteTooLarge: More than 5,000 files or 200 MB uncompressed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description WebsiteManagedByDocument: The site shows a document: deploy the document; WebsiteChanged: Another deploy finished first; try again */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

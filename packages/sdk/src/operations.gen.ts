@@ -277,7 +277,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'create'],
   },
   'documents.delete': {
@@ -289,7 +289,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'delete'],
   },
   'documents.deploy': {
@@ -301,7 +301,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'deploy'],
   },
   'documents.get': {
@@ -313,7 +313,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'get'],
   },
   'documents.list': {
@@ -325,7 +325,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'list'],
   },
   'documents.pdf': {
@@ -337,7 +337,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/pdf',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'pdf'],
   },
   'documents.unpublish': {
@@ -349,7 +349,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'unpublish'],
   },
   'documents.update': {
@@ -361,7 +361,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['documents', 'update'],
   },
   'files.create': {
@@ -1120,6 +1120,66 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['webhooks', 'update'],
   },
+  'websites.create': {
+    method: 'POST',
+    path: '/api/v2/websites',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['websites', 'create'],
+  },
+  'websites.delete': {
+    method: 'DELETE',
+    path: '/api/v2/websites/{websiteId}',
+    pathParams: ['websiteId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['websites', 'delete'],
+  },
+  'websites.deploy': {
+    method: 'POST',
+    path: '/api/v2/websites/{websiteId}/deploy',
+    pathParams: ['websiteId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['websites', 'deploy'],
+  },
+  'websites.get': {
+    method: 'GET',
+    path: '/api/v2/websites/{websiteId}',
+    pathParams: ['websiteId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['websites', 'get'],
+  },
+  'websites.list': {
+    method: 'GET',
+    path: '/api/v2/websites',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['websites', 'list'],
+  },
 } as const;
 
 /** Request and success response types of each operation, indexed from api.gen.ts. */
@@ -1682,6 +1742,36 @@ export interface OperationTypes {
     body: NonNullable<operations['webhooks.update']['requestBody']>['content']['application/json'];
     response: operations['webhooks.update']['responses'][200]['content']['application/json'];
   };
+  'websites.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['websites.create']['requestBody']>['content']['application/json'];
+    response: operations['websites.create']['responses'][201]['content']['application/json'];
+  };
+  'websites.delete': {
+    params: operations['websites.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['websites.delete']['responses'][200]['content']['application/json'];
+  };
+  'websites.deploy': {
+    params: operations['websites.deploy']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['websites.deploy']['requestBody']>['content']['application/json'];
+    response: operations['websites.deploy']['responses'][200]['content']['application/json'];
+  };
+  'websites.get': {
+    params: operations['websites.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['websites.get']['responses'][200]['content']['application/json'];
+  };
+  'websites.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['websites.list']['responses'][200]['content']['application/json'];
+  };
 }
 
 /** `area.verb` -> `nube.area.verb(...pathParams, input?)`. */
@@ -1821,5 +1911,12 @@ export interface Namespaces {
     get(webhookId: OperationTypes['webhooks.get']['params']['webhookId'], ...rest: NsRest<'webhooks.get'>): Promise<OpOutput<'webhooks.get'>>;
     list(...rest: NsRest<'webhooks.list'>): Promise<OpOutput<'webhooks.list'>>;
     update(webhookId: OperationTypes['webhooks.update']['params']['webhookId'], ...rest: NsRest<'webhooks.update'>): Promise<OpOutput<'webhooks.update'>>;
+  };
+  websites: {
+    create(...rest: NsRest<'websites.create'>): Promise<OpOutput<'websites.create'>>;
+    delete(websiteId: OperationTypes['websites.delete']['params']['websiteId'], ...rest: NsRest<'websites.delete'>): Promise<OpOutput<'websites.delete'>>;
+    deploy(websiteId: OperationTypes['websites.deploy']['params']['websiteId'], ...rest: NsRest<'websites.deploy'>): Promise<OpOutput<'websites.deploy'>>;
+    get(websiteId: OperationTypes['websites.get']['params']['websiteId'], ...rest: NsRest<'websites.get'>): Promise<OpOutput<'websites.get'>>;
+    list(...rest: NsRest<'websites.list'>): Promise<OpOutput<'websites.list'>>;
   };
 }

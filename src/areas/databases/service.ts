@@ -15,7 +15,8 @@ import type {
   QueryResult,
 } from './engine/index.js';
 import { toApiError } from './engine-errors.js';
-import { type DatabaseRow, type DatabasesRepo, isUniqueViolation } from './repo.js';
+import { isUniqueViolation } from '../../store/unique.js';
+import type { DatabaseRow, DatabasesRepo } from './repo.js';
 
 export interface DatabaseOut {
   id: string;

@@ -1,7 +1,35 @@
+import { ChromiumBrowser } from '../../browser/index.js';
 import type { AreaModule } from '../area.js';
 import { documentsOperations } from './operations.js';
+import { DocumentsRepo, documentsMigrations } from './repo.js';
+import { DocumentsService } from './service.js';
 
 export const documentsArea: AreaModule = {
   name: 'documents',
   operations: documentsOperations,
+  migrations: documentsMigrations,
+  create(deps, other) {
+    const { files, websites } = other;
+    if (!files || !websites)
+      throw new Error('the documents area needs the files and websites services to be created first');
+    const pdf = deps.config.pdf;
+    // One warm browser per nube process, launched by the first export.
+    const browser = new ChromiumBrowser({
+      executablePath: pdf.chromiumPath,
+      pages: pdf.pages,
+      maxMemoryBytes: pdf.maxMemoryBytes,
+      log: deps.log,
+    });
+    const documents = new DocumentsService({
+      repo: new DocumentsRepo(deps.store.db),
+      files,
+      websites,
+      browser,
+      pdfTimeoutMs: pdf.timeoutMs,
+    });
+    return { documents };
+  },
+  async close(services) {
+    await services.documents.close();
+  },
 };

@@ -1,39 +1,90 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
+import { PDF_FORMATS } from '../../browser/types.js';
+import { RawResponse } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { COLOR_KEY, COLOR_NAMES, COLOR_VALUE, THEME_NAMES } from './render/themes.js';
+import { contentDisposition, type DocumentsService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    documents: DocumentsService;
+  }
+}
 
 const tags = ['Documents'];
 
 const DocId = z.object({ id: z.string().min(1).max(200).describe('Document id') });
 
+const Image = z
+  .object({
+    fileId: z.string().min(1).max(200).optional().describe('A DONE file of yours (served with the document)'),
+    url: z
+      .url({ protocol: /^https?$/ })
+      .max(2000)
+      .optional()
+      .describe(
+        'An http(s) image URL (shown on the site; left out of the PDF, which fetches nothing outside nube)',
+      ),
+    alt: z.string().max(500).optional(),
+    caption: z.string().max(1000).optional(),
+  })
+  .refine((i) => (i.fileId === undefined) !== (i.url === undefined), {
+    message: 'give exactly one of fileId or url',
+  });
+
 const Section = limited(
   z.looseObject({
-    id: z.string().max(100).optional().describe('Section id (used by the PDF export `sections` filter)'),
-    title: z.string().max(500).optional(),
-    content: z.string().optional().describe('HTML or text content, or instructions for generating it'),
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,100}$/, 'letters, digits, _ and -')
+      .optional()
+      .describe('Section id (used by the PDF export `sections` filter); assigned (s1, s2, ...) when absent'),
+    heading: z.string().max(500).optional().describe('The page heading'),
+    title: z.string().max(500).optional().describe('Alias of heading'),
+    body: z
+      .string()
+      .max(500_000)
+      .optional()
+      .describe('Markdown (default) or HTML, sanitized: no script, style or event handler'),
+    content: z.string().max(500_000).optional().describe('Alias of body'),
+    format: z.enum(['markdown', 'html']).optional().describe('How body is written (default markdown)'),
+    images: z.array(Image).max(50).optional().describe('Images after the body, by file id or URL'),
   }),
   { maxDepth: 8, maxBytes: 1024 * 1024 },
-).describe('A section: free-form object (at most 8 levels, 1 MiB); id, title and content are understood');
+).describe(
+  'A section becomes one page (at most 8 levels, 1 MiB): heading, body in Markdown or HTML, images by file id or URL',
+);
 
 const DocMetadata = limited(
   z.looseObject({
-    format: z
-      .enum(['A4', 'Letter', 'Legal', 'A3', 'A5', 'Tabloid'])
+    format: z.enum(PDF_FORMATS).optional().describe('Page format, respected by the PDF export (default A4)'),
+    lang: z
+      .string()
+      .regex(/^[a-zA-Z-]{2,20}$/)
       .optional()
-      .describe('Page format, respected by the PDF export (default A4)'),
+      .describe('Language of the text (default es)'),
   }),
   { maxDepth: 16, maxKeys: 256, maxBytes: 16 * 1024 },
-).describe('Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export');
+).describe(
+  "Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export, `lang` sets the pages' language",
+);
 
-const Colors = limited(z.record(z.string().max(100), z.string().max(200)), { maxDepth: 1, maxKeys: 100 }).describe(
-  'Named colors (for example `primary: #0a7`; at most 100)',
+const Colors = limited(
+  z.record(
+    z.string().regex(COLOR_KEY, 'lowercase name like primary or background'),
+    z.string().regex(COLOR_VALUE, 'a CSS colour: #hex, rgb(), hsl() or a colour name'),
+  ),
+  { maxDepth: 1, maxKeys: 100 },
+).describe(
+  `Colours overriding the theme's (keys: ${COLOR_NAMES.join(', ')}; any other key sets --color-<key>)`,
 );
 
 const DocFields = {
   name: z.string().min(1).max(200),
   prompt: z.string().max(20_000).optional().describe('What the document should contain, for generation'),
-  theme: z.string().max(100).optional(),
+  theme: z.enum(THEME_NAMES).optional().describe('Built-in theme (default classic)'),
   customColors: Colors.optional(),
   sections: z.array(Section).max(200).optional(),
   metadata: DocMetadata.optional(),
@@ -53,7 +104,7 @@ const DocumentFields = {
   id: z.string(),
   name: z.string(),
   prompt: z.string().nullable(),
-  theme: z.string().nullable(),
+  theme: z.string(),
   customColors: z.record(z.string(), z.string()),
   sections: z.array(z.record(z.string(), z.unknown())),
   metadata: z.record(z.string(), z.unknown()),
@@ -85,6 +136,7 @@ export const documentsOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ items: z.array(Document) }),
+    handler: ({ principal, services }) => services.documents.list(principal),
   }),
   defineOperation({
     id: 'documents.create',
@@ -95,6 +147,15 @@ export const documentsOperations = [
     auth: ['owner'],
     body: z.object(DocFields),
     response: z.object({ document: Document }),
+    errors: [
+      {
+        status: 400,
+        code: 'LlmNotConfigured',
+        description: 'A prompt without sections needs an LLM (NUBE_LLM_BASE_URL)',
+      },
+      { status: 400, code: 'ImageNotFound', description: 'An image names a file you do not have' },
+    ],
+    handler: ({ principal, body, services }) => services.documents.create(principal, body),
   }),
   defineOperation({
     id: 'documents.get',
@@ -105,6 +166,7 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: Document,
+    handler: ({ principal, params, services }) => services.documents.get(principal, params.id),
   }),
   defineOperation({
     id: 'documents.update',
@@ -116,6 +178,7 @@ export const documentsOperations = [
     params: DocId,
     body: z.object(DocFields).partial(),
     response: Document,
+    handler: ({ principal, params, body, services }) => services.documents.update(principal, params.id, body),
   }),
   defineOperation({
     id: 'documents.delete',
@@ -126,6 +189,10 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.documents.delete(principal, params.id);
+      return ok;
+    },
   }),
   defineOperation({
     id: 'documents.deploy',
@@ -138,7 +205,20 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: z.object({ url: z.string(), websiteId: z.string(), slug: z.string() }),
-    errors: [{ status: 400, code: 'DocumentHasNoPages', description: 'The document has no page yet' }],
+    errors: [
+      { status: 400, code: 'DocumentHasNoPages', description: 'The document has no page yet' },
+      {
+        status: 402,
+        code: 'StorageQuotaExceeded',
+        description: "The site would take the plan's storage allowance past its size",
+      },
+      {
+        status: 409,
+        code: 'DocumentChanged',
+        description: 'Another deploy or unpublish of this document finished first',
+      },
+    ],
+    handler: ({ principal, params, services }) => services.documents.deploy(principal, params.id),
   }),
   defineOperation({
     id: 'documents.unpublish',
@@ -149,6 +229,10 @@ export const documentsOperations = [
     auth: ['owner'],
     params: DocId,
     response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.documents.unpublish(principal, params.id);
+      return ok;
+    },
   }),
   defineOperation({
     id: 'documents.pdf',
@@ -172,6 +256,35 @@ export const documentsOperations = [
     }),
     produces: 'application/pdf',
     response: z.string().describe('The PDF bytes'),
-    errors: [{ status: 403, description: 'The share token does not grant this document' }],
+    errors: [
+      {
+        status: 403,
+        code: 'ShareTokenInvalid',
+        description: 'The share token is unknown, revoked or expired',
+      },
+      {
+        status: 403,
+        code: 'ShareTokenNotForThis',
+        description: 'The share token was made for something else',
+      },
+      {
+        status: 400,
+        code: 'DocumentHasNoPages',
+        description: 'The document (or the sections asked) has no page',
+      },
+      {
+        status: 503,
+        code: 'Unavailable',
+        description: 'The browser cannot start here, or the document took too long',
+      },
+    ],
+    handler: async ({ principal, params, query, services }) => {
+      const { pdf, name } = await services.documents.pdf(principal, params.id, query);
+      return new RawResponse(pdf, 'application/pdf', {
+        'content-disposition': contentDisposition(name, query.inline === '1'),
+        'content-length': String(pdf.length),
+        'cache-control': 'private, no-store',
+      });
+    },
   }),
 ];

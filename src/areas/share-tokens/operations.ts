@@ -35,7 +35,8 @@ export const shareTokensOperations = [
     summary: 'Create a temporary share link to one file or document',
     description:
       'Exactly one of fileId or documentId. The token (`shr_...`) and the ready-to-use `url` are returned ' +
-      'only now; for a document the url is its PDF export with `?token=`.',
+      'only now. `url` (`/share/<token>`) shows the file or the document; for a document `pdfUrl` is its PDF ' +
+      'export with `?token=` (the same token works there).',
     tags,
     auth: ['owner'],
     body: z
@@ -60,9 +61,9 @@ export const shareTokensOperations = [
         ...ShareTokenFields,
         token: z.string().describe('The share token (`shr_...`); shown only once'),
         url: z.string().describe('Link that works without any other credential until expiresAt'),
+        pdfUrl: z.string().nullable().describe("For a document: its PDF export with the token, else null"),
       })
       .meta({ id: 'ShareTokenCreated' }),
-    errors: [{ status: 501, code: 'NotImplemented', description: 'documentId: documents are not built yet in this release' }],
     handler: ({ principal, body, services }) => services.shareTokens.create(principal, body),
   }),
   defineOperation({

@@ -2,6 +2,7 @@ import { type CredentialResolver, type Principal, SCHEMES } from '../../platform
 import { sha256Hex } from '../../platform/crypto.js';
 import { errors } from '../../platform/errors.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
+import type { DocumentsService } from '../documents/service.js';
 import type { FilesService } from '../files/service.js';
 import type { ShareTokenRow, ShareTokensRepo } from './repo.js';
 
@@ -15,14 +16,16 @@ const view = (r: ShareTokenRow) => ({
 });
 
 /**
- * Temporary links to one file (served at `/share/<token>`) or, once documents exist, one document's PDF
- * export (`?token=`). Tokens are `shr_` + 40 base62 characters, stored only as SHA-256.
+ * Temporary links to one file or one document, both at `/share/<token>`; a document's token also
+ * works as `?token=` on its PDF export. Tokens are `shr_` + 40 base62 characters, stored only as SHA-256.
  */
 export class ShareTokensService {
   constructor(
     private readonly repo: ShareTokensRepo,
     private readonly files: FilesService,
     private readonly publicUrl: () => string,
+    /** The documents area is built after this one; asked only when a token is made for a document. */
+    private readonly documents: () => DocumentsService | undefined,
   ) {}
 
   // One clock with files, so tests that move time expire links and read URLs together.
@@ -32,10 +35,13 @@ export class ShareTokensService {
 
   async create(p: Principal, input: { fileId?: string; documentId?: string; expiresInSeconds: number }) {
     if (input.documentId !== undefined) {
-      throw errors.notImplemented('sharing a document (its PDF export, part of the documents area)');
+      const documents = this.documents();
+      if (!documents) throw errors.notImplemented('sharing a document');
+      await documents.assertOwned(p, input.documentId);
+    } else {
+      // Only a DONE file of the caller can be shared; anything else is the usual 404.
+      await this.files.doneRow(p, input.fileId as string);
     }
-    // Only a DONE file of the caller can be shared; anything else is the usual 404.
-    await this.files.doneRow(p, input.fileId as string);
     const token = SCHEMES.share.prefix + randomToken(40, BASE62);
     const now = this.now();
     const row: ShareTokenRow = {
@@ -43,13 +49,18 @@ export class ShareTokensService {
       ownerId: p.ownerId,
       preview: `${token.slice(0, 10)}…`,
       fileId: input.fileId ?? null,
-      documentId: null,
+      documentId: input.documentId ?? null,
       expiresAt: now + input.expiresInSeconds * 1000,
       createdAt: now,
       revokedAt: null,
     };
     await this.repo.insert(row, sha256Hex(token));
-    return { ...view(row), token, url: `${this.publicUrl()}/share/${token}` };
+    const pdfUrl = row.documentId ? this.pdfUrl(row.documentId, token) : null;
+    return { ...view(row), token, url: `${this.publicUrl()}/share/${token}`, pdfUrl };
+  }
+
+  pdfUrl(documentId: string, token: string): string {
+    return `${this.publicUrl()}/api/v2/documents/${encodeURIComponent(documentId)}/pdf?token=${token}&inline=1`;
   }
 
   async list(p: Principal) {
@@ -69,12 +80,15 @@ export class ShareTokensService {
     return row;
   }
 
-  /** The `share` credential scheme, for operations that accept `?token=` (the PDF export). */
+  /**
+   * The `share` credential scheme, for operations that accept `?token=` (the PDF export). A token that
+   * is unknown, revoked or expired is a 403 with its reason (the spec's "403 when wrong or expired"),
+   * not the 401 of a missing credential.
+   */
   readonly resolver: CredentialResolver = {
     scheme: 'share',
     resolve: async (credential) => {
-      const row = await this.resolve(credential).catch(() => undefined);
-      if (!row) return null;
+      const row = await this.resolve(credential);
       return {
         scheme: 'share',
         ownerId: row.ownerId,

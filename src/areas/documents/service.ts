@@ -1,0 +1,341 @@
+import { type Browser, BrowserUnavailable, type PdfFormat, RenderTimeout } from '../../browser/index.js';
+import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import { newId } from '../../platform/ids.js';
+import type { FilesService } from '../files/service.js';
+import type { SiteFile } from '../websites/site-files.js';
+import type { WebsitesService } from '../websites/service.js';
+import { slugFrom } from '../websites/slug.js';
+import { LLM_SETTING, type PageWriter } from './page-writer.js';
+import {
+  assetPath,
+  documentHtml,
+  type ImageSrc,
+  pageId,
+  type RenderDoc,
+  type StoredSection,
+} from './render/page.js';
+import type { ThemeName } from './render/themes.js';
+import type { DocumentRow, DocumentsRepo } from './repo.js';
+import { imageFileIds, normalizeSections, pickSections, type SectionInput } from './sections.js';
+
+export interface DocumentInput {
+  name?: string;
+  prompt?: string;
+  theme?: ThemeName;
+  customColors?: Record<string, string>;
+  sections?: SectionInput[];
+  metadata?: Record<string, unknown>;
+}
+
+export interface DocumentsDeps {
+  repo: DocumentsRepo;
+  files: FilesService;
+  websites: WebsitesService;
+  browser: Browser;
+  /** Absent until an LLM is wired: prompt-only documents answer 400 naming the setting. */
+  pageWriter?: PageWriter;
+  pdfTimeoutMs: number;
+}
+
+const DEFAULT_THEME: ThemeName = 'classic';
+const RASTER = /^image\/(png|jpeg|gif|webp|avif)$/;
+
+export class DocumentsService {
+  constructor(private readonly deps: DocumentsDeps) {
+    deps.websites.onDeleted(async (site) => {
+      if (site.source === 'document') await deps.repo.siteGone(site.id, Date.now());
+    });
+  }
+
+  view(d: DocumentRow, pages?: ReturnType<DocumentsService['pages']>) {
+    return {
+      id: d.id,
+      name: d.name,
+      prompt: d.prompt,
+      theme: d.theme,
+      customColors: d.customColors,
+      sections: d.sections,
+      metadata: d.metadata,
+      status: d.status,
+      url: d.status === 'published' && d.slug ? this.deps.websites.siteUrl(d.slug) : null,
+      websiteId: d.status === 'published' ? d.websiteId : null,
+      slug: d.slug,
+      pageCount: d.sections.length,
+      createdAt: new Date(d.createdAt).toISOString(),
+      updatedAt: new Date(d.updatedAt).toISOString(),
+      ...(pages ? { pages } : {}),
+    };
+  }
+
+  async create(p: Principal, input: DocumentInput & { name: string }) {
+    const sections = await this.sectionsOf(p, input);
+    const now = Date.now();
+    const row: DocumentRow = {
+      id: newId('doc'),
+      ownerId: p.ownerId,
+      name: input.name,
+      prompt: input.prompt ?? null,
+      theme: input.theme ?? DEFAULT_THEME,
+      customColors: input.customColors ?? {},
+      sections,
+      metadata: input.metadata ?? {},
+      status: 'draft',
+      websiteId: null,
+      slug: null,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.deps.repo.insert(row);
+    return { document: this.view(row) };
+  }
+
+  async list(p: Principal) {
+    return { items: (await this.deps.repo.list(p.ownerId)).map((d) => this.view(d)) };
+  }
+
+  async get(p: Principal, id: string) {
+    const d = await this.owned(p, id);
+    return this.view(d, this.pages(d, await this.readUrls(p, d.sections)));
+  }
+
+  async update(p: Principal, id: string, input: DocumentInput) {
+    const d = await this.owned(p, id);
+    const set: Partial<DocumentRow> = { updatedAt: Date.now() };
+    if (input.name !== undefined) set.name = input.name;
+    if (input.prompt !== undefined) set.prompt = input.prompt;
+    if (input.theme !== undefined) set.theme = input.theme;
+    if (input.customColors !== undefined) set.customColors = input.customColors;
+    if (input.metadata !== undefined) set.metadata = input.metadata;
+    if (input.sections !== undefined)
+      set.sections = await this.sectionsOf(p, {
+        prompt: input.prompt ?? d.prompt ?? undefined,
+        sections: input.sections,
+      });
+    await this.deps.repo.update(p.ownerId, id, set);
+    const updated = { ...d, ...set };
+    return this.view(updated, this.pages(updated, await this.readUrls(p, updated.sections)));
+  }
+
+  async delete(p: Principal, id: string): Promise<void> {
+    const d = await this.owned(p, id);
+    if (d.websiteId) await this.deps.websites.removeDocumentSite(p, d.websiteId);
+    await this.deps.repo.delete(p.ownerId, id);
+  }
+
+  /** Publishes the pages as a site (created on first deploy, updated after) at `<slug>.<sites host>`. */
+  async deploy(p: Principal, id: string) {
+    const d = await this.owned(p, id);
+    if (d.sections.length === 0) {
+      throw errors.badRequest(
+        'the document has no page yet: add sections first',
+        undefined,
+        'DocumentHasNoPages',
+      );
+    }
+    const files: SiteFile[] = [
+      { path: 'index.html', data: Buffer.from(documentHtml(renderable(d), d.sections)) },
+    ];
+    for (const fileId of imageFileIds(d.sections)) {
+      const asset = await this.fileBytes(p, fileId);
+      // Raster images only keep their type: an SVG or HTML "image" must not become a live page of the site.
+      const contentType = RASTER.test(asset?.contentType ?? '')
+        ? (asset?.contentType as string)
+        : 'application/octet-stream';
+      if (asset) files.push({ path: assetPath(fileId), data: asset.body, contentType });
+    }
+    const site = await this.deps.websites.publishDocument(
+      p,
+      { documentId: d.id, name: d.name, websiteId: d.websiteId, slug: d.slug ?? slugFrom(d.name) },
+      files,
+    );
+    // Guarded on the site the deploy started from: of two first deploys at once, one site wins and the
+    // other request takes its own site down again instead of leaving an orphan on the air.
+    const won = await this.deps.repo.publish(p.ownerId, id, d.websiteId, {
+      websiteId: site.id,
+      slug: site.slug,
+      now: Date.now(),
+    });
+    if (!won) {
+      if (site.id !== d.websiteId) await this.deps.websites.removeDocumentSite(p, site.id);
+      throw errors.conflict(
+        'the document was deployed or unpublished by another request meanwhile; try again',
+        'DocumentChanged',
+      );
+    }
+    return { url: site.url, websiteId: site.id, slug: site.slug };
+  }
+
+  async unpublish(p: Principal, id: string): Promise<void> {
+    const d = await this.owned(p, id);
+    if (d.websiteId) await this.deps.websites.removeDocumentSite(p, d.websiteId);
+    await this.deps.repo.update(p.ownerId, id, { status: 'draft', websiteId: null, updatedAt: Date.now() });
+  }
+
+  /**
+   * The PDF of the document (or of the sections named). A share principal may export only the document
+   * its token was made for (403 otherwise, as for a bad token).
+   */
+  async pdf(p: Principal, id: string, q: { sections?: string }): Promise<{ pdf: Buffer; name: string }> {
+    if (p.scheme === 'share' && p.resourceId !== id) {
+      throw errors.forbidden('this share token does not grant this document', 'ShareTokenNotForThis');
+    }
+    const d = await this.owned(p, id);
+    const sections = pickSections(d.sections, q.sections);
+    if (sections.length === 0) {
+      throw errors.badRequest(
+        'the document has no page yet: add sections first',
+        undefined,
+        'DocumentHasNoPages',
+      );
+    }
+    const allowed = new Set(imageFileIds(sections).map(assetPath));
+    const pdf = await this.deps.browser
+      .pdf({
+        html: documentHtml(renderable(d), sections),
+        format: formatOf(d),
+        timeoutMs: this.deps.pdfTimeoutMs,
+        // Only the images of these sections, read from the owner's files; anything else is a 404.
+        asset: async (path) =>
+          allowed.has(path) ? this.fileBytes(p, decodeURIComponent(path.slice('assets/'.length))) : null,
+      })
+      .catch((e: Error) => {
+        // Not the caller's fault and not a bug: the browser is missing, or the document took too long.
+        if (e instanceof BrowserUnavailable)
+          throw errors.unavailable('the PDF renderer is not available on this server', 5);
+        if (e instanceof RenderTimeout) throw errors.unavailable('the document took too long to render', 5);
+        throw e;
+      });
+    return { pdf, name: d.name };
+  }
+
+  /** The document as one HTML page for a share link; images under `<assetBase>/<fileId>`. */
+  async shareHtml(ownerId: string, id: string, assetBase: string, pdfUrl: string): Promise<string> {
+    const d = await this.deps.repo.owned(ownerId, id);
+    if (!d) throw errors.notFound('document');
+    const link = `<link rel="alternate" type="application/pdf" href="${pdfUrl.replace(/"/g, '&quot;')}">`;
+    return documentHtml(
+      renderable(d),
+      d.sections,
+      (fileId) => `${assetBase}/${encodeURIComponent(fileId)}`,
+      link,
+    );
+  }
+
+  /** An image of a shared document, when the document really shows that file. */
+  async shareAsset(ownerId: string, id: string, fileId: string) {
+    const d = await this.deps.repo.owned(ownerId, id);
+    if (!d || !imageFileIds(d.sections).includes(fileId)) return null;
+    return this.fileBytes({ scheme: 'share', ownerId, plan: 'byte' }, fileId);
+  }
+
+  get browser(): Browser {
+    return this.deps.browser;
+  }
+
+  async close(): Promise<void> {
+    await this.deps.browser.close();
+  }
+
+  /** Exists and is the caller's (share tokens are made for documents that exist). */
+  async assertOwned(p: Principal, id: string): Promise<void> {
+    await this.owned(p, id);
+  }
+
+  private pages(d: DocumentRow, imageSrc: ImageSrc) {
+    const doc = renderable(d);
+    return d.sections.map((s, index) => ({
+      id: pageId(s.id),
+      index,
+      sectionId: s.id,
+      title: s.heading ?? null,
+      html: documentHtml(doc, [s], imageSrc),
+    }));
+  }
+
+  /** Images as fresh read URLs (1 h) for pages handed to the owner; a file gone shows as a missing image. */
+  private async readUrls(p: Principal, sections: StoredSection[]): Promise<ImageSrc> {
+    const urls = new Map<string, string>();
+    for (const fileId of imageFileIds(sections)) {
+      const file = await this.deps.files.get(p, fileId).catch(() => undefined);
+      if (file?.readUrl) urls.set(fileId, file.readUrl);
+    }
+    return (fileId) => urls.get(fileId) ?? assetPath(fileId);
+  }
+
+  private async fileBytes(p: Principal, fileId: string) {
+    const opened = await this.deps.files.open(p, fileId).catch(() => undefined);
+    if (!opened) return null;
+    const parts: Buffer[] = [];
+    for await (const c of opened.stream) parts.push(c as Buffer);
+    return { body: Buffer.concat(parts), contentType: opened.row.content_type };
+  }
+
+  private async owned(p: Principal, id: string): Promise<DocumentRow> {
+    const d = await this.deps.repo.owned(p.ownerId, id);
+    if (!d) throw errors.notFound('document');
+    return d;
+  }
+
+  /** Sections from the input; a prompt alone needs the page writer (an LLM). Image files must be the caller's. */
+  private async sectionsOf(
+    p: Principal,
+    input: { prompt?: string; sections?: SectionInput[] },
+  ): Promise<StoredSection[]> {
+    let sections = input.sections;
+    if ((sections === undefined || sections.length === 0) && input.prompt) {
+      if (!this.deps.pageWriter) {
+        throw errors.badRequest(
+          `pages from a prompt need an LLM, and none is configured: set ${LLM_SETTING} (with NUBE_LLM_API_KEY and NUBE_LLM_MODEL), or send sections`,
+          [{ path: ['body', 'prompt'], message: `needs ${LLM_SETTING}` }],
+          'LlmNotConfigured',
+        );
+      }
+      sections = await this.deps.pageWriter.generate(input.prompt, { name: '', theme: DEFAULT_THEME });
+    }
+    const stored = normalizeSections(sections ?? []);
+    const issues: { path: (string | number)[]; message: string }[] = [];
+    for (const [i, s] of stored.entries()) {
+      for (const [j, img] of (s.images ?? []).entries()) {
+        if (!img.fileId) continue;
+        const ok = await this.deps.files.doneRow(p, img.fileId).then(
+          () => true,
+          () => false,
+        );
+        if (!ok)
+          issues.push({
+            path: ['body', 'sections', i, 'images', j, 'fileId'],
+            message: `no file ${img.fileId} of yours`,
+          });
+      }
+    }
+    if (issues.length > 0)
+      throw errors.badRequest('an image names a file you do not have', issues, 'ImageNotFound');
+    return stored;
+  }
+}
+
+function renderable(d: DocumentRow): RenderDoc {
+  const lang =
+    typeof d.metadata.lang === 'string' && /^[a-zA-Z-]{2,20}$/.test(d.metadata.lang)
+      ? d.metadata.lang
+      : undefined;
+  return { name: d.name, theme: d.theme, customColors: d.customColors, sections: d.sections, lang };
+}
+
+function formatOf(d: DocumentRow): PdfFormat {
+  return (typeof d.metadata.format === 'string' ? d.metadata.format : 'A4') as PdfFormat;
+}
+
+/** `attachment` (or `inline`) with an ASCII fallback name and the real one in RFC 5987 form. */
+export function contentDisposition(name: string, inline: boolean): string {
+  const base = name.trim() || 'document';
+  const ascii =
+    base
+      .normalize('NFKD')
+      .replace(/[\u0300-\u036f]/g, '')
+      .replace(/[^A-Za-z0-9._ -]+/g, '')
+      .trim()
+      .slice(0, 100) || 'document';
+  return `${inline ? 'inline' : 'attachment'}; filename="${ascii}.pdf"; filename*=UTF-8''${encodeURIComponent(`${base}.pdf`)}`;
+}

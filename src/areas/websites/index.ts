@@ -1,0 +1,34 @@
+import type { AreaModule } from '../area.js';
+import { websitesOperations } from './operations.js';
+import { WebsitesRepo, websitesMigrations } from './repo.js';
+import { SiteServer } from './serve.js';
+import { WebsitesService } from './service.js';
+
+export const websitesArea: AreaModule = {
+  name: 'websites',
+  operations: websitesOperations,
+  migrations: websitesMigrations,
+  create(deps, other) {
+    const { files, account } = other;
+    if (!files || !account)
+      throw new Error('the websites area needs the files and account services to be created first');
+    const repo = new WebsitesRepo(deps.store.db);
+    deps.usage.registerGauge('storageBytes', (ownerId) => repo.storedBytes(ownerId));
+    const websites = new WebsitesService({
+      repo,
+      // Site files live beside files, in the default region's store.
+      store: files.stores.at(),
+      files,
+      bus: deps.bus,
+      planOf: async (ownerId) =>
+        (await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' })).plan.name,
+      storageUsed: (ownerId) => deps.usage.gauge('storageBytes', ownerId),
+      publicUrl: deps.publicUrl,
+      sitesHost: deps.config.sites.host,
+    });
+    return { websites };
+  },
+  routes(app, services) {
+    new SiteServer(services.websites).install(app);
+  },
+};

@@ -1,0 +1,319 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { BlobStore } from '../../blob/index.js';
+import type { PlanName } from '../../config.js';
+import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import type { Bus } from '../../platform/events.js';
+import { newId } from '../../platform/ids.js';
+import { assertStorageAvailable } from '../../platform/limits.js';
+import { PLANS } from '../../platform/plans.js';
+import { isUniqueViolation } from '../../store/unique.js';
+import type { FilesService } from '../files/service.js';
+import { readArchive } from './archive.js';
+import type { Manifest, WebsiteRow, WebsitesRepo, WebsiteWithManifest } from './repo.js';
+import { contentTypeOf, SITE_LIMITS, type SiteFile } from './site-files.js';
+import { RESERVED_SLUGS, SLUG_PATTERN, slugFrom } from './slug.js';
+
+export interface WebsitesDeps {
+  repo: WebsitesRepo;
+  /** Where site files live, by content hash: `sites/<website id>/<sha256>`. */
+  store: BlobStore;
+  files: FilesService;
+  bus: Bus;
+  planOf(ownerId: string): Promise<PlanName>;
+  /** Everything the owner stores (files and sites): sites count against the plan's storage. */
+  storageUsed(ownerId: string): Promise<number>;
+  publicUrl(): string;
+  /** Sites answer at `<slug>.<sitesHost>`. */
+  sitesHost: string;
+}
+
+export interface ArchiveInput {
+  fileId?: string;
+  archiveBase64?: string;
+}
+
+/** What the host router needs to answer a request for a site, cached for a moment per slug. */
+export interface LiveSite {
+  site: WebsiteWithManifest;
+  /** Byte's pages carry the "made with nube" badge. */
+  branded: boolean;
+}
+
+/**
+ * How long a replica trusts what it read about a slug. The replica that deploys or deletes forgets at
+ * once; the others see the change within this time.
+ */
+export const LIVE_TTL_MS = 1_000;
+
+export const websiteKey = (websiteId: string, sha256: string) => `sites/${websiteId}/${sha256}`;
+
+export class WebsitesService {
+  private readonly live = new Map<string, { value: LiveSite | null; expires: number }>();
+  private readonly deletedListeners: ((site: WebsiteRow) => Promise<void>)[] = [];
+
+  constructor(readonly deps: WebsitesDeps) {}
+
+  siteUrl(slug: string): string {
+    const base = new URL(this.deps.publicUrl());
+    return `${base.protocol}//${slug}.${this.deps.sitesHost}${base.port ? `:${base.port}` : ''}`;
+  }
+
+  view(r: WebsiteRow) {
+    return {
+      id: r.id,
+      name: r.name,
+      slug: r.slug,
+      url: this.siteUrl(r.slug),
+      source: r.source,
+      documentId: r.documentId,
+      fileCount: r.fileCount,
+      totalBytes: r.totalBytes,
+      createdAt: new Date(r.createdAt).toISOString(),
+      updatedAt: new Date(r.updatedAt).toISOString(),
+    };
+  }
+
+  /** Another area (documents) learns when a site it made is deleted through /websites. */
+  onDeleted(listener: (site: WebsiteRow) => Promise<void>): void {
+    this.deletedListeners.push(listener);
+  }
+
+  async create(p: Principal, input: ArchiveInput & { name?: string; slug?: string }) {
+    const plan = PLANS[p.plan];
+    if (!plan.includes.staticWebsites) {
+      throw errors.paymentRequired(
+        `publishing static sites is included in the Mega and Tera plans, not in ${plan.title}; documents can still be deployed as sites`,
+        'PlanUpgradeRequired',
+      );
+    }
+    if (input.slug !== undefined) checkSlug(input.slug);
+    const files = await this.archiveFiles(p, input);
+    const site = await this.insert(
+      p,
+      { name: input.name ?? input.slug ?? 'site', slug: input.slug, source: 'archive', documentId: null },
+      files,
+    );
+    return this.view(site);
+  }
+
+  async deploy(p: Principal, id: string, input: ArchiveInput) {
+    const site = await this.owned(p, id);
+    if (site.source === 'document') {
+      throw errors.conflict(
+        'this site shows a document: deploy the document instead',
+        'WebsiteManagedByDocument',
+      );
+    }
+    return this.view(await this.replace(p, site, await this.archiveFiles(p, input)));
+  }
+
+  async list(p: Principal) {
+    return { items: (await this.deps.repo.list(p.ownerId)).map((r) => this.view(r)) };
+  }
+
+  async get(p: Principal, id: string) {
+    return this.view(await this.owned(p, id));
+  }
+
+  async delete(p: Principal, id: string): Promise<void> {
+    const site = await this.owned(p, id);
+    if (!(await this.deps.repo.delete(p.ownerId, id))) throw errors.notFound('website');
+    this.forget(site.slug);
+    for (const listener of this.deletedListeners) await listener(site);
+    await this.emit('website.deleted', site);
+    // After the row is gone nothing serves these; a crash here leaves orphans, never a broken site.
+    for await (const entry of this.deps.store.list(`sites/${site.id}/`))
+      await this.deps.store.delete(entry.key);
+  }
+
+  /**
+   * Publishes a document's pages: updates the document's site when it still exists, else creates one
+   * at `slug` (or a fresh slug when that one was taken meanwhile).
+   */
+  async publishDocument(
+    p: Principal,
+    doc: { documentId: string; name: string; websiteId: string | null; slug: string },
+    files: SiteFile[],
+  ) {
+    const current = doc.websiteId ? await this.deps.repo.owned(p.ownerId, doc.websiteId) : undefined;
+    if (current) return this.view(await this.replace(p, current, files, doc.name));
+    const slug = (await this.deps.repo.slugTaken(doc.slug)) ? slugFrom(doc.name) : doc.slug;
+    return this.view(
+      await this.insert(p, { name: doc.name, slug, source: 'document', documentId: doc.documentId }, files),
+    );
+  }
+
+  /** Removes a document's site (unpublish, document deleted); nothing when it is already gone. */
+  async removeDocumentSite(p: Principal, websiteId: string): Promise<void> {
+    await this.delete(p, websiteId).catch((e) => {
+      if ((e as { status?: number }).status !== 404) throw e;
+    });
+  }
+
+  /** The site at `slug` for the host router, or null; cached for LIVE_TTL_MS. */
+  async liveSite(slug: string): Promise<LiveSite | null> {
+    const hit = this.live.get(slug);
+    const now = Date.now();
+    if (hit && hit.expires > now) return hit.value;
+    const site = await this.deps.repo.bySlug(slug);
+    const value = site
+      ? { site, branded: PLANS[await this.deps.planOf(site.ownerId)].includes.branding }
+      : null;
+    if (this.live.size > 10_000) this.live.clear();
+    this.live.set(slug, { value, expires: now + LIVE_TTL_MS });
+    return value;
+  }
+
+  private forget(slug: string): void {
+    this.live.delete(slug);
+  }
+
+  private async owned(p: Principal, id: string): Promise<WebsiteWithManifest> {
+    const site = await this.deps.repo.owned(p.ownerId, id);
+    if (!site) throw errors.notFound('website');
+    return site;
+  }
+
+  private async archiveFiles(p: Principal, input: ArchiveInput): Promise<SiteFile[]> {
+    if ((input.fileId === undefined) === (input.archiveBase64 === undefined)) {
+      throw errors.validation([
+        { path: ['body', 'fileId'], message: 'give exactly one of fileId or archiveBase64' },
+      ]);
+    }
+    let archive: Buffer;
+    if (input.fileId !== undefined) {
+      const row = await this.deps.files.doneRow(p, input.fileId);
+      if (row.size > SITE_LIMITS.archiveBytes) {
+        throw errors.badRequest(
+          `archives up to ${SITE_LIMITS.archiveBytes} bytes`,
+          undefined,
+          'InvalidArchive',
+        );
+      }
+      const { stream } = await this.deps.files.open(p, input.fileId);
+      const parts: Buffer[] = [];
+      for await (const c of stream) parts.push(c as Buffer);
+      archive = Buffer.concat(parts);
+    } else archive = Buffer.from(input.archiveBase64 as string, 'base64');
+    return readArchive(archive);
+  }
+
+  private async insert(
+    p: Principal,
+    meta: { name: string; slug?: string; source: 'archive' | 'document'; documentId: string | null },
+    files: SiteFile[],
+  ): Promise<WebsiteRow> {
+    const slug = meta.slug ?? slugFrom(meta.name);
+    if (meta.slug !== undefined && (await this.deps.repo.slugTaken(slug))) throw slugTaken(slug);
+    const id = newId('web');
+    assertStorageAvailable(p.plan, await this.deps.storageUsed(p.ownerId), bytesOf(files));
+    const manifest = await this.store(id, files, {});
+    const now = Date.now();
+    const row: WebsiteRow = {
+      id,
+      ownerId: p.ownerId,
+      name: meta.name,
+      slug,
+      source: meta.source,
+      documentId: meta.documentId,
+      fileCount: files.length,
+      totalBytes: bytesOf(files),
+      version: 1,
+      createdAt: now,
+      updatedAt: now,
+    };
+    try {
+      await this.deps.repo.insert(row, manifest);
+    } catch (e) {
+      for await (const entry of this.deps.store.list(`sites/${id}/`)) await this.deps.store.delete(entry.key);
+      if (isUniqueViolation(e)) throw slugTaken(slug);
+      throw e;
+    }
+    this.forget(slug);
+    await this.emit('website.created', row);
+    return row;
+  }
+
+  private async replace(
+    p: Principal,
+    site: WebsiteWithManifest,
+    files: SiteFile[],
+    name?: string,
+  ): Promise<WebsiteRow> {
+    // The new version replaces the old one's bytes.
+    assertStorageAvailable(
+      p.plan,
+      (await this.deps.storageUsed(p.ownerId)) - site.totalBytes,
+      bytesOf(files),
+    );
+    const manifest = await this.store(site.id, files, site.manifest);
+    const set = {
+      fileCount: files.length,
+      totalBytes: bytesOf(files),
+      updatedAt: Date.now(),
+    };
+    if (!(await this.deps.repo.replaceContent(site.id, site.version, manifest, { ...set, name }))) {
+      throw errors.conflict(
+        'the site was deployed by another request meanwhile; try again',
+        'WebsiteChanged',
+      );
+    }
+    this.forget(site.slug);
+    // Contents the new version no longer uses; shared hashes stay.
+    const kept = new Set(Object.values(manifest).map(([sha]) => sha));
+    for (const sha of new Set(Object.values(site.manifest).map(([s]) => s))) {
+      if (!kept.has(sha)) await this.deps.store.delete(websiteKey(site.id, sha));
+    }
+    return { ...site, name: name ?? site.name, ...set, version: site.version + 1 };
+  }
+
+  /** Writes the contents the site does not hold yet (by hash) and returns the new manifest. */
+  private async store(websiteId: string, files: SiteFile[], existing: Manifest): Promise<Manifest> {
+    const have = new Set(Object.values(existing).map(([sha]) => sha));
+    const manifest: Manifest = {};
+    const toWrite = new Map<string, SiteFile>();
+    for (const f of files) {
+      const sha = createHash('sha256').update(f.data).digest('hex');
+      manifest[f.path] = [sha, f.data.length, f.contentType ?? contentTypeOf(f.path)];
+      if (!have.has(sha)) toWrite.set(sha, f);
+    }
+    const queue = [...toWrite.entries()];
+    const worker = async () => {
+      for (let next = queue.shift(); next; next = queue.shift()) {
+        const [sha, f] = next;
+        await this.deps.store.put(websiteKey(websiteId, sha), Readable.from([f.data]), {
+          contentType: f.contentType ?? contentTypeOf(f.path),
+          expectedSize: f.data.length,
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, queue.length) }, worker));
+    return manifest;
+  }
+
+  /** The one place website events leave (the outbox replaces this call when it lands). */
+  private async emit(event: 'website.created' | 'website.deleted', site: WebsiteRow): Promise<void> {
+    await this.deps.bus.publish({
+      event,
+      ownerId: site.ownerId,
+      data: this.view(site) as unknown as Record<string, unknown>,
+    });
+  }
+}
+
+function checkSlug(slug: string): void {
+  if (!SLUG_PATTERN.test(slug) || RESERVED_SLUGS.has(slug)) {
+    throw errors.validation([
+      {
+        path: ['body', 'slug'],
+        message: 'lowercase letters, digits and inner hyphens, 1-63 characters, not a reserved name',
+      },
+    ]);
+  }
+}
+
+const slugTaken = (slug: string) => errors.conflict(`the slug "${slug}" is taken`, 'SlugTaken');
+
+const bytesOf = (files: SiteFile[]) => files.reduce((n, f) => n + f.data.length, 0);

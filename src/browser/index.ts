@@ -1,0 +1,2 @@
+export { ChromiumBrowser, type ChromiumOptions } from './chromium.js';
+export * from './types.js';

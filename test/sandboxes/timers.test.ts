@@ -2,14 +2,14 @@
 // suspend pauses the TTL, activity re-arms the idle clock, hard TTL destroys regardless, extend, and
 // sandboxes and their timers survive a restart of nube.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 
 describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
   beforeAll(async () => {
     t = await startSandboxNube('timers', { NUBE_SANDBOX_DRIVER: driver });
-  }, 120_000);
+  }, TEMPLATE_WAIT_MS);
 
   afterAll(async () => {
     await stopSandboxNube(t);

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
 import type { Layout, SandboxRecord } from './state.js';
@@ -35,6 +35,9 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
   // No reachable resolver means no nameserver line: lookups then fail at once instead of stalling.
   const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:1\n` : 'options timeout:1\n';
   await Promise.all([
+    // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
+    chmod(p.run, 0o700),
+    chown(p.run, uid, uid),
     chown(p.upper, uid, uid),
     chown(`${p.upper}/etc`, uid, uid),
     writeOwned(`${p.upper}/etc/resolv.conf`, resolv, uid),
@@ -56,10 +59,12 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
 }
 
 export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<void> {
-  const merged = ctx.layout.sandbox(id).merged;
-  if (!(await isMounted(merged))) return;
-  const res = await run('umount', [merged], { allowFailure: true });
-  if (res.code !== 0) await run('umount', ['-l', merged]);
+  const p = ctx.layout.sandbox(id);
+  for (const merged of [p.merged, p.legacyMerged]) {
+    if (!(await isMounted(merged))) continue;
+    const res = await run('umount', [merged], { allowFailure: true });
+    if (res.code !== 0) await run('umount', ['-l', merged]);
+  }
 }
 
 async function childrenOf(pid: number): Promise<number[]> {

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, rm } from 'node:fs/promises';
 import type {
   BackgroundDetail,
   BackgroundLogsQuery,
@@ -23,7 +23,7 @@ import { SandboxCgroup, checkCgroups } from './cgroups.js';
 import { enterArgv, toExecResult } from './exec.js';
 import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
-import { initAlive, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
+import { initAlive, isMounted, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
 import { takeSnapshot } from './snapshots.js';
 import { Spawner } from './spawner.js';
@@ -36,6 +36,8 @@ export interface NamespacesRuntimeOptions {
   dataDir: string;
   /** Defaults to `<dataDir>/templates`; tests share one across data dirs so `base` is built once. */
   templatesDir?: string;
+  /** Mount points and what else the sandbox's user namespace reaches by path; default `/run/nube`. */
+  runRoot?: string;
   /** Host bridge; default nube0 with 10.77.0.1/16. */
   bridge?: BridgeConfig;
   /** cgroup directory (under each v1 controller) holding one cgroup per sandbox; default `nube`. */
@@ -69,7 +71,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   private readonly locks = new KeyedLock();
 
   constructor(protected readonly opts: NamespacesRuntimeOptions) {
-    this.layout = new Layout(opts.dataDir);
+    this.layout = new Layout(opts.dataDir, opts.runRoot);
     this.templatesDir = opts.templatesDir ?? `${opts.dataDir}/templates`;
     this.limits = { memoryMb: 1024, cpus: 1, pids: 1024, ...opts.defaultLimits };
     this.uidBase = opts.uidBase ?? 100_000;
@@ -80,7 +82,9 @@ export class NamespacesRuntime implements SandboxRuntime {
   protected ready(): Promise<void> {
     this.readyPromise ??= (async () => {
       checkCgroups();
-      await mkdir(this.opts.dataDir, { recursive: true });
+      await Promise.all([mkdir(this.opts.dataDir, { recursive: true }), mkdir(this.layout.runDir, { recursive: true })]);
+      // Traversable, not listable: the sandbox's uid walks through to its own 0700 directory.
+      await Promise.all([chmod(this.layout.runRoot, 0o711), chmod(this.layout.runDir, 0o711)]);
       const [paths, resolver] = await Promise.all([
         ensureHelper(this.opts.dataDir),
         this.opts.resolver !== undefined ? Promise.resolve(this.opts.resolver) : hostResolver(),
@@ -92,6 +96,11 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.spawner = new Spawner(paths.helper, this.opts.dataDir);
     })();
     return this.readyPromise;
+  }
+
+  /** This runtime's directory under the run root (tests remove it with the data dir). */
+  get runDir(): string {
+    return this.layout.runDir;
   }
 
   /** Serialize lifecycle operations per sandbox id. */
@@ -218,7 +227,8 @@ export class NamespacesRuntime implements SandboxRuntime {
   private async teardown(rec: SandboxRecord): Promise<void> {
     await this.halt(rec);
     if (rec.leaseIdx) await this.network.release(rec.leaseIdx);
-    await rm(this.layout.sandbox(rec.id).dir, { recursive: true, force: true });
+    const p = this.layout.sandbox(rec.id);
+    await Promise.all([rm(p.dir, { recursive: true, force: true }), rm(p.run, { recursive: true, force: true })]);
   }
 
   async get(id: string): Promise<SandboxInfo | null> {
@@ -305,8 +315,10 @@ export class NamespacesRuntime implements SandboxRuntime {
     for (const rec of await loadAllRecords(this.layout)) {
       await this.locked(rec.id, async () => {
         await this.network.lease(`${this.opts.dataDir}:${rec.id}`, rec.leaseIdx);
-        if (rec.state === 'running' && !(await initAlive(rec))) {
-          // Its processes died (nube's host rebooted, or someone killed them): start again on its files.
+        // Its processes died (nube's host rebooted, or someone killed them), or it was started by a nube
+        // that mounted it inside the data dir (before the run dir): start again on its files.
+        const legacy = await isMounted(this.layout.sandbox(rec.id).legacyMerged);
+        if (rec.state === 'running' && (legacy || !(await initAlive(rec)))) {
           await this.halt(rec);
           await this.launch(rec);
         }

@@ -33,6 +33,7 @@ export function newRuntime(driver: Driver, opts: NamespacesRuntimeOptions): Name
 export async function cleanup(runtime: NamespacesRuntime, dataDir: string): Promise<void> {
   for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
   await rm(dataDir, { recursive: true, force: true });
+  await rm(runtime.runDir, { recursive: true, force: true });
 }
 
 export function uniqueId(prefix: string): string {

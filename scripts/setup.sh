@@ -1,6 +1,6 @@
 #!/bin/sh
-# Installs everything nube needs on Debian 12, as root: Debian packages (sandboxes, PDF export) and
-# npm packages. Idempotent: a second run changes nothing.
+# Installs everything nube needs on Debian 12, as root: Debian packages (sandboxes, PDF export), npm
+# packages and the `base` sandbox template. Idempotent: a second run changes nothing.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -21,5 +21,8 @@ if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 else
   npm install --no-audit --no-fund --loglevel=error
+fi
+if [ "$(id -u)" = "0" ]; then
+  sh scripts/build-templates.sh
 fi
 echo "nube is set up"

@@ -18,7 +18,7 @@ describe.each(DRIVERS)('%s: sandboxes API lifecycle', (driver) => {
     });
     expect(c.status).toBe(200);
     // The template is built (startSandboxNube waited for it): the sandbox starts in the request.
-    expect(c.body.status).toBe('running');
+    expect(c.body).toMatchObject({ status: 'running', phase: null, progress: null, error: null });
     id = c.body.id;
   }, TEMPLATE_WAIT_MS);
 

@@ -22,11 +22,20 @@ export function portUrl(publicUrl: string, publicHost: string, id: string, port:
   return `${u.protocol}//${port}-${id.replace('_', '-')}.${publicHost}${hostPort}`;
 }
 
-export function toSandbox(r: SandboxRow, urlOf: (port: number) => string): SandboxView {
+/** What a starting sandbox waits for (see SandboxesCore.startPhase). */
+export interface StartPhase {
+  phase: string | null;
+  progress: SandboxView['progress'];
+}
+
+export function toSandbox(r: SandboxRow, urlOf: (port: number) => string, start?: StartPhase): SandboxView {
   const ports = JSON.parse(r.exposed_ports) as number[];
   return {
     id: r.id,
     status: r.status as SandboxView['status'],
+    phase: r.status === 'starting' ? (start?.phase ?? 'starting') : null,
+    progress: r.status === 'starting' ? (start?.progress ?? null) : null,
+    error: r.status === 'failed' ? r.error : null,
     template: r.template,
     templateKey: r.template_key,
     templateHash: r.template_hash,

@@ -4,6 +4,7 @@ import type {
   BackgroundDetail,
   BackgroundLogsQuery,
   BackgroundProcess,
+  BuildProgress,
   CreateSandboxInput,
   ExecOptions,
   ExecResult,
@@ -29,7 +30,7 @@ import { takeSnapshot } from './snapshots.js';
 import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
-import { buildTemplate, readTemplate, recipeHash } from './templates.js';
+import { buildTemplate, readBuildProgress, readTemplate, recipeHash } from './templates.js';
 
 export interface NamespacesRuntimeOptions {
   /** Sandboxes, snapshots, compiled helper and (by default) templates live here. */
@@ -145,6 +146,10 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async findTemplate(name: string): Promise<TemplateInfo | null> {
     return readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
+  }
+
+  async templateProgress(name: string): Promise<BuildProgress | null> {
+    return readBuildProgress(this.templatesDir, name, recipeHash(name, this.uidBase));
   }
 
   async ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo> {

@@ -96,3 +96,14 @@ export async function createRunning(t: SandboxNube, body: Record<string, unknown
   if (s.status !== 'running') throw new Error(`sandbox ${s.id} is ${s.status}: ${JSON.stringify(s)}`);
   return s;
 }
+
+/** Polls `fn` until `ok` holds or `ms` pass; returns the last value (the caller asserts on it). */
+export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 100));
+    v = await fn();
+  }
+  return v;
+}

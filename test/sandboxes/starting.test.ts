@@ -2,21 +2,11 @@
 // fails stays visible as `failed` with the reason until it is deleted or its timeout passes. The
 // server gets an empty templates dir of its own: a build "in another process" is played by holding
 // the build's lock here; a build that really fails is mmdebstrap against a mirror that refuses.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProgressWriter } from '../../src/areas/sandboxes/runtime/namespaces/build-progress.js';
-import { readTemplate, recipeHash, templatePaths } from '../../src/areas/sandboxes/runtime/namespaces/templates.js';
-import { DRIVERS, type SandboxNube, TEST_ROOT, startSandboxNube, stopSandboxNube } from './helpers.js';
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 200));
-    v = await fn();
-  }
-  return v;
-}
+import { readTemplate } from '../../src/areas/sandboxes/runtime/namespaces/templates.js';
+import { buildInProgress } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
+import { DRIVERS, type SandboxNube, TEST_ROOT, startSandboxNube, stopSandboxNube, until } from './helpers.js';
 
 describe.each(DRIVERS)('%s: starting and failed sandboxes', (driver) => {
   const root = `${TEST_ROOT}/starting-${driver}-${process.pid}`;
@@ -40,14 +30,8 @@ describe.each(DRIVERS)('%s: starting and failed sandboxes', (driver) => {
   }, 120_000);
 
   it('while its template builds elsewhere, a sandbox shows the phase and progress; then it runs', async () => {
-    const build = recipeHash('base', 100_000);
-    const p = templatePaths(templates, 'base', build);
     // Another process is building `base` (the lock and its progress file, as a builder writes them).
-    mkdirSync(p.lock, { recursive: true });
-    writeFileSync(`${p.lock}/pid`, String(process.pid));
-    const progress = new ProgressWriter(`${p.lock}/progress.json`, 'base');
-    progress.line('I: installing remaining packages inside the chroot...');
-    await progress.flushed();
+    const other = await buildInProgress(templates, 'base', 'I: installing remaining packages inside the chroot...');
 
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 300 });
     expect(c.status, JSON.stringify(c.body)).toBe(200);
@@ -71,11 +55,9 @@ describe.each(DRIVERS)('%s: starting and failed sandboxes', (driver) => {
     }
 
     // The build finishes: its tree appears (the shared test build's rootfs) and the lock goes.
-    const shared = await readTemplate(`${TEST_ROOT}/templates`, 'base', build);
+    const shared = await readTemplate(`${TEST_ROOT}/templates`, 'base', other.build);
     expect(shared).not.toBeNull();
-    mkdirSync(p.dir, { recursive: true });
-    writeFileSync(p.meta, JSON.stringify(shared));
-    rmSync(p.lock, { recursive: true, force: true });
+    await other.finish(shared!);
     const g = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status !== 'starting', 60_000);
     expect(g.body).toMatchObject({ status: 'running', phase: null, progress: null, error: null });
     expect((await t.call('POST', `/sandboxes/${id}/exec`, { command: 'echo up' })).body.stdout).toBe('up\n');

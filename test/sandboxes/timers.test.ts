@@ -2,7 +2,7 @@
 // suspend pauses the TTL, activity re-arms the idle clock, hard TTL destroys regardless, extend, and
 // sandboxes and their timers survive a restart of nube.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
 
 let t: SandboxNube;
 
@@ -15,16 +15,6 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     await stopSandboxNube(t);
   }, 120_000);
 
-  async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
-    const end = Date.now() + ms;
-    let v = await fn();
-    while (!ok(v) && Date.now() < end) {
-      await new Promise((r) => setTimeout(r, 100));
-      v = await fn();
-    }
-    return v;
-  }
-
   /** Moves a deadline column into the near future and re-arms the job, as if the TTL had nearly run. */
   async function fastForward(id: string, col: 'expires_at' | 'hard_expires_at', inMs: number) {
     const core = t.nube.services.sandboxes.core;
@@ -35,7 +25,7 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
   it('without suspendOnIdle the sandbox is destroyed when timeoutSeconds elapse', async () => {
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2 });
     expect(c.body.status).toBe('running');
-    const gone = await waitFor(() => t.call('GET', `/sandboxes/${c.body.id}`), (r) => r.status === 404, 8000);
+    const gone = await until(() => t.call('GET', `/sandboxes/${c.body.id}`), (r) => r.status === 404, 8000);
     expect(gone.status).toBe(404);
     expect(await t.nube.services.sandboxes.core.runtime.get(c.body.id.replace('_', '-'))).toBeNull();
   });
@@ -44,7 +34,7 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2, suspendOnIdle: true });
     const id = c.body.id;
     await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/keep.txt', content: 'kept' });
-    const s = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 8000);
+    const s = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 8000);
     expect(s.body).toMatchObject({ status: 'suspended', expiresAt: null });
     const r = await t.call('POST', `/sandboxes/${id}/resume`);
     expect(r.body.sandbox.status).toBe('running');
@@ -83,10 +73,10 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     expect(rearmed - first).toBeGreaterThanOrEqual(1000);
 
     await fastForward(id, 'expires_at', 300);
-    const s = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 5000);
+    const s = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 5000);
     expect(s.body.status).toBe('suspended');
     await fastForward(id, 'hard_expires_at', 300);
-    const gone = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.status === 404, 5000);
+    const gone = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.status === 404, 5000);
     expect(gone.status).toBe(404);
   });
 
@@ -106,7 +96,7 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     const b = await t.call('GET', `/sandboxes/${keep.body.id}/bg/${bg.body.execId}`);
     expect(b.body.state).toBe('running');
     expect(await t.nube.services.sandboxes.core.runtime.get(stray)).toBeNull();
-    const gone = await waitFor(() => t.call('GET', `/sandboxes/${short.body.id}`), (x) => x.status === 404, 8000);
+    const gone = await until(() => t.call('GET', `/sandboxes/${short.body.id}`), (x) => x.status === 404, 8000);
     expect(gone.status).toBe(404);
   }, 60_000);
 });

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ProgressWriter, readProgress, SHIFT_STEP } from './build-progress.js';
-import { buildTemplate, recipeHash, templatePaths } from './templates.js';
+import { buildTemplate } from './templates.js';
+import { buildInProgress } from './test-env.js';
 
 const dir = mkdtempSync(`${tmpdir()}/nube-progress-`);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -37,13 +38,7 @@ describe('template build progress', () => {
 
   it('a build that waits for another process says where that build is, then takes its result', async () => {
     const templates = `${dir}/templates`;
-    const build = recipeHash('base', 100_000);
-    const p = templatePaths(templates, 'base', build);
-    mkdirSync(p.lock, { recursive: true });
-    writeFileSync(`${p.lock}/pid`, String(process.pid));
-    const other = new ProgressWriter(`${p.lock}/progress.json`, 'base');
-    other.line('I: installing essential packages...');
-    await other.flushed();
+    const other = await buildInProgress(templates, 'base', 'I: installing essential packages...');
     const heard: string[] = [];
     const waiting = buildTemplate(templates, 'base', 100_000, (line, pr) => heard.push(`${line} | ${pr?.step}`));
     for (let i = 0; i < 100 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
@@ -51,10 +46,8 @@ describe('template build progress', () => {
       new RegExp(`^waiting for the build in process ${process.pid}: installing essential packages, about \\d+ % \\| installing essential packages$`),
     );
     // The other build finishes: its meta appears and the lock goes.
-    const meta = { name: 'base', build, path: `${p.dir}/rootfs`, packages: [], builtAt: 'x', buildMs: 1 };
-    mkdirSync(p.dir, { recursive: true });
-    writeFileSync(p.meta, JSON.stringify(meta));
-    rmSync(p.lock, { recursive: true, force: true });
+    const meta = { name: 'base', build: other.build, path: `${other.paths.dir}/rootfs`, packages: [], builtAt: 'x', buildMs: 1 };
+    await other.finish(meta);
     expect(await waiting).toEqual(meta);
   });
 });

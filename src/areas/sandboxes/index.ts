@@ -19,7 +19,14 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
   const c = config.sandboxes;
   // Each driver keeps its own state (a sandbox belongs to the driver that started it); templates are shared.
   const dataDir = join(config.dataDir, c.driver === 'gvisor' ? 'sandbox-runtime-gvisor' : 'sandbox-runtime');
-  const opts = { dataDir, templatesDir: c.templatesDir, bridge: c.bridge, cgroupParent: c.cgroupParent, mirror: c.mirror };
+  const opts = {
+    dataDir,
+    templatesDir: c.templatesDir,
+    bridge: c.bridge,
+    cgroupParent: c.cgroupParent,
+    cgroupVersion: c.cgroups,
+    mirror: c.mirror,
+  };
   const runtime = c.driver === 'gvisor' ? new GvisorRuntime(opts) : new NamespacesRuntime(opts);
   return { runtime, dataDir };
 }

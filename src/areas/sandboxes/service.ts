@@ -125,6 +125,8 @@ export class SandboxesCore {
 
   async create(p: Principal, input: CreateInput): Promise<SandboxView> {
     this.assertSession(p, input.timeoutSeconds);
+    // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
+    await rt(this.runtime.checkHost());
     let derived: TemplateRow | undefined;
     if (input.templateKey !== undefined && input.templateHash !== undefined) {
       derived = await this.repo.templateByKey(p.ownerId, input.templateKey, input.templateHash);

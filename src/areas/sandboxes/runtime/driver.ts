@@ -130,6 +130,8 @@ export type ProgressFn = (line: string, progress?: BuildProgress) => void;
 
 export interface SandboxRuntime {
   readonly kind: string;
+  /** Whether this host can run sandboxes (sets up what they share); `HostUnsupported` saying why not. */
+  checkHost(): Promise<void>;
   /** Template build for the current recipe, building it when missing. */
   ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo>;
   /** The build of the current recipe if it exists; never builds (null: the first use would build it). */

@@ -58,6 +58,9 @@ export class GvisorRuntime extends NamespacesRuntime {
       this.runsc = new Runsc(this.gvOpts.platform ?? 'ptrace', this.ctx.uidBase, this.ctx.uidCount);
       this.binDir = await ensureNubeRun(this.layout.runRoot);
     })();
+    this.gvReady.catch(() => {
+      this.gvReady = null;
+    });
     return this.gvReady;
   }
 

@@ -20,7 +20,7 @@ import type {
 import { SandboxRuntimeError } from '../driver.js';
 import { KeyedLock } from '../keyed-lock.js';
 import * as bg from './background.js';
-import { SandboxCgroup, checkCgroups } from './cgroups.js';
+import { type CgroupHost, detectCgroups, type SandboxCgroup } from './cgroups.js';
 import { enterArgv, toExecResult } from './exec.js';
 import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
@@ -41,8 +41,12 @@ export interface NamespacesRuntimeOptions {
   runRoot?: string;
   /** Host bridge; default nube0 with 10.77.0.1/16. */
   bridge?: BridgeConfig;
-  /** cgroup directory (under each v1 controller) holding one cgroup per sandbox; default `nube`. */
+  /** Parent cgroup (under each v1 controller, or under the v2 root) of the sandboxes' cgroups; default `nube`. */
   cgroupParent?: string;
+  /** The cgroup hierarchy to use; detected on the host when absent (tests pass their own). */
+  cgroups?: CgroupHost;
+  /** Detection: `auto` (v2 when it has the controllers, else v1), or only `v1` or `v2`. */
+  cgroupVersion?: 'auto' | 'v1' | 'v2';
   defaultLimits?: Partial<SandboxLimits>;
   /** uid/gid 0 inside = uidBase outside; the whole range of uidCount ids is mapped. */
   uidBase?: number;
@@ -68,6 +72,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   protected network!: BridgeNetwork;
   protected ctx!: LaunchContext;
   private spawner!: Spawner;
+  private cgroups!: CgroupHost;
   private readyPromise: Promise<void> | null = null;
   private readonly locks = new KeyedLock();
 
@@ -80,9 +85,11 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.cgroupParent = opts.cgroupParent ?? 'nube';
   }
 
+  /** Memoized; a failure (a host that cannot run sandboxes) is tried again by the next call. */
   protected ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      checkCgroups();
+      this.cgroups = this.opts.cgroups ?? detectCgroups(this.cgroupParent, this.opts.cgroupVersion);
+      await this.cgroups.prepare();
       await Promise.all([mkdir(this.opts.dataDir, { recursive: true }), mkdir(this.layout.runDir, { recursive: true })]);
       // Traversable, not listable: the sandbox's uid walks through to its own 0700 directory.
       await Promise.all([chmod(this.layout.runRoot, 0o711), chmod(this.layout.runDir, 0o711)]);
@@ -96,7 +103,19 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
       this.spawner = new Spawner(paths.helper, this.opts.dataDir);
     })();
+    this.readyPromise.catch(() => {
+      this.readyPromise = null;
+    });
     return this.readyPromise;
+  }
+
+  async checkHost(): Promise<void> {
+    await this.ready();
+  }
+
+  /** Which cgroup hierarchy the sandboxes use (after the first call that needed the host). */
+  get cgroupVersion(): 1 | 2 | null {
+    return this.cgroups?.version ?? null;
   }
 
   /** This runtime's directory under the run root (tests remove it with the data dir). */
@@ -109,8 +128,8 @@ export class NamespacesRuntime implements SandboxRuntime {
     return this.locks.run(id, fn);
   }
 
-  protected cg(id: string) {
-    return new SandboxCgroup(this.cgroupParent, id);
+  protected cg(id: string): SandboxCgroup {
+    return this.cgroups.sandbox(id);
   }
   protected netns(id: string) {
     return `nb-${id}`;

@@ -1,10 +1,18 @@
 #!/bin/sh
 # Host packages the namespaces sandbox driver needs (Debian 12), plus runsc when
-# NUBE_SANDBOX_DRIVER=gvisor (or --gvisor: the test suite runs both drivers). Idempotent; run as root.
+# NUBE_SANDBOX_DRIVER=gvisor (or --gvisor: the test suite runs both drivers), plus with --test what
+# only the test suite uses. Idempotent; run as root.
 # Kept in sync with HOST_PACKAGES / GVISOR_PACKAGES in src/areas/sandboxes/runtime/namespaces/host-deps.ts.
 set -eu
 PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync"
-if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ] || [ "${1:-}" = "--gvisor" ]; then
+for arg in "$@"; do
+  case $arg in
+    --gvisor) PKGS="$PKGS runsc" ;;
+    # The test suite: a User-mode Linux kernel, where cgroup v2 limits are tried on a real v2 kernel.
+    --test) PKGS="$PKGS user-mode-linux" ;;
+  esac
+done
+if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ]; then
   PKGS="$PKGS runsc"
 fi
 missing=""

@@ -11,8 +11,9 @@ if [ "$major" -lt 20 ]; then
 fi
 
 if [ "$(id -u)" = "0" ]; then
-  # --gvisor: runsc too, for NUBE_SANDBOX_DRIVER=gvisor and for the test suite (it runs both drivers).
-  sh scripts/install-host-deps.sh --gvisor
+  # --gvisor: runsc too, for NUBE_SANDBOX_DRIVER=gvisor and for the test suite (it runs both drivers);
+  # --test: user-mode-linux, the test suite's real cgroup v2 kernel.
+  sh scripts/install-host-deps.sh --gvisor --test
 else
   echo "not root: skipping Debian packages (sandboxes need root and scripts/install-host-deps.sh)" >&2
 fi

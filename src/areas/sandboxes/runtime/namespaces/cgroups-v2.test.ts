@@ -1,17 +1,23 @@
-// cgroup v2, in two halves. This host's controllers are bound to v1, so the limits and the delegation
-// of memory/cpu/pids are checked against a directory tree shaped like cgroupfs v2 (the files the
-// kernel creates, with the contents it shows). The kernel's own behaviour (processes placed in the
-// sandbox's cgroup, exec cgroups swept, cgroup.freeze, cgroup.kill, the no-internal-processes rule)
-// is checked on the real v2 hierarchy this host mounts, where hugetlb is the one controller there
-// is to delegate: full sandboxes run on it, on both drivers, without v2 limits.
+// cgroup v2, in three parts. This host's controllers are bound to v1, so:
+// - the files nube writes and reads are checked against a directory tree shaped like cgroupfs v2 (the
+//   files the kernel creates, with the contents it shows);
+// - the kernel's own behaviour with whole sandboxes (processes placed in the sandbox's cgroup, exec
+//   cgroups swept, cgroup.freeze, cgroup.kill, the no-internal-processes rule) on the real v2
+//   hierarchy this host mounts, where hugetlb is the one controller there is to delegate, on both
+//   drivers, without v2 limits;
+// - the limits themselves on a real v2 kernel with memory, cpu and pids free: a User-mode Linux
+//   guest (uml/), where nube's code delegates the controllers, sets the limits and the kernel
+//   enforces them on processes that entered through nube-helper.
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile, rmdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { cgroupMounts } from './cgroups.js';
 import { CgroupV2Host } from './cgroups-v2.js';
-import { cleanup, DRIVERS, testRuntime, uniqueId } from './test-env.js';
+import { ensureHelper } from './helper-binary.js';
+import { cleanup, DRIVERS, TEST_ROOT, testRuntime, uniqueId } from './test-env.js';
+import { runInUml, umlAvailable } from './uml/uml.js';
 
 const dir = mkdtempSync(`${tmpdir()}/nube-cgv2-`);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -187,4 +193,32 @@ describe.each(DRIVERS)('%s runtime on the real cgroup v2 hierarchy', (driver) =>
     expect(existsSync(dirOf)).toBe(false);
     expect(await readFile(`${host.parentDir}/cgroup.procs`, 'utf8')).toBe('');
   });
+});
+
+describe('cgroup v2 limits on a real v2 kernel (User-mode Linux guest)', () => {
+  it('delegates, limits memory (OOM kill counted), pids (refusals counted) and CPU (throttled); freezes; kills', async () => {
+    expect(umlAvailable(), 'user-mode-linux is installed (sh scripts/install-host-deps.sh --test)').toBe(true);
+    const helperDir = `${TEST_ROOT}/uml-helper-${process.pid}`;
+    onTestFinished(() => rmSync(helperDir, { recursive: true, force: true }));
+    const { helper } = await ensureHelper(helperDir);
+    const text = await runInUml('src/areas/sandboxes/runtime/namespaces/uml/v2-limits-probe.ts', { NUBE_HELPER: helper }, { memMb: 768 });
+    const line = text.split('\n').find((l) => l.startsWith('NUBE-UML-RESULT '));
+    expect(line, text.slice(-3000)).toBeDefined();
+    const r = JSON.parse(line!.slice('NUBE-UML-RESULT '.length));
+    expect(r.error).toBeUndefined();
+    // Detected from the guest's real mount table: v2 at /sys/fs/cgroup, controllers handed down.
+    expect(r).toMatchObject({ version: 2, root: '/sys/fs/cgroup' });
+    for (const subtree of [r.rootSubtree, r.parentSubtree]) expect(subtree.split(' ')).toEqual(expect.arrayContaining(['cpu', 'memory', 'pids']));
+    expect(r.files).toEqual({ memoryMax: '67108864', swapMax: '0', cpuMax: '50000 100000', pidsMax: '32' });
+    // 200 MiB under a 64 MiB limit: killed by the kernel's memcg OOM killer, and counted.
+    expect(r.memoryHog).toEqual({ status: null, signal: 'SIGKILL', survived: false });
+    expect(r.stats.oomKills).toBeGreaterThanOrEqual(1);
+    // 100 processes under pids.max 32: forks refused past it, and counted.
+    expect(r.stats.pidsMaxHits).toBeGreaterThanOrEqual(1);
+    // A busy loop under cpu.max of half a core is throttled.
+    expect(r.cpu.throttledAfter).toBeGreaterThan(r.cpu.throttledBefore);
+    expect(r.execCgroup).toBe('0::/nube/sbx-uml/xabc');
+    expect(r.parentRefuses).toBe('EBUSY');
+    expect(r).toMatchObject({ frozen: true, thawed: true, destroyed: { dirGone: true, initKilled: true } });
+  }, 300_000);
 });

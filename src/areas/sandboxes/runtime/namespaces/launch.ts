@@ -15,9 +15,14 @@ export interface LaunchContext {
   resolver: string | null;
 }
 
+/** Which of `paths` are mount points (one read of the mount table). */
+async function mounted(paths: string[]): Promise<string[]> {
+  const points = new Set((await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((l) => l.split(' ')[4]));
+  return paths.filter((p) => points.has(p));
+}
+
 export async function isMounted(path: string): Promise<boolean> {
-  const text = await readFile('/proc/self/mountinfo', 'utf8');
-  return text.split('\n').some((l) => l.split(' ')[4] === path);
+  return (await mounted([path])).length > 0;
 }
 
 async function writeOwned(path: string, text: string, uid: number): Promise<void> {
@@ -60,8 +65,7 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
 
 export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<void> {
   const p = ctx.layout.sandbox(id);
-  for (const merged of [p.merged, p.legacyMerged]) {
-    if (!(await isMounted(merged))) continue;
+  for (const merged of await mounted([p.merged, p.legacyMerged])) {
     const res = await run('umount', [merged], { allowFailure: true });
     if (res.code !== 0) await run('umount', ['-l', merged]);
   }

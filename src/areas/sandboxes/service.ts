@@ -1,7 +1,7 @@
 // Sandbox records and their lifecycle: create (or provision in a job while a template builds), wake,
 // suspend, destroy, and the clocks. Knows nothing of HTTP; the driver knows nothing of owners.
 import type { Principal } from '../../platform/auth.js';
-import { ApiError, errors } from '../../platform/errors.js';
+import { errors } from '../../platform/errors.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
 import { buildLogger } from './build-log.js';
@@ -12,7 +12,7 @@ import { collectSnapshots } from './snapshot-gc.js';
 import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
 import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
 import { SandboxRuntimeError } from './runtime/driver.js';
-import { portUrl, rt, type SandboxView, type StartPhase, toSandbox } from './views.js';
+import { failedError, portUrl, reasonOf, rt, type SandboxView, type StartPhase, startingError, toSandbox } from './views.js';
 
 export interface CreateInput {
   template: string;
@@ -35,7 +35,6 @@ export type BootstrapRun = { mode: 'blocking'; result: ExecResult } | { mode: 'a
 
 export const PROVISION_JOB = 'sandboxes.provision';
 const MAX_EVENTS = 50;
-
 
 export class SandboxesCore {
   readonly clocks: Clocks;
@@ -316,25 +315,4 @@ export class SandboxesCore {
   async list(p: Principal): Promise<SandboxView[]> {
     return Promise.all((await this.repo.list(p.ownerId)).map((r) => this.describe(r)));
   }
-}
-
-function startingError(): ApiError {
-  return errors.conflict(
-    'sandbox is starting (its template may be building: GET the sandbox for phase and progress); retry when it is running',
-    'SandboxStarting',
-  );
-}
-
-function failedError(r: SandboxRow): ApiError {
-  return errors.conflict(
-    `sandbox failed to start: ${r.error ?? 'unknown reason'}; delete it and create another`,
-    'SandboxFailed',
-    { reason: r.error },
-  );
-}
-
-/** What the caller may read of a failed start: the driver's and the API's messages are written for them. */
-function reasonOf(e: unknown): string {
-  if (e instanceof ApiError || e instanceof SandboxRuntimeError) return e.message;
-  return 'internal error while starting (the server log has the details)';
 }

@@ -106,3 +106,24 @@ export async function rt<T>(p: Promise<T>): Promise<T> {
     throw apiError(e);
   }
 }
+
+export function startingError(): ApiError {
+  return errors.conflict(
+    'sandbox is starting (its template may be building: GET the sandbox for phase and progress); retry when it is running',
+    'SandboxStarting',
+  );
+}
+
+export function failedError(r: SandboxRow): ApiError {
+  return errors.conflict(
+    `sandbox failed to start: ${r.error ?? 'unknown reason'}; delete it and create another`,
+    'SandboxFailed',
+    { reason: r.error },
+  );
+}
+
+/** What the caller may read of a failed start: the driver's and the API's messages are written for them. */
+export function reasonOf(e: unknown): string {
+  if (e instanceof ApiError || e instanceof SandboxRuntimeError) return e.message;
+  return 'internal error while starting (the server log has the details)';
+}

@@ -112,6 +112,7 @@ async function apiRows(): Promise<void> {
     for (const s of await rt.list()) await rt.destroy(s.id).catch(() => {});
     await nube.close();
     rmSync(apiDir, { recursive: true, force: true });
+    rmSync((rt as NamespacesRuntime).runDir, { recursive: true, force: true });
   }
 }
 
@@ -158,6 +159,7 @@ async function gvisorRows(): Promise<void> {
   } finally {
     for (const s of await gv.list()) await gv.destroy(s.id).catch(() => {});
     rmSync(gvDir, { recursive: true, force: true });
+    rmSync(gv.runDir, { recursive: true, force: true });
   }
 }
 
@@ -230,4 +232,5 @@ try {
 } finally {
   for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
   rmSync(dataDir, { recursive: true, force: true });
+  rmSync(runtime.runDir, { recursive: true, force: true });
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Host packages the namespaces sandbox driver needs (Debian 12), plus runsc when
-# NUBE_SANDBOX_DRIVER=gvisor (or --gvisor: the test suite runs both drivers). Idempotent; run as root.
+# NUBE_SANDBOX_DRIVER=gvisor (or --gvisor: the test suite runs both drivers), plus with --test what
+# only the test suite uses. Idempotent; run as root.
 # Kept in sync with HOST_PACKAGES / GVISOR_PACKAGES in src/areas/sandboxes/runtime/namespaces/host-deps.ts.
 # The PDF export drives Debian's Chromium (never a browser downloaded by playwright) with fonts that
 # cover Spanish; poppler-utils (pdfinfo, pdftotext, pdftoppm) is how the tests read PDFs back. That
@@ -8,7 +9,14 @@
 set -eu
 PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync"
 PKGS="$PKGS chromium fonts-liberation fonts-dejavu-core poppler-utils"
-if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ] || [ "${1:-}" = "--gvisor" ]; then
+for arg in "$@"; do
+  case $arg in
+    --gvisor) PKGS="$PKGS runsc" ;;
+    # The test suite: a User-mode Linux kernel, where cgroup v2 limits are tried on a real v2 kernel.
+    --test) PKGS="$PKGS user-mode-linux" ;;
+  esac
+done
+if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ]; then
   PKGS="$PKGS runsc"
 fi
 missing=""

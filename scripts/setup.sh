@@ -1,6 +1,6 @@
 #!/bin/sh
-# Installs everything nube needs on Debian 12, as root: Debian packages (sandboxes, PDF export) and
-# npm packages. Idempotent: a second run changes nothing.
+# Installs everything nube needs on Debian 12, as root: Debian packages (sandboxes, PDF export), npm
+# packages and the `base` sandbox template. Idempotent: a second run changes nothing.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -11,8 +11,9 @@ if [ "$major" -lt 20 ]; then
 fi
 
 if [ "$(id -u)" = "0" ]; then
-  # --gvisor: runsc too, for NUBE_SANDBOX_DRIVER=gvisor and for the test suite (it runs both drivers).
-  sh scripts/install-host-deps.sh --gvisor
+  # --gvisor: runsc too, for NUBE_SANDBOX_DRIVER=gvisor and for the test suite (it runs both drivers);
+  # --test: user-mode-linux, the test suite's real cgroup v2 kernel.
+  sh scripts/install-host-deps.sh --gvisor --test
 else
   echo "not root: skipping Debian packages (sandboxes need root and scripts/install-host-deps.sh)" >&2
 fi
@@ -21,5 +22,8 @@ if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 else
   npm install --no-audit --no-fund --loglevel=error
+fi
+if [ "$(id -u)" = "0" ]; then
+  sh scripts/build-templates.sh
 fi
 echo "nube is set up"

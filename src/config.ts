@@ -86,6 +86,8 @@ const envSchema = z.object({
     .regex(/^[a-z0-9]{1,12}:\d+\.\d+\.\d+\.\d+\/\d+$/, 'must look like nube0:10.77.0.1/16')
     .default('nube0:10.77.0.1/16'),
   NUBE_SANDBOX_CGROUP: z.string().regex(/^[a-z0-9-]{1,32}$/).default('nube'),
+  NUBE_SANDBOX_CGROUPS: z.enum(['auto', 'v1', 'v2']).default('auto'),
+  NUBE_SANDBOX_MIRROR: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a Debian mirror' }).optional(),
   // Web: the SearXNG instance web.search asks (absent: 503), fetch limits, where a 402 sends buyers.
   NUBE_WEB_SEARCH_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a SearXNG instance' }).optional(),
   NUBE_WEB_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(15_000),
@@ -187,7 +189,13 @@ export interface SandboxesConfig {
   prebuild: string[];
   bridge: { name: string; cidr: string };
   cgroupParent: string;
+  /** Which cgroup hierarchy sandboxes use (NUBE_SANDBOX_CGROUPS): detected, or forced. */
+  cgroups: CgroupChoice;
+  /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
+  mirror?: string;
 }
+
+export type CgroupChoice = 'auto' | 'v1' | 'v2';
 
 export class ConfigError extends Error {}
 
@@ -229,6 +237,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       prebuild: e.NUBE_SANDBOX_PREBUILD,
       bridge: { name: e.NUBE_SANDBOX_BRIDGE.split(':')[0]!, cidr: e.NUBE_SANDBOX_BRIDGE.split(':')[1]! },
       cgroupParent: e.NUBE_SANDBOX_CGROUP,
+      cgroups: e.NUBE_SANDBOX_CGROUPS,
+      mirror: e.NUBE_SANDBOX_MIRROR,
     },
     web: {
       searchUrl: e.NUBE_WEB_SEARCH_URL?.replace(/\/$/, ''),

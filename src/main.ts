@@ -124,7 +124,11 @@ program
   .action(async (name: string, opts: { force?: boolean }) => {
     const { runtime } = makeRuntime(config());
     try {
-      const t = await runtime.buildTemplate(name, (line) => process.stdout.write(`${line}\n`), { force: opts.force });
+      const t = await runtime.buildTemplate(
+        name,
+        (line, p) => process.stdout.write(`${p ? `[${String(p.percent).padStart(3)} %] ` : ''}${line}\n`),
+        { force: opts.force },
+      );
       console.log(JSON.stringify(t, null, 2));
     } finally {
       await runtime.close();

@@ -1,6 +1,7 @@
 // A nube whose sandboxes use the driver tests' prebuilt templates, test bridge and cgroup parent, with
 // its data dir under /var/lib (overlayfs upper dirs), and helpers to call the API.
 import { mkdirSync, rmSync } from 'node:fs';
+import type { NamespacesRuntime } from '../../src/areas/sandboxes/runtime/namespaces/runtime.js';
 import { type TestNube, startNube } from '../helpers/server.js';
 
 export { DRIVERS } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
@@ -18,10 +19,30 @@ export interface SandboxNube extends TestNube {
   call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
 }
 
-export async function startSandboxNube(name: string, env: Record<string, string> = {}, dataDir?: string): Promise<SandboxNube> {
+/**
+ * How long a test file waits for its templates. On a fresh host the first file to need `base` builds
+ * it (91 s on an idle 2-core host, 399 s while other suites load it) and every other file waits for
+ * that build (a lock on disk): the wait must outlast a build under load, with room to spare.
+ */
+export const TEMPLATE_WAIT_MS = 25 * 60_000;
+
+/**
+ * A nube for sandbox tests. Returns once the templates the file uses are built: a build another test
+ * file started is waited for (shared lock), so no test sees `starting` because of it.
+ */
+export async function startSandboxNube(
+  name: string,
+  env: Record<string, string> = {},
+  dataDir?: string,
+  opts: { templates?: string[] } = {},
+): Promise<SandboxNube> {
   const dir = dataDir ?? `${TEST_ROOT}/api-${name}-${env.NUBE_SANDBOX_DRIVER ?? 'namespaces'}-${process.pid}`;
   mkdirSync(dir, { recursive: true });
   const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, ...env } });
+  const runtime = t.nube.services.sandboxes.core.runtime;
+  for (const tpl of opts.templates ?? ['base']) {
+    await runtime.ensureTemplate(tpl, (line) => console.log(`[${name}] template ${tpl}: ${line}`));
+  }
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
     const r = await fetch(`${t.baseUrl}/api/v2${path}`, {
       method,
@@ -47,7 +68,43 @@ export async function stopSandboxNube(t: SandboxNube, opts: { keepDir?: boolean 
   for (const x of tpls.body?.items ?? []) await t.call('DELETE', `/template-snapshots/${x.id}`);
   // Whatever the API could not reach (a failed test) goes too: no mounts, netns or cgroups left behind.
   const runtime = t.nube.services.sandboxes.core.runtime;
-  for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
+  // (A host that cannot run sandboxes has none to list.)
+  for (const s of await runtime.list().catch(() => [])) await runtime.destroy(s.id).catch(() => {});
   await t.close();
-  if (!opts.keepDir) rmSync(t.dataDir, { recursive: true, force: true });
+  if (!opts.keepDir) {
+    rmSync(t.dataDir, { recursive: true, force: true });
+    rmSync((runtime as NamespacesRuntime).runDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * POST /sandboxes and wait while it is `starting` (its template may still be building: the phase and
+ * progress are printed as they change). Throws unless it ends `running`.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+export async function createRunning(t: SandboxNube, body: Record<string, unknown> = {}): Promise<any> {
+  const c = await t.call('POST', '/sandboxes', body);
+  if (c.status !== 200) throw new Error(`create answered ${c.status}: ${JSON.stringify(c.body)}`);
+  let s = c.body;
+  let said = '';
+  for (const end = Date.now() + TEMPLATE_WAIT_MS - 60_000; s.status === 'starting' && Date.now() < end; ) {
+    const now = `${s.phase} ${s.progress ? `${s.progress.percent}% ${s.progress.step}` : ''}`;
+    if (now !== said) console.log(`sandbox ${s.id}: ${now}`);
+    said = now;
+    await new Promise((r) => setTimeout(r, 1000));
+    s = (await t.call('GET', `/sandboxes/${s.id}`)).body;
+  }
+  if (s.status !== 'running') throw new Error(`sandbox ${s.id} is ${s.status}: ${JSON.stringify(s)}`);
+  return s;
+}
+
+/** Polls `fn` until `ok` holds or `ms` pass; returns the last value (the caller asserts on it). */
+export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 100));
+    v = await fn();
+  }
+  return v;
 }

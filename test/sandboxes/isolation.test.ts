@@ -1,7 +1,7 @@
 // Security through the API: another owner's sandbox is absent on every route; from inside, the host's
 // files are out of reach; plan limits on session length.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
@@ -15,7 +15,7 @@ describe.each(DRIVERS)('%s: sandboxes isolation through the API', (driver) => {
     id = c.body.id;
     const acct = await t.nube.services.account.createAccount({ name: 'intruder', plan: 'byte' });
     other = { authorization: `Bearer ${acct.secret}` };
-  }, 120_000);
+  }, TEMPLATE_WAIT_MS);
 
   afterAll(async () => {
     await stopSandboxNube(t);

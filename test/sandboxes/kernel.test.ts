@@ -2,7 +2,7 @@
 // across cells, errors carry name/value/traceback, rich outputs come back, a timeout interrupts the cell
 // and the kernel keeps its state, kernel-restart (and a kernel that dies) gives a fresh namespace.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, createRunning, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
@@ -12,15 +12,10 @@ const cell = (code: string, extra: Record<string, unknown> = {}) =>
 
 describe.each(DRIVERS)('%s: run-cell on a Jupyter kernel', (driver) => {
   beforeAll(async () => {
-    t = await startSandboxNube('kernel', { NUBE_SANDBOX_DRIVER: driver });
-    const c = await t.call('POST', '/sandboxes', { template: 'code-interpreter', timeoutSeconds: 1200 });
-    expect(c.status, JSON.stringify(c.body)).toBe(200);
-    id = c.body.id;
-    // Not built yet on this host: the server builds it (minutes) and the sandbox answers `starting`.
-    for (let i = 0; i < 900 && (await t.call('GET', sx(''))).body.status !== 'running'; i++) {
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }, 960_000);
+    // code-interpreter may not be built yet on this host: built (or waited for) before the tests.
+    t = await startSandboxNube('kernel', { NUBE_SANDBOX_DRIVER: driver }, undefined, { templates: ['code-interpreter'] });
+    id = (await createRunning(t, { template: 'code-interpreter', timeoutSeconds: 1200 })).id;
+  }, TEMPLATE_WAIT_MS);
 
   afterAll(async () => {
     await stopSandboxNube(t);

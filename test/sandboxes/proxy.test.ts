@@ -3,7 +3,7 @@
 import { request } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube } from './helpers.js';
 
 let t: SandboxNube;
 let id: string;
@@ -53,7 +53,7 @@ describe.each(DRIVERS)('%s: exposed ports', (driver) => {
     await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/ws.js', content: WS_SERVER });
     await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 -m http.server 8080 --bind 0.0.0.0', cwd: '/root/www' });
     await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec node /root/ws.js' });
-  }, 120_000);
+  }, TEMPLATE_WAIT_MS);
 
   afterAll(async () => {
     await stopSandboxNube(t);

@@ -2,28 +2,18 @@
 // suspend pauses the TTL, activity re-arms the idle clock, hard TTL destroys regardless, extend, and
 // sandboxes and their timers survive a restart of nube.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
 
 let t: SandboxNube;
 
 describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
   beforeAll(async () => {
     t = await startSandboxNube('timers', { NUBE_SANDBOX_DRIVER: driver });
-  }, 120_000);
+  }, TEMPLATE_WAIT_MS);
 
   afterAll(async () => {
     await stopSandboxNube(t);
   }, 120_000);
-
-  async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
-    const end = Date.now() + ms;
-    let v = await fn();
-    while (!ok(v) && Date.now() < end) {
-      await new Promise((r) => setTimeout(r, 100));
-      v = await fn();
-    }
-    return v;
-  }
 
   /** Moves a deadline column into the near future and re-arms the job, as if the TTL had nearly run. */
   async function fastForward(id: string, col: 'expires_at' | 'hard_expires_at', inMs: number) {
@@ -36,7 +26,7 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2 });
     expect(c.body.status).toBe('running');
     // Waits end as soon as the condition holds; the long limits are for a busy machine.
-    const gone = await waitFor(() => t.call('GET', `/sandboxes/${c.body.id}`), (r) => r.status === 404, 60_000);
+    const gone = await until(() => t.call('GET', `/sandboxes/${c.body.id}`), (r) => r.status === 404, 60_000);
     expect(gone.status).toBe(404);
     expect(await t.nube.services.sandboxes.core.runtime.get(c.body.id.replace('_', '-'))).toBeNull();
   }, 120_000);
@@ -45,7 +35,7 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2, suspendOnIdle: true });
     const id = c.body.id;
     await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/keep.txt', content: 'kept' });
-    const s = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 60_000);
+    const s = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 60_000);
     expect(s.body).toMatchObject({ status: 'suspended', expiresAt: null });
     const r = await t.call('POST', `/sandboxes/${id}/resume`);
     expect(r.body.sandbox.status).toBe('running');
@@ -92,10 +82,10 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     expect(rearmed - first).toBeGreaterThanOrEqual(1000);
 
     await fastForward(id, 'expires_at', 300);
-    const s = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 60_000);
+    const s = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 60_000);
     expect(s.body.status).toBe('suspended');
     await fastForward(id, 'hard_expires_at', 300);
-    const gone = await waitFor(() => t.call('GET', `/sandboxes/${id}`), (r) => r.status === 404, 60_000);
+    const gone = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.status === 404, 60_000);
     expect(gone.status).toBe(404);
   }, 180_000);
 
@@ -115,7 +105,7 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
     const b = await t.call('GET', `/sandboxes/${keep.body.id}/bg/${bg.body.execId}`);
     expect(b.body.state).toBe('running');
     expect(await t.nube.services.sandboxes.core.runtime.get(stray)).toBeNull();
-    const gone = await waitFor(() => t.call('GET', `/sandboxes/${short.body.id}`), (x) => x.status === 404, 60_000);
+    const gone = await until(() => t.call('GET', `/sandboxes/${short.body.id}`), (x) => x.status === 404, 60_000);
     expect(gone.status).toBe(404);
   }, 180_000);
 });

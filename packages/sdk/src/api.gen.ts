@@ -1786,6 +1786,8 @@ export interface components {
             createdAt: string;
             /** @description Writable disk limit in MiB; null: no quota enforced */
             diskMB: number | null;
+            /** @description Why it failed to start (status failed); null otherwise */
+            error: string | null;
             /** @description When the timeout fires; null while suspended (TTL paused) */
             expiresAt: string | null;
             /** @description When the hard TTL destroys the sandbox regardless, or null */
@@ -1806,11 +1808,15 @@ export interface components {
             name: string | null;
             /** @description Sandbox it was forked from, or null */
             parentId: string | null;
+            /** @description While starting, what it waits for: `building template <name>` (the first use of a template on a host builds it, minutes), `waiting to build template <name>`, or `starting`; null otherwise */
+            phase: string | null;
+            /** @description While its template is being built; null otherwise */
+            progress: components["schemas"]["StartProgress"] | null;
             /**
-             * @description starting: creation not finished; running; suspended: stopped with its disk kept (snapshot)
+             * @description starting: creation not finished (see phase and progress); running; suspended: stopped with its disk kept (snapshot); failed: it could not start (see error): only get, list, logs and delete act on it, other calls answer 409 SandboxFailed; it stays until deleted or its timeout passes
              * @enum {string}
              */
-            status: "starting" | "running" | "suspended";
+            status: "starting" | "running" | "suspended" | "failed";
             /** @description When it was suspended, or null */
             suspendedAt: string | null;
             /** @description When true the sandbox is suspended (not destroyed) when its timeout or idle TTL expires */
@@ -1906,6 +1912,15 @@ export interface components {
             token: string;
             /** @description Link that works without any other credential until expiresAt */
             url: string;
+        };
+        /** @description How far the template build a starting sandbox waits for is */
+        StartProgress: {
+            /** @description Time since the build began */
+            elapsedSeconds: number;
+            /** @description Estimated share of the template build done */
+            percent: number;
+            /** @description Build step (`downloading and installing packages`, ...) */
+            step: string;
         };
         /** @description A subscription to events, delivered signed with HMAC-SHA256 */
         Webhook: {

@@ -23,8 +23,10 @@ export class Clocks {
     return r.suspend_on_idle === 1 ? r.timeout_seconds * 1000 : null;
   }
 
+  /** A failed sandbox keeps its timeout: the record goes when it passes. */
   deadline(r: SandboxRow): number | null {
-    const d = [r.status === 'running' ? r.expires_at : null, r.hard_expires_at].filter(
+    const timed = r.status === 'running' || r.status === 'failed';
+    const d = [timed ? r.expires_at : null, r.hard_expires_at].filter(
       (x): x is number => x !== null,
     );
     return d.length ? Math.min(...d) : null;
@@ -57,6 +59,10 @@ export class Clocks {
     const now = Date.now();
     if (r.hard_expires_at !== null && r.hard_expires_at <= now) {
       await this.core.destroy(id, 'hardTtl');
+      return;
+    }
+    if (r.status === 'failed' && r.expires_at !== null && r.expires_at <= now) {
+      await this.core.destroy(id, 'timeout');
       return;
     }
     if (r.status === 'running' && r.expires_at !== null && r.expires_at <= now) {

@@ -48,7 +48,7 @@ export class SandboxesService {
   }
 
   async get(p: Principal, id: string) {
-    return this.core.view(await this.core.own(p, id));
+    return this.core.describe(await this.core.own(p, id));
   }
 
   async delete(p: Principal, id: string) {

@@ -15,7 +15,7 @@ export class Forks {
   constructor(private readonly core: SandboxesCore) {}
 
   async snapshot(p: Principal, id: string, name?: string) {
-    const r = await this.core.own(p, id);
+    const r = await this.core.started(p, id);
     await this.core.clocks.touch(r);
     const snap = await rt(this.core.runtime.snapshot(r.runtime_id));
     const createdAt = Date.now();
@@ -109,7 +109,7 @@ export class Forks {
 
   /** Idempotent per (key, hash); refused when the sandbox's base template was rebuilt since it started. */
   async templateSnapshot(p: Principal, id: string, b: { key: string; hash: string; name?: string }) {
-    const r = await this.core.own(p, id);
+    const r = await this.core.started(p, id);
     await this.core.clocks.touch(r);
     const current = await this.core.runtime.findTemplate(r.template).catch(() => null);
     const info = await this.core.runtime.get(r.runtime_id);

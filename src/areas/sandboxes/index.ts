@@ -11,6 +11,7 @@ import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
+import { buildLogger } from './build-log.js';
 import { PROVISION_JOB } from './service.js';
 
 /** The configured sandbox runtime (also used by the CLI's `templates build`). */
@@ -18,7 +19,14 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
   const c = config.sandboxes;
   // Each driver keeps its own state (a sandbox belongs to the driver that started it); templates are shared.
   const dataDir = join(config.dataDir, c.driver === 'gvisor' ? 'sandbox-runtime-gvisor' : 'sandbox-runtime');
-  const opts = { dataDir, templatesDir: c.templatesDir, bridge: c.bridge, cgroupParent: c.cgroupParent };
+  const opts = {
+    dataDir,
+    templatesDir: c.templatesDir,
+    bridge: c.bridge,
+    cgroupParent: c.cgroupParent,
+    cgroupVersion: c.cgroups,
+    mirror: c.mirror,
+  };
   const runtime = c.driver === 'gvisor' ? new GvisorRuntime(opts) : new NamespacesRuntime(opts);
   return { runtime, dataDir };
 }
@@ -45,7 +53,8 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
     if (row.status !== 'starting' && row.status !== info.state) await repo.update(row.id, { status: info.state });
   }
   for (const row of await repo.all()) {
-    if (row.status !== 'starting' && !seen.has(row.id)) {
+    // A starting record's job is still to run; a failed one has no sandbox and stays until it expires.
+    if (row.status !== 'starting' && row.status !== 'failed' && !seen.has(row.id)) {
       deps.log.warn({ sandbox: row.id }, 'record without a sandbox: removed');
       await repo.delete(row.id);
       await deps.jobs.cancel({ key: `sandbox-ttl:${row.id}` });
@@ -70,7 +79,7 @@ export const sandboxesArea: AreaModule = {
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
     for (const name of deps.config.sandboxes.prebuild) {
-      runtime.ensureTemplate(name, (line) => deps.log.info({ template: name }, line)).then(
+      runtime.ensureTemplate(name, buildLogger(deps.log, { template: name })).then(
         (t) => deps.log.info({ template: name, build: t.build }, 'template ready'),
         (e: unknown) => deps.log.error({ err: e, template: name }, 'template build failed'),
       );

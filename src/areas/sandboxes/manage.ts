@@ -12,7 +12,7 @@ export class Manage {
 
   async extend(p: Principal, id: string, extendSeconds?: number) {
     return this.core.locked(id, async () => {
-      const r = await this.core.own(p, id);
+      const r = await this.core.usable(p, id);
       const add = (extendSeconds ?? r.timeout_seconds) * 1000;
       const now = Date.now();
       if (r.status === 'suspended') {
@@ -31,7 +31,7 @@ export class Manage {
 
   async idle(p: Principal, id: string, b: { suspendOnIdle: boolean; idleTtlSeconds?: number; hardTtlSeconds?: number }) {
     return this.core.locked(id, async () => {
-      const r = await this.core.own(p, id);
+      const r = await this.core.usable(p, id);
       const now = Date.now();
       const idleTtl = b.idleTtlSeconds ?? null;
       if (idleTtl !== null) this.core.assertSession(p, idleTtl);
@@ -54,7 +54,7 @@ export class Manage {
   }
 
   async bootstrap(p: Principal, id: string, b: { script: string; mode?: 'async' | 'blocking'; timeoutSeconds?: number }) {
-    const r = await this.core.own(p, id);
+    const r = await this.core.usable(p, id);
     await this.core.clocks.touch(r);
     const value: Bootstrap | null =
       b.script === ''
@@ -66,20 +66,20 @@ export class Manage {
   }
 
   async suspend(p: Principal, id: string) {
-    await this.core.own(p, id);
+    await this.core.usable(p, id);
     const r = await this.core.suspend(id, 'action');
     return { ok: true, sandbox: this.core.view(r) };
   }
 
   async resume(p: Principal, id: string, env?: Record<string, string>) {
-    await this.core.own(p, id);
+    await this.core.usable(p, id);
     const { row, bootstrap } = await this.core.resume(id, env);
     return { ok: true, sandbox: this.core.view(row), bootstrap };
   }
 
   async expose(p: Principal, id: string, port: number) {
     return this.core.locked(id, async () => {
-      const r = await this.core.own(p, id);
+      const r = await this.core.usable(p, id);
       await this.core.clocks.touch(r);
       const ports = JSON.parse(r.exposed_ports) as number[];
       if (!ports.includes(port)) {
@@ -94,7 +94,7 @@ export class Manage {
 
   /** API body to driver policy: `internet: false` is a deny of everything that `allowOut` punches through. */
   async networkPolicy(p: Principal, id: string, b: { internet?: boolean; allowOut?: string[]; denyOut?: string[] }) {
-    const r = await this.core.own(p, id);
+    const r = await this.core.started(p, id);
     await this.core.clocks.touch(r);
     const policy = {
       allow: b.allowOut ?? [],
@@ -106,7 +106,7 @@ export class Manage {
   }
 
   async runtimeInfo(p: Principal, id: string) {
-    const r = await this.core.own(p, id);
+    const r = await this.core.started(p, id);
     await this.core.clocks.touch(r);
     const info = await this.core.runtime.get(r.runtime_id);
     if (!info) throw errors.conflict(`sandbox is ${r.status}`, 'InvalidState');

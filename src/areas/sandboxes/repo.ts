@@ -33,6 +33,8 @@ interface SandboxesTable {
   exposed_ports: string;
   network_policy: string;
   kernel_exec_id: string | null;
+  /** Why a `failed` sandbox could not start. */
+  error: string | null;
   cpus: number;
   memory_mb: number;
   events: string;
@@ -149,6 +151,11 @@ export const sandboxesMigrations: Record<string, Migration> = {
       await db.schema.createIndex('sandbox_snapshots_sandbox').on('sandbox_snapshots').column('sandbox_id').execute();
     },
   },
+  '0101-sandboxes-failed': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('sandboxes').addColumn('error', 'text').execute();
+    },
+  },
 };
 
 export type SandboxRow = SandboxesTable;
@@ -205,8 +212,14 @@ export class SandboxesRepo {
   async delete(id: string): Promise<void> {
     await this.db.deleteFrom('sandboxes').where('id', '=', id).execute();
   }
+  /** Live children (starting, running, suspended): a failed one stands on nothing. */
   async childrenOfTemplate(templateId: string): Promise<string[]> {
-    const rows = await this.db.selectFrom('sandboxes').select('id').where('derived_template_id', '=', templateId).execute();
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select('id')
+      .where('derived_template_id', '=', templateId)
+      .where('status', '!=', 'failed')
+      .execute();
     return rows.map((r) => r.id);
   }
 

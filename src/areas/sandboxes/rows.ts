@@ -38,6 +38,7 @@ export function newRow(
     exposed_ports: '[]',
     network_policy: from.parent?.network_policy ?? '{}',
     kernel_exec_id: null,
+    error: null,
     cpus: 1,
     memory_mb: 1024,
     events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created' }]),

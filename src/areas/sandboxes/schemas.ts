@@ -23,8 +23,20 @@ export const Port = z.number().int().min(1).max(65535).describe('Port inside the
 export const ExecTimeout = z.number().int().min(1).max(600);
 
 export const SandboxStatus = z
-  .enum(['starting', 'running', 'suspended'])
-  .describe('starting: creation not finished; running; suspended: stopped with its disk kept (snapshot)');
+  .enum(['starting', 'running', 'suspended', 'failed'])
+  .describe(
+    'starting: creation not finished (see phase and progress); running; suspended: stopped with its disk ' +
+      'kept (snapshot); failed: it could not start (see error): only get, list, logs and delete act on it, ' +
+      'other calls answer 409 SandboxFailed; it stays until deleted or its timeout passes',
+  );
+
+export const StartProgress = z
+  .object({
+    percent: z.number().int().min(0).max(100).describe('Estimated share of the template build done'),
+    step: z.string().describe('Build step (`downloading and installing packages`, ...)'),
+    elapsedSeconds: z.number().int().describe('Time since the build began'),
+  })
+  .meta({ id: 'StartProgress', description: 'How far the template build a starting sandbox waits for is' });
 
 export const SandboxId = z.object({ id: z.string().min(1).max(200).describe('Sandbox id') });
 export const BgParams = SandboxId.extend({ execId: z.string().min(1).max(200).describe('Background process id') });
@@ -36,6 +48,15 @@ export const Sandbox = z
   .object({
     id: z.string().describe('Sandbox id; also its hostname'),
     status: SandboxStatus,
+    phase: z
+      .string()
+      .nullable()
+      .describe(
+        'While starting, what it waits for: `building template <name>` (the first use of a template on ' +
+          'a host builds it, minutes), `waiting to build template <name>`, or `starting`; null otherwise',
+      ),
+    progress: StartProgress.nullable().describe('While its template is being built; null otherwise'),
+    error: z.string().nullable().describe('Why it failed to start (status failed); null otherwise'),
     template: z.string().describe('Base template name (`base`, `code-interpreter`, ...)'),
     templateKey: z.string().nullable().describe('Derived template key it started from, or null'),
     templateHash: z.string().nullable().describe('Derived template hash it started from, or null'),

@@ -4,6 +4,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
+import { buildLogger } from './build-log.js';
 import { Clocks } from './clocks.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
 import { newRow } from './rows.js';
@@ -11,7 +12,7 @@ import { collectSnapshots } from './snapshot-gc.js';
 import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
 import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
 import { SandboxRuntimeError } from './runtime/driver.js';
-import { portUrl, rt, type SandboxView, toSandbox } from './views.js';
+import { failedError, portUrl, reasonOf, rt, type SandboxView, type StartPhase, startingError, toSandbox } from './views.js';
 
 export interface CreateInput {
   template: string;
@@ -52,9 +53,26 @@ export class SandboxesCore {
     return this.lock.run(id, fn);
   }
 
-  view(r: SandboxRow): SandboxView {
+  view(r: SandboxRow, start?: StartPhase): SandboxView {
     const host = this.deps.config.sandboxes.publicHost;
-    return toSandbox(r, (port) => portUrl(this.deps.publicUrl(), host, r.id, port));
+    return toSandbox(r, (port) => portUrl(this.deps.publicUrl(), host, r.id, port), start);
+  }
+
+  /** The view with, for a starting sandbox, what it waits for (a template build, read from the host). */
+  async describe(r: SandboxRow): Promise<SandboxView> {
+    return this.view(r, r.status === 'starting' ? await this.startPhase(r) : undefined);
+  }
+
+  private async startPhase(r: SandboxRow): Promise<StartPhase> {
+    const p = await this.runtime.templateProgress(r.template).catch(() => null);
+    if (p) {
+      return {
+        phase: `building template ${r.template}`,
+        progress: { percent: p.percent, step: p.step, elapsedSeconds: p.elapsedSeconds },
+      };
+    }
+    const built = await this.runtime.findTemplate(r.template).catch(() => null);
+    return { phase: built ? 'starting' : `waiting to build template ${r.template}`, progress: null };
   }
 
   seal(env: Record<string, string>): string {
@@ -64,10 +82,24 @@ export class SandboxesCore {
     return JSON.parse(this.deps.secretBox.open(r.env_sealed)) as Record<string, string>;
   }
 
-  /** The caller's sandbox; another owner's is absent. */
+  /** The caller's sandbox in any state (get, delete, logs); another owner's is absent. */
   async own(p: Principal, id: string): Promise<SandboxRow> {
     const r = await this.repo.get(id);
     if (!r || r.owner_id !== p.ownerId) throw errors.notFound('sandbox');
+    return r;
+  }
+
+  /** The caller's sandbox unless it failed to start: 409 SandboxFailed with the reason. */
+  async usable(p: Principal, id: string): Promise<SandboxRow> {
+    const r = await this.own(p, id);
+    if (r.status === 'failed') throw failedError(r);
+    return r;
+  }
+
+  /** The caller's sandbox once it has started (its driver sandbox exists): 409 while starting or failed. */
+  async started(p: Principal, id: string): Promise<SandboxRow> {
+    const r = await this.usable(p, id);
+    if (r.status === 'starting') throw startingError();
     return r;
   }
 
@@ -92,6 +124,8 @@ export class SandboxesCore {
 
   async create(p: Principal, input: CreateInput): Promise<SandboxView> {
     this.assertSession(p, input.timeoutSeconds);
+    // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
+    await rt(this.runtime.checkHost());
     let derived: TemplateRow | undefined;
     if (input.templateKey !== undefined && input.templateHash !== undefined) {
       derived = await this.repo.templateByKey(p.ownerId, input.templateKey, input.templateHash);
@@ -115,7 +149,7 @@ export class SandboxesCore {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.
       await this.deps.jobs.enqueue(PROVISION_JOB, { id: row.id }, { key: `sandbox-provision:${row.id}` });
       await this.clocks.arm(row);
-      return this.view(row);
+      return this.describe(row);
     }
     try {
       await this.launch(row, { snapshot: derived?.snapshot_id, env: input.env });
@@ -126,19 +160,35 @@ export class SandboxesCore {
     return this.view((await this.repo.get(row.id)) ?? row);
   }
 
-  /** Job: build the template if needed, then start the sandbox. */
+  /**
+   * Job: build the template if needed (or wait for the build under way), then start the sandbox. A
+   * start that fails leaves the record `failed` with the reason, until it is deleted or its timeout
+   * passes, so the caller sees why instead of a 404.
+   */
   async provision(id: string): Promise<void> {
     const row = await this.repo.get(id);
     if (row?.status !== 'starting') return;
+    const log = this.deps.log;
     try {
-      await this.runtime.ensureTemplate(row.template, (line) => this.deps.log.debug({ template: row.template }, line));
+      if (!(await this.runtime.findTemplate(row.template))) {
+        log.info({ sandbox: id, template: row.template }, `sandbox ${id} waits for template ${row.template} (a first build takes minutes)`);
+      }
+      await this.runtime.ensureTemplate(row.template, buildLogger(log, { sandbox: id, template: row.template }));
       if ((await this.runtime.get(row.runtime_id)) === null) await this.launch(row, { env: this.env(row) });
+      log.info({ sandbox: id }, `sandbox ${id} started`);
     } catch (e) {
-      this.deps.log.error({ err: e, sandbox: id }, 'sandbox provisioning failed; record removed');
+      log.error({ err: e, sandbox: id }, `sandbox ${id} could not start; kept as failed until deleted or expired`);
       await this.runtime.destroy(row.runtime_id).catch(() => {});
-      await this.repo.delete(id);
-      await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });
+      await this.markFailed(row, reasonOf(e));
     }
+  }
+
+  private async markFailed(row: SandboxRow, reason: string): Promise<void> {
+    const patch: Partial<SandboxRow> = { status: 'failed', error: reason };
+    await this.repo.update(row.id, patch);
+    await this.event(row.id, 'failed', { reason });
+    // Its timeout still runs: the record goes when it passes (or at DELETE).
+    await this.clocks.arm({ ...row, ...patch });
   }
 
   /** Start the driver's sandbox for a `starting` record, then run the bootstrap (a wake). */
@@ -234,12 +284,11 @@ export class SandboxesCore {
     return { row, bootstrap: await this.runBootstrap(row) };
   }
 
-  /** Activity on a suspended sandbox wakes it; a starting one is not ready yet. */
+  /** Activity on a suspended sandbox wakes it; a starting one is not ready yet, a failed one never. */
   async ensureRunning(row: SandboxRow): Promise<SandboxRow> {
     if (row.status === 'running') return row;
-    if (row.status === 'starting') {
-      throw errors.conflict('sandbox is starting (its template is being built); retry shortly', 'SandboxStarting');
-    }
+    if (row.status === 'starting') throw startingError();
+    if (row.status === 'failed') throw failedError(row);
     try {
       return (await this.resume(row.id)).row;
     } catch (e) {
@@ -264,6 +313,6 @@ export class SandboxesCore {
   }
 
   async list(p: Principal): Promise<SandboxView[]> {
-    return (await this.repo.list(p.ownerId)).map((r) => this.view(r));
+    return Promise.all((await this.repo.list(p.ownerId)).map((r) => this.describe(r)));
   }
 }

@@ -22,11 +22,20 @@ export function portUrl(publicUrl: string, publicHost: string, id: string, port:
   return `${u.protocol}//${port}-${id.replace('_', '-')}.${publicHost}${hostPort}`;
 }
 
-export function toSandbox(r: SandboxRow, urlOf: (port: number) => string): SandboxView {
+/** What a starting sandbox waits for (see SandboxesCore.startPhase). */
+export interface StartPhase {
+  phase: string | null;
+  progress: SandboxView['progress'];
+}
+
+export function toSandbox(r: SandboxRow, urlOf: (port: number) => string, start?: StartPhase): SandboxView {
   const ports = JSON.parse(r.exposed_ports) as number[];
   return {
     id: r.id,
     status: r.status as SandboxView['status'],
+    phase: r.status === 'starting' ? (start?.phase ?? 'starting') : null,
+    progress: r.status === 'starting' ? (start?.progress ?? null) : null,
+    error: r.status === 'failed' ? r.error : null,
     template: r.template,
     templateKey: r.template_key,
     templateHash: r.template_hash,
@@ -96,4 +105,25 @@ export async function rt<T>(p: Promise<T>): Promise<T> {
   } catch (e) {
     throw apiError(e);
   }
+}
+
+export function startingError(): ApiError {
+  return errors.conflict(
+    'sandbox is starting (its template may be building: GET the sandbox for phase and progress); retry when it is running',
+    'SandboxStarting',
+  );
+}
+
+export function failedError(r: SandboxRow): ApiError {
+  return errors.conflict(
+    `sandbox failed to start: ${r.error ?? 'unknown reason'}; delete it and create another`,
+    'SandboxFailed',
+    { reason: r.error },
+  );
+}
+
+/** What the caller may read of a failed start: the driver's and the API's messages are written for them. */
+export function reasonOf(e: unknown): string {
+  if (e instanceof ApiError || e instanceof SandboxRuntimeError) return e.message;
+  return 'internal error while starting (the server log has the details)';
 }

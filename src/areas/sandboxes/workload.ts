@@ -86,20 +86,20 @@ export class Workload {
   }
 
   async bgList(p: Principal, id: string) {
-    const row = await this.core.own(p, id);
+    const row = await this.core.started(p, id);
     await this.core.clocks.touch(row);
     const processes = (await rt(this.core.runtime.listBackground(row.runtime_id))).map(bgView);
     return { count: processes.length, processes };
   }
 
   async bgGet(p: Principal, id: string, execId: string, q: { stdoutOffset?: number; stderrOffset?: number }) {
-    const row = await this.core.own(p, id);
+    const row = await this.core.started(p, id);
     await this.core.clocks.touch(row);
     return bgView(await rt(this.core.runtime.getBackground(row.runtime_id, execId, q)));
   }
 
   async bgKill(p: Principal, id: string, execId: string, graceSeconds?: number) {
-    const row = await this.core.own(p, id);
+    const row = await this.core.started(p, id);
     await this.core.clocks.touch(row);
     await rt(this.core.runtime.killBackground(row.runtime_id, execId, graceSeconds ?? 5));
     return { ok: true as const };

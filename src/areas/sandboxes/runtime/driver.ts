@@ -114,14 +114,30 @@ export interface TemplateInfo {
   buildMs: number;
 }
 
-export type ProgressFn = (line: string) => void;
+/** A template build in progress, as far as can be told (the step is real, the percentage an estimate). */
+export interface BuildProgress {
+  template: string;
+  step: string;
+  /** 0-99 while building: estimated from the step and the time spent in it. */
+  percent: number;
+  elapsedSeconds: number;
+  /** The process building it (this nube, another one, or `nube templates build`). */
+  pid: number;
+}
+
+/** A line of a template build's output, with where the build is (also while waiting for another process's build). */
+export type ProgressFn = (line: string, progress?: BuildProgress) => void;
 
 export interface SandboxRuntime {
   readonly kind: string;
+  /** Whether this host can run sandboxes (sets up what they share); `HostUnsupported` saying why not. */
+  checkHost(): Promise<void>;
   /** Template build for the current recipe, building it when missing. */
   ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo>;
   /** The build of the current recipe if it exists; never builds (null: the first use would build it). */
   findTemplate(name: string): Promise<TemplateInfo | null>;
+  /** The build of the current recipe under way on this host (in any process), or null. */
+  templateProgress(name: string): Promise<BuildProgress | null>;
   /** Build (or return the cached build of) the current recipe of a template. */
   buildTemplate(name: string, onProgress?: ProgressFn, opts?: { force?: boolean }): Promise<TemplateInfo>;
   /** Call once at start: re-adopts live sandboxes and restarts dead ones on their files. */

@@ -75,15 +75,17 @@ export const GVISOR_ENV = { LD_PRELOAD: '/.nube/statx-fix.so' };
 
 /**
  * Compile what is mounted at /.nube once per source version: nube-run (static: it needs nothing from
- * the sandbox's own libraries) and statx-fix.so (preloaded into commands; see its source).
+ * the sandbox's own libraries) and statx-fix.so (preloaded into commands; see its source). Under the
+ * run root, not the data dir: runsc's gofer opens it by path from the sandbox's user namespace.
  */
-export async function ensureNubeRun(dataDir: string): Promise<string> {
+export async function ensureNubeRun(runRoot: string): Promise<string> {
   const sources = ['nube-run.c', 'statx-fix.c'].map(sourcePath);
   const hash = createHash('sha256');
   for (const src of sources) hash.update(await readFile(src));
-  const dir = `${dataDir}/bin/gvisor-${hash.digest('hex').slice(0, 12)}`;
+  const dir = `${runRoot}/bin/gvisor-${hash.digest('hex').slice(0, 12)}`;
   if (existsSync(`${dir}/nube-run`)) return dir;
   await mkdir(dir, { recursive: true });
+  await Promise.all([chmod(`${runRoot}/bin`, 0o755), chmod(dir, 0o755)]);
   const tmp = `${dir}/${process.pid}.tmp`;
   await run('gcc', ['-O2', '-Wall', '-shared', '-fPIC', '-o', tmp, sources[1]]);
   await rename(tmp, `${dir}/statx-fix.so`);

@@ -40,7 +40,7 @@ exec /bin/sh -c "$s" nube-files "$op" "$@"`;
 export class GvisorRuntime extends NamespacesRuntime {
   override readonly kind: string = 'gvisor';
   private runsc!: Runsc;
-  private runDir = '';
+  private binDir = '';
   private gvReady: Promise<void> | null = null;
   private readonly restarts = new Map<string, Promise<SandboxRecord>>();
 
@@ -56,13 +56,17 @@ export class GvisorRuntime extends NamespacesRuntime {
         throw new SandboxRuntimeError('HostUnsupported', 'runsc (gVisor) is not installed: apt-get install runsc');
       }
       this.runsc = new Runsc(this.gvOpts.platform ?? 'ptrace', this.ctx.uidBase, this.ctx.uidCount);
-      this.runDir = await ensureNubeRun(this.gvOpts.dataDir);
+      this.binDir = await ensureNubeRun(this.layout.runRoot);
     })();
+    this.gvReady.catch(() => {
+      this.gvReady = null;
+    });
     return this.gvReady;
   }
 
+  /** In the run dir: runsc, in the sandbox's user namespace, opens it by path (see Layout). */
   private bundle(id: string): string {
-    return `${this.layout.sandbox(id).dir}/bundle`;
+    return `${this.layout.sandbox(id).run}/bundle`;
   }
 
   private target(rec: SandboxRecord): RunscTarget {
@@ -84,7 +88,7 @@ export class GvisorRuntime extends NamespacesRuntime {
       this.network.attach(this.netns(rec.id), rec.leaseIdx, rec.policy),
       mkdir(`${bundle}/state`, { recursive: true }),
     ]);
-    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.runDir, env: sandboxEnv(rec) });
+    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, env: sandboxEnv(rec) });
     // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
     await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
     const own = [bundle, `${bundle}/state`, `${bundle}/config.json`];
@@ -92,7 +96,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     await this.runsc.remove({ ...this.target(rec), pid: null });
     const pid = await this.runsc.start({
       helper: this.ctx.helper,
-      runDir: this.runDir,
+      runDir: this.binDir,
       cgroupDirs: cg.dirs(),
       target: this.target(rec),
       bundle,
@@ -190,15 +194,26 @@ export class GvisorRuntime extends NamespacesRuntime {
     const execId = `bg_${randomBytes(8).toString('hex')}`;
     const f = bgFiles(this.layout.sandbox(id).bg, execId);
     await mkdir(f.dir, { recursive: true });
-    const proc = await this.runsc.writeProcess(f.dir, [NUBE_RUN, '0', '/bin/sh', '-c', command], { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) }, o.cwd ?? '/root');
-    await chown(f.dir, this.ctx.uidBase, this.ctx.uidBase);
-    const [cmd, argv] = this.runsc.argv(this.target(rec), ['exec', `--process=${proc}`, `--internal-pid-file=${f.pid}`, id]);
-    const script = '"$@"; echo "exit $?" > "$NUBE_STATUS.tmp"; mv "$NUBE_STATUS.tmp" "$NUBE_STATUS"';
-    await launchDetached(f, command, '/bin/sh', ['-c', script, 'nube-bg', cmd, ...argv], {
-      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
-      NUBE_STATUS: f.status,
-    });
+    // runsc reads the process file and writes the pid file by path from the sandbox's user namespace:
+    // both in the bundle (run dir), not in the data dir, which that uid may not be able to enter.
+    const bundle = this.bundle(id);
+    const proc = await this.runsc.writeProcess(bundle, [NUBE_RUN, '0', '/bin/sh', '-c', command], { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) }, o.cwd ?? '/root');
+    const pidFile = this.bgPidFile(id, execId);
+    const [cmd, argv] = this.runsc.argv(this.target(rec), ['exec', `--process=${proc}`, `--internal-pid-file=${pidFile}`, id]);
+    const script = '"$@"; echo "exit $?" > "$NUBE_STATUS.tmp"; mv "$NUBE_STATUS.tmp" "$NUBE_STATUS"; rm -f "$NUBE_PROC"';
+    await launchDetached(
+      f,
+      command,
+      '/bin/sh',
+      ['-c', script, 'nube-bg', cmd, ...argv],
+      { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', NUBE_STATUS: f.status, NUBE_PROC: proc },
+      pidFile,
+    );
     return execId;
+  }
+
+  private bgPidFile(id: string, execId: string): string {
+    return `${this.bundle(id)}/${execId}.pid`;
   }
 
   /** SIGTERM through nube-run to the command's group; after the grace, SIGUSR1 = SIGKILL everything. */
@@ -207,7 +222,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const detail = await this.getBackground(id, execId, { maxBytes: 0 });
     if (detail.state === 'exited') return;
     const f = bgFiles(this.layout.sandbox(id).bg, execId);
-    const pid = Number((await readFile(f.pid, 'utf8').catch(() => '0')).trim());
+    const pid = Number((await readFile(this.bgPidFile(id, execId), 'utf8').catch(() => '0')).trim());
     if (!pid) return;
     const signal = (sig: string) => this.runsc.call(this.target(rec), ['kill', `--pid=${pid}`, rec.id, sig], true);
     await signal('TERM');

@@ -63,6 +63,7 @@ export async function launchDetached(
   cmd: string,
   args: string[],
   env: NodeJS.ProcessEnv,
+  pidFile = f.pid,
 ): Promise<void> {
   const out = openSync(f.stdout, 'a');
   const err = openSync(f.stderr, 'a');
@@ -72,7 +73,7 @@ export async function launchDetached(
   child.unref();
   const meta: BgMeta = { execId: f.execId, command, startedAt: new Date().toISOString(), helperPid: child.pid ?? 0 };
   await writeFile(f.meta, JSON.stringify(meta));
-  for (let i = 0; i < 1000 && !existsSync(f.pid) && !existsSync(f.status); i++) {
+  for (let i = 0; i < 1000 && !existsSync(pidFile) && !existsSync(f.status); i++) {
     await new Promise((r) => setTimeout(r, 2));
   }
 }

@@ -1,136 +1,101 @@
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+// Which cgroup hierarchy holds the controllers sandboxes need, and the one interface both are used
+// through. cgroup v1 (a hierarchy per controller: this project's machines) or v2 (one unified tree:
+// Debian 12's default); the choice is the host's, detected at the runtime's first use.
+import { existsSync, readFileSync } from 'node:fs';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import { CgroupV1Host, V1_CONTROLLERS } from './cgroups-v1.js';
+import { CgroupV2Host, V2_CONTROLLERS } from './cgroups-v2.js';
 
-const ROOT = '/sys/fs/cgroup';
-// cgroup v1: one hierarchy per controller. (This host mounts v2 at /sys/fs/cgroup/unified with only
-// hugetlb, so v1 is where the controllers are; a v2 implementation would use one dir per sandbox.)
-const CONTROLLERS = ['memory', 'cpu', 'pids', 'freezer'] as const;
-
-export function checkCgroups(): void {
-  for (const c of CONTROLLERS) {
-    if (!existsSync(`${ROOT}/${c}/cgroup.procs`)) {
-      throw new SandboxRuntimeError(
-        'HostUnsupported',
-        `cgroup v1 controller ${c} is not mounted at ${ROOT}/${c} (only the v1 layout is implemented)`,
-      );
-    }
-  }
+export interface CgroupStats {
+  memoryBytes: number;
+  oomKills: number;
+  pids: number;
+  pidsMaxHits: number;
 }
 
-function sleep(ms: number) {
-  return new Promise((r) => setTimeout(r, ms));
+/** The cgroup(s) of one sandbox. */
+export interface SandboxCgroup {
+  readonly id: string;
+  /** Create it with these limits (memory without swap, CPU bandwidth, pids). */
+  create(limits: SandboxLimits): Promise<void>;
+  /** Directories the sandbox's init and /bg processes join. */
+  dirs(): string[];
+  /**
+   * What one exec joins: `cgroups`, and `execCgroups`, created fresh by the spawner, which kills what
+   * is left in them when the command ends (so a `setsid` child does not outlive exec).
+   */
+  execJoin(name: string): { cgroups: string[]; execCgroups: string[] };
+  /** Stop every process in it (snapshots copy a still tree); resolves once the kernel says frozen. */
+  freeze(): Promise<void>;
+  thaw(): Promise<void>;
+  stats(): Promise<CgroupStats>;
+  /** Kill everything left in it and remove it. */
+  destroy(): Promise<void>;
 }
 
-async function readPids(dir: string): Promise<number[]> {
-  const text = await readFile(`${dir}/cgroup.procs`, 'utf8').catch(() => '');
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map(Number);
+/** The host's hierarchy, with nube's parent cgroup in it. */
+export interface CgroupHost {
+  readonly version: 1 | 2;
+  /** Check the controllers are there and set up the parent (v2: delegate the controllers to it). */
+  prepare(): Promise<void>;
+  sandbox(id: string): SandboxCgroup;
 }
 
-/** The cgroups of one sandbox: `<controller>/<parent>/<id>`. */
-export class SandboxCgroup {
-  constructor(
-    readonly parent: string,
-    readonly id: string,
-  ) {}
-
-  dir(controller: (typeof CONTROLLERS)[number]): string {
-    return `${ROOT}/${controller}/${this.parent}/${this.id}`;
-  }
-
-  /** Directories a process joins to be accounted to this sandbox. */
-  dirs(): string[] {
-    return CONTROLLERS.map((c) => this.dir(c));
-  }
-
-  async create(limits: SandboxLimits): Promise<void> {
-    await Promise.all(CONTROLLERS.map((c) => mkdir(this.dir(c), { recursive: true })));
-    const mem = this.dir('memory');
-    const bytes = String(limits.memoryMb * 1024 * 1024);
-    await writeFile(`${mem}/memory.limit_in_bytes`, bytes);
-    // With swap accounting the limit must cover swap too, or a hog just swaps.
-    if (existsSync(`${mem}/memory.memsw.limit_in_bytes`)) {
-      await writeFile(`${mem}/memory.memsw.limit_in_bytes`, bytes).catch(() => {});
-    }
-    const cpu = this.dir('cpu');
-    const period = 100_000;
-    await writeFile(`${cpu}/cpu.cfs_period_us`, String(period));
-    await writeFile(`${cpu}/cpu.cfs_quota_us`, String(Math.max(1000, Math.round(limits.cpus * period))));
-    await writeFile(`${this.dir('pids')}/pids.max`, String(limits.pids));
-  }
-
-  /** A child cgroup for one exec: the helper creates it and kills what is left in it when the command ends. */
-  execDir(name: string): string {
-    return `${this.dir('pids')}/${name}`;
-  }
-
-  async freeze(): Promise<void> {
-    const f = this.dir('freezer');
-    await writeFile(`${f}/freezer.state`, 'FROZEN');
-    for (let i = 0; i < 500; i++) {
-      if ((await readFile(`${f}/freezer.state`, 'utf8')).trim() === 'FROZEN') return;
-      await sleep(2);
-    }
-    throw new SandboxRuntimeError('Internal', `sandbox ${this.id} did not freeze`);
-  }
-
-  async thaw(): Promise<void> {
-    await writeFile(`${this.dir('freezer')}/freezer.state`, 'THAWED').catch(() => {});
-  }
-
-  async pids(): Promise<number[]> {
-    return readPids(this.dir('pids'));
-  }
-
-  async stats(): Promise<{ memoryBytes: number; oomKills: number; pids: number; pidsMaxHits: number }> {
-    const read = (p: string) => readFile(p, 'utf8').catch(() => '');
-    const num = async (p: string) => Number((await read(p)).trim().split(' ').pop() || 0);
-    const oom = /^oom_kill (\d+)$/m.exec(await read(`${this.dir('memory')}/memory.oom_control`));
-    return {
-      memoryBytes: await num(`${this.dir('memory')}/memory.usage_in_bytes`),
-      oomKills: oom ? Number(oom[1]) : 0,
-      pids: await num(`${this.dir('pids')}/pids.current`),
-      pidsMaxHits: await num(`${this.dir('pids')}/pids.events`),
-    };
-  }
-
-  /** Kill everything left (thawing first, a frozen task cannot die) and remove the directories. */
-  async destroy(): Promise<void> {
-    if (!existsSync(this.dir('pids'))) return;
-    await this.thaw();
-    for (let round = 0; round < 200; round++) {
-      const pids = new Set<number>();
-      for (const c of CONTROLLERS) for (const p of await readPids(this.dir(c))) pids.add(p);
-      if (pids.size === 0) break;
-      for (const p of pids) {
-        try {
-          process.kill(p, 'SIGKILL');
-        } catch {
-          /* already gone */
-        }
-      }
-      await sleep(5);
-    }
-    for (const c of CONTROLLERS) await removeTree(this.dir(c));
-  }
+interface Mount {
+  path: string;
+  type: string;
+  options: string[];
 }
 
-async function removeTree(dir: string): Promise<void> {
-  if (!existsSync(dir)) return;
-  const entries = await readdir(dir, { withFileTypes: true });
-  for (const e of entries) if (e.isDirectory()) await removeTree(`${dir}/${e.name}`);
-  for (let i = 0; i < 50; i++) {
-    try {
-      await rmdir(dir);
-      return;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-      await sleep(10); // EBUSY while the last task is still being reaped
-    }
+/** cgroup mounts from /proc/self/mountinfo: `... mountpoint ... - fstype source superoptions`. */
+export function cgroupMounts(mountinfo: string): Mount[] {
+  const out: Mount[] = [];
+  for (const line of mountinfo.split('\n')) {
+    const [left, right] = line.split(' - ');
+    if (!left || !right) continue;
+    const [type, , opts] = right.split(' ');
+    if (type !== 'cgroup' && type !== 'cgroup2') continue;
+    out.push({ path: left.split(' ')[4]!.replace(/\\040/g, ' '), type, options: (opts ?? '').split(',') });
   }
-  throw new SandboxRuntimeError('Internal', `cannot remove cgroup ${dir}`);
+  return out;
+}
+
+/**
+ * The hierarchy to use: v2 when its root offers memory, cpu and pids (its freezer is built in), else
+ * v1 when memory, cpu, pids and freezer are each mounted, else HostUnsupported naming what each lacks.
+ * `want` restricts the choice to one of them (NUBE_SANDBOX_CGROUPS).
+ */
+export function detectCgroups(
+  parent: string,
+  want: 'auto' | 'v1' | 'v2' = 'auto',
+  mountinfo = readFileSync('/proc/self/mountinfo', 'utf8'),
+): CgroupHost {
+  const mounts = cgroupMounts(mountinfo);
+  const v2 = mounts.find((m) => m.type === 'cgroup2');
+  const offered = v2 && existsSync(`${v2.path}/cgroup.controllers`)
+    ? readFileSync(`${v2.path}/cgroup.controllers`, 'utf8').trim().split(/\s+/).filter(Boolean)
+    : [];
+  const v2Missing = V2_CONTROLLERS.filter((c) => !offered.includes(c));
+  if (v2 && v2Missing.length === 0 && want !== 'v1') return new CgroupV2Host(v2.path, parent);
+  const v1 = new Map<string, string>();
+  for (const m of mounts) {
+    if (m.type !== 'cgroup') continue;
+    for (const c of V1_CONTROLLERS) if (m.options.includes(c) && !v1.has(c)) v1.set(c, m.path);
+  }
+  const v1Missing = V1_CONTROLLERS.filter((c) => !v1.has(c));
+  if (v1Missing.length === 0 && want !== 'v2') return new CgroupV1Host(Object.fromEntries(v1) as Record<(typeof V1_CONTROLLERS)[number], string>, parent);
+  const v2Says = want === 'v1' ? null : v2
+    ? `cgroup v2 at ${v2.path} offers ${offered.join(', ') || 'no controllers'} (missing ${v2Missing.join(', ')})`
+    : 'no cgroup v2 hierarchy is mounted';
+  const v1Says = want === 'v2' ? null : v1.size
+    ? `cgroup v1 has ${[...v1.keys()].join(', ')} (missing ${v1Missing.join(', ')})`
+    : 'no cgroup v1 controller is mounted';
+  const where = want === 'auto' ? 'either all in the unified (v2) hierarchy or each mounted as cgroup v1' : `in cgroup ${want} (NUBE_SANDBOX_CGROUPS=${want})`;
+  throw new SandboxRuntimeError(
+    'HostUnsupported',
+    `sandboxes need the memory, cpu and pids cgroup controllers and a freezer, ${where}: ` +
+      `${[v2Says, v1Says].filter(Boolean).join('; ')}. A controller that another hierarchy holds (or that the ` +
+      'kernel was booted without) is not available; on a systemd host the unified hierarchy offers them all by default.',
+  );
 }

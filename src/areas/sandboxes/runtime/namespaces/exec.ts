@@ -75,8 +75,7 @@ export async function enterArgv(
   const status = await spawner.run(
     {
       target: rec.init.innerPid,
-      cgroups: (['memory', 'cpu', 'freezer'] as const).map((c) => cg.dir(c)),
-      execCgroups: [cg.execDir(`x${randomBytes(6).toString('hex')}`)],
+      ...cg.execJoin(`x${randomBytes(6).toString('hex')}`),
       cwd: opts.cwd ?? '/root',
       timeoutMs: opts.timeoutMs,
       env: sandboxEnv(rec, opts.env),

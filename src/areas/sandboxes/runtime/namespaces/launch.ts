@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
 import type { Layout, SandboxRecord } from './state.js';
@@ -15,9 +15,14 @@ export interface LaunchContext {
   resolver: string | null;
 }
 
+/** Which of `paths` are mount points (one read of the mount table). */
+async function mounted(paths: string[]): Promise<string[]> {
+  const points = new Set((await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((l) => l.split(' ')[4]));
+  return paths.filter((p) => points.has(p));
+}
+
 export async function isMounted(path: string): Promise<boolean> {
-  const text = await readFile('/proc/self/mountinfo', 'utf8');
-  return text.split('\n').some((l) => l.split(' ')[4] === path);
+  return (await mounted([path])).length > 0;
 }
 
 async function writeOwned(path: string, text: string, uid: number): Promise<void> {
@@ -35,6 +40,9 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
   // No reachable resolver means no nameserver line: lookups then fail at once instead of stalling.
   const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:1\n` : 'options timeout:1\n';
   await Promise.all([
+    // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
+    chmod(p.run, 0o700),
+    chown(p.run, uid, uid),
     chown(p.upper, uid, uid),
     chown(`${p.upper}/etc`, uid, uid),
     writeOwned(`${p.upper}/etc/resolv.conf`, resolv, uid),
@@ -56,10 +64,11 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
 }
 
 export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<void> {
-  const merged = ctx.layout.sandbox(id).merged;
-  if (!(await isMounted(merged))) return;
-  const res = await run('umount', [merged], { allowFailure: true });
-  if (res.code !== 0) await run('umount', ['-l', merged]);
+  const p = ctx.layout.sandbox(id);
+  for (const merged of await mounted([p.merged, p.legacyMerged])) {
+    const res = await run('umount', [merged], { allowFailure: true });
+    if (res.code !== 0) await run('umount', ['-l', merged]);
+  }
 }
 
 async function childrenOf(pid: number): Promise<number[]> {

@@ -56,11 +56,13 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     const id = uniqueId('de');
     await runtime.create({ id });
     const pid = await runtime.initPid(id);
-    const merged = `${dataDir}/sandboxes/${id}/merged`;
+    // The mount point is in the run dir (reachable by the sandbox's uid), the files in the data dir.
+    const merged = `${runtime.runDir}/${id}/merged`;
     expect((await readFile('/proc/self/mountinfo', 'utf8')).includes(merged)).toBe(true);
     await runtime.destroy(id);
     expect(existsSync(`/proc/${pid}`)).toBe(false);
     expect((await readFile('/proc/self/mountinfo', 'utf8')).includes(merged)).toBe(false);
+    expect(existsSync(`${runtime.runDir}/${id}`)).toBe(false);
     expect(existsSync(`/run/netns/nb-${id}`)).toBe(false);
     expect(existsSync(`/sys/fs/cgroup/pids/nube-test/${id}`)).toBe(false);
     expect(existsSync(`/sys/fs/cgroup/memory/nube-test/${id}`)).toBe(false);
@@ -169,5 +171,23 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     await again.killBackground(id, bgId, 0);
     await again.destroy(id);
     await again.destroy(id2);
+  });
+
+  it('a sandbox an earlier nube mounted inside the data dir is restarted from the run dir', async () => {
+    const id = uniqueId('lg');
+    await runtime.create({ id });
+    await runtime.exec(id, 'echo kept > /root/file');
+    // Before the run dir, the overlay was mounted at <data>/sandboxes/<id>/merged.
+    const legacy = `${dataDir}/sandboxes/${id}/merged`;
+    await run('mkdir', ['-p', legacy]);
+    await run('mount', ['--bind', `${runtime.runDir}/${id}/merged`, legacy]);
+    const again = newRuntime(driver, opts);
+    await again.recover();
+    const mounts = await readFile('/proc/self/mountinfo', 'utf8');
+    expect(mounts.includes(` ${legacy} `)).toBe(false);
+    expect(mounts.includes(` ${runtime.runDir}/${id}/merged `)).toBe(true);
+    expect((await again.exec(id, 'cat /root/file')).stdout).toBe('kept\n');
+    await again.destroy(id);
+    expect(existsSync(`${dataDir}/sandboxes/${id}`)).toBe(false);
   });
 });

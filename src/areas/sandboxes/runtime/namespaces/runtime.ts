@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, rm } from 'node:fs/promises';
 import type {
   BackgroundDetail,
   BackgroundLogsQuery,
   BackgroundProcess,
+  BuildProgress,
   CreateSandboxInput,
   ExecOptions,
   ExecResult,
@@ -19,27 +20,33 @@ import type {
 import { SandboxRuntimeError } from '../driver.js';
 import { KeyedLock } from '../keyed-lock.js';
 import * as bg from './background.js';
-import { SandboxCgroup, checkCgroups } from './cgroups.js';
+import { type CgroupHost, detectCgroups, type SandboxCgroup } from './cgroups.js';
 import { enterArgv, toExecResult } from './exec.js';
 import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
-import { initAlive, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
+import { initAlive, isMounted, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
 import { takeSnapshot } from './snapshots.js';
 import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
-import { buildTemplate, readTemplate, recipeHash } from './templates.js';
+import { buildTemplate, readBuildProgress, readTemplate, recipeHash } from './templates.js';
 
 export interface NamespacesRuntimeOptions {
   /** Sandboxes, snapshots, compiled helper and (by default) templates live here. */
   dataDir: string;
   /** Defaults to `<dataDir>/templates`; tests share one across data dirs so `base` is built once. */
   templatesDir?: string;
+  /** Mount points and what else the sandbox's user namespace reaches by path; default `/run/nube`. */
+  runRoot?: string;
   /** Host bridge; default nube0 with 10.77.0.1/16. */
   bridge?: BridgeConfig;
-  /** cgroup directory (under each v1 controller) holding one cgroup per sandbox; default `nube`. */
+  /** Parent cgroup (under each v1 controller, or under the v2 root) of the sandboxes' cgroups; default `nube`. */
   cgroupParent?: string;
+  /** The cgroup hierarchy to use; detected on the host when absent (tests pass their own). */
+  cgroups?: CgroupHost;
+  /** Detection: `auto` (v2 when it has the controllers, else v1), or only `v1` or `v2`. */
+  cgroupVersion?: 'auto' | 'v1' | 'v2';
   defaultLimits?: Partial<SandboxLimits>;
   /** uid/gid 0 inside = uidBase outside; the whole range of uidCount ids is mapped. */
   uidBase?: number;
@@ -65,11 +72,12 @@ export class NamespacesRuntime implements SandboxRuntime {
   protected network!: BridgeNetwork;
   protected ctx!: LaunchContext;
   private spawner!: Spawner;
+  private cgroups!: CgroupHost;
   private readyPromise: Promise<void> | null = null;
   private readonly locks = new KeyedLock();
 
   constructor(protected readonly opts: NamespacesRuntimeOptions) {
-    this.layout = new Layout(opts.dataDir);
+    this.layout = new Layout(opts.dataDir, opts.runRoot);
     this.templatesDir = opts.templatesDir ?? `${opts.dataDir}/templates`;
     this.limits = { memoryMb: 1024, cpus: 1, pids: 1024, ...opts.defaultLimits };
     this.uidBase = opts.uidBase ?? 100_000;
@@ -77,10 +85,14 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.cgroupParent = opts.cgroupParent ?? 'nube';
   }
 
+  /** Memoized; a failure (a host that cannot run sandboxes) is tried again by the next call. */
   protected ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      checkCgroups();
-      await mkdir(this.opts.dataDir, { recursive: true });
+      this.cgroups = this.opts.cgroups ?? detectCgroups(this.cgroupParent, this.opts.cgroupVersion);
+      await this.cgroups.prepare();
+      await Promise.all([mkdir(this.opts.dataDir, { recursive: true }), mkdir(this.layout.runDir, { recursive: true })]);
+      // Traversable, not listable: the sandbox's uid walks through to its own 0700 directory.
+      await Promise.all([chmod(this.layout.runRoot, 0o711), chmod(this.layout.runDir, 0o711)]);
       const [paths, resolver] = await Promise.all([
         ensureHelper(this.opts.dataDir),
         this.opts.resolver !== undefined ? Promise.resolve(this.opts.resolver) : hostResolver(),
@@ -91,7 +103,24 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
       this.spawner = new Spawner(paths.helper, this.opts.dataDir);
     })();
+    this.readyPromise.catch(() => {
+      this.readyPromise = null;
+    });
     return this.readyPromise;
+  }
+
+  async checkHost(): Promise<void> {
+    await this.ready();
+  }
+
+  /** Which cgroup hierarchy the sandboxes use (after the first call that needed the host). */
+  get cgroupVersion(): 1 | 2 | null {
+    return this.cgroups?.version ?? null;
+  }
+
+  /** This runtime's directory under the run root (tests remove it with the data dir). */
+  get runDir(): string {
+    return this.layout.runDir;
   }
 
   /** Serialize lifecycle operations per sandbox id. */
@@ -99,8 +128,8 @@ export class NamespacesRuntime implements SandboxRuntime {
     return this.locks.run(id, fn);
   }
 
-  protected cg(id: string) {
-    return new SandboxCgroup(this.cgroupParent, id);
+  protected cg(id: string): SandboxCgroup {
+    return this.cgroups.sandbox(id);
   }
   protected netns(id: string) {
     return `nb-${id}`;
@@ -136,6 +165,10 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async findTemplate(name: string): Promise<TemplateInfo | null> {
     return readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
+  }
+
+  async templateProgress(name: string): Promise<BuildProgress | null> {
+    return readBuildProgress(this.templatesDir, name, recipeHash(name, this.uidBase));
   }
 
   async ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo> {
@@ -218,7 +251,8 @@ export class NamespacesRuntime implements SandboxRuntime {
   private async teardown(rec: SandboxRecord): Promise<void> {
     await this.halt(rec);
     if (rec.leaseIdx) await this.network.release(rec.leaseIdx);
-    await rm(this.layout.sandbox(rec.id).dir, { recursive: true, force: true });
+    const p = this.layout.sandbox(rec.id);
+    await Promise.all([rm(p.dir, { recursive: true, force: true }), rm(p.run, { recursive: true, force: true })]);
   }
 
   async get(id: string): Promise<SandboxInfo | null> {
@@ -305,8 +339,10 @@ export class NamespacesRuntime implements SandboxRuntime {
     for (const rec of await loadAllRecords(this.layout)) {
       await this.locked(rec.id, async () => {
         await this.network.lease(`${this.opts.dataDir}:${rec.id}`, rec.leaseIdx);
-        if (rec.state === 'running' && !(await initAlive(rec))) {
-          // Its processes died (nube's host rebooted, or someone killed them): start again on its files.
+        // Its processes died (nube's host rebooted, or someone killed them), or it was started by a nube
+        // that mounted it inside the data dir (before the run dir): start again on its files.
+        const legacy = await isMounted(this.layout.sandbox(rec.id).legacyMerged);
+        if (rec.state === 'running' && (legacy || !(await initAlive(rec)))) {
           await this.halt(rec);
           await this.launch(rec);
         }

@@ -4,7 +4,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxCgroup } from './cgroups.js';
+import { detectCgroups } from './cgroups.js';
 import { encodeRequest } from './spawner.js';
 import { cleanup, testRuntime, uniqueId } from './test-env.js';
 
@@ -46,12 +46,12 @@ describe('namespaces runtime: spawner', () => {
   });
 
   it('a caller that goes away gets its command killed', async () => {
-    const cg = new SandboxCgroup(opts.cgroupParent!, id);
+    const cg = detectCgroups(opts.cgroupParent!).sandbox(id);
     const req = encodeRequest(
       {
         target: await runtime.initPid(id),
         cgroups: [],
-        execCgroups: [cg.execDir('xgone')],
+        execCgroups: cg.execJoin('xgone').execCgroups,
         cwd: '/',
         env: { PATH: '/usr/bin:/bin' },
         argv: ['/bin/sh', '-c', 'sleep 77 & sleep 78'],

@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import type { NetworkPolicy, SandboxLimits, SandboxState, SnapshotInfo } from '../driver.js';
 
 /**
@@ -22,16 +24,37 @@ export interface SandboxRecord {
   init: { pid: number; innerPid: number; startTime: string } | null;
 }
 
+/** Where the run dirs of every data dir live (`/run`: a tmpfs every host has, root-owned, traversable). */
+export const DEFAULT_RUN_ROOT = '/run/nube';
+
+/**
+ * Paths of one runtime. Files that must last (state, upper dirs, logs, snapshots) live in the data
+ * dir, which may sit under a directory only root can enter (`/root/nube/data`). What the sandbox's
+ * user namespace must reach *by path* (bwrap's bind source, runsc's bundle and the binaries it
+ * mounts) lives in `runDir` instead: `<runRoot>/<hash of the data dir>/<id>`, the last component
+ * owned by the sandbox's uid and 0700, so no other host user can enter it.
+ */
 export class Layout {
-  constructor(readonly dataDir: string) {}
+  readonly runDir: string;
+  constructor(
+    readonly dataDir: string,
+    readonly runRoot: string = DEFAULT_RUN_ROOT,
+  ) {
+    const key = createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16);
+    this.runDir = `${runRoot}/${key}`;
+  }
   sandbox(id: string) {
     const dir = `${this.dataDir}/sandboxes/${id}`;
+    const run = `${this.runDir}/${id}`;
     return {
       dir,
       state: `${dir}/state.json`,
       upper: `${dir}/upper`,
       work: `${dir}/work`,
-      merged: `${dir}/merged`,
+      run,
+      merged: `${run}/merged`,
+      /** Where the overlay was mounted before the run dir existed (a sandbox still running since). */
+      legacyMerged: `${dir}/merged`,
       bg: `${dir}/bg`,
       initLog: `${dir}/init.log`,
     };

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { lchown, chmod, lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import type { ProgressFn, TemplateInfo } from '../driver.js';
+import type { BuildProgress, ProgressFn, TemplateInfo } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import { ProgressWriter, readProgress, SHIFT_STEP } from './build-progress.js';
 import { isAlive, run } from './proc.js';
 
 interface Recipe {
@@ -52,8 +53,19 @@ export async function readTemplate(templatesDir: string, name: string, build: st
   return JSON.parse(await readFile(p.meta, 'utf8')) as TemplateInfo;
 }
 
-/** A lock between processes (parallel test files, two nube instances): mkdir is atomic. */
-async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T> {
+/** Where the process holding a build's lock says it is. */
+export function readBuildProgress(templatesDir: string, name: string, build: string): Promise<BuildProgress | null> {
+  return readProgress(`${templatePaths(templatesDir, name, build).lock}/progress.json`);
+}
+
+const WAIT_REPORT_MS = 10_000;
+
+/**
+ * A lock between processes (parallel test files, two nube instances): mkdir is atomic. While another
+ * process holds it, `onWait` hears where that build is every 10 s.
+ */
+async function withLock<T>(lock: string, fn: () => Promise<T>, onWait?: ProgressFn): Promise<T> {
+  let reported = 0;
   for (;;) {
     try {
       await mkdir(lock);
@@ -62,8 +74,17 @@ async function withLock<T>(lock: string, fn: () => Promise<T>): Promise<T> {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const owner = Number(await readFile(`${lock}/pid`, 'utf8').catch(() => '0'));
-      if (owner && !isAlive(owner)) await rm(lock, { recursive: true, force: true });
-      else await new Promise((r) => setTimeout(r, 500));
+      if (owner && !isAlive(owner)) {
+        await rm(lock, { recursive: true, force: true });
+        continue;
+      }
+      if (onWait && Date.now() - reported >= WAIT_REPORT_MS) {
+        reported = Date.now();
+        const p = await readProgress(`${lock}/progress.json`);
+        const where = p ? `: ${p.step}, about ${p.percent} %` : '';
+        onWait(`waiting for the build in process ${owner || '?'}${where}`, p ?? undefined);
+      }
+      await new Promise((r) => setTimeout(r, 500));
     }
   }
   try {
@@ -110,10 +131,15 @@ export async function buildTemplate(
     const cached = await readTemplate(templatesDir, name, build);
     if (cached && !opts.force) return cached;
     const started = Date.now();
+    const progress = new ProgressWriter(`${p.lock}/progress.json`, name);
+    const report = (line: string) => {
+      progress.line(line);
+      onProgress(line, progress.now());
+    };
     const tmp = `${p.dir}.building`;
     await rm(tmp, { recursive: true, force: true });
     await mkdir(tmp, { recursive: true });
-    onProgress(`building template ${name} (${build}): mmdebstrap ${recipe.suite} ${recipe.variant}`);
+    report(`building template ${name} (${build}): mmdebstrap ${recipe.suite} ${recipe.variant}`);
     const args = [
       `--variant=${recipe.variant}`,
       '--mode=root',
@@ -125,13 +151,17 @@ export async function buildTemplate(
     ];
     if (opts.mirror) args.push(opts.mirror);
     try {
-      await run('mmdebstrap', args, { onLine: onProgress });
-      onProgress('shifting ownership into the sandbox uid range');
+      await run('mmdebstrap', args, { onLine: report });
+      progress.step(SHIFT_STEP);
+      report('shifting ownership into the sandbox uid range');
       const files = await shiftOwnership(`${tmp}/rootfs`, uidBase);
-      onProgress(`shifted ${files} files`);
+      report(`shifted ${files} files`);
     } catch (e) {
-      await rm(tmp, { recursive: true, force: true });
-      throw new SandboxRuntimeError('TemplateBuildFailed', `template ${name}: ${(e as Error).message}`);
+      await Promise.all([rm(tmp, { recursive: true, force: true }), progress.flushed()]);
+      // mmdebstrap's own `E:` lines say why (an unreachable mirror, a missing package); the rest is noise.
+      const text = (e as Error).message;
+      const why = text.split('\n').filter((l) => l.startsWith('E: ')).slice(-4).join(' ');
+      throw new SandboxRuntimeError('TemplateBuildFailed', `template ${name} could not be built: ${why || text.slice(-500)}`);
     }
     const info: TemplateInfo = {
       name,
@@ -145,7 +175,8 @@ export async function buildTemplate(
     // A forced rebuild keeps the old tree aside: running sandboxes still have it mounted as a layer.
     if (existsSync(p.dir)) await rename(p.dir, `${p.dir}.replaced-${Date.now()}`);
     await rename(tmp, p.dir);
-    onProgress(`template ${name} built in ${(info.buildMs / 1000).toFixed(1)} s`);
+    await progress.flushed();
+    onProgress(`template ${name} built in ${(info.buildMs / 1000).toFixed(1)} s`, { ...progress.now(), step: 'done', percent: 100 });
     return info;
-  });
+  }, onProgress);
 }

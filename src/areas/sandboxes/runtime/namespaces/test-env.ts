@@ -1,8 +1,11 @@
 // Shared set-up for the driver's tests: one templates dir for the whole run (so `base` is built once
 // and reused by every test file and later runs), one data dir per test file, a test bridge.
-import { rm } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import type { TemplateInfo } from '../driver.js';
+import { ProgressWriter } from './build-progress.js';
 import { GvisorRuntime } from '../gvisor/runtime.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from './runtime.js';
+import { recipeHash, templatePaths } from './templates.js';
 
 export const TEST_ROOT = process.env.NUBE_TEST_DATA ?? '/var/lib/nube-test';
 export const TEST_BRIDGE = { name: 'nubet0', cidr: '10.78.0.1/16' };
@@ -33,6 +36,7 @@ export function newRuntime(driver: Driver, opts: NamespacesRuntimeOptions): Name
 export async function cleanup(runtime: NamespacesRuntime, dataDir: string): Promise<void> {
   for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
   await rm(dataDir, { recursive: true, force: true });
+  await rm(runtime.runDir, { recursive: true, force: true });
 }
 
 export function uniqueId(prefix: string): string {
@@ -42,4 +46,28 @@ export function uniqueId(prefix: string): string {
 export function percentile(values: number[], p: number): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+
+/**
+ * A build of `name` under way in "another process", as a builder leaves it on disk: its lock (held by
+ * this live process) and progress file, at the step `line` announces. `finish(meta)` plays its end:
+ * the build's meta appears, the lock goes.
+ */
+export async function buildInProgress(templatesDir: string, name: string, line: string) {
+  const build = recipeHash(name, 100_000);
+  const p = templatePaths(templatesDir, name, build);
+  await mkdir(p.lock, { recursive: true });
+  await writeFile(`${p.lock}/pid`, String(process.pid));
+  const progress = new ProgressWriter(`${p.lock}/progress.json`, name);
+  progress.line(line);
+  await progress.flushed();
+  return {
+    build,
+    paths: p,
+    async finish(meta: TemplateInfo) {
+      await mkdir(p.dir, { recursive: true });
+      await writeFile(p.meta, JSON.stringify(meta));
+      await rm(p.lock, { recursive: true, force: true });
+    },
+  };
 }

@@ -1,0 +1,98 @@
+// cgroup v1: one hierarchy per controller (this project's machines: memory, cpu, pids and freezer
+// each mounted under /sys/fs/cgroup/<controller>, v2 at /sys/fs/cgroup/unified with only hugetlb).
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { SandboxLimits } from '../driver.js';
+import { SandboxRuntimeError } from '../driver.js';
+import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroups.js';
+import { killAll, removeTree, sleep } from './cgroup-fs.js';
+
+export const V1_CONTROLLERS = ['memory', 'cpu', 'pids', 'freezer'] as const;
+type Controller = (typeof V1_CONTROLLERS)[number];
+
+export class CgroupV1Host implements CgroupHost {
+  readonly version = 1;
+  /** `mounts`: where each controller's hierarchy is mounted. */
+  constructor(
+    readonly mounts: Record<Controller, string>,
+    readonly parent: string,
+  ) {}
+
+  async prepare(): Promise<void> {}
+
+  sandbox(id: string): SandboxCgroupV1 {
+    return new SandboxCgroupV1(this, id);
+  }
+}
+
+/** The cgroups of one sandbox: `<controller mount>/<parent>/<id>` in each hierarchy. */
+export class SandboxCgroupV1 implements SandboxCgroup {
+  constructor(
+    private readonly host: CgroupV1Host,
+    readonly id: string,
+  ) {}
+
+  dir(controller: Controller): string {
+    return `${this.host.mounts[controller]}/${this.host.parent}/${this.id}`;
+  }
+
+  dirs(): string[] {
+    return V1_CONTROLLERS.map((c) => this.dir(c));
+  }
+
+  /** The exec's own cgroup is in the pids hierarchy only: it is there to be swept. */
+  execJoin(name: string) {
+    return { cgroups: (['memory', 'cpu', 'freezer'] as const).map((c) => this.dir(c)), execCgroups: [`${this.dir('pids')}/${name}`] };
+  }
+
+  async create(limits: SandboxLimits): Promise<void> {
+    await Promise.all(V1_CONTROLLERS.map((c) => mkdir(this.dir(c), { recursive: true })));
+    const mem = this.dir('memory');
+    const bytes = String(limits.memoryMb * 1024 * 1024);
+    await writeFile(`${mem}/memory.limit_in_bytes`, bytes);
+    // With swap accounting the limit must cover swap too, or a hog just swaps.
+    if (existsSync(`${mem}/memory.memsw.limit_in_bytes`)) {
+      await writeFile(`${mem}/memory.memsw.limit_in_bytes`, bytes).catch(() => {});
+    }
+    const cpu = this.dir('cpu');
+    const period = 100_000;
+    await writeFile(`${cpu}/cpu.cfs_period_us`, String(period));
+    await writeFile(`${cpu}/cpu.cfs_quota_us`, String(Math.max(1000, Math.round(limits.cpus * period))));
+    await writeFile(`${this.dir('pids')}/pids.max`, String(limits.pids));
+  }
+
+  async freeze(): Promise<void> {
+    const f = this.dir('freezer');
+    await writeFile(`${f}/freezer.state`, 'FROZEN');
+    for (let i = 0; i < 500; i++) {
+      if ((await readFile(`${f}/freezer.state`, 'utf8')).trim() === 'FROZEN') return;
+      await sleep(2);
+    }
+    throw new SandboxRuntimeError('Internal', `sandbox ${this.id} did not freeze`);
+  }
+
+  async thaw(): Promise<void> {
+    await writeFile(`${this.dir('freezer')}/freezer.state`, 'THAWED').catch(() => {});
+  }
+
+  async stats(): Promise<CgroupStats> {
+    const read = (p: string) => readFile(p, 'utf8').catch(() => '');
+    const num = async (p: string) => Number((await read(p)).trim().split(' ').pop() || 0);
+    // `failcnt` stays 0 on this kernel; oom_control counts the kills.
+    const oom = /^oom_kill (\d+)$/m.exec(await read(`${this.dir('memory')}/memory.oom_control`));
+    return {
+      memoryBytes: await num(`${this.dir('memory')}/memory.usage_in_bytes`),
+      oomKills: oom ? Number(oom[1]) : 0,
+      pids: await num(`${this.dir('pids')}/pids.current`),
+      pidsMaxHits: await num(`${this.dir('pids')}/pids.events`),
+    };
+  }
+
+  /** Kill everything left (thawing first, a frozen task cannot die) and remove the directories. */
+  async destroy(): Promise<void> {
+    if (!existsSync(this.dir('pids'))) return;
+    await this.thaw();
+    await killAll(this.dirs());
+    for (const c of V1_CONTROLLERS) await removeTree(this.dir(c));
+  }
+}

@@ -96,6 +96,12 @@ const envSchema = z.object({
     .max(100 * 1024 * 1024)
     .default(5 * 1024 * 1024),
   NUBE_WEB_BUY_URL: z.url().optional(),
+  // LLM gateway: the operator's OpenAI-compatible upstream (used when an account has no AI key of its
+  // own), and the port of the gateway on the sandbox bridge's host address (0: any free port).
+  NUBE_LLM_BASE_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL (an OpenAI-compatible base, e.g. https://api.openai.com/v1)' }).optional(),
+  NUBE_LLM_API_KEY: z.string().min(1).optional(),
+  NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
+  NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -125,6 +131,14 @@ export interface Config {
   files: FilesConfig;
   sandboxes: SandboxesConfig;
   web: WebConfig;
+  llm: LlmConfig;
+}
+
+/** The operator's LLM upstream (absent: only accounts with their own AI key can run agents). */
+export interface LlmConfig {
+  upstream?: { baseUrl: string; apiKey?: string; model: string };
+  /** Port of the gateway listener on the sandbox bridge's host address; 0 picks a free one. */
+  gatewayPort: number;
 }
 
 /** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
@@ -213,6 +227,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       timeoutMs: e.NUBE_WEB_TIMEOUT_MS,
       maxBytes: e.NUBE_WEB_MAX_BYTES,
       buyUrl: e.NUBE_WEB_BUY_URL,
+    },
+    llm: {
+      upstream: e.NUBE_LLM_BASE_URL
+        ? { baseUrl: e.NUBE_LLM_BASE_URL.replace(/\/$/, ''), apiKey: e.NUBE_LLM_API_KEY, model: e.NUBE_LLM_MODEL }
+        : undefined,
+      gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
   };
 }

@@ -147,6 +147,11 @@ export class AccountService {
     return row;
   }
 
+  /** The account's plan, for work done on its behalf without a request (the LLM gateway). */
+  async planOf(ownerId: string): Promise<PlanName> {
+    return (await this.account(ownerId)).plan as PlanName;
+  }
+
   getAccount(p: Principal) {
     const a = this.account(p.ownerId);
     return a instanceof Promise ? a.then((row) => accountView(row, p)) : accountView(a, p);

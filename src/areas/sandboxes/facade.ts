@@ -39,6 +39,13 @@ export class SandboxesService {
     this.kernel = new Kernel(this.core, this.work);
   }
 
+  /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
+  readonly hostNetwork = {
+    hostAddress: () => this.core.runtime.hostAddress(),
+    openHostPort: (port: number) => this.core.runtime.openHostPort(port),
+    closeHostPort: (port: number) => this.core.runtime.closeHostPort(port),
+  };
+
   create(p: Principal, input: CreateInput) {
     return this.core.create(p, input);
   }

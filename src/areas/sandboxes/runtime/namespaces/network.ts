@@ -116,6 +116,12 @@ export class BridgeNetwork {
       await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
       const has = await run('nft', ['list', 'table', 'inet', this.table], { allowFailure: true });
       if (has.code !== 0) await run('nft', ['-f', '-'], { input: this.baseRules() });
+      else if (!has.stdout.includes('host_services')) {
+        // A table made before host services existed: add the set and its rule ahead of the reject.
+        await run('nft', ['-f', '-'], {
+          input: `add set inet ${this.table} host_services { type inet_service; }\ninsert rule inet ${this.table} input ${this.hostServicesRule()}\n`,
+        });
+      }
     } finally {
       await rm(lock, { recursive: true, force: true });
     }
@@ -125,9 +131,11 @@ export class BridgeNetwork {
     const b = this.bridge.name;
     return `table inet ${this.table} {
   map sandboxes { type ipv4_addr : verdict; }
+  set host_services { type inet_service; }
   chain input {
     type filter hook input priority -10; policy accept;
     iifname "${b}" ct state established,related accept
+    ${this.hostServicesRule()}
     iifname "${b}" reject with icmpx type admin-prohibited
   }
   chain forward {
@@ -143,6 +151,19 @@ export class BridgeNetwork {
   }
 }
 `;
+  }
+
+  /** Host ports every sandbox may reach at the bridge address (the LLM gateway); the rest is rejected. */
+  private hostServicesRule(): string {
+    return `iifname "${this.bridge.name}" ip daddr ${this.hostIp} tcp dport @host_services accept`;
+  }
+
+  async openHostPort(port: number): Promise<void> {
+    await run('nft', ['add', 'element', 'inet', this.table, 'host_services', `{ ${port} }`]);
+  }
+
+  async closeHostPort(port: number): Promise<void> {
+    await run('nft', ['delete', 'element', 'inet', this.table, 'host_services', `{ ${port} }`], { allowFailure: true });
   }
 
   /** Claim an address index; leases live in /run so every nube instance on the host sees them. */

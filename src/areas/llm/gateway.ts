@@ -58,8 +58,8 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 function fail(res: ServerResponse, e: unknown): void {
-  if (e instanceof GatewayError) return send(res, e.status, e.body());
-  send(res, 500, { error: { message: 'internal error', type: 'nube_gateway_error', code: 'InternalError' } });
+  if (e instanceof GatewayError) send(res, e.status, e.body());
+  else send(res, 500, { error: { message: 'internal error', type: 'nube_gateway_error', code: 'InternalError' } });
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -83,7 +83,8 @@ async function handle(svc: LlmService, req: IncomingMessage, res: ServerResponse
   if (!cred) throw new GatewayError(401, 'Unauthorized', 'missing or invalid gateway credential');
   if (route === 'models') {
     const model = await svc.modelFor(cred.ownerId).catch(() => 'unconfigured');
-    return send(res, 200, { object: 'list', data: [{ id: model, object: 'model', owned_by: 'nube' }] });
+    send(res, 200, { object: 'list', data: [{ id: model, object: 'model', owned_by: 'nube' }] });
+    return;
   }
   let body: unknown;
   try {

@@ -1,7 +1,7 @@
 // A nube whose sandboxes use the driver tests' prebuilt templates, test bridge and cgroup parent, with
 // its data dir under /var/lib (overlayfs upper dirs), and helpers to call the API.
 import { mkdirSync, rmSync } from 'node:fs';
-import { type TestNube, startNube } from '../helpers/server.js';
+import { callJson, type TestNube, startNube } from '../helpers/server.js';
 
 export { DRIVERS } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
 
@@ -23,18 +23,8 @@ export async function startSandboxNube(name: string, env: Record<string, string>
   mkdirSync(dir, { recursive: true });
   const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, ...env } });
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const r = await fetch(`${t.baseUrl}/api/v2${path}`, {
-      method,
-      headers: { ...t.auth, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
-    });
-    const text = await r.text();
-    // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
-    let parsed: any = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {}
-    return { status: r.status, body: parsed };
+    const { status, body: parsed } = await callJson(t.baseUrl, method, path, body, { ...t.auth, ...headers });
+    return { status, body: parsed };
   };
   return { ...t, call };
 }

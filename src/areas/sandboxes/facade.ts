@@ -46,6 +46,11 @@ export class SandboxesService {
     closeHostPort: (port: number) => this.core.runtime.closeHostPort(port),
   };
 
+  /** The sandbox's address on the host bridge (host-side services reach its ports there). */
+  async addressOf(p: Principal, id: string): Promise<string> {
+    return this.core.runtime.addressOf((await this.core.own(p, id)).runtime_id);
+  }
+
   create(p: Principal, input: CreateInput) {
     return this.core.create(p, input);
   }

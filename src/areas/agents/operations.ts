@@ -178,7 +178,7 @@ export const agentsOperations = [
         description: 'A turn is already running in that session (value of `error`); body has `session`',
       },
       { status: 402, code: 'InsufficientBalance', description: "The plan's LLM tokens for this month are used up" },
-      { status: 502, code: 'AgentNoText', description: 'The agent ended without producing text' },
+      { status: 502, description: 'The agent ended without producing text (code `AgentNoText`)' },
     ],
     handler: ({ services, principal, params, body }) => services.agents.try(principal, params.id, body),
   }),

@@ -1,16 +1,17 @@
-// Agents end to end on the default driver: create -> building -> running, a streamed message through
+// Agents end to end on the default driver, on SQLite and PostgreSQL: create -> building -> running, a streamed message through
 // the LLM gateway to the stub, a turn where the model calls a tool and answers with its result, try,
 // sessions, the transcript, and usage counted into the account's LLM tokens.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS } from '../helpers/pg.js';
 import { type AgentNube, startAgentNube, textOf } from './helpers.js';
 
-describe('agents: basics', () => {
+describe.each(DIALECTS)('agents: basics (%s)', (dialect) => {
   let t: AgentNube;
   // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
   let a: any;
 
   beforeAll(async () => {
-    t = await startAgentNube('basics');
+    t = await startAgentNube(`basics-${dialect}`, { dialect });
     a = await t.agent({ name: 'helper', seedFiles: [{ name: 'notes/hello.txt', contentBase64: Buffer.from('hola desde semilla').toString('base64') }] });
   }, 120_000);
   afterAll(async () => {

@@ -41,6 +41,27 @@ describe.each(DRIVERS)('%s: agents lifecycle', (driver) => {
     }
   }, 180_000);
 
+  it('starts the agent program again, on the same disk, when it ended in a living sandbox', async () => {
+    const t = await startAgentNube(`prog-${driver}`, { env: { NUBE_SANDBOX_DRIVER: driver } });
+    try {
+      const a = await t.agent();
+      const s = (await t.call('POST', `/agents/${a.id}/try`, { text: 'antes', reset: true })).body.session;
+      // A tool whose program exits without reading its stdin (this crashed the agent once: EPIPE).
+      expect(textOf((await t.message(a.id, 'call shell {"command":"true"}')).events)).toContain('exit code 0');
+      const bg = await t.call('GET', `/sandboxes/${a.sandboxId}/bg`);
+      const prog = bg.body.processes.find((p: { command: string; state: string }) => p.command.includes('agent.js') && p.state === 'running');
+      expect((await t.call('DELETE', `/sandboxes/${a.sandboxId}/bg/${prog.execId}?graceSeconds=0`)).status).toBe(200);
+      const after = await t.call('POST', `/agents/${a.id}/try`, { text: 'despues', session: s });
+      expect(after.status).toBe(200);
+      expect(after.body.text).toBe('echo: despues');
+      expect((await t.call('GET', `/agents/${a.id}`)).body).toMatchObject({ status: 'running', sandboxId: a.sandboxId });
+      // Its sessions were on disk: the restarted program still had the first turn in context.
+      expect(t.stub.requests.at(-1)!.body.messages.map((m) => m.content)).toContain('antes');
+    } finally {
+      await t.stop();
+    }
+  }, 180_000);
+
   it('survives a restart of nube: the agent keeps running and its session keeps its context', async () => {
     const stub = await startLlmStub();
     const dir = `${TEST_ROOT}/agents-restart-${driver}-${process.pid}`;

@@ -194,6 +194,11 @@ export class AgentsCore {
 
   /** A fresh sandbox with the program, the seed files and a new gateway credential; then connect. */
   private async provision(row: AgentRow): Promise<void> {
+    const t0 = performance.now();
+    const marks: Record<string, number> = {};
+    const mark = (step: string) => {
+      marks[step] = Math.round(performance.now() - t0);
+    };
     const p = await this.principalOf(row);
     const t = templateFor(row.template);
     const sandboxes = this.s.sandboxes;
@@ -207,6 +212,7 @@ export class AgentsCore {
       metadata: { agentId: row.id },
       env: {},
     });
+    mark('sandbox');
     await this.repo.update(row.id, { sandbox_id: sbx.id });
     await this.waitRunning(p, sbx.id);
     const program = await agentProgram();
@@ -215,12 +221,26 @@ export class AgentsCore {
     for (const f of JSON.parse(row.seed_files) as { name: string; contentBase64: string }[]) {
       await sandboxes.work.file(p, sbx.id, 'write', { path: `${WORKSPACE}/${seedPath(f.name)}`, content: f.contentBase64, encoding: 'base64' });
     }
+    mark('files');
+    await this.startProgram(row, p, sbx.id);
+    mark('started');
+    const fresh = { ...row, sandbox_id: sbx.id };
+    await this.link(fresh, 30_000);
+    mark('initialized');
+    await this.repo.forgetAcpSessions(row.id);
+    await this.repo.update(row.id, { status: 'running', error: null });
+    this.deps.log.debug({ agent: row.id, ms: marks }, 'agent built');
+  }
+
+  /** Starts the agent program in the sandbox with a fresh gateway credential (the old one is revoked). */
+  private async startProgram(row: AgentRow, p: Principal, sandboxId: string): Promise<void> {
+    const t = templateFor(row.template);
     const subject = `agent:${row.id}`;
     await this.s.llm.revokeCredential(subject);
     const key = await this.s.llm.issueCredential(row.owner_id, subject);
     const gateway = await this.s.llm.gatewayUrl();
     const secrets = this.secrets(row);
-    await sandboxes.work.bgStart(p, sbx.id, {
+    await this.s.sandboxes.work.bgStart(p, sandboxId, {
       command: `exec node ${PROGRAM_PATH}`,
       cwd: WORKSPACE,
       env: {
@@ -233,10 +253,18 @@ export class AgentsCore {
         NUBE_LLM_KEY: key,
       },
     });
-    const fresh = { ...row, sandbox_id: sbx.id };
-    await this.link(fresh, 30_000);
-    await this.repo.forgetAcpSessions(row.id);
-    await this.repo.update(row.id, { status: 'running', error: null });
+  }
+
+  /** The agent program is no longer running in its (living) sandbox: start it again on the same disk. */
+  private async restartIfEnded(row: AgentRow): Promise<boolean> {
+    if (!row.sandbox_id) return false;
+    const p = await this.principalOf(row);
+    const { processes } = await this.s.sandboxes.work.bgList(p, row.sandbox_id);
+    const mine = processes.filter((x) => x.command.includes(PROGRAM_PATH));
+    if (mine.some((x) => x.state === 'running')) return false;
+    this.deps.log.warn({ agent: row.id, exitCode: mine.at(-1)?.exitCode }, 'the agent program had ended; started again');
+    await this.startProgram(row, p, row.sandbox_id);
+    return true;
   }
 
   /** A sandbox created while its template builds answers `starting`; its provisioning job starts it. */
@@ -266,7 +294,11 @@ export class AgentsCore {
     const pending = (async () => {
       if (!row.sandbox_id) throw new ApiError(409, 'AgentNotReady', 'the agent has no sandbox yet');
       const address = await this.s.sandboxes.addressOf(await this.principalOf(row), row.sandbox_id);
-      const l = await AgentLink.open(address, this.secrets(row).token, waitMs);
+      const token = this.secrets(row).token;
+      const l = await AgentLink.open(address, token, waitMs).catch(async (e: unknown) => {
+        if (!(await this.restartIfEnded(row).catch(() => false))) throw e;
+        return AgentLink.open(address, token, 30_000);
+      });
       l.onClose = () => {
         if (this.links.get(row.id) === pending) this.links.delete(row.id);
       };

@@ -103,9 +103,13 @@ export class Turns {
       row = await this.core.refresh(row);
       if (row.status === 'building') row = await this.waitBuilt(agentId);
       if (row.status === 'lost') row = await this.core.revive(row);
-      await this.core.s.llm.assertBalance(row.owner_id);
-      const link = await this.core.link(row);
-      const session = (await repo.session(sessionId))!;
+      const ready = row;
+      const [, link, session] = await Promise.all([
+        this.core.s.llm.assertBalance(ready.owner_id),
+        this.core.link(ready),
+        repo.session(sessionId),
+      ]);
+      if (!session) throw errors.notFound('session');
       const mcp = acpMcpServers(this.core.secrets(row).mcpServers);
       let acpId = session.acp_session_id;
       if (acpId && !(await link.loadSession(acpId, WORKSPACE, mcp))) acpId = null;

@@ -66,18 +66,14 @@ export class LlmService {
    * before the first byte are GatewayErrors (402, 503, upstream failures); the sink gets the answer.
    */
   async complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal): Promise<RelayResult> {
-    try {
-      await this.assertBalance(ownerId);
-    } catch (e) {
-      throw new GatewayError(402, 'InsufficientBalance', (e as Error).message);
-    }
-    let up: Awaited<ReturnType<Upstreams['for']>>;
-    try {
-      up = await this.d.upstreams.for(ownerId);
-    } catch (e) {
-      const err = e as { status?: number; code?: string; message: string };
+    // The balance and the upstream are looked up at once: both are on the path to the first token.
+    const [balance, upstream] = await Promise.allSettled([this.assertBalance(ownerId), this.d.upstreams.for(ownerId)]);
+    if (balance.status === 'rejected') throw new GatewayError(402, 'InsufficientBalance', (balance.reason as Error).message);
+    if (upstream.status === 'rejected') {
+      const err = upstream.reason as { status?: number; code?: string; message: string };
       throw new GatewayError(err.status ?? 503, err.code ?? 'LlmNotConfigured', err.message);
     }
+    const up = upstream.value;
     return relayCompletion(up, body, sink, signal, async (u) => {
       const n = u.promptTokens + u.completionTokens;
       if (n > 0) await this.d.usage.add(ownerId, 'llmTokens', n);

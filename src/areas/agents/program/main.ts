@@ -10,7 +10,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import * as acp from '@agentclientprotocol/sdk';
 import { type ChatMessage, complete, type Gateway, LlmError } from './llm.js';
-import { type AcpMcpServer, connectMcp, type McpSet } from './mcp.js';
+import type { AcpMcpServer, McpSet } from './mcp.js';
 import { BASE_TOOLS, CODE_TOOLS, type Tool } from './tools.js';
 
 const env = process.env;
@@ -46,6 +46,12 @@ interface Session {
 }
 
 const sessions = new Map<string, Session>();
+
+/** The MCP SDK (and ajv with it, half the bundle) is evaluated only when a session has MCP servers. */
+async function connectMcp(servers: AcpMcpServer[], cwd: string): Promise<McpSet> {
+  if (servers.length === 0) return { tools: [], failures: [], close: async () => {} };
+  return (await import('./mcp.js')).connectMcp(servers, cwd);
+}
 const file = (id: string) => `${STATE}/sessions/${id.replace(/[^A-Za-z0-9_-]/g, '_')}.json`;
 const save = (s: Session) => writeFile(file(s.id), JSON.stringify({ cwd: s.cwd, history: s.history, servers: s.servers }));
 
@@ -246,6 +252,10 @@ function serve(socket: Socket, first: Buffer): void {
   const conn = app().connect(acp.ndJsonStream(writable, readable));
   socket.on('close', () => conn.close());
 }
+
+// One failing tool or connection must not end the agent (and every session with it): log and go on.
+process.on('uncaughtException', (e) => process.stderr.write(`uncaught: ${e.stack ?? e}\n`));
+process.on('unhandledRejection', (e) => process.stderr.write(`unhandled rejection: ${(e as Error)?.stack ?? e}\n`));
 
 const server = createServer((socket) => {
   socket.setNoDelay(true);

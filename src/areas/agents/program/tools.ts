@@ -51,6 +51,8 @@ export function runProgram(
       o.signal.removeEventListener('abort', kill);
       done({ code, output: clip(output) });
     });
+    // A program that exits without reading its stdin (`true`) makes this write fail with EPIPE.
+    child.stdin.on('error', () => {});
     child.stdin.end(o.stdin ?? '');
   });
 }

@@ -36,6 +36,11 @@ describe.each(DRIVERS)('%s: agents lifecycle', (driver) => {
       const ls = await t.call('POST', `/sandboxes/${r.body.sandboxId}/exec`, { command: 'ls /root/workspace' });
       expect(ls.body.stdout).not.toContain('old.txt');
       expect((await t.call('POST', `/agents/${a.id}/try`, { text: 'de nuevo' })).body.text).toBe('echo: de nuevo');
+      // Its sandbox goes away while nube still holds the connection: the next message revives it anyway.
+      expect((await t.call('DELETE', `/sandboxes/${r.body.sandboxId}`)).status).toBe(200);
+      const m2 = await t.message(a.id, 'otra vez');
+      expect(textOf(m2.events)).toBe('echo: otra vez');
+      expect((await t.call('GET', `/agents/${a.id}`)).body.sandboxId).not.toBe(r.body.sandboxId);
     } finally {
       await t.stop();
     }

@@ -279,6 +279,12 @@ export class AgentsCore {
   }
 
   /** The open ACP connection to the agent, (re)established when needed. */
+  /** Whether nube holds an open ACP connection to the agent (which proves its sandbox is alive). */
+  connected(id: string): boolean {
+    return this.open.has(id);
+  }
+  private readonly open = new Set<string>();
+
   link(row: AgentRow, waitMs = 5_000): Promise<AgentLink> {
     const known = this.links.get(row.id);
     if (known) {
@@ -299,7 +305,9 @@ export class AgentsCore {
         if (!(await this.restartIfEnded(row).catch(() => false))) throw e;
         return AgentLink.open(address, token, 30_000);
       });
+      this.open.add(row.id);
       l.onClose = () => {
+        this.open.delete(row.id);
         if (this.links.get(row.id) === pending) this.links.delete(row.id);
       };
       await l.gateway(await this.s.llm.gatewayUrl());

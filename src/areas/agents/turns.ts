@@ -97,40 +97,30 @@ export class Turns {
     let output = '';
     let usage: TurnUsage | null = null;
     let error: TurnOutcome['error'] = null;
-    try {
-      let row = await repo.get(agentId);
-      if (!row) throw errors.notFound('agent');
-      row = await this.core.refresh(row);
-      if (row.status === 'building') row = await this.waitBuilt(agentId);
-      if (row.status === 'lost') row = await this.core.revive(row);
-      const ready = row;
-      const [, link, session] = await Promise.all([
-        this.core.s.llm.assertBalance(ready.owner_id),
-        this.core.link(ready),
-        repo.session(sessionId),
-      ]);
-      if (!session) throw errors.notFound('session');
-      const mcp = acpMcpServers(this.core.secrets(row).mcpServers);
-      let acpId = session.acp_session_id;
-      if (acpId && !(await link.loadSession(acpId, WORKSPACE, mcp))) acpId = null;
-      if (!acpId) {
-        acpId = await link.newSession(WORKSPACE, mcp);
-        await repo.setAcpSession(sessionId, acpId);
-      }
-      const res = await link.prompt(acpId, turn.input, (u: SessionUpdate) => {
-        if (u.sessionUpdate === 'agent_message_chunk' && u.content.type === 'text') {
-          output += u.content.text;
-          emit({ type: 'chunk', value: u.content.text });
+    // A connection that breaks because the agent's sandbox just went away (nube had not noticed yet) is
+    // tried once more on the revived agent, if nothing was streamed: whatever the turn did in the old
+    // sandbox went with its disk. Any other failure is the turn's error.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const res = await this.prompt(agentId, sessionId, turn.input, (text) => {
+          output += text;
+          emit({ type: 'chunk', value: text });
+        });
+        const u = (res._meta as { usage?: TurnUsage } | undefined)?.usage;
+        if (u) usage = { model: u.model ?? null, inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, toolCalls: u.toolCalls ?? 0 };
+        if (res.stopReason === 'cancelled') error = { code: 'Cancelled', message: 'the turn was cancelled' };
+        if (res.stopReason === 'max_turn_requests') error = { code: 'MaxSteps', message: 'the agent stopped after too many tool rounds' };
+        break;
+      } catch (e) {
+        error = describe(e);
+        const row = await repo.get(agentId);
+        const fresh = row ? await this.core.refresh(row).catch(() => row) : undefined;
+        if (attempt === 1 && output === '' && fresh?.status === 'lost' && error.code === 'AgentUnavailable') {
+          error = null;
+          continue;
         }
-      });
-      const u = (res._meta as { usage?: TurnUsage } | undefined)?.usage;
-      if (u) usage = { model: u.model ?? null, inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, toolCalls: u.toolCalls ?? 0 };
-      if (res.stopReason === 'cancelled') error = { code: 'Cancelled', message: 'the turn was cancelled' };
-      if (res.stopReason === 'max_turn_requests') error = { code: 'MaxSteps', message: 'the agent stopped after too many tool rounds' };
-    } catch (e) {
-      error = describe(e);
-      const row = await repo.get(agentId);
-      if (row) await this.core.refresh(row).catch(() => {});
+        break;
+      }
     }
     if (usage) emit({ type: 'usage', ...usage });
     if (error) emit({ type: 'error', ...error });
@@ -144,6 +134,30 @@ export class Turns {
       finished_at: finished,
     });
     return { turnId: turn.id, session: sessionId, text: output, error, usage, ms: finished - started };
+  }
+
+  /** Makes sure the agent runs (waiting for a build, reviving a lost one), then prompts its ACP session. */
+  private async prompt(agentId: string, sessionId: string, input: string, onText: (t: string) => void) {
+    const repo = this.core.repo;
+    let row = await repo.get(agentId);
+    if (!row) throw errors.notFound('agent');
+    // An open connection proves the sandbox is alive; otherwise check it (gone: lost, revived below).
+    if (!this.core.connected(row.id)) row = await this.core.refresh(row);
+    if (row.status === 'building') row = await this.waitBuilt(agentId);
+    if (row.status === 'lost') row = await this.core.revive(row);
+    const ready = row;
+    const [, link, session] = await Promise.all([this.core.s.llm.assertBalance(ready.owner_id), this.core.link(ready), repo.session(sessionId)]);
+    if (!session) throw errors.notFound('session');
+    const mcp = acpMcpServers(this.core.secrets(ready).mcpServers);
+    let acpId = session.acp_session_id;
+    if (acpId && !(await link.loadSession(acpId, WORKSPACE, mcp))) acpId = null;
+    if (!acpId) {
+      acpId = await link.newSession(WORKSPACE, mcp);
+      await repo.setAcpSession(sessionId, acpId);
+    }
+    return link.prompt(acpId, input, (u: SessionUpdate) => {
+      if (u.sessionUpdate === 'agent_message_chunk' && u.content.type === 'text') onText(u.content.text);
+    });
   }
 
   private async waitBuilt(agentId: string): Promise<AgentRow> {

@@ -12,6 +12,8 @@ export type UpdateListener = (u: acp.SessionUpdate) => void;
 
 export class AgentLink {
   private readonly listeners = new Map<string, UpdateListener>();
+  /** ACP sessions opened or loaded on this connection: only others need a session/load. */
+  private readonly attached = new Set<string>();
   private closedFlag = false;
 
   private constructor(
@@ -83,14 +85,18 @@ export class AgentLink {
   }
 
   async newSession(cwd: string, mcpServers: acp.McpServer[]): Promise<string> {
-    return (await this.conn.agent.request(acp.methods.agent.session.new, { cwd, mcpServers })).sessionId;
+    const id = (await this.conn.agent.request(acp.methods.agent.session.new, { cwd, mcpServers })).sessionId;
+    this.attached.add(id);
+    return id;
   }
 
   /** Re-attaches a session after a reconnect; false when the agent no longer has it. */
   async loadSession(sessionId: string, cwd: string, mcpServers: acp.McpServer[]): Promise<boolean> {
+    if (this.attached.has(sessionId)) return true;
     this.listeners.set(sessionId, () => {}); // the replayed history is already in nube's transcript
     try {
       await this.conn.agent.request(acp.methods.agent.session.load, { sessionId, cwd, mcpServers });
+      this.attached.add(sessionId);
       return true;
     } catch {
       return false;

@@ -53,7 +53,15 @@ async function connectMcp(servers: AcpMcpServer[], cwd: string): Promise<McpSet>
   return (await import('./mcp.js')).connectMcp(servers, cwd);
 }
 const file = (id: string) => `${STATE}/sessions/${id.replace(/[^A-Za-z0-9_-]/g, '_')}.json`;
-const save = (s: Session) => writeFile(file(s.id), JSON.stringify({ cwd: s.cwd, history: s.history, servers: s.servers }));
+// Sessions are written after each turn without holding up its answer, one write at a time per session.
+const writes = new Map<string, Promise<void>>();
+const save = (s: Session): Promise<void> => {
+  const next = (writes.get(s.id) ?? Promise.resolve())
+    .then(() => writeFile(file(s.id), JSON.stringify({ cwd: s.cwd, history: s.history, servers: s.servers })))
+    .catch(() => {});
+  writes.set(s.id, next);
+  return next;
+};
 
 async function load(id: string): Promise<Session | null> {
   const known = sessions.get(id);
@@ -124,7 +132,7 @@ async function turn(s: Session, prompt: acp.ContentBlock[], client: acp.AgentCon
     if (e instanceof LlmError) throw new acp.RequestError(-32000, e.message, { status: e.status, code: e.code });
     throw e;
   } finally {
-    await save(s).catch(() => {});
+    void save(s);
   }
 }
 

@@ -64,6 +64,8 @@ async function main() {
       NUBE_SANDBOX_CGROUP: 'nube-bench',
       NUBE_LLM_BASE_URL: stubUrl,
       NUBE_LLM_GATEWAY_PORT: '0',
+      // The bench polls GET /agents/{id} every 5 ms: the default 600 per minute would answer 429.
+      NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
     }),
   );
   const base = `${await nube.listen()}/api/v2`;
@@ -84,6 +86,7 @@ async function main() {
     for (;;) {
       const g = await call('GET', `/agents/${c.body.id}`);
       if (g.body.status === 'running') return { id: c.body.id, ms: performance.now() - t0 };
+      if (g.status !== 200) throw new Error(`GET answered ${g.status}`);
       if (g.body.status === 'lost') throw new Error(`build failed: ${g.body.error}`);
       await new Promise((r) => setTimeout(r, 5));
     }

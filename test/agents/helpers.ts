@@ -29,7 +29,8 @@ export async function startAgentNube(
   const t = await startNube({
     dialect: opts.dialect,
     dataDir: dir,
-    env: { ...SANDBOX_ENV, NUBE_LLM_BASE_URL: stub.url, NUBE_LLM_API_KEY: 'sk-operator', NUBE_LLM_MODEL: 'stub-model', NUBE_LLM_GATEWAY_PORT: '0', ...opts.env },
+    // Polling GET until running is not what these tests measure: the default 600/min would answer 429.
+    env: { ...SANDBOX_ENV, NUBE_LLM_BASE_URL: stub.url, NUBE_LLM_API_KEY: 'sk-operator', NUBE_LLM_MODEL: 'stub-model', NUBE_LLM_GATEWAY_PORT: '0', NUBE_RATE_LIMIT_PER_MINUTE: '100000', ...opts.env },
   });
   const call = (method: string, path: string, body?: unknown, key?: string) =>
     callJson(t.baseUrl, method, path, body, { authorization: `Bearer ${key ?? t.ownerKey}` });

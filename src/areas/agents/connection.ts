@@ -129,7 +129,10 @@ export function connectWithRetry(host: string, port: number, waitMs: number): Pr
   return new Promise((resolve, reject) => {
     const attempt = () => {
       const s = connect({ host, port });
+      // A SYN nobody answers (the sandbox's network still coming up) must not wait for TCP's own timeout.
+      s.setTimeout(1_000, () => s.destroy(new Error('connect timed out')));
       s.once('connect', () => {
+        s.setTimeout(0);
         s.removeAllListeners('error');
         resolve(s);
       });

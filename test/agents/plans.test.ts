@@ -96,6 +96,29 @@ describe.each(DIALECTS)('agents: plans and refusals (%s)', (dialect) => {
   });
 });
 
+describe('agents: a failed build', () => {
+  it('shows lost with the reason in error', async () => {
+    const t = await startAgentNube('failed-build');
+    try {
+      // `a` is written as a file, so `a/b` cannot be: the build fails while seeding the workspace.
+      const seedFiles = [
+        { name: 'a', contentBase64: 'eA==' },
+        { name: 'a/b', contentBase64: 'eA==' },
+      ];
+      const c = await t.call('POST', '/agents', { template: 'acp', env: {}, seedFiles });
+      expect(c.body.status).toBe('building');
+      let g = await t.call('GET', `/agents/${c.body.id}`);
+      for (let i = 0; i < 600 && g.body.status === 'building'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        g = await t.call('GET', `/agents/${c.body.id}`);
+      }
+      expect(g.body).toMatchObject({ status: 'lost', error: expect.stringMatching(/^build failed: /) });
+    } finally {
+      await t.stop();
+    }
+  }, 120_000);
+});
+
 describe('agents: no LLM upstream', () => {
   it('answers 503 LlmNotConfigured naming the setting', async () => {
     const t = await startAgentNube('noupstream', { env: { NUBE_LLM_BASE_URL: '' } });

@@ -110,6 +110,12 @@ describe('agents: ACP over WebSocket, MCP servers, code-agent', () => {
     expect(updates.find((u) => u.sessionUpdate === 'tool_call')).toMatchObject({ title: '$ touch /root/x', kind: 'execute', status: 'pending' });
     expect(updates.find((u) => u.sessionUpdate === 'tool_call_update' && u.status === 'failed')).toBeTruthy();
     expect(inbox.some((m) => m.method === 'session/request_permission')).toBe(true);
+    // session/cancel stops a running prompt: it ends with stopReason cancelled.
+    t.stub.push({ content: 'demasiado tarde', delayMs: 5_000 });
+    const slow = request(5, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'tarda' }] });
+    await new Promise((r) => setTimeout(r, 500));
+    ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'session/cancel', params: { sessionId } }));
+    expect((await slow).result.stopReason).toBe('cancelled');
     ws.close();
     const ls = await t.call('POST', `/sandboxes/${a.sandboxId}/exec`, { command: 'test -e /root/x; echo $?' });
     expect(ls.body.stdout.trim()).toBe('1');

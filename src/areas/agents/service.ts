@@ -215,30 +215,46 @@ export class AgentsCore {
     mark('sandbox');
     await this.repo.update(row.id, { sandbox_id: sbx.id });
     await this.waitRunning(p, sbx.id);
-    const program = await agentProgram();
-    await sandboxes.work.file(p, sbx.id, 'write', { path: PROGRAM_PATH, content: program.toString('base64'), encoding: 'base64' });
-    await sandboxes.work.file(p, sbx.id, 'mkdir', { path: WORKSPACE });
-    for (const f of JSON.parse(row.seed_files) as { name: string; contentBase64: string }[]) {
-      await sandboxes.work.file(p, sbx.id, 'write', { path: `${WORKSPACE}/${seedPath(f.name)}`, content: f.contentBase64, encoding: 'base64' });
-    }
+    // The program, the workspace and the gateway credential at once (each is a round trip of its own);
+    // the program starts before the seed files are written, and running waits for both.
+    const access = this.gatewayAccess(row);
+    const workspace = sandboxes.work.file(p, sbx.id, 'mkdir', { path: WORKSPACE });
+    const seeding = workspace.then(async () => {
+      for (const f of JSON.parse(row.seed_files) as { name: string; contentBase64: string }[]) {
+        await sandboxes.work.file(p, sbx.id, 'write', { path: `${WORKSPACE}/${seedPath(f.name)}`, content: f.contentBase64, encoding: 'base64' });
+      }
+    });
+    seeding.catch(() => {}); // awaited below; a failure must not be an unhandled rejection meanwhile
+    await Promise.all([
+      agentProgram().then((program) =>
+        sandboxes.work.file(p, sbx.id, 'write', { path: PROGRAM_PATH, content: program.toString('base64'), encoding: 'base64' }),
+      ),
+      workspace,
+      access,
+    ]);
     mark('files');
-    await this.startProgram(row, p, sbx.id);
+    await this.startProgram(row, p, sbx.id, await access);
     mark('started');
     const fresh = { ...row, sandbox_id: sbx.id };
-    await this.link(fresh, 30_000);
+    await Promise.all([seeding, this.link(fresh, 30_000)]);
     mark('initialized');
     await this.repo.forgetAcpSessions(row.id);
     await this.repo.update(row.id, { status: 'running', error: null });
     this.deps.log.debug({ agent: row.id, ms: marks }, 'agent built');
   }
 
-  /** Starts the agent program in the sandbox with a fresh gateway credential (the old one is revoked). */
-  private async startProgram(row: AgentRow, p: Principal, sandboxId: string): Promise<void> {
-    const t = templateFor(row.template);
+  /** A fresh gateway credential for the agent (the old one revoked) and the gateway's URL. */
+  private async gatewayAccess(row: AgentRow): Promise<{ key: string; gateway: string }> {
     const subject = `agent:${row.id}`;
     await this.s.llm.revokeCredential(subject);
-    const key = await this.s.llm.issueCredential(row.owner_id, subject);
-    const gateway = await this.s.llm.gatewayUrl();
+    const [key, gateway] = await Promise.all([this.s.llm.issueCredential(row.owner_id, subject), this.s.llm.gatewayUrl()]);
+    return { key, gateway };
+  }
+
+  /** Starts the agent program in the sandbox with a fresh gateway credential (the old one is revoked). */
+  private async startProgram(row: AgentRow, p: Principal, sandboxId: string, access?: { key: string; gateway: string }): Promise<void> {
+    const t = templateFor(row.template);
+    const { key, gateway } = access ?? (await this.gatewayAccess(row));
     const secrets = this.secrets(row);
     await this.s.sandboxes.work.bgStart(p, sandboxId, {
       command: `exec node ${PROGRAM_PATH}`,

@@ -13,14 +13,13 @@ import type { Services } from '../../platform/operation.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
 import { KeyedLock } from '../sandboxes/runtime/keyed-lock.js';
-import { agentProgram } from './bundle.js';
-import { AGENT_PORT, AgentLink } from './connection.js';
+import { Builder } from './build.js';
+import { AgentLink } from './connection.js';
 import type { AgentRow, AgentsRepo } from './repo.js';
 import { seedPath, templateFor } from './templates.js';
 
+
 export const BUILD_JOB = 'agents.build';
-const PROGRAM_PATH = '/opt/nube/agent.js';
-export const WORKSPACE = '/root/workspace';
 
 export type McpInput =
   | { name: string; type?: 'stdio'; command: string; args?: string[]; env?: Record<string, string> }
@@ -58,6 +57,7 @@ export class AgentsCore {
   private readonly embedCache = new Map<string, { principal: Principal; until: number }>();
   /** One lifecycle change (build, revive, delete) of an agent at a time. */
   readonly lock = new KeyedLock();
+  readonly builder = new Builder(this);
 
   constructor(
     readonly repo: AgentsRepo,
@@ -185,116 +185,13 @@ export class AgentsCore {
     await this.lock.run(id, async () => {
       const row = await this.repo.get(id);
       if (row?.status !== 'building') return;
-      await this.provision(row).catch(async (e: unknown) => {
+      await this.builder.provision(row).catch(async (e: unknown) => {
         this.deps.log.warn({ err: e, agent: id }, 'agent build failed');
         await this.repo.update(id, { status: 'lost', error: `build failed: ${(e as Error).message}` });
       });
     });
   }
 
-  /** A fresh sandbox with the program, the seed files and a new gateway credential; then connect. */
-  private async provision(row: AgentRow): Promise<void> {
-    const t0 = performance.now();
-    const marks: Record<string, number> = {};
-    const mark = (step: string) => {
-      marks[step] = Math.round(performance.now() - t0);
-    };
-    const p = await this.principalOf(row);
-    const t = templateFor(row.template);
-    const sandboxes = this.s.sandboxes;
-    this.dropLink(row.id);
-    if (row.sandbox_id) await sandboxes.delete(p, row.sandbox_id).catch(() => {});
-    const sbx = await sandboxes.create(p, {
-      template: t.sandboxTemplate,
-      timeoutSeconds: row.timeout_seconds,
-      suspendOnIdle: false,
-      name: `agent ${row.id}`,
-      metadata: { agentId: row.id },
-      env: {},
-    });
-    mark('sandbox');
-    await this.repo.update(row.id, { sandbox_id: sbx.id });
-    await this.waitRunning(p, sbx.id);
-    // The program, the workspace and the gateway credential at once (each is a round trip of its own);
-    // the program starts before the seed files are written, and running waits for both.
-    const access = this.gatewayAccess(row);
-    const workspace = sandboxes.work.file(p, sbx.id, 'mkdir', { path: WORKSPACE });
-    const seeding = workspace.then(async () => {
-      for (const f of JSON.parse(row.seed_files) as { name: string; contentBase64: string }[]) {
-        await sandboxes.work.file(p, sbx.id, 'write', { path: `${WORKSPACE}/${seedPath(f.name)}`, content: f.contentBase64, encoding: 'base64' });
-      }
-    });
-    seeding.catch(() => {}); // awaited below; a failure must not be an unhandled rejection meanwhile
-    await Promise.all([
-      agentProgram().then((program) =>
-        sandboxes.work.file(p, sbx.id, 'write', { path: PROGRAM_PATH, content: program.toString('base64'), encoding: 'base64' }),
-      ),
-      workspace,
-      access,
-    ]);
-    mark('files');
-    await this.startProgram(row, p, sbx.id, await access);
-    mark('started');
-    const fresh = { ...row, sandbox_id: sbx.id };
-    await Promise.all([seeding, this.link(fresh, 30_000)]);
-    mark('initialized');
-    await this.repo.forgetAcpSessions(row.id);
-    await this.repo.update(row.id, { status: 'running', error: null });
-    this.deps.log.debug({ agent: row.id, ms: marks }, 'agent built');
-  }
-
-  /** A fresh gateway credential for the agent (the old one revoked) and the gateway's URL. */
-  private async gatewayAccess(row: AgentRow): Promise<{ key: string; gateway: string }> {
-    const subject = `agent:${row.id}`;
-    await this.s.llm.revokeCredential(subject);
-    const [key, gateway] = await Promise.all([this.s.llm.issueCredential(row.owner_id, subject), this.s.llm.gatewayUrl()]);
-    return { key, gateway };
-  }
-
-  /** Starts the agent program in the sandbox with a fresh gateway credential (the old one is revoked). */
-  private async startProgram(row: AgentRow, p: Principal, sandboxId: string, access?: { key: string; gateway: string }): Promise<void> {
-    const t = templateFor(row.template);
-    const { key, gateway } = access ?? (await this.gatewayAccess(row));
-    const secrets = this.secrets(row);
-    await this.s.sandboxes.work.bgStart(p, sandboxId, {
-      command: `exec node ${PROGRAM_PATH}`,
-      cwd: WORKSPACE,
-      env: {
-        ...secrets.env,
-        NUBE_AGENT_PORT: String(AGENT_PORT),
-        NUBE_AGENT_TOKEN: secrets.token,
-        NUBE_AGENT_KIND: t.kind,
-        NUBE_AGENT_WORKSPACE: WORKSPACE,
-        NUBE_LLM_URL: gateway,
-        NUBE_LLM_KEY: key,
-      },
-    });
-  }
-
-  /** The agent program is no longer running in its (living) sandbox: start it again on the same disk. */
-  private async restartIfEnded(row: AgentRow): Promise<boolean> {
-    if (!row.sandbox_id) return false;
-    const p = await this.principalOf(row);
-    const { processes } = await this.s.sandboxes.work.bgList(p, row.sandbox_id);
-    const mine = processes.filter((x) => x.command.includes(PROGRAM_PATH));
-    if (mine.some((x) => x.state === 'running')) return false;
-    this.deps.log.warn({ agent: row.id, exitCode: mine.at(-1)?.exitCode }, 'the agent program had ended; started again');
-    await this.startProgram(row, p, row.sandbox_id);
-    return true;
-  }
-
-  /** A sandbox created while its template builds answers `starting`; its provisioning job starts it. */
-  private async waitRunning(p: Principal, sandboxId: string): Promise<void> {
-    const until = Date.now() + 30 * 60_000;
-    for (;;) {
-      const v = await this.s.sandboxes.get(p, sandboxId);
-      if (v.status === 'running') return;
-      if (Date.now() > until) throw new Error('the sandbox did not start within 30 minutes');
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
-
-  /** The open ACP connection to the agent, (re)established when needed. */
   /** Whether nube holds an open ACP connection to the agent (which proves its sandbox is alive). */
   connected(id: string): boolean {
     return this.open.has(id);
@@ -317,9 +214,10 @@ export class AgentsCore {
       if (!row.sandbox_id) throw new ApiError(409, 'AgentNotReady', 'the agent has no sandbox yet');
       const address = await this.s.sandboxes.addressOf(await this.principalOf(row), row.sandbox_id);
       const token = this.secrets(row).token;
-      const l = await AgentLink.open(address, token, waitMs).catch(async (e: unknown) => {
-        if (!(await this.restartIfEnded(row).catch(() => false))) throw e;
-        return AgentLink.open(address, token, 30_000);
+      // Not answering within a second: the program may have ended (start it again) or still be starting.
+      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000)).catch(async () => {
+        const restarted = await this.builder.restartIfEnded(row).catch(() => false);
+        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000));
       });
       this.open.add(row.id);
       l.onClose = () => {
@@ -384,7 +282,7 @@ export class AgentsCore {
       const current = (await this.repo.get(row.id)) ?? row;
       await this.repo.update(row.id, { status: 'building', error: null });
       try {
-        await this.provision(current);
+        await this.builder.provision(current);
       } catch (e) {
         const message = (e as Error).message;
         await this.repo.update(row.id, { status: 'lost', error: `revive failed: ${message}` });

@@ -5,6 +5,10 @@ import { errors } from '../../platform/errors.js';
 
 export type AgentKind = 'acp' | 'code-agent';
 
+/** Where the program is copied in the agent's sandbox, and the workspace (seed files, the agent's cwd). */
+export const PROGRAM_PATH = '/opt/nube/agent.js';
+export const WORKSPACE = '/root/workspace';
+
 export interface AgentTemplate {
   name: string;
   kind: AgentKind;

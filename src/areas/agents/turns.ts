@@ -7,7 +7,8 @@ import { ApiError, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { KeyedLock } from '../sandboxes/runtime/keyed-lock.js';
 import type { AgentRow, SessionRow, TurnRow } from './repo.js';
-import { acpMcpServers, type AgentsCore, WORKSPACE } from './service.js';
+import { acpMcpServers, type AgentsCore } from './service.js';
+import { WORKSPACE } from './templates.js';
 
 export interface TurnUsage {
   model: string | null;

@@ -41,6 +41,18 @@ export class GatewayServer {
     return new GatewayServer(server, host, bound, `http://${address}:${bound}/v1`);
   }
 
+  private reassertedAt = Date.now();
+
+  /**
+   * Opens the port again (idempotent) at most every 10 s: the sandbox network's rules can be rebuilt
+   * under a running gateway (a bridge reconfigured at another nube's start), which would close it.
+   */
+  async reassert(): Promise<void> {
+    if (Date.now() - this.reassertedAt < 10_000) return;
+    this.reassertedAt = Date.now();
+    await this.host.openHostPort(this.port);
+  }
+
   async close(): Promise<void> {
     await this.host.closeHostPort(this.port).catch(() => {});
     this.server.closeAllConnections();

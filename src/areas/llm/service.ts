@@ -92,7 +92,9 @@ export class LlmService {
       this.gateway = undefined;
       throw e;
     });
-    return (await this.gateway).url;
+    const g = await this.gateway;
+    await g.reassert().catch((e: unknown) => this.d.log.warn({ err: e }, 'could not re-open the LLM gateway port'));
+    return g.url;
   }
 
   async close(): Promise<void> {

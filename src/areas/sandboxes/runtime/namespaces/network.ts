@@ -116,12 +116,7 @@ export class BridgeNetwork {
       await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
       const has = await run('nft', ['list', 'table', 'inet', this.table], { allowFailure: true });
       if (has.code !== 0) await run('nft', ['-f', '-'], { input: this.baseRules() });
-      else if (!has.stdout.includes('host_services')) {
-        // A table made before host services existed: add the set and its rule ahead of the reject.
-        await run('nft', ['-f', '-'], {
-          input: `add set inet ${this.table} host_services { type inet_service; }\ninsert rule inet ${this.table} input ${this.hostServicesRule()}\n`,
-        });
-      }
+      else await this.ensureHostServices(has.stdout);
     } finally {
       await rm(lock, { recursive: true, force: true });
     }
@@ -158,7 +153,21 @@ export class BridgeNetwork {
     return `iifname "${this.bridge.name}" ip daddr ${this.hostIp} tcp dport @host_services accept`;
   }
 
+  /**
+   * A table made before host services existed (or by another nube version on a shared bridge) lacks the
+   * set or its rule: add them, the rule ahead of the reject. `add set` is a no-op when the set exists.
+   */
+  private async ensureHostServices(listing?: string): Promise<void> {
+    const text = listing ?? (await run('nft', ['list', 'chain', 'inet', this.table, 'input'], { allowFailure: true })).stdout;
+    if (text.includes('@host_services')) return;
+    await run('nft', ['-f', '-'], {
+      input: `add set inet ${this.table} host_services { type inet_service; }\ninsert rule inet ${this.table} input ${this.hostServicesRule()}\n`,
+    });
+  }
+
+  /** Idempotent: also puts back the set and rule if something rebuilt the table meanwhile. */
   async openHostPort(port: number): Promise<void> {
+    await this.ensureHostServices();
     await run('nft', ['add', 'element', 'inet', this.table, 'host_services', `{ ${port} }`]);
   }
 

@@ -107,6 +107,12 @@ const envSchema = z.object({
   NUBE_PDF_PAGES: z.coerce.number().int().min(1).max(32).default(2),
   NUBE_PDF_MAX_MEMORY_MB: z.coerce.number().int().min(64).max(65_536).default(1024),
   NUBE_PDF_TIMEOUT_MS: z.coerce.number().int().min(1000).max(300_000).default(30_000),
+  // LLM gateway: the operator's OpenAI-compatible upstream (used when an account has no AI key of its
+  // own), and the port of the gateway on the sandbox bridge's host address (0: any free port).
+  NUBE_LLM_BASE_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL (an OpenAI-compatible base, e.g. https://api.openai.com/v1)' }).optional(),
+  NUBE_LLM_API_KEY: z.string().min(1).optional(),
+  NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
+  NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -138,6 +144,7 @@ export interface Config {
   web: WebConfig;
   sites: { host: string };
   pdf: PdfConfig;
+  llm: LlmConfig;
 }
 
 /** The warm browser behind the PDF export. */
@@ -149,6 +156,13 @@ export interface PdfConfig {
   /** The browser restarts (once idle) past this much memory (PSS) over all its processes. */
   maxMemoryBytes: number;
   timeoutMs: number;
+}
+
+/** The operator's LLM upstream (absent: only accounts with their own AI key can run agents). */
+export interface LlmConfig {
+  upstream?: { baseUrl: string; apiKey?: string; model: string };
+  /** Port of the gateway listener on the sandbox bridge's host address; 0 picks a free one. */
+  gatewayPort: number;
 }
 
 /** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
@@ -252,6 +266,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       pages: e.NUBE_PDF_PAGES,
       maxMemoryBytes: e.NUBE_PDF_MAX_MEMORY_MB * 1024 * 1024,
       timeoutMs: e.NUBE_PDF_TIMEOUT_MS,
+    },
+    llm: {
+      upstream: e.NUBE_LLM_BASE_URL
+        ? { baseUrl: e.NUBE_LLM_BASE_URL.replace(/\/$/, ''), apiKey: e.NUBE_LLM_API_KEY, model: e.NUBE_LLM_MODEL }
+        : undefined,
+      gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
   };
 }

@@ -109,6 +109,11 @@ const DATABASE_EXTRAS = new Set(['databases.export']);
 const databasesSpecOps = databasesOperations.filter((op) => !DATABASE_EXTRAS.has(op.id));
 const databasesExtraOps = databasesOperations.filter((op) => DATABASE_EXTRAS.has(op.id));
 
+// Beyond the spec: an agent's transcript (turns kept also when their client disconnected).
+const AGENT_EXTRAS = new Set(['agents.turns']);
+const agentsSpecOps = agentsOperations.filter((op) => !AGENT_EXTRAS.has(op.id));
+const agentsExtraOps = agentsOperations.filter((op) => AGENT_EXTRAS.has(op.id));
+
 const SPEC_OPS: AnyOperation[] = [
   ...sandboxesOperations,
   ...webOperations,
@@ -116,7 +121,7 @@ const SPEC_OPS: AnyOperation[] = [
   ...databasesSpecOps,
   ...machinesOperations,
   ...documentsOperations,
-  ...agentsOperations,
+  ...agentsSpecOps,
   ...fleetOperations,
   ...webhooksSpecOps,
 ];
@@ -126,6 +131,7 @@ const EXTRA_OPS: AnyOperation[] = [
   ...websitesOperations,
   ...webhooksExtraOps,
   ...databasesExtraOps,
+  ...agentsExtraOps,
 ];
 const ALL = [...SPEC_OPS, ...EXTRA_OPS];
 
@@ -150,7 +156,7 @@ describe('operation registry (the whole spec surface)', () => {
         databasesSpecOps,
         machinesOperations,
         documentsOperations,
-        agentsOperations,
+        agentsSpecOps,
         fleetOperations,
         webhooksSpecOps,
       ].map((a) => a.length),

@@ -5,6 +5,7 @@ import type { AreaModule } from './area.js';
 import type { PlatformDeps } from './deps.js';
 import { sandboxesArea } from './sandboxes/index.js';
 import { webArea } from './web/index.js';
+import { llmArea } from './llm/index.js';
 import { filesArea } from './files/index.js';
 import { imagesArea } from './images/index.js';
 import { share_tokensArea } from './share-tokens/index.js';
@@ -17,7 +18,7 @@ import { fleetArea } from './fleet/index.js';
 import { webhooksArea } from './webhooks/index.js';
 
 /** Every area, in catalogue order. Services are created in this order (an area may use earlier ones). */
-export const AREAS: AreaModule[] = [accountArea, webhooksArea, sandboxesArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, websitesArea, documentsArea, agentsArea, fleetArea];
+export const AREAS: AreaModule[] = [accountArea, webhooksArea, sandboxesArea, llmArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, websitesArea, documentsArea, agentsArea, fleetArea];
 
 /** Every operation of the API: the one list REST, OpenAPI, MCP and the SDK derive from. */
 export const operations: AnyOperation[] = AREAS.flatMap((a) => a.operations);

@@ -66,3 +66,19 @@ export function caller(t: TestNube) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
 }
+
+/** A JSON call under /api/v2: status, parsed body (or the text when it is not JSON) and headers. */
+export async function callJson(baseUrl: string, method: string, path: string, body: unknown, headers: Record<string, string>) {
+  const r = await fetch(`${baseUrl}/api/v2${path}`, {
+    method,
+    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+  });
+  const text = await r.text();
+  // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+  let parsed: any = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: r.status, body: parsed, headers: r.headers };
+}

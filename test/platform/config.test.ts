@@ -43,4 +43,12 @@ describe('configuration', () => {
     expect(loadConfig({ ...base, NUBE_PUBLIC_URL: 'https://nube.example.com', NUBE_SITES_HOST: 'pages.example.org' }).sites.host).toBe('pages.example.org');
     expect(loadConfig(base).pdf).toEqual({ chromiumPath: '/usr/bin/chromium', pages: 2, maxMemoryBytes: 1024 ** 3, timeoutMs: 30_000 });
   });
+
+  it('reads the LLM upstream and gateway port (no upstream, port 7071 by default); a bad URL names the variable', () => {
+    expect(loadConfig(base).llm).toEqual({ upstream: undefined, gatewayPort: 7071 });
+    const c = loadConfig({ ...base, NUBE_LLM_BASE_URL: 'http://127.0.0.1:8000/v1/', NUBE_LLM_API_KEY: 'k', NUBE_LLM_MODEL: 'm', NUBE_LLM_GATEWAY_PORT: '0' });
+    expect(c.llm).toEqual({ upstream: { baseUrl: 'http://127.0.0.1:8000/v1', apiKey: 'k', model: 'm' }, gatewayPort: 0 });
+    expect(() => loadConfig({ ...base, NUBE_LLM_BASE_URL: 'ftp://x' })).toThrow(/NUBE_LLM_BASE_URL/);
+    expect(() => loadConfig({ ...base, NUBE_LLM_GATEWAY_PORT: '70000' })).toThrow(/NUBE_LLM_GATEWAY_PORT/);
+  });
 });

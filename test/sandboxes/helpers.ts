@@ -2,7 +2,7 @@
 // its data dir under /var/lib (overlayfs upper dirs), and helpers to call the API.
 import { mkdirSync, rmSync } from 'node:fs';
 import type { NamespacesRuntime } from '../../src/areas/sandboxes/runtime/namespaces/runtime.js';
-import { type TestNube, startNube } from '../helpers/server.js';
+import { callJson, type TestNube, startNube } from '../helpers/server.js';
 
 export { DRIVERS } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
 
@@ -44,18 +44,8 @@ export async function startSandboxNube(
     await runtime.ensureTemplate(tpl, (line) => console.log(`[${name}] template ${tpl}: ${line}`));
   }
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const r = await fetch(`${t.baseUrl}/api/v2${path}`, {
-      method,
-      headers: { ...t.auth, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
-    });
-    const text = await r.text();
-    // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
-    let parsed: any = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {}
-    return { status: r.status, body: parsed };
+    const { status, body: parsed } = await callJson(t.baseUrl, method, path, body, { ...t.auth, ...headers });
+    return { status, body: parsed };
   };
   return { ...t, call };
 }

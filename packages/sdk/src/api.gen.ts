@@ -137,11 +137,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get an agent and its status */
+        /**
+         * Get an agent and its status
+         * @description Also accepts the agent's own embedToken (`agt_`).
+         */
         get: operations["agents.get"];
         put?: never;
         post?: never;
-        /** Delete an agent and its microVM */
+        /**
+         * Delete an agent and its microVM
+         * @description Its sandbox, gateway credential, embed token, sessions and transcript go with it.
+         */
         delete: operations["agents.delete"];
         options?: never;
         head?: never;
@@ -202,6 +208,26 @@ export interface paths {
          * @description Waits up to 180 s. 409 with error `turno_en_curso` and `session` when a turn is already running in that session; 502 when the agent ends without text. `reset: true` opens a new session.
          */
         post: operations["agents.try"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/agents/{id}/turns": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An agent's transcript: its latest turns, oldest first
+         * @description Beyond the spec: every message and try is kept, also when its client disconnected.
+         */
+        get: operations["agents.turns"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1369,8 +1395,8 @@ export interface components {
             agentId: string;
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
-            /** @description Agent-scoped token (`agt_...`) for message and try from a browser */
-            embedToken: string;
+            /** @description Agent-scoped token (`agt_...`) for message, try and GET of this agent (browsers too). Shown only by POST /agents: it is stored hashed */
+            embedToken: string | null;
             /** @description Why the build failed or the agent was lost, if known */
             error: string | null;
             id: string;
@@ -2820,15 +2846,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "agents.create": {
@@ -2889,7 +2906,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description TemplateUnavailable: The template is named but not installed on this nube (goose) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2907,8 +2924,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Insufficient plan or LLM token balance (simultaneous agents allowance) */
+            /** @description InsufficientBalance: The plan's LLM tokens for this month are used up (Byte includes none); SessionTooLong: timeoutSeconds is above the plan's session length (1 h / 4 h / 24 h) */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanLimitReached: The simultaneous agents allowance (4 / 8 / 20) is used up */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2952,8 +2978,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description LlmNotConfigured: No LLM upstream: the operator set no NUBE_LLM_BASE_URL and the account has no AI key */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3028,15 +3054,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "agents.delete": {
@@ -3097,15 +3114,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3196,15 +3204,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "agents.revive": {
@@ -3281,15 +3280,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "agents.try": {
@@ -3349,6 +3339,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description InsufficientBalance: The plan's LLM tokens for this month are used up */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
                 headers: {
@@ -3394,8 +3393,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description The agent ended without producing text (code `AgentNoText`) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3403,8 +3402,92 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The agent ended without producing text */
-            502: {
+        };
+    };
+    "agents.turns": {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description Only this session */
+                session?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        turns: {
+                            /** @description ISO 8601 UTC timestamp */
+                            createdAt: string;
+                            error: {
+                                code: string;
+                                message: string;
+                            } | null;
+                            finishedAt: string | null;
+                            id: string;
+                            input: string;
+                            output: string;
+                            session: string;
+                            /** @enum {string} */
+                            status: "queued" | "running" | "done" | "failed";
+                            usage: {
+                                inputTokens: number;
+                                model: string | null;
+                                outputTokens: number;
+                                toolCalls: number;
+                            } | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

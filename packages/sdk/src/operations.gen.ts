@@ -121,7 +121,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'create'],
   },
   'agents.delete': {
@@ -133,7 +133,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'delete'],
   },
   'agents.get': {
@@ -145,7 +145,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'get'],
   },
   'agents.list': {
@@ -157,7 +157,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'list'],
   },
   'agents.message': {
@@ -169,7 +169,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'text/event-stream',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'message'],
   },
   'agents.revive': {
@@ -181,7 +181,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'revive'],
   },
   'agents.try': {
@@ -193,8 +193,20 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['agents', 'try'],
+  },
+  'agents.turns': {
+    method: 'GET',
+    path: '/api/v2/agents/{id}/turns',
+    pathParams: ['id'],
+    query: ['session', 'limit'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['agents', 'turns'],
   },
   'databases.create': {
     method: 'POST',
@@ -1280,6 +1292,12 @@ export interface OperationTypes {
     body: NonNullable<operations['agents.try']['requestBody']>['content']['application/json'];
     response: operations['agents.try']['responses'][200]['content']['application/json'];
   };
+  'agents.turns': {
+    params: operations['agents.turns']['parameters']['path'];
+    query: NonNullable<operations['agents.turns']['parameters']['query']>;
+    body: never;
+    response: operations['agents.turns']['responses'][200]['content']['application/json'];
+  };
   'databases.create': {
     params: never;
     query: never;
@@ -1799,6 +1817,7 @@ export interface Namespaces {
     message(id: OperationTypes['agents.message']['params']['id'], ...rest: NsRest<'agents.message'>): Promise<OpOutput<'agents.message'>>;
     revive(id: OperationTypes['agents.revive']['params']['id'], ...rest: NsRest<'agents.revive'>): Promise<OpOutput<'agents.revive'>>;
     try(id: OperationTypes['agents.try']['params']['id'], ...rest: NsRest<'agents.try'>): Promise<OpOutput<'agents.try'>>;
+    turns(id: OperationTypes['agents.turns']['params']['id'], ...rest: NsRest<'agents.turns'>): Promise<OpOutput<'agents.turns'>>;
   };
   databases: {
     create(...rest: NsRest<'databases.create'>): Promise<OpOutput<'databases.create'>>;

@@ -35,9 +35,14 @@ export class AccountService {
     private readonly outboundAllow: readonly string[] = [],
   ) {}
 
+  // The AI key per account as last read (and its URL checked), for authCacheMs: the LLM gateway asks for
+  // it on every completion. Setting or removing a key clears this process's entry at once.
+  private readonly aiKeyCache = new Map<string, { key: AiKey | undefined; until: number }>();
+
   /** Sets the account's own AI key after checking its endpoint is a public address (or allowed). */
   async setAiKey(p: Principal, k: AiKey): Promise<AiKeyView> {
     await this.checkAiUrl(k.baseUrl);
+    this.aiKeyCache.delete(p.ownerId);
     return this.requireAiKeys().set(p.ownerId, k);
   }
 
@@ -46,13 +51,20 @@ export class AccountService {
   }
 
   async removeAiKey(p: Principal): Promise<void> {
+    this.aiKeyCache.delete(p.ownerId);
     await this.requireAiKeys().remove(p.ownerId);
   }
 
   /** The account's AI key for a call made on its behalf, endpoint re-checked (DNS may have changed). */
   async aiKeyFor(ownerId: string): Promise<AiKey | undefined> {
+    const hit = this.aiKeyCache.get(ownerId);
+    if (hit && hit.until > Date.now()) return hit.key;
     const k = await this.aiKeys?.get(ownerId);
     if (k) await this.checkAiUrl(k.baseUrl);
+    if (this.authCacheMs > 0) {
+      if (this.aiKeyCache.size > 10_000) this.aiKeyCache.clear();
+      this.aiKeyCache.set(ownerId, { key: k, until: Date.now() + this.authCacheMs });
+    }
     return k;
   }
 
@@ -145,6 +157,11 @@ export class AccountService {
     if (!row) throw errors.notFound('account');
     if (this.authCacheMs > 0) this.accounts.set(id, { row, until: now + this.authCacheMs });
     return row;
+  }
+
+  /** The account's plan, for work done on its behalf without a request (the LLM gateway). */
+  async planOf(ownerId: string): Promise<PlanName> {
+    return (await this.account(ownerId)).plan as PlanName;
   }
 
   getAccount(p: Principal) {

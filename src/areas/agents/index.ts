@@ -1,7 +1,50 @@
 import type { AreaModule } from '../area.js';
+import { AgentsService } from './facade.js';
 import { agentsOperations } from './operations.js';
+import { AgentsRepo, agentsMigrations } from './repo.js';
+import { AgentsCore, BUILD_JOB } from './service.js';
+import { installAgentSocket } from './ws.js';
+
+export type { AgentsService } from './facade.js';
+
+// Browsers embed an agent with its `agt_` token: message, try and GET of that agent answer any origin.
+const CORS_PATH = /^\/api\/v2\/agents\/[^/?]+(\/message|\/try)?(\?|$)/;
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-headers': 'authorization, content-type, x-api-key',
+  'access-control-allow-methods': 'GET, POST, OPTIONS',
+  'access-control-max-age': '600',
+};
 
 export const agentsArea: AreaModule = {
   name: 'agents',
   operations: agentsOperations,
+  migrations: agentsMigrations,
+  async create(deps, other) {
+    const core = new AgentsCore(new AgentsRepo(deps.store.db), deps, {
+      sandboxes: other.sandboxes!,
+      llm: other.llm!,
+      account: other.account!,
+    });
+    deps.auth.register(core.embedResolver);
+    deps.usage.registerGauge('agents', (ownerId) => core.repo.count(ownerId));
+    // The job's lease is renewed while it runs: a first build of the sandbox template takes minutes.
+    deps.jobs.register<{ id: string }>(BUILD_JOB, (p) => core.build(p.id), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });
+    await core.repo.failInterrupted(Date.now());
+    core.reconnectAll();
+    return { agents: new AgentsService(core) };
+  },
+  routes(app, services, deps) {
+    app.addHook('onSend', (req, reply, payload, done) => {
+      if (req.url.startsWith('/api/v2/agents/') && CORS_PATH.test(req.url)) reply.headers(CORS);
+      done(null, payload);
+    });
+    app.options('/api/v2/agents/:id', (_req, reply) => reply.code(204).headers(CORS).send());
+    app.options('/api/v2/agents/:id/message', (_req, reply) => reply.code(204).headers(CORS).send());
+    app.options('/api/v2/agents/:id/try', (_req, reply) => reply.code(204).headers(CORS).send());
+    installAgentSocket(app, services.agents.core, deps.auth);
+  },
+  async close(services) {
+    await services.agents.core.close();
+  },
 };

@@ -1,6 +1,13 @@
 import { z } from 'zod';
-import { defineOperation } from '../../platform/operation.js';
+import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, Ok, StringMap } from '../../platform/schemas.js';
+import type { AgentsService } from './index.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    agents: AgentsService;
+  }
+}
 
 const tags = ['Agents'];
 
@@ -20,7 +27,10 @@ export const Agent = z
     status: AgentStatus,
     sandboxId: z.string().nullable().describe('The microVM the agent runs in'),
     wsUrl: z.string().nullable().describe("The agent's own endpoint (WebSocket)"),
-    embedToken: z.string().describe('Agent-scoped token (`agt_...`) for message and try from a browser'),
+    embedToken: z
+      .string()
+      .nullable()
+      .describe('Agent-scoped token (`agt_...`) for message, try and GET of this agent (browsers too). Shown only by POST /agents: it is stored hashed'),
     timeoutSeconds: z.number().int().nullable(),
     error: z.string().nullable().describe('Why the build failed or the agent was lost, if known'),
     createdAt: IsoTime,
@@ -51,6 +61,7 @@ export const agentsOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ agents: z.array(Agent) }),
+    handler: ({ services, principal }) => services.agents.core.list(principal),
   }),
   defineOperation({
     id: 'agents.create',
@@ -87,28 +98,37 @@ export const agentsOperations = [
     }),
     response: Agent,
     errors: [
-      { status: 402, description: 'Insufficient plan or LLM token balance (simultaneous agents allowance)' },
+      { status: 400, code: 'TemplateUnavailable', description: 'The template is named but not installed on this nube (goose)' },
+      { status: 402, code: 'InsufficientBalance', description: "The plan's LLM tokens for this month are used up (Byte includes none)" },
+      { status: 402, code: 'SessionTooLong', description: "timeoutSeconds is above the plan's session length (1 h / 4 h / 24 h)" },
+      { status: 403, code: 'PlanLimitReached', description: 'The simultaneous agents allowance (4 / 8 / 20) is used up' },
+      { status: 503, code: 'LlmNotConfigured', description: 'No LLM upstream: the operator set no NUBE_LLM_BASE_URL and the account has no AI key' },
     ],
+    handler: ({ services, principal, body }) => services.agents.core.create(principal, body),
   }),
   defineOperation({
     id: 'agents.get',
     method: 'GET',
     path: '/agents/{id}',
     summary: 'Get an agent and its status',
+    description: "Also accepts the agent's own embedToken (`agt_`).",
     tags,
-    auth: ['owner'],
+    auth: ['owner', 'agent'],
     params: AgentId,
     response: Agent,
+    handler: ({ services, principal, params }) => services.agents.core.get(principal, params.id),
   }),
   defineOperation({
     id: 'agents.delete',
     method: 'DELETE',
     path: '/agents/{id}',
     summary: 'Delete an agent and its microVM',
+    description: 'Its sandbox, gateway credential, embed token, sessions and transcript go with it.',
     tags,
     auth: ['owner'],
     params: AgentId,
     response: Ok,
+    handler: ({ services, principal, params }) => services.agents.core.delete(principal, params.id),
   }),
   defineOperation({
     id: 'agents.message',
@@ -124,6 +144,10 @@ export const agentsOperations = [
     body: z.object({ content: z.string().min(1).describe('The message') }),
     produces: 'text/event-stream',
     response: z.string().describe('Server-Sent Events stream'),
+    handler: async ({ services, principal, params, body }) => {
+      const stream = await services.agents.message(principal, params.id, body.content);
+      return new RawResponse(stream, 'text/event-stream', { 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+    },
   }),
   defineOperation({
     id: 'agents.try',
@@ -153,8 +177,10 @@ export const agentsOperations = [
         code: 'turno_en_curso',
         description: 'A turn is already running in that session (value of `error`); body has `session`',
       },
-      { status: 502, description: 'The agent ended without producing text' },
+      { status: 402, code: 'InsufficientBalance', description: "The plan's LLM tokens for this month are used up" },
+      { status: 502, description: 'The agent ended without producing text (code `AgentNoText`)' },
     ],
+    handler: ({ services, principal, params, body }) => services.agents.try(principal, params.id, body),
   }),
   defineOperation({
     id: 'agents.revive',
@@ -171,5 +197,38 @@ export const agentsOperations = [
       status: AgentStatus,
       wsUrl: z.string(),
     }),
+    handler: ({ services, principal, params }) => services.agents.revive(principal, params.id),
+  }),
+  defineOperation({
+    id: 'agents.turns',
+    method: 'GET',
+    path: '/agents/{id}/turns',
+    summary: "An agent's transcript: its latest turns, oldest first",
+    description: 'Beyond the spec: every message and try is kept, also when its client disconnected.',
+    tags,
+    auth: ['owner'],
+    params: AgentId,
+    query: z.object({
+      session: z.string().max(200).optional().describe('Only this session'),
+      limit: z.coerce.number().int().min(1).max(500).default(100),
+    }),
+    response: z.object({
+      turns: z.array(
+        z.object({
+          id: z.string(),
+          session: z.string(),
+          status: z.enum(['queued', 'running', 'done', 'failed']),
+          input: z.string(),
+          output: z.string(),
+          error: z.object({ code: z.string(), message: z.string() }).nullable(),
+          usage: z
+            .object({ model: z.string().nullable(), inputTokens: z.number(), outputTokens: z.number(), toolCalls: z.number() })
+            .nullable(),
+          createdAt: IsoTime,
+          finishedAt: IsoTime.nullable(),
+        }),
+      ),
+    }),
+    handler: ({ services, principal, params, query }) => services.agents.transcript(principal, params.id, query.session, query.limit),
   }),
 ];

@@ -39,6 +39,18 @@ export class SandboxesService {
     this.kernel = new Kernel(this.core, this.work);
   }
 
+  /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
+  readonly hostNetwork = {
+    hostAddress: () => this.core.runtime.hostAddress(),
+    openHostPort: (port: number) => this.core.runtime.openHostPort(port),
+    closeHostPort: (port: number) => this.core.runtime.closeHostPort(port),
+  };
+
+  /** The sandbox's address on the host bridge (host-side services reach its ports there). */
+  async addressOf(p: Principal, id: string): Promise<string> {
+    return this.core.runtime.addressOf((await this.core.own(p, id)).runtime_id);
+  }
+
   create(p: Principal, input: CreateInput) {
     return this.core.create(p, input);
   }

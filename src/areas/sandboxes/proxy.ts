@@ -72,7 +72,8 @@ export class PortProxy {
     app.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       const m = this.match(req.headers.host);
       if (!m) {
-        // Nothing else in nube takes upgrades.
+        // API upgrades (an agent's ACP WebSocket) are the agents area's; nothing else takes upgrades.
+        if (req.url?.startsWith('/api/')) return;
         socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
         return;
       }

@@ -173,6 +173,11 @@ export interface SandboxRuntime {
 
   setNetworkPolicy(id: string, policy: NetworkPolicy): Promise<void>;
   addressOf(id: string): Promise<string>;
+  /** The host's address on the sandbox network (set up if needed): where host services listen. */
+  hostAddress(): Promise<string>;
+  /** Let every sandbox reach this TCP port of the host at hostAddress() (the LLM gateway); nothing else. */
+  openHostPort(port: number): Promise<void>;
+  closeHostPort(port: number): Promise<void>;
   /** Stop using host resources owned by this instance object (timers); sandboxes keep running. */
   close(): Promise<void>;
 }

@@ -116,6 +116,7 @@ export class BridgeNetwork {
       await writeFile('/proc/sys/net/ipv4/ip_forward', '1');
       const has = await run('nft', ['list', 'table', 'inet', this.table], { allowFailure: true });
       if (has.code !== 0) await run('nft', ['-f', '-'], { input: this.baseRules() });
+      else await this.ensureHostServices(has.stdout);
     } finally {
       await rm(lock, { recursive: true, force: true });
     }
@@ -125,9 +126,11 @@ export class BridgeNetwork {
     const b = this.bridge.name;
     return `table inet ${this.table} {
   map sandboxes { type ipv4_addr : verdict; }
+  set host_services { type inet_service; }
   chain input {
     type filter hook input priority -10; policy accept;
     iifname "${b}" ct state established,related accept
+    ${this.hostServicesRule()}
     iifname "${b}" reject with icmpx type admin-prohibited
   }
   chain forward {
@@ -143,6 +146,33 @@ export class BridgeNetwork {
   }
 }
 `;
+  }
+
+  /** Host ports every sandbox may reach at the bridge address (the LLM gateway); the rest is rejected. */
+  private hostServicesRule(): string {
+    return `iifname "${this.bridge.name}" ip daddr ${this.hostIp} tcp dport @host_services accept`;
+  }
+
+  /**
+   * A table made before host services existed (or by another nube version on a shared bridge) lacks the
+   * set or its rule: add them, the rule ahead of the reject. `add set` is a no-op when the set exists.
+   */
+  private async ensureHostServices(listing?: string): Promise<void> {
+    const text = listing ?? (await run('nft', ['list', 'chain', 'inet', this.table, 'input'], { allowFailure: true })).stdout;
+    if (text.includes('@host_services')) return;
+    await run('nft', ['-f', '-'], {
+      input: `add set inet ${this.table} host_services { type inet_service; }\ninsert rule inet ${this.table} input ${this.hostServicesRule()}\n`,
+    });
+  }
+
+  /** Idempotent: also puts back the set and rule if something rebuilt the table meanwhile. */
+  async openHostPort(port: number): Promise<void> {
+    await this.ensureHostServices();
+    await run('nft', ['add', 'element', 'inet', this.table, 'host_services', `{ ${port} }`]);
+  }
+
+  async closeHostPort(port: number): Promise<void> {
+    await run('nft', ['delete', 'element', 'inet', this.table, 'host_services', `{ ${port} }`], { allowFailure: true });
   }
 
   /** Claim an address index; leases live in /run so every nube instance on the host sees them. */

@@ -428,6 +428,21 @@ export class NamespacesRuntime implements SandboxRuntime {
     return this.network.listPolicy((await this.running(id)).leaseIdx);
   }
 
+  async hostAddress(): Promise<string> {
+    await this.ready();
+    return this.network.hostIp;
+  }
+
+  async openHostPort(port: number): Promise<void> {
+    await this.ready();
+    await this.network.openHostPort(port);
+  }
+
+  async closeHostPort(port: number): Promise<void> {
+    await this.ready();
+    await this.network.closeHostPort(port);
+  }
+
   async addressOf(id: string): Promise<string> {
     return this.network.address((await this.record(id)).leaseIdx);
   }

@@ -1,0 +1,185 @@
+import type { Kysely, Migration, Selectable } from 'kysely';
+import type { Tables } from '../../store/schema.js';
+
+export type AgentStatus = 'building' | 'running' | 'lost';
+export type TurnStatus = 'queued' | 'running' | 'done' | 'failed';
+
+interface AgentsTable {
+  id: string;
+  owner_id: string;
+  name: string | null;
+  template: string;
+  status: AgentStatus;
+  /** The sandbox (an ordinary sandbox of the owner) the agent runs in; null until built. */
+  sandbox_id: string | null;
+  /** The embed token's SHA-256 (first 16 hex characters index it); the token itself is shown once. */
+  embed_lookup: string;
+  embed_hash: string;
+  /** Sealed JSON: the user's env, the MCP servers (headers and env may hold secrets), the connection token. */
+  secrets_sealed: string;
+  /** JSON array of { name, contentBase64 }: written again into a revived agent's fresh workspace. */
+  seed_files: string;
+  timeout_seconds: number;
+  error: string | null;
+  default_session_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+interface AgentSessionsTable {
+  id: string;
+  agent_id: string;
+  owner_id: string;
+  /** The agent program's ACP session id; null after a revive (fresh disk: the next turn opens a new one). */
+  acp_session_id: string | null;
+  created_at: number;
+}
+
+interface AgentTurnsTable {
+  id: string;
+  agent_id: string;
+  session_id: string;
+  owner_id: string;
+  status: TurnStatus;
+  input: string;
+  output: string;
+  error_code: string | null;
+  error_message: string | null;
+  /** JSON { model, inputTokens, outputTokens, toolCalls } once known. */
+  usage: string | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+
+declare module '../../store/schema.js' {
+  interface Tables {
+    agents: AgentsTable;
+    agent_sessions: AgentSessionsTable;
+    agent_turns: AgentTurnsTable;
+  }
+}
+
+export type AgentRow = Selectable<AgentsTable>;
+export type SessionRow = Selectable<AgentSessionsTable>;
+export type TurnRow = Selectable<AgentTurnsTable>;
+
+export const agentsMigrations: Record<string, Migration> = {
+  '0009-agents-tables': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('agents')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('template', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('sandbox_id', 'text')
+        .addColumn('embed_lookup', 'text', (c) => c.notNull())
+        .addColumn('embed_hash', 'text', (c) => c.notNull())
+        .addColumn('secrets_sealed', 'text', (c) => c.notNull())
+        .addColumn('seed_files', 'text', (c) => c.notNull())
+        .addColumn('timeout_seconds', 'integer', (c) => c.notNull())
+        .addColumn('error', 'text')
+        .addColumn('default_session_id', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('updated_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('agents_owner').on('agents').column('owner_id').execute();
+      await db.schema.createIndex('agents_embed').on('agents').column('embed_lookup').execute();
+      await db.schema
+        .createTable('agent_sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('agent_id', 'text', (c) => c.notNull())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('acp_session_id', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('agent_sessions_agent').on('agent_sessions').column('agent_id').execute();
+      await db.schema
+        .createTable('agent_turns')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('agent_id', 'text', (c) => c.notNull())
+        .addColumn('session_id', 'text', (c) => c.notNull())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('input', 'text', (c) => c.notNull())
+        .addColumn('output', 'text', (c) => c.notNull())
+        .addColumn('error_code', 'text')
+        .addColumn('error_message', 'text')
+        .addColumn('usage', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('started_at', 'bigint')
+        .addColumn('finished_at', 'bigint')
+        .execute();
+      await db.schema.createIndex('agent_turns_session').on('agent_turns').columns(['session_id', 'created_at']).execute();
+    },
+  },
+};
+
+export class AgentsRepo {
+  constructor(readonly db: Kysely<Tables>) {}
+
+  insert(row: AgentRow) {
+    return this.db.insertInto('agents').values(row).execute();
+  }
+  get(id: string) {
+    return this.db.selectFrom('agents').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+  list(ownerId: string) {
+    return this.db.selectFrom('agents').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+  }
+  all() {
+    return this.db.selectFrom('agents').selectAll().execute();
+  }
+  async count(ownerId: string): Promise<number> {
+    const r = await this.db.selectFrom('agents').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_id', '=', ownerId).executeTakeFirst();
+    return Number(r?.n ?? 0);
+  }
+  byEmbedLookup(lookup: string) {
+    return this.db.selectFrom('agents').selectAll().where('embed_lookup', '=', lookup).execute();
+  }
+  async update(id: string, patch: Partial<AgentRow>): Promise<void> {
+    await this.db.updateTable('agents').set({ ...patch, updated_at: Date.now() }).where('id', '=', id).execute();
+  }
+  async delete(id: string): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('agent_turns').where('agent_id', '=', id).execute();
+      await tx.deleteFrom('agent_sessions').where('agent_id', '=', id).execute();
+      await tx.deleteFrom('agents').where('id', '=', id).execute();
+    });
+  }
+
+  insertSession(row: SessionRow) {
+    return this.db.insertInto('agent_sessions').values(row).execute();
+  }
+  session(id: string) {
+    return this.db.selectFrom('agent_sessions').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+  async setAcpSession(id: string, acp: string | null): Promise<void> {
+    await this.db.updateTable('agent_sessions').set({ acp_session_id: acp }).where('id', '=', id).execute();
+  }
+  async forgetAcpSessions(agentId: string): Promise<void> {
+    await this.db.updateTable('agent_sessions').set({ acp_session_id: null }).where('agent_id', '=', agentId).execute();
+  }
+
+  insertTurn(row: TurnRow) {
+    return this.db.insertInto('agent_turns').values(row).execute();
+  }
+  async updateTurn(id: string, patch: Partial<TurnRow>): Promise<void> {
+    await this.db.updateTable('agent_turns').set(patch).where('id', '=', id).execute();
+  }
+  turns(agentId: string, sessionId?: string, limit = 100) {
+    let q = this.db.selectFrom('agent_turns').selectAll().where('agent_id', '=', agentId);
+    if (sessionId) q = q.where('session_id', '=', sessionId);
+    return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+  }
+  /** Turns a restart of nube interrupted: they cannot finish (their connection is gone). */
+  async failInterrupted(now: number): Promise<void> {
+    await this.db
+      .updateTable('agent_turns')
+      .set({ status: 'failed', error_code: 'Interrupted', error_message: 'nube restarted during this turn', finished_at: now })
+      .where('status', 'in', ['queued', 'running'])
+      .execute();
+  }
+}

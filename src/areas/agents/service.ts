@@ -1,0 +1,312 @@
+// Agents: a durable row, an ordinary sandbox of the owner running nube's ACP agent program, and one ACP
+// connection nube holds to it. Building is a durable job (`building` -> `running` once the agent
+// answered `initialize`); a sandbox that expired or was deleted makes the agent `lost`, and a revive
+// (explicit, or automatic on a message) builds it again on a fresh sandbox under the same id and URL.
+import type { McpServer } from '@agentclientprotocol/sdk';
+import type { PlanName } from '../../config.js';
+import type { CredentialResolver, Principal } from '../../platform/auth.js';
+import { safeEqual, sha256Hex } from '../../platform/crypto.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import { BASE62, newId, randomToken } from '../../platform/ids.js';
+import { assertWithinAllowance } from '../../platform/limits.js';
+import type { Services } from '../../platform/operation.js';
+import { PLANS } from '../../platform/plans.js';
+import type { PlatformDeps } from '../deps.js';
+import { KeyedLock } from '../sandboxes/runtime/keyed-lock.js';
+import { Builder } from './build.js';
+import { AgentLink } from './connection.js';
+import type { AgentRow, AgentsRepo } from './repo.js';
+import { seedPath, templateFor } from './templates.js';
+
+
+export const BUILD_JOB = 'agents.build';
+
+export type McpInput =
+  | { name: string; type?: 'stdio'; command: string; args?: string[]; env?: Record<string, string> }
+  | { name: string; type: 'http'; url: string; headers?: Record<string, string> };
+
+export interface CreateAgentInput {
+  template: string;
+  env: Record<string, string>;
+  name?: string;
+  timeoutSeconds?: number;
+  seedFiles?: { name: string; contentBase64: string }[];
+  mcpServers?: McpInput[];
+}
+
+interface Secrets {
+  env: Record<string, string>;
+  mcpServers: McpInput[];
+  /** Sent as the first line of every connection to the agent program. */
+  token: string;
+}
+
+type Needs = Pick<Services, 'sandboxes' | 'llm' | 'account'>;
+
+/** The ACP form of the API's MCP servers (env and headers as name/value lists). */
+export function acpMcpServers(list: McpInput[]): McpServer[] {
+  return list.map((s) =>
+    s.type === 'http'
+      ? { type: 'http', name: s.name, url: s.url, headers: Object.entries(s.headers ?? {}).map(([name, value]) => ({ name, value })) }
+      : { name: s.name, command: s.command, args: s.args ?? [], env: Object.entries(s.env ?? {}).map(([name, value]) => ({ name, value })) },
+  );
+}
+
+export class AgentsCore {
+  private readonly links = new Map<string, Promise<AgentLink>>();
+  private readonly embedCache = new Map<string, { principal: Principal; until: number }>();
+  /** One lifecycle change (build, revive, delete) of an agent at a time. */
+  readonly lock = new KeyedLock();
+  readonly builder = new Builder(this);
+
+  constructor(
+    readonly repo: AgentsRepo,
+    readonly deps: PlatformDeps,
+    readonly s: Needs,
+  ) {}
+
+  secrets(row: AgentRow): Secrets {
+    return JSON.parse(this.deps.secretBox.open(row.secrets_sealed)) as Secrets;
+  }
+
+  wsUrl(id: string): string {
+    return `${this.deps.publicUrl().replace(/^http/, 'ws')}/api/v2/agents/${id}/acp`;
+  }
+
+  view(row: AgentRow, embedToken: string | null = null) {
+    return {
+      id: row.id,
+      agentId: row.id,
+      name: row.name,
+      template: row.template,
+      status: row.status,
+      sandboxId: row.sandbox_id,
+      wsUrl: this.wsUrl(row.id),
+      embedToken,
+      timeoutSeconds: row.timeout_seconds,
+      error: row.error,
+      createdAt: new Date(Number(row.created_at)).toISOString(),
+      updatedAt: new Date(Number(row.updated_at)).toISOString(),
+    };
+  }
+
+  /** The caller's agent; another owner's is absent; an embed token addresses its own agent only. */
+  async own(p: Principal, id: string): Promise<AgentRow> {
+    const row = await this.repo.get(id);
+    if (!row || row.owner_id !== p.ownerId) throw errors.notFound('agent');
+    if (p.scheme === 'agent' && p.resourceId !== id) throw errors.forbidden("this embed token belongs to another agent", 'CredentialNotAllowed');
+    return row;
+  }
+
+  async principalOf(row: AgentRow): Promise<Principal> {
+    return { scheme: 'owner', ownerId: row.owner_id, plan: await this.s.account.planOf(row.owner_id) };
+  }
+
+  readonly embedResolver: CredentialResolver = {
+    scheme: 'agent',
+    resolve: (credential) => {
+      const hit = this.embedCache.get(credential);
+      if (hit && hit.until > Date.now()) return hit.principal;
+      return this.resolveEmbed(credential);
+    },
+  };
+
+  private async resolveEmbed(credential: string): Promise<Principal | null> {
+    const hash = sha256Hex(credential);
+    const row = (await this.repo.byEmbedLookup(hash.slice(0, 16))).find((r) => safeEqual(r.embed_hash, hash));
+    if (!row) return null;
+    const principal: Principal = {
+      scheme: 'agent',
+      ownerId: row.owner_id,
+      plan: (await this.s.account.planOf(row.owner_id)) as PlanName,
+      credentialId: row.id,
+      resourceId: row.id,
+    };
+    if (this.deps.config.authCacheMs > 0) {
+      if (this.embedCache.size > 10_000) this.embedCache.clear();
+      this.embedCache.set(credential, { principal, until: Date.now() + this.deps.config.authCacheMs });
+    }
+    return principal;
+  }
+
+  async create(p: Principal, input: CreateAgentInput) {
+    const t = templateFor(input.template);
+    if (input.mcpServers?.length && !t.acceptsMcp) {
+      throw errors.badRequest(`mcpServers apply to ACP templates only (acp), not ${t.name}`, [
+        { path: ['body', 'mcpServers'], message: 'not accepted by this template' },
+      ]);
+    }
+    const seeds = input.seedFiles ?? [];
+    const bad = seeds.flatMap((f, i) => (seedPath(f.name) ? [] : [{ path: ['body', 'seedFiles', i, 'name'], message: 'must be a relative path inside the workspace (no .., no leading /)' }]));
+    if (bad.length) throw errors.badRequest('seed file names must stay inside the workspace', bad, 'ValidationError');
+    for (const [i, f] of seeds.entries()) {
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(f.contentBase64.replace(/\s+/g, ''))) {
+        throw errors.validation([{ path: ['body', 'seedFiles', i, 'contentBase64'], message: 'not valid base64' }]);
+      }
+    }
+    const plan = PLANS[p.plan];
+    const timeout = input.timeoutSeconds ?? plan.sessionSeconds;
+    if (timeout > plan.sessionSeconds) {
+      throw errors.paymentRequired(`your ${plan.title} plan allows sessions of ${plan.sessionSeconds} s; asked for ${timeout} s`, 'SessionTooLong', {
+        limitSeconds: plan.sessionSeconds,
+        requestedSeconds: timeout,
+      });
+    }
+    assertWithinAllowance(p.plan, 'simultaneousAgents', await this.repo.count(p.ownerId));
+    await this.s.llm.assertReady(p.ownerId, p.plan);
+    const embedToken = `agt_${randomToken(40, BASE62)}`;
+    const hash = sha256Hex(embedToken);
+    const now = Date.now();
+    const secrets: Secrets = { env: input.env, mcpServers: input.mcpServers ?? [], token: randomToken(32, BASE62) };
+    const row: AgentRow = {
+      id: newId('agt'),
+      owner_id: p.ownerId,
+      name: input.name ?? null,
+      template: t.name,
+      status: 'building',
+      sandbox_id: null,
+      embed_lookup: hash.slice(0, 16),
+      embed_hash: hash,
+      secrets_sealed: this.deps.secretBox.seal(JSON.stringify(secrets)),
+      seed_files: JSON.stringify(seeds),
+      timeout_seconds: timeout,
+      error: null,
+      default_session_id: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.repo.insert(row);
+    await this.deps.jobs.enqueue(BUILD_JOB, { id: row.id }, { key: `agent-build:${row.id}` });
+    return this.view(row, embedToken);
+  }
+
+  /** Job: build a `building` agent. A failure leaves it `lost` with the reason in `error`. */
+  async build(id: string): Promise<void> {
+    await this.lock.run(id, async () => {
+      const row = await this.repo.get(id);
+      if (row?.status !== 'building') return;
+      await this.builder.provision(row).catch(async (e: unknown) => {
+        this.deps.log.warn({ err: e, agent: id }, 'agent build failed');
+        await this.repo.update(id, { status: 'lost', error: `build failed: ${(e as Error).message}` });
+      });
+    });
+  }
+
+  /** Whether nube holds an open ACP connection to the agent (which proves its sandbox is alive). */
+  connected(id: string): boolean {
+    return this.open.has(id);
+  }
+  private readonly open = new Set<string>();
+
+  link(row: AgentRow, waitMs = 5_000): Promise<AgentLink> {
+    const known = this.links.get(row.id);
+    if (known) {
+      return known.then(
+        (l) => (l.closed ? this.openLink(row, waitMs) : l),
+        () => this.openLink(row, waitMs),
+      );
+    }
+    return this.openLink(row, waitMs);
+  }
+
+  private openLink(row: AgentRow, waitMs: number): Promise<AgentLink> {
+    const pending = (async () => {
+      if (!row.sandbox_id) throw new ApiError(409, 'AgentNotReady', 'the agent has no sandbox yet');
+      const address = await this.s.sandboxes.addressOf(await this.principalOf(row), row.sandbox_id);
+      const token = this.secrets(row).token;
+      // Not answering within a second: the program may have ended (start it again) or still be starting.
+      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000)).catch(async () => {
+        const restarted = await this.builder.restartIfEnded(row).catch(() => false);
+        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000));
+      });
+      this.open.add(row.id);
+      l.onClose = () => {
+        this.open.delete(row.id);
+        if (this.links.get(row.id) === pending) this.links.delete(row.id);
+      };
+      await l.gateway(await this.s.llm.gatewayUrl());
+      return l;
+    })();
+    this.links.set(row.id, pending);
+    pending.catch(() => {
+      if (this.links.get(row.id) === pending) this.links.delete(row.id);
+    });
+    return pending;
+  }
+
+  dropLink(id: string): void {
+    const l = this.links.get(id);
+    this.links.delete(id);
+    l?.then((x) => x.close()).catch(() => {});
+  }
+
+  /** `lost` when the agent's sandbox expired or was deleted. */
+  async refresh(row: AgentRow): Promise<AgentRow> {
+    if (row.status !== 'running' || !row.sandbox_id) return row;
+    const gone = await this.s.sandboxes.get(await this.principalOf(row), row.sandbox_id).then(
+      (v) => v.status !== 'running',
+      (e: unknown) => e instanceof ApiError && e.status === 404,
+    );
+    if (!gone) return row;
+    this.dropLink(row.id);
+    const patch = { status: 'lost' as const, error: 'its sandbox is gone (expired or deleted); revive it or send a message' };
+    await this.repo.update(row.id, patch);
+    return { ...row, ...patch };
+  }
+
+  async list(p: Principal) {
+    const rows = await this.repo.list(p.ownerId);
+    return { agents: await Promise.all(rows.map(async (r) => this.view(await this.refresh(r)))) };
+  }
+
+  async get(p: Principal, id: string) {
+    return this.view(await this.refresh(await this.own(p, id)));
+  }
+
+  async delete(p: Principal, id: string) {
+    const row = await this.own(p, id);
+    await this.lock.run(id, async () => {
+      this.dropLink(id);
+      await this.s.llm.revokeCredential(`agent:${id}`);
+      await this.deps.jobs.cancel({ key: `agent-build:${id}` });
+      if (row.sandbox_id) await this.s.sandboxes.delete(await this.principalOf(row), row.sandbox_id).catch(() => {});
+      await this.repo.delete(id);
+      for (const [k, v] of this.embedCache) if (v.principal.resourceId === id) this.embedCache.delete(k);
+    });
+    return { ok: true as const };
+  }
+
+  /** Builds the agent again on a fresh sandbox (same id, URL and embed token), waiting for it. */
+  async revive(row: AgentRow): Promise<AgentRow> {
+    return this.lock.run(row.id, async () => {
+      const current = (await this.repo.get(row.id)) ?? row;
+      await this.repo.update(row.id, { status: 'building', error: null });
+      try {
+        await this.builder.provision(current);
+      } catch (e) {
+        const message = (e as Error).message;
+        await this.repo.update(row.id, { status: 'lost', error: `revive failed: ${message}` });
+        if (e instanceof ApiError) throw e;
+        throw new ApiError(502, 'ReviveFailed', `the agent could not be revived: ${message}`);
+      }
+      return (await this.repo.get(row.id))!;
+    });
+  }
+
+  /** After a restart of nube: running agents are connected again in the background. */
+  reconnectAll(): void {
+    void this.repo.all().then((rows) => {
+      for (const r of rows) {
+        if (r.status !== 'running') continue;
+        this.refresh(r)
+          .then((fresh) => (fresh.status === 'running' ? this.link(fresh, 10_000) : undefined))
+          .catch((e: unknown) => this.deps.log.warn({ err: e, agent: r.id }, 'agent reconnect failed; the next turn retries'));
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.lock.settle();
+    for (const id of [...this.links.keys()]) this.dropLink(id);
+  }
+}

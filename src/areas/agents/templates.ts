@@ -1,0 +1,46 @@
+import { errors } from '../../platform/errors.js';
+
+// Agent templates: what runs in the agent's sandbox. `acp` and `code-agent` are nube's own ACP agent
+// (program/) on the `base` sandbox template; `goose` is named by the spec but not installed here.
+
+export type AgentKind = 'acp' | 'code-agent';
+
+/** Where the program is copied in the agent's sandbox, and the workspace (seed files, the agent's cwd). */
+export const PROGRAM_PATH = '/opt/nube/agent.js';
+export const WORKSPACE = '/root/workspace';
+
+export interface AgentTemplate {
+  name: string;
+  kind: AgentKind;
+  /** Whether the caller's mcpServers apply (the spec: ACP templates only). */
+  acceptsMcp: boolean;
+  sandboxTemplate: string;
+}
+
+const TEMPLATES: Record<string, AgentTemplate> = {
+  acp: { name: 'acp', kind: 'acp', acceptsMcp: true, sandboxTemplate: 'base' },
+  'code-agent': { name: 'code-agent', kind: 'code-agent', acceptsMcp: false, sandboxTemplate: 'base' },
+};
+
+const UNAVAILABLE: Record<string, string> = {
+  goose:
+    'the goose template is not installed on this nube: goose is a native binary (npm @aaif/goose-binary-linux-x64, ~280 MB) ' +
+    'that this release does not provision into sandboxes yet; use `acp` or `code-agent`',
+};
+
+export function templateFor(name: string): AgentTemplate {
+  const t = TEMPLATES[name];
+  if (t) return t;
+  if (UNAVAILABLE[name]) throw errors.badRequest(UNAVAILABLE[name], [{ path: ['body', 'template'], message: 'template unavailable' }], 'TemplateUnavailable');
+  throw errors.badRequest(`unknown template ${name}; available: ${Object.keys(TEMPLATES).join(', ')}`, [
+    { path: ['body', 'template'], message: 'unknown template' },
+  ]);
+}
+
+/** Seed file names are paths inside the workspace: relative, no `..`, no empty segments, no NUL. */
+export function seedPath(name: string): string | null {
+  if (name.startsWith('/') || name.includes('\0') || name.includes('\\')) return null;
+  const parts = name.split('/');
+  if (parts.some((p) => p === '' || p === '.' || p === '..')) return null;
+  return parts.join('/');
+}

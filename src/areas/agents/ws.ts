@@ -1,0 +1,60 @@
+// wsUrl: ACP (JSON-RPC) over WebSocket through nube to the agent, so an ACP client (an editor) drives the
+// agent directly. Each WebSocket gets its own connection to the agent program (the token line first):
+// one text message per JSON-RPC message each way. Accepts the owner key or the agent's embed token, as
+// `Authorization: Bearer` or, for browsers (which cannot set headers on a WebSocket), `?token=`.
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { WebSocketServer } from 'ws';
+import type { Authenticator } from '../../platform/auth.js';
+import { ApiError } from '../../platform/errors.js';
+import { AGENT_PORT, connectWithRetry } from './connection.js';
+import type { AgentsCore } from './service.js';
+
+const PATH = /^\/api\/v2\/agents\/([^/?]+)\/acp(?:\?.*)?$/;
+
+function refuse(socket: Socket, status: number, message: string) {
+  socket.end(`HTTP/1.1 ${status} ${message}\r\nconnection: close\r\ncontent-type: application/json\r\n\r\n${JSON.stringify({ error: message })}`);
+}
+
+export function installAgentSocket(app: FastifyInstance, core: AgentsCore, auth: Authenticator): void {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+  app.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    if (!req.url?.startsWith('/api/')) return; // the sandboxes' port proxy takes the others
+    const m = PATH.exec(req.url);
+    if (!m) return refuse(socket, 404, 'Not Found');
+    const id = decodeURIComponent(m[1]!);
+    const token = new URL(req.url, 'http://x').searchParams.get('token') ?? undefined;
+    (async () => {
+      const p = await auth.authenticate({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'], queryToken: token }, ['owner', 'agent', 'share']);
+      if (p.scheme === 'share') throw new ApiError(403, 'CredentialNotAllowed', 'forbidden');
+      let row = await core.own(p, id);
+      row = await core.refresh(row);
+      if (row.status !== 'running' || !row.sandbox_id) throw new ApiError(409, 'AgentNotRunning', `the agent is ${row.status}`);
+      const address = await core.s.sandboxes.addressOf(await core.principalOf(row), row.sandbox_id);
+      const upstream = await connectWithRetry(address, AGENT_PORT, 2_000);
+      upstream.setNoDelay(true);
+      upstream.write(`${JSON.stringify({ nube: core.secrets(row).token })}\n`);
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        let pending = '';
+        upstream.on('data', (d: Buffer) => {
+          pending += d.toString('utf8');
+          let nl = pending.indexOf('\n');
+          while (nl >= 0) {
+            const line = pending.slice(0, nl).trim();
+            pending = pending.slice(nl + 1);
+            if (line) ws.send(line);
+            nl = pending.indexOf('\n');
+          }
+        });
+        ws.on('message', (data) => upstream.write(`${String(data).replace(/\n/g, ' ')}\n`));
+        ws.on('close', () => upstream.destroy());
+        upstream.on('close', () => ws.close());
+        upstream.on('error', () => ws.close());
+      });
+    })().catch((e: unknown) => {
+      if (e instanceof ApiError) refuse(socket, e.status, e.message);
+      else refuse(socket, 502, 'the agent cannot be reached');
+    });
+  });
+}

@@ -1,0 +1,105 @@
+// The LLM gateway's service: picks the upstream, checks the plan's monthly LLM tokens before relaying,
+// meters every completion into the `llmTokens` counter, issues and revokes scoped credentials, and
+// runs the gateway listener sandboxes reach. Agents (and later fleet and documents) call it.
+import type { PlanName } from '../../config.js';
+import { errors } from '../../platform/errors.js';
+import { PLANS } from '../../platform/plans.js';
+import type { Usage } from '../../platform/usage.js';
+import type { LlmCredentials } from './credentials.js';
+import { GatewayServer, type HostNetwork } from './gateway.js';
+import { type ChatBody, GatewayError, type RelayResult, type RelaySink, relayCompletion } from './relay.js';
+import type { Upstreams } from './upstream.js';
+
+export interface LlmServiceDeps {
+  usage: Usage;
+  upstreams: Upstreams;
+  credentials: LlmCredentials;
+  planOf: (ownerId: string) => Promise<PlanName>;
+  gatewayPort: number;
+  /** The sandbox network's host side; absent where sandboxes are not available. */
+  host?: HostNetwork;
+  log: { warn(o: object, m: string): void };
+}
+
+export class LlmService {
+  private gateway: Promise<GatewayServer> | undefined;
+
+  constructor(private readonly d: LlmServiceDeps) {}
+
+  /** 402 InsufficientBalance once the month's tokens are spent (Byte includes none). */
+  async assertBalance(ownerId: string, planName?: PlanName): Promise<{ allowance: number; used: number }> {
+    const plan = PLANS[planName ?? (await this.d.planOf(ownerId))];
+    const allowance = plan.llmTokensPerMonth ?? 0;
+    const used = await this.d.usage.counter(ownerId, 'llmTokens');
+    if (used >= allowance) {
+      throw errors.paymentRequired(
+        plan.llmTokensPerMonth === null
+          ? `the ${plan.title} plan includes no LLM tokens for agents`
+          : `the ${plan.title} plan's ${allowance} LLM tokens for this month are used up (${used} used)`,
+        'InsufficientBalance',
+        { limit: allowance, used },
+      );
+    }
+    return { allowance, used };
+  }
+
+  /** For agent creation: an upstream exists (503 LlmNotConfigured naming the setting) and tokens are left. */
+  async assertReady(ownerId: string, plan: PlanName): Promise<void> {
+    await this.d.upstreams.for(ownerId);
+    await this.assertBalance(ownerId, plan);
+  }
+
+  issueCredential(ownerId: string, subject: string): Promise<string> {
+    return this.d.credentials.issue(ownerId, subject);
+  }
+
+  revokeCredential(subject: string): Promise<void> {
+    return this.d.credentials.revoke(subject);
+  }
+
+  resolveCredential(secret: string) {
+    return this.d.credentials.resolve(secret);
+  }
+
+  /**
+   * One completion for an owner: balance checked first, relayed, then its tokens counted. Errors
+   * before the first byte are GatewayErrors (402, 503, upstream failures); the sink gets the answer.
+   */
+  async complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal): Promise<RelayResult> {
+    // The balance and the upstream are looked up at once: both are on the path to the first token.
+    const [balance, upstream] = await Promise.allSettled([this.assertBalance(ownerId), this.d.upstreams.for(ownerId)]);
+    if (balance.status === 'rejected') throw new GatewayError(402, 'InsufficientBalance', (balance.reason as Error).message);
+    if (upstream.status === 'rejected') {
+      const err = upstream.reason as { status?: number; code?: string; message: string };
+      throw new GatewayError(err.status ?? 503, err.code ?? 'LlmNotConfigured', err.message);
+    }
+    const up = upstream.value;
+    return relayCompletion(up, body, sink, signal, async (u) => {
+      const n = u.promptTokens + u.completionTokens;
+      if (n > 0) await this.d.usage.add(ownerId, 'llmTokens', n);
+    });
+  }
+
+  /** The model completions of this owner run on. */
+  async modelFor(ownerId: string): Promise<string> {
+    return (await this.d.upstreams.for(ownerId)).model;
+  }
+
+  /** The gateway's base URL for sandboxes (`http://<bridge host address>:<port>/v1`), started on first use. */
+  async gatewayUrl(): Promise<string> {
+    if (!this.d.host) throw errors.unavailable('the LLM gateway needs the sandbox network, which this nube does not have');
+    this.gateway ??= GatewayServer.start(this, this.d.host, this.d.gatewayPort).catch((e: unknown) => {
+      this.gateway = undefined;
+      throw e;
+    });
+    const g = await this.gateway;
+    await g.reassert().catch((e: unknown) => this.d.log.warn({ err: e }, 'could not re-open the LLM gateway port'));
+    return g.url;
+  }
+
+  async close(): Promise<void> {
+    const g = await this.gateway?.catch(() => undefined);
+    await g?.close();
+    await this.d.upstreams.close();
+  }
+}

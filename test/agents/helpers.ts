@@ -1,0 +1,80 @@
+// A nube with sandboxes (test bridge and templates), an LLM stub as the operator's upstream, and helpers
+// to create agents and read their SSE turns.
+import { mkdirSync, rmSync } from 'node:fs';
+import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
+import type { DialectName } from '../helpers/pg.js';
+import { callJson, startNube, type TestNube } from '../helpers/server.js';
+import { SANDBOX_ENV, TEST_ROOT } from '../sandboxes/helpers.js';
+
+export interface AgentNube extends TestNube {
+  stub: LlmStub;
+  // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+  call(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: any; headers: Headers }>;
+  /** Creates an agent and waits until it is running (or fails the test with its error). */
+  // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+  agent(body?: Record<string, unknown>, key?: string): Promise<any>;
+  /** POST /message and the SSE events it streamed. */
+  // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+  message(id: string, content: string, key?: string): Promise<{ status: number; events: any[] }>;
+  stop(): Promise<void>;
+}
+
+export async function startAgentNube(
+  name: string,
+  opts: { dialect?: DialectName; env?: Record<string, string>; dataDir?: string; stub?: LlmStub } = {},
+): Promise<AgentNube> {
+  const stub = opts.stub ?? (await startLlmStub());
+  const dir = opts.dataDir ?? `${TEST_ROOT}/agents-${name}-${opts.dialect ?? 'sqlite'}-${process.pid}`;
+  mkdirSync(dir, { recursive: true });
+  const t = await startNube({
+    dialect: opts.dialect,
+    dataDir: dir,
+    // Polling GET until running is not what these tests measure: the default 600/min would answer 429.
+    env: { ...SANDBOX_ENV, NUBE_LLM_BASE_URL: stub.url, NUBE_LLM_API_KEY: 'sk-operator', NUBE_LLM_MODEL: 'stub-model', NUBE_LLM_GATEWAY_PORT: '0', NUBE_RATE_LIMIT_PER_MINUTE: '100000', ...opts.env },
+  });
+  const call = (method: string, path: string, body?: unknown, key?: string) =>
+    callJson(t.baseUrl, method, path, body, { authorization: `Bearer ${key ?? t.ownerKey}` });
+  const self: AgentNube = {
+    ...t,
+    stub,
+    call,
+    async agent(body = {}, key) {
+      const c = await call('POST', '/agents', { template: 'acp', env: {}, ...body }, key);
+      if (c.status !== 200) throw new Error(`create answered ${c.status}: ${JSON.stringify(c.body)}`);
+      for (let i = 0; i < 1200; i++) {
+        const g = await call('GET', `/agents/${c.body.id}`, undefined, key);
+        if (g.body.status === 'running') return { ...g.body, embedToken: c.body.embedToken };
+        if (g.body.status === 'lost') throw new Error(`agent build failed: ${g.body.error}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error('agent did not start in 60 s');
+    },
+    async message(id, content, key) {
+      const r = await fetch(`${t.baseUrl}/api/v2/agents/${id}/message`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key ?? t.ownerKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ content }),
+      });
+      const text = await r.text();
+      if (r.status !== 200) return { status: r.status, events: [JSON.parse(text)] };
+      const events = text
+        .split('\n\n')
+        .filter((e) => e.startsWith('data:'))
+        .map((e) => JSON.parse(e.slice(5)));
+      return { status: r.status, events };
+    },
+    async stop() {
+      const list = await call('GET', '/agents');
+      for (const a of list.body?.agents ?? []) await call('DELETE', `/agents/${a.id}`);
+      const runtime = t.nube.services.sandboxes.core.runtime;
+      for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
+      await t.close();
+      if (!opts.stub) await stub.close();
+      if (!opts.dataDir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return self;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+export const textOf = (events: any[]) => events.filter((e) => e.type === 'chunk').map((e) => e.value).join('');

@@ -41,6 +41,10 @@ const EXCEPTIONS: Record<string, string> = {
   'server.ts': "Redis at the operator's REDIS_URL",
   'areas/sandboxes/proxy.ts': "the exposed-port proxy: connects only to a sandbox's own address on nube's bridge, which nube assigned",
   'areas/sandboxes/runtime/namespaces/spawner.ts': "connects to nube-helper's Unix socket in nube's data directory",
+  'areas/agents/connection.ts': "connects to the agent program in an agent's own sandbox, at the address nube assigned on its bridge",
+  'areas/agents/ws.ts': "imports ws for its WebSocketServer (the agents' wsUrl endpoint): it accepts connections and opens none",
+  'areas/agents/program/llm.ts': "runs inside the agent's sandbox (bundled there), not in nube: it calls nube's LLM gateway, under the sandbox's network policy",
+  'areas/agents/program/mcp.ts': "runs inside the agent's sandbox, not in nube: the caller's MCP servers, reached under the sandbox's network policy",
 };
 
 interface Finding {

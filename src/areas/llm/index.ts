@@ -1,4 +1,3 @@
-import { parseAllowList } from '../../platform/outbound.js';
 import type { AreaModule } from '../area.js';
 import { LlmCredentials, llmMigrations } from './credentials.js';
 import { LlmService } from './service.js';
@@ -21,10 +20,11 @@ export const llmArea: AreaModule = {
   migrations: llmMigrations,
   create(deps, other) {
     const account = other.account!;
-    const upstreams = new Upstreams(deps.config.llm, (ownerId) => account.aiKeyFor(ownerId), parseAllowList(deps.config.outboundAllow));
+    const upstreams = new Upstreams(deps.config.llm, (ownerId) => account.aiKeyFor(ownerId));
     const llm = new LlmService({
       usage: deps.usage,
       upstreams,
+      outbound: deps.outbound,
       credentials: new LlmCredentials(deps.store.db, deps.config.authCacheMs),
       planOf: (ownerId) => account.planOf(ownerId),
       gatewayPort: deps.config.llm.gatewayPort,

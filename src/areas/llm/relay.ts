@@ -1,7 +1,7 @@
 // One chat completion relayed to the upstream, streaming or not, tool calls included, and its tokens
 // counted: from the upstream's `usage` (streamed requests ask for it with
 // `stream_options.include_usage`), else estimated from the text (about 4 characters per token).
-import { request } from 'undici';
+import type { OutboundClient, OutboundResponse } from '../../platform/outbound.js';
 import type { Upstream } from './upstream.js';
 
 export interface ChatBody {
@@ -64,6 +64,7 @@ function upstreamFailure(status: number, text: string): GatewayError {
 
 /** `onUsage` is awaited once the tokens are known, also when the stream breaks off (what was relayed counts). */
 export async function relayCompletion(
+  outbound: OutboundClient,
   up: Upstream,
   input: ChatBody,
   sink: RelaySink,
@@ -75,11 +76,11 @@ export async function relayCompletion(
   // The upstream's model is the one used (the operator's or the account's choice), whatever was asked.
   const body: ChatBody = { ...input, model: up.model };
   if (stream) body.stream_options = { ...input.stream_options, include_usage: true };
-  let res: Awaited<ReturnType<typeof request>>;
+  let res: OutboundResponse;
   try {
-    res = await request(`${up.baseUrl}/chat/completions`, {
+    res = await outbound.request(`${up.baseUrl}/chat/completions`, {
       method: 'POST',
-      dispatcher: up.dispatcher,
+      trustedOrigin: up.trustedOrigin,
       headers: {
         'content-type': 'application/json',
         accept: stream ? 'text/event-stream' : 'application/json',
@@ -92,8 +93,8 @@ export async function relayCompletion(
     if (signal?.aborted) throw new GatewayError(499, 'ClientClosed', 'the client went away');
     throw new GatewayError(502, 'UpstreamUnreachable', `the LLM upstream cannot be reached: ${(e as Error).message}`);
   }
-  if (res.statusCode < 200 || res.statusCode >= 300) {
-    throw upstreamFailure(res.statusCode, await res.body.text().catch(() => ''));
+  if (res.status < 200 || res.status >= 300) {
+    throw upstreamFailure(res.status, await res.body.text().catch(() => ''));
   }
   const contentType = String(res.headers['content-type'] ?? '');
   if (!stream || !contentType.includes('text/event-stream')) {

@@ -4,6 +4,7 @@
 import type { PlanName } from '../../config.js';
 import { errors } from '../../platform/errors.js';
 import { PLANS } from '../../platform/plans.js';
+import type { OutboundClient } from '../../platform/outbound.js';
 import type { Usage } from '../../platform/usage.js';
 import type { LlmCredentials } from './credentials.js';
 import { GatewayServer, type HostNetwork } from './gateway.js';
@@ -13,6 +14,8 @@ import type { Upstreams } from './upstream.js';
 export interface LlmServiceDeps {
   usage: Usage;
   upstreams: Upstreams;
+  /** The one outbound client (the account's upstream guarded, the operator's as its trusted origin). */
+  outbound: OutboundClient;
   credentials: LlmCredentials;
   planOf: (ownerId: string) => Promise<PlanName>;
   gatewayPort: number;
@@ -74,7 +77,7 @@ export class LlmService {
       throw new GatewayError(err.status ?? 503, err.code ?? 'LlmNotConfigured', err.message);
     }
     const up = upstream.value;
-    return relayCompletion(up, body, sink, signal, async (u) => {
+    return relayCompletion(this.d.outbound, up, body, sink, signal, async (u) => {
       const n = u.promptTokens + u.completionTokens;
       if (n > 0) await this.d.usage.add(ownerId, 'llmTokens', n);
     });
@@ -100,6 +103,5 @@ export class LlmService {
   async close(): Promise<void> {
     const g = await this.gateway?.catch(() => undefined);
     await g?.close();
-    await this.d.upstreams.close();
   }
 }

@@ -96,6 +96,9 @@ const envSchema = z.object({
     .max(100 * 1024 * 1024)
     .default(5 * 1024 * 1024),
   NUBE_WEB_BUY_URL: z.url().optional(),
+  // GET /metrics (Prometheus text): off unless one of these is set.
+  NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  NUBE_METRICS_PUBLIC: bool.default(false),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -125,7 +128,14 @@ export interface Config {
   files: FilesConfig;
   sandboxes: SandboxesConfig;
   web: WebConfig;
+  metrics: MetricsConfig;
 }
+
+/**
+ * GET /metrics: `off` (no route, no per-request cost), `token` (Bearer NUBE_METRICS_TOKEN) or `public`
+ * (no credential: for a port only the scraper reaches).
+ */
+export type MetricsConfig = { mode: 'off' } | { mode: 'public' } | { mode: 'token'; token: string };
 
 /** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
 export interface WebConfig {
@@ -214,7 +224,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxBytes: e.NUBE_WEB_MAX_BYTES,
       buyUrl: e.NUBE_WEB_BUY_URL,
     },
+    metrics: metricsConfig(e),
   };
+}
+
+function metricsConfig(e: z.infer<typeof envSchema>): MetricsConfig {
+  if (e.NUBE_METRICS_TOKEN && e.NUBE_METRICS_PUBLIC) {
+    throw new ConfigError('NUBE_METRICS_TOKEN and NUBE_METRICS_PUBLIC: set one (a token, or a public /metrics), not both');
+  }
+  if (e.NUBE_METRICS_TOKEN) return { mode: 'token', token: e.NUBE_METRICS_TOKEN };
+  return e.NUBE_METRICS_PUBLIC ? { mode: 'public' } : { mode: 'off' };
 }
 
 function filesConfig(e: z.infer<typeof envSchema>, dataDir: string): FilesConfig {

@@ -3,6 +3,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { Authenticator, Principal } from './auth.js';
 import { ApiError, errors } from './errors.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
+import type { OperationRouteConfig } from './metrics-http.js';
 import {
   type AnyOperation,
   fastifyPath,
@@ -31,6 +32,7 @@ export function mountOperations(app: FastifyInstance, deps: RestDeps): void {
       app.route({
         method,
         url: API_PREFIX + fastifyPath(path),
+        config: { operationId: op.id } satisfies OperationRouteConfig,
         handler: (req, reply) => {
           const done = runOperation(op, deps, req, reply);
           // Fastify treats a returned non-promise as a payload: a reply already sent returns nothing.

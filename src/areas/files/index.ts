@@ -1,6 +1,7 @@
 import type { AreaModule } from '../area.js';
 import { FileUrls, storesFromConfig } from './blobs.js';
 import { registerFileJobs } from './jobs.js';
+import { registerFileMetrics } from './metrics.js';
 import { filesOperations } from './operations.js';
 import { FilesRepo, filesMigrations } from './repo.js';
 import { fileRoutes } from './routes.js';
@@ -22,6 +23,7 @@ export const filesArea: AreaModule = {
     }, (ownerId) => account.aiKeyFor(ownerId));
     registerFileJobs(deps.jobs, files, files.searchIndex);
     deps.usage.registerGauge('storageBytes', (ownerId) => (files as FilesService).repo.storedBytes(ownerId));
+    registerFileMetrics(deps.metrics, files.repo);
     return { files };
   },
   routes(app, services) {

@@ -5,6 +5,7 @@ import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
 import { TTL_JOB } from './clocks.js';
 import { SandboxesService } from './facade.js';
+import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
@@ -66,6 +67,7 @@ export const sandboxesArea: AreaModule = {
       concurrency: 2,
     });
     deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
+    registerSandboxMetrics(deps.metrics, sandboxes.core.repo);
     await reconcile(sandboxes, dataDir, deps);
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).

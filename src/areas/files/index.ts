@@ -1,5 +1,6 @@
 import type { AreaModule } from '../area.js';
 import { FileUrls, storesFromConfig } from './blobs.js';
+import { fileChecks } from './doctor.js';
 import { registerFileJobs } from './jobs.js';
 import { registerFileMetrics } from './metrics.js';
 import { filesOperations } from './operations.js';
@@ -26,6 +27,7 @@ export const filesArea: AreaModule = {
     registerFileMetrics(deps.metrics, files.repo);
     return { files };
   },
+  doctor: fileChecks,
   routes(app, services) {
     fileRoutes(app, services.files.transfers);
   },

@@ -4,6 +4,7 @@ import type { Config } from '../../config.js';
 import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
 import { TTL_JOB } from './clocks.js';
+import { sandboxChecks } from './doctor.js';
 import { SandboxesService } from './facade.js';
 import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
@@ -79,6 +80,7 @@ export const sandboxesArea: AreaModule = {
     }
     return { sandboxes };
   },
+  doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
   routes(app, services) {
     new PortProxy(services.sandboxes.core).install(app);
   },

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { parseAllowList } from '../../platform/outbound.js';
 import type { AreaModule } from '../area.js';
+import { webChecks } from './doctor.js';
 import { PageFetcher } from './fetcher.js';
 import { webOperations } from './operations.js';
 import { ParserPool } from './parser-pool.js';
@@ -24,6 +25,7 @@ export const webArea: AreaModule = {
     deps.jobs.register<ExtractJob>(EXTRACT_JOB, web.runExtract, { maxAttempts: 2, concurrency: 4, leaseMs: 60_000 });
     return { web };
   },
+  doctor: webChecks,
   async close(services) {
     await services.web.close();
   },

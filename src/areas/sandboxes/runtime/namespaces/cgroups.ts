@@ -2,20 +2,18 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import { CGROUP_ROOT, probeCgroups, V1_CONTROLLERS } from './cgroup-probe.js';
 
-const ROOT = '/sys/fs/cgroup';
+const ROOT = CGROUP_ROOT;
 // cgroup v1: one hierarchy per controller. (This host mounts v2 at /sys/fs/cgroup/unified with only
 // hugetlb, so v1 is where the controllers are; a v2 implementation would use one dir per sandbox.)
-const CONTROLLERS = ['memory', 'cpu', 'pids', 'freezer'] as const;
+const CONTROLLERS = V1_CONTROLLERS;
 
 export function checkCgroups(): void {
-  for (const c of CONTROLLERS) {
-    if (!existsSync(`${ROOT}/${c}/cgroup.procs`)) {
-      throw new SandboxRuntimeError(
-        'HostUnsupported',
-        `cgroup v1 controller ${c} is not mounted at ${ROOT}/${c} (only the v1 layout is implemented)`,
-      );
-    }
+  const { usable, found } = probeCgroups(ROOT);
+  if (!usable) {
+    const seen = found.map((l) => l.detail).join('; ') || `no cgroup v1 controllers under ${ROOT}`;
+    throw new SandboxRuntimeError('HostUnsupported', `${seen} (only the v1 layout is implemented)`);
   }
 }
 

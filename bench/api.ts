@@ -1,6 +1,7 @@
 // Speed target of issue #2: authenticated GET /api/v2/account at 50 connections on loopback, against a
 // bare Fastify route answering the same JSON in the same run. Also PostgreSQL, request logging on, and
-// MCP tools/list latency. Flags: --duration <s> (10), --connections <n> (50), --no-pg, --no-info,
+// MCP tools/list latency, and the cost of the per-request metric (GET /metrics configured). Flags:
+// --duration <s> (10), --connections <n> (50), --no-pg, --no-info, --no-metrics,
 // --profile [--bare] (one CPU-profiled nube or bare run, printed, results not written; on VMs where V8's
 // sampling lands late, native time piles onto writev: `perf record -e cpu-clock` with --perf-basic-prof is truer).
 import { type ChildProcess, fork } from 'node:child_process';
@@ -337,6 +338,13 @@ async function main(): Promise<void> {
       contenders.push({ label: 'info', server: s, headers: auth });
     }
 
+    // nube on SQLite with GET /metrics configured: the per-request histogram observation is on.
+    if (!flag('no-metrics')) {
+      const s = await startServer('nube', nubeEnv(join(dir, 'sqlite-metrics'), key, { NUBE_METRICS_TOKEN: randomBytes(16).toString('hex') }));
+      servers.push(s);
+      contenders.push({ label: 'metrics', server: s, headers: auth });
+    }
+
     const m = await interleaved(contenders, ROUNDS);
     const b = m.get('bare')!;
     const sq = m.get('sqlite')!;
@@ -360,6 +368,19 @@ async function main(): Promise<void> {
             ? ' The machine was busy with other work during this run (load average above its CPU count): differences of a few ' +
               'tens of percent between nube rows are within run-to-run noise here, so this run cannot resolve the cost of request logging.'
             : ''),
+      );
+    }
+
+    const met = m.get('metrics');
+    if (met) {
+      rows.push(loadRow('nube GET /api/v2/account (SQLite, NUBE_METRICS_TOKEN set: request histogram on)', met, b));
+      notes.push(
+        'Metrics: with NUBE_METRICS_TOKEN set every response is observed in nube_http_request_duration_seconds{operation,status_class} ' +
+          '(a route-level onResponse hook bound to its label children at mount, plus one is404 check for unmatched requests). ' +
+          `Server CPU per request ${round(met.serverCpuUsPerReq)} us against ${round(sq.serverCpuUsPerReq)} us without ` +
+          `(${round(met.serverCpuUsPerReq - sq.serverCpuUsPerReq)} us, ${round(((met.serverCpuUsPerReq - sq.serverCpuUsPerReq) / sq.serverCpuUsPerReq) * 100)}%); ` +
+          `throughput ${round((met.throughputPerSec / sq.throughputPerSec) * 100)}% of the run without (${round(met.throughputPerSec)} vs ${round(sq.throughputPerSec)} req/s).` +
+          (busyMachine() ? ' The machine was busy with other work during this run: a difference of a microsecond or two is within its noise.' : ''),
       );
     }
 

@@ -17,10 +17,22 @@ const CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'];
 
 type Observe = (status: number, elapsedMs: number) => void;
 
+const OPERATION = Symbol('nube.metrics.operation');
+type Labelled = { [OPERATION]?: string };
+
+/**
+ * Names the operation of a request that a hook answers before any route runs (the sandbox port proxy
+ * takes requests by Host in onRequest, whatever their path), so it is not counted under the route its
+ * path happens to match.
+ */
+export function labelRequest(req: FastifyRequest, operation: string): void {
+  (req as Labelled)[OPERATION] = operation;
+}
+
 /**
  * Request counts and latencies: nube_http_request_duration_seconds{operation, status_class}. `operation`
  * is the registry id (`account.get`) or, for routes outside the registry, `METHOD /route` (`GET
- * /healthz`); requests no route matched are `unmatched`. Each route gets its own onResponse hook bound
+ * /healthz`); requests no route matched are `unmatched`; a hook may name its own (labelRequest). Each route gets its own onResponse hook bound
  * to its label children when it is added, so a request does no label lookup or hashing of its own
  * (the hot path is ~26 us of CPU per request; see docs/benchmarks.md for what this adds).
  * Must run before routes are added.
@@ -45,12 +57,23 @@ export function installRequestMetrics(app: FastifyInstance, metrics: Metrics): v
       child.observe(elapsedMs / 1000);
     };
   };
+  const labelled = new Map<string, Observe>();
+  const byLabel = (req: FastifyRequest): Observe | undefined => {
+    const op = (req as Labelled)[OPERATION];
+    if (op === undefined) return undefined;
+    let o = labelled.get(op);
+    if (!o) {
+      o = observer(op);
+      labelled.set(op, o);
+    }
+    return o;
+  };
   app.addHook('onRoute', (route: RouteOptions) => {
     const id = (route.config as OperationRouteConfig | undefined)?.operationId;
     const method = Array.isArray(route.method) ? route.method.join(',') : route.method;
     const observe = observer(id ?? `${method} ${route.url}`);
-    const hook: onResponseHookHandler = (_req, reply, done) => {
-      observe(reply.statusCode, reply.elapsedTime);
+    const hook: onResponseHookHandler = (req, reply, done) => {
+      (byLabel(req) ?? observe)(reply.statusCode, reply.elapsedTime);
       done();
     };
     const own = route.onResponse;
@@ -59,7 +82,7 @@ export function installRequestMetrics(app: FastifyInstance, metrics: Metrics): v
   // Requests no route matched have no route hook; this one only counts those (is404 reads one field).
   const unmatched = observer('unmatched');
   app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done) => {
-    if (req.is404) unmatched(reply.statusCode, reply.elapsedTime);
+    if (req.is404) (byLabel(req) ?? unmatched)(reply.statusCode, reply.elapsedTime);
     done();
   });
 }

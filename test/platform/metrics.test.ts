@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { DIALECTS } from '../helpers/pg.js';
@@ -31,6 +32,18 @@ function value(all: Series[], name: string, labels: Record<string, string> = {})
   const hits = all.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   if (hits.length > 1) throw new Error(`${name} ${JSON.stringify(labels)} matches ${hits.length} samples`);
   return hits[0]?.value;
+}
+
+/** GET with a Host header of our choosing (fetch does not let one set Host). */
+function statusWithHost(url: string, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { host } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 describe.each(DIALECTS)('GET /metrics (%s)', (dialect) => {
@@ -73,6 +86,8 @@ describe.each(DIALECTS)('GET /metrics (%s)', (dialect) => {
     expect((await api('GET', '/databases/db_doesnotexist')).status).toBe(404);
     expect((await api('POST', '/databases', { name: 'bad name!' })).status).toBe(400);
     expect((await fetch(`${t.baseUrl}/no/such/route`)).status).toBe(404);
+    // A request for a sandbox port (by Host) is the proxy's, whatever its path: not account.get's.
+    expect(await statusWithHost(`${t.baseUrl}/api/v2/account`, '8080-sbx_nosuchbox.sandbox.localhost')).toBe(404);
 
     // A webhook delivery (database.created), a database with a query, and a file of 5 bytes in US.
     const hook = await api('POST', '/webhooks', { url: receiver.url, events: ['database.created'] });
@@ -101,6 +116,7 @@ describe.each(DIALECTS)('GET /metrics (%s)', (dialect) => {
     expect(value(all, `${h}_count`, { operation: 'databases.create', status_class: '4xx' })).toBe(1);
     expect(value(all, `${h}_count`, { operation: 'databases.create', status_class: '2xx' })).toBe(1);
     expect(value(all, `${h}_count`, { operation: 'unmatched', status_class: '4xx' })).toBe(1);
+    expect(value(all, `${h}_count`, { operation: 'sandboxes.proxy', status_class: '4xx' })).toBe(1);
     // The refused scrapes of the first test, under the route outside the registry.
     expect(value(all, `${h}_count`, { operation: 'GET /metrics', status_class: '4xx' })).toBeGreaterThanOrEqual(3);
 

@@ -32,9 +32,10 @@ export function labelRequest(req: FastifyRequest, operation: string): void {
 /**
  * Request counts and latencies: nube_http_request_duration_seconds{operation, status_class}. `operation`
  * is the registry id (`account.get`) or, for routes outside the registry, `METHOD /route` (`GET
- * /healthz`); requests no route matched are `unmatched`; a hook may name its own (labelRequest). Each route gets its own onResponse hook bound
- * to its label children when it is added, so a request does no label lookup or hashing of its own
- * (the hot path is ~26 us of CPU per request; see docs/benchmarks.md for what this adds).
+ * /healthz`); requests no route matched are `unmatched`; a hook may name its own (labelRequest).
+ * Each route gets its own onResponse hook bound to its label children when it is added, so a request
+ * does no label lookup of its own (the hot path is ~26 us of CPU per request; docs/benchmarks.md, api,
+ * has what this adds).
  * Must run before routes are added.
  */
 export function installRequestMetrics(app: FastifyInstance, metrics: Metrics): void {

@@ -7,11 +7,11 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, getPriority, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { summarizeProfile } from './lib/cpuprofile.js';
+import { inclusiveShare, summarizeProfile } from './lib/cpuprofile.js';
 import { type LoadResult, runLoad } from './lib/load.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize, timeIt } from './lib/stats.js';
@@ -39,6 +39,8 @@ const TARGET_P99_MS = 10;
 interface Server {
   mode: string;
   address: string;
+  /** Where 'profile-stop' writes the CPU profile (BENCH_PROFILE_FILE). */
+  profileFile?: string;
   child: ChildProcess;
   cpuMicros(): Promise<number>;
   /** Sends `msg` and waits for the reply carrying `key`. */
@@ -91,6 +93,7 @@ function startServer(
       resolve({
         mode,
         address: msg.address,
+        profileFile: env.BENCH_PROFILE_FILE,
         child,
         cpuMicros: () =>
           request('cpu', (m) => {
@@ -262,6 +265,28 @@ async function createPgDatabase(): Promise<{ url: string; drop(): Promise<void> 
   };
 }
 
+const PROFILE_ROUNDS = 2;
+const PROFILE_SEC = 5;
+
+/**
+ * Share of busy CPU in Fastify's response-finished path (where onResponse hooks run) on the server without
+ * metrics and the one with them, from CPU profiles under the same load, alternating.
+ */
+async function responsePathShares(off: Server, on: Server, headers: Record<string, string>): Promise<{ off: number; on: number }> {
+  const inFinish = (f: { functionName: string; url: string }) => f.functionName === 'onResFinished' && f.url.includes('fastify');
+  const acc = { off: 0, on: 0 };
+  for (let r = 0; r < PROFILE_ROUNDS; r++) {
+    for (const [label, server] of r % 2 === 0 ? ([['off', off], ['on', on]] as const) : ([['on', on], ['off', off]] as const)) {
+      const url = `${server.address}/api/v2/account`;
+      await server.call('profile-start', 'profiling');
+      await runLoad({ url, connections: CONNECTIONS, durationSec: PROFILE_SEC, headers });
+      await server.call('profile-stop', 'profiled');
+      acc[label] += inclusiveShare(server.profileFile!, inFinish) / PROFILE_ROUNDS;
+    }
+  }
+  return acc;
+}
+
 /** One nube (SQLite) run, or with --bare the bare route, under load with the V8 profiler on for the measured span only. */
 async function profile(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
@@ -303,7 +328,7 @@ async function main(): Promise<void> {
   let pgDrop: (() => Promise<void>) | undefined;
   try {
     // nube on SQLite (temp data dir), request logging off; its answer is what the bare route returns.
-    const nube = await startServer('nube', nubeEnv(join(dir, 'sqlite'), key));
+    const nube = await startServer('nube', nubeEnv(join(dir, 'sqlite'), key, { BENCH_PROFILE_FILE: join(dir, 'sqlite.cpuprofile') }));
     servers.push(nube);
     const body = await getAccountJson(nube.address, key);
     const bare = await startServer('bare', { BENCH_BARE_BODY: body });
@@ -340,7 +365,13 @@ async function main(): Promise<void> {
 
     // nube on SQLite with GET /metrics configured: the per-request histogram observation is on.
     if (!flag('no-metrics')) {
-      const s = await startServer('nube', nubeEnv(join(dir, 'sqlite-metrics'), key, { NUBE_METRICS_TOKEN: randomBytes(16).toString('hex') }));
+      const s = await startServer(
+        'nube',
+        nubeEnv(join(dir, 'sqlite-metrics'), key, {
+          NUBE_METRICS_TOKEN: randomBytes(16).toString('hex'),
+          BENCH_PROFILE_FILE: join(dir, 'metrics.cpuprofile'),
+        }),
+      );
       servers.push(s);
       contenders.push({ label: 'metrics', server: s, headers: auth });
     }
@@ -372,7 +403,9 @@ async function main(): Promise<void> {
     }
 
     const met = m.get('metrics');
-    if (met) {
+    const metricsServer = contenders.find((c) => c.label === 'metrics')?.server;
+    if (met && metricsServer) {
+      const share = await responsePathShares(nube, metricsServer, auth);
       rows.push(loadRow('nube GET /api/v2/account (SQLite, NUBE_METRICS_TOKEN set: request histogram on)', met, b));
       notes.push(
         'Metrics: with NUBE_METRICS_TOKEN set every response is observed in nube_http_request_duration_seconds{operation,status_class} ' +
@@ -380,7 +413,12 @@ async function main(): Promise<void> {
           `Server CPU per request ${round(met.serverCpuUsPerReq)} us against ${round(sq.serverCpuUsPerReq)} us without ` +
           `(${round(met.serverCpuUsPerReq - sq.serverCpuUsPerReq)} us, ${round(((met.serverCpuUsPerReq - sq.serverCpuUsPerReq) / sq.serverCpuUsPerReq) * 100)}%); ` +
           `throughput ${round((met.throughputPerSec / sq.throughputPerSec) * 100)}% of the run without (${round(met.throughputPerSec)} vs ${round(sq.throughputPerSec)} req/s).` +
-          (busyMachine() ? ' The machine was busy with other work during this run: a difference of a microsecond or two is within its noise.' : ''),
+          (busyMachine() ? ' The machine was busy with other work during this run: a difference of a microsecond or two is within its noise.' : '') +
+          ` CPU profiles of the same load (V8 sampling, ${PROFILE_ROUNDS} alternating spans of ${PROFILE_SEC} s each), which hold up under other load: ` +
+          `the response-finished path (Fastify's onResFinished, which runs the onResponse hooks) takes ${round(share.on * 100)}% of busy CPU with metrics on ` +
+          `and ${round(share.off * 100)}% without: the per-request metric costs ${round((share.on - share.off) * 100)}% of a request's CPU ` +
+          `(${round((share.on - share.off) * sq.serverCpuUsPerReq)} us of the ${round(sq.serverCpuUsPerReq)} us measured above; ` +
+          'differences within about 0.1% are the sampling noise of spans this short).',
       );
     }
 
@@ -433,7 +471,8 @@ async function main(): Promise<void> {
         `${mcp.tools} tools, ${mcp.bytes} bytes per answer; ${MCP_CALLS} sequential calls after 20 warm-up calls over one keep-alive connection (fetch).`,
       'Data: a fresh SQLite file in a temp dir; PostgreSQL at 127.0.0.1:5432 in a fresh database created and dropped by the bench. Job workers on (defaults).',
       `Machine load average (1/5/15 min) before: ${loadBefore}; after: ${load()}. On a shared machine absolute numbers move with other load; ` +
-        'the ratio, measured in alternating segments, is the figure to compare.',
+        'the ratio, measured in alternating segments, is the figure to compare.' +
+        (getPriority() < 0 ? ` Run at nice ${getPriority()} (servers and wrk inherit it) to keep other work on the machine from preempting them.` : ''),
     );
     const result = newResult('api', rows, notes, `npm run bench -- api${argv.length ? ` ${argv.join(' ')}` : ''}`);
     printTable(result.rows);

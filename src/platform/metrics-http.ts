@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandl
 import type { MetricsConfig } from '../config.js';
 import { safeEqual, sha256Hex } from './crypto.js';
 import { ApiError } from './errors.js';
+import type { Observer } from './fast-histogram.js';
 import type { Metrics } from './metrics.js';
 
 /** Route config key carrying the registry's operation id (set by platform/rest.ts). */
@@ -39,20 +40,20 @@ export function labelRequest(req: FastifyRequest, operation: string): void {
  * Must run before routes are added.
  */
 export function installRequestMetrics(app: FastifyInstance, metrics: Metrics): void {
-  const hist = metrics.histogram(
+  const hist = metrics.fastHistogram(
     'nube_http_request_duration_seconds',
     'Time from request to response, by operation (registry id, or METHOD /route outside the registry) and status class',
     ['operation', 'status_class'],
     BUCKETS,
   );
   const observer = (operation: string): Observe => {
-    const children: ({ observe(v: number): void } | undefined)[] = [];
+    const children: (Observer | undefined)[] = [];
     return (status, elapsedMs) => {
       const i = Math.floor(status / 100) - 1;
       const cls = CLASSES[i] ?? 'other';
       let child = children[i];
       if (!child) {
-        child = hist.labels({ operation, status_class: cls });
+        child = hist.child({ operation, status_class: cls });
         children[i] = child;
       }
       child.observe(elapsedMs / 1000);

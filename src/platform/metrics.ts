@@ -1,7 +1,8 @@
 // The Prometheus registry of one nube process. Platform owns it; areas add their series through
 // `deps.metrics` (counters they increment where things happen, and samples read at scrape time), so
 // nothing here knows an area. Rendered by GET /metrics (platform/metrics-http.ts) when configured.
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, type Metric, Registry } from 'prom-client';
+import { FastHistogram } from './fast-histogram.js';
 
 export interface Sample<L extends string = string> {
   labels?: Partial<Record<L, string>>;
@@ -34,8 +35,12 @@ export class Metrics {
     return new Counter({ name: checked(name), help, labelNames, registers: [this.registry] });
   }
 
-  histogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]): Histogram<L> {
-    return new Histogram({ name: checked(name), help, labelNames, buckets, registers: [this.registry] });
+  /** A histogram for hot paths (the request path): observing is an array increment (fast-histogram.ts). */
+  fastHistogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]): FastHistogram<L> {
+    const h = new FastHistogram(checked(name), help, labelNames, buckets);
+    // The registry renders any object with name, help, type and get(); prom-client's type lists its own classes.
+    this.registry.registerMetric(h as unknown as Metric);
+    return h;
   }
 
   /**

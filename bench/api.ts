@@ -11,7 +11,7 @@ import { cpus, getPriority, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { inclusiveShare, summarizeProfile } from './lib/cpuprofile.js';
+import { summarizeProfile } from './lib/cpuprofile.js';
 import { type LoadResult, runLoad } from './lib/load.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize, timeIt } from './lib/stats.js';
@@ -39,8 +39,6 @@ const TARGET_P99_MS = 10;
 interface Server {
   mode: string;
   address: string;
-  /** Where 'profile-stop' writes the CPU profile (BENCH_PROFILE_FILE). */
-  profileFile?: string;
   child: ChildProcess;
   cpuMicros(): Promise<number>;
   /** Sends `msg` and waits for the reply carrying `key`. */
@@ -93,7 +91,6 @@ function startServer(
       resolve({
         mode,
         address: msg.address,
-        profileFile: env.BENCH_PROFILE_FILE,
         child,
         cpuMicros: () =>
           request('cpu', (m) => {
@@ -265,26 +262,28 @@ async function createPgDatabase(): Promise<{ url: string; drop(): Promise<void> 
   };
 }
 
-const PROFILE_ROUNDS = 2;
-const PROFILE_SEC = 5;
+const AB_PAIRS = 32;
+const AB_SEC = 1;
 
 /**
- * Share of busy CPU in Fastify's response-finished path (where onResponse hooks run) on the server without
- * metrics and the one with them, from CPU profiles under the same load, alternating.
+ * CPU per request with metrics on minus off, over AB_PAIRS back-to-back pairs of short segments (order
+ * alternating): the median of the paired differences holds up on a shared machine, where the totals of
+ * the interleaved rows above move by more than the thing measured.
  */
-async function responsePathShares(off: Server, on: Server, headers: Record<string, string>): Promise<{ off: number; on: number }> {
-  const inFinish = (f: { functionName: string; url: string }) => f.functionName === 'onResFinished' && f.url.includes('fastify');
-  const acc = { off: 0, on: 0 };
-  for (let r = 0; r < PROFILE_ROUNDS; r++) {
-    for (const [label, server] of r % 2 === 0 ? ([['off', off], ['on', on]] as const) : ([['on', on], ['off', off]] as const)) {
-      const url = `${server.address}/api/v2/account`;
-      await server.call('profile-start', 'profiling');
-      await runLoad({ url, connections: CONNECTIONS, durationSec: PROFILE_SEC, headers });
-      await server.call('profile-stop', 'profiled');
-      acc[label] += inclusiveShare(server.profileFile!, inFinish) / PROFILE_ROUNDS;
+async function pairedCpuDelta(off: Server, on: Server, headers: Record<string, string>): Promise<{ median: number; p25: number; p75: number }> {
+  const diffs: number[] = [];
+  for (let i = 0; i < AB_PAIRS; i++) {
+    const perRequest = new Map<Server, number>();
+    for (const s of i % 2 === 0 ? [off, on] : [on, off]) {
+      const c0 = await s.cpuMicros();
+      const r = await runLoad({ url: `${s.address}/api/v2/account`, connections: CONNECTIONS, durationSec: AB_SEC, headers });
+      perRequest.set(s, ((await s.cpuMicros()) - c0) / r.requests);
     }
+    diffs.push(perRequest.get(on)! - perRequest.get(off)!);
   }
-  return acc;
+  diffs.sort((x, y) => x - y);
+  const at = (q: number) => diffs[Math.min(diffs.length - 1, Math.floor(q * diffs.length))]!;
+  return { median: at(0.5), p25: at(0.25), p75: at(0.75) };
 }
 
 /** One nube (SQLite) run, or with --bare the bare route, under load with the V8 profiler on for the measured span only. */
@@ -328,7 +327,7 @@ async function main(): Promise<void> {
   let pgDrop: (() => Promise<void>) | undefined;
   try {
     // nube on SQLite (temp data dir), request logging off; its answer is what the bare route returns.
-    const nube = await startServer('nube', nubeEnv(join(dir, 'sqlite'), key, { BENCH_PROFILE_FILE: join(dir, 'sqlite.cpuprofile') }));
+    const nube = await startServer('nube', nubeEnv(join(dir, 'sqlite'), key));
     servers.push(nube);
     const body = await getAccountJson(nube.address, key);
     const bare = await startServer('bare', { BENCH_BARE_BODY: body });
@@ -365,13 +364,7 @@ async function main(): Promise<void> {
 
     // nube on SQLite with GET /metrics configured: the per-request histogram observation is on.
     if (!flag('no-metrics')) {
-      const s = await startServer(
-        'nube',
-        nubeEnv(join(dir, 'sqlite-metrics'), key, {
-          NUBE_METRICS_TOKEN: randomBytes(16).toString('hex'),
-          BENCH_PROFILE_FILE: join(dir, 'metrics.cpuprofile'),
-        }),
-      );
+      const s = await startServer('nube', nubeEnv(join(dir, 'sqlite-metrics'), key, { NUBE_METRICS_TOKEN: randomBytes(16).toString('hex') }));
       servers.push(s);
       contenders.push({ label: 'metrics', server: s, headers: auth });
     }
@@ -405,7 +398,7 @@ async function main(): Promise<void> {
     const met = m.get('metrics');
     const metricsServer = contenders.find((c) => c.label === 'metrics')?.server;
     if (met && metricsServer) {
-      const share = await responsePathShares(nube, metricsServer, auth);
+      const ab = await pairedCpuDelta(nube, metricsServer, auth);
       rows.push(loadRow('nube GET /api/v2/account (SQLite, NUBE_METRICS_TOKEN set: request histogram on)', met, b));
       notes.push(
         'Metrics: with NUBE_METRICS_TOKEN set every response is observed in nube_http_request_duration_seconds{operation,status_class} ' +
@@ -414,11 +407,9 @@ async function main(): Promise<void> {
           `(${round(met.serverCpuUsPerReq - sq.serverCpuUsPerReq)} us, ${round(((met.serverCpuUsPerReq - sq.serverCpuUsPerReq) / sq.serverCpuUsPerReq) * 100)}%); ` +
           `throughput ${round((met.throughputPerSec / sq.throughputPerSec) * 100)}% of the run without (${round(met.throughputPerSec)} vs ${round(sq.throughputPerSec)} req/s).` +
           (busyMachine() ? ' The machine was busy with other work during this run: a difference of a microsecond or two is within its noise.' : '') +
-          ` CPU profiles of the same load (V8 sampling, ${PROFILE_ROUNDS} alternating spans of ${PROFILE_SEC} s each), which hold up under other load: ` +
-          `the response-finished path (Fastify's onResFinished, which runs the onResponse hooks) takes ${round(share.on * 100)}% of busy CPU with metrics on ` +
-          `and ${round(share.off * 100)}% without: the per-request metric costs ${round((share.on - share.off) * 100)}% of a request's CPU ` +
-          `(${round((share.on - share.off) * sq.serverCpuUsPerReq)} us of the ${round(sq.serverCpuUsPerReq)} us measured above; ` +
-          'differences within about 0.1% are the sampling noise of spans this short).',
+          ` Paired: ${AB_PAIRS} back-to-back pairs of ${AB_SEC} s segments on the two servers (order alternating) give a median difference of ` +
+          `${round(ab.median)} us of server CPU per request (quartiles ${round(ab.p25)} to ${round(ab.p75)} us), ` +
+          `${round((ab.median / sq.serverCpuUsPerReq) * 100)}% of the ${round(sq.serverCpuUsPerReq)} us per request measured above.`,
       );
     }
 

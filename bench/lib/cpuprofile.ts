@@ -73,34 +73,3 @@ export function summarizeProfile(file: string, top = 25): string {
     `\nself time by file or package:\n${fmt(byFile)}`,
   ].join('\n');
 }
-
-/**
- * Share of busy (non-idle) time spent inside functions matching `match` (inclusive: a sample counts when
- * any frame of its stack matches). Sampling shares hold up on a busy machine where CPU time per request
- * moves by more than the thing measured.
- */
-export function inclusiveShare(file: string, match: (frame: ProfileNode['callFrame']) => boolean): number {
-  const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
-  const nodes = new Map(p.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const hit = new Map<number, boolean>();
-  const inside = (id: number): boolean => {
-    const known = hit.get(id);
-    if (known !== undefined) return known;
-    const up = parent.get(id);
-    const v = match(nodes.get(id)!.callFrame) || (up !== undefined && inside(up));
-    hit.set(id, v);
-    return v;
-  };
-  let busy = 0;
-  let matched = 0;
-  p.samples.forEach((id, i) => {
-    const n = nodes.get(id);
-    if (!n || n.callFrame.functionName === '(idle)') return;
-    const dt = p.timeDeltas[i] ?? 0;
-    busy += dt;
-    if (inside(id)) matched += dt;
-  });
-  return busy > 0 ? matched / busy : 0;
-}

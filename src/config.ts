@@ -113,6 +113,9 @@ const envSchema = z.object({
   NUBE_LLM_API_KEY: z.string().min(1).optional(),
   NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
   NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
+  // GET /metrics (Prometheus text): off unless one of these is set.
+  NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  NUBE_METRICS_PUBLIC: bool.default(false),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -145,6 +148,7 @@ export interface Config {
   sites: { host: string };
   pdf: PdfConfig;
   llm: LlmConfig;
+  metrics: MetricsConfig;
 }
 
 /** The warm browser behind the PDF export. */
@@ -164,6 +168,12 @@ export interface LlmConfig {
   /** Port of the gateway listener on the sandbox bridge's host address; 0 picks a free one. */
   gatewayPort: number;
 }
+
+/**
+ * GET /metrics: `off` (no route, no per-request cost), `token` (Bearer NUBE_METRICS_TOKEN) or `public`
+ * (no credential: for a port only the scraper reaches).
+ */
+export type MetricsConfig = { mode: 'off' } | { mode: 'public' } | { mode: 'token'; token: string };
 
 /** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
 export interface WebConfig {
@@ -273,6 +283,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         : undefined,
       gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
+    metrics: metricsConfig(e),
   };
 }
 
@@ -284,6 +295,14 @@ function defaultSitesHost(publicUrl: string | undefined): string {
   const host = publicUrl ? new URL(publicUrl).hostname : '';
   const isName = /[a-z]/i.test(host) && !host.includes(':') && host !== 'localhost';
   return isName ? `sites.${host.toLowerCase()}` : 'sites.localhost';
+}
+
+function metricsConfig(e: z.infer<typeof envSchema>): MetricsConfig {
+  if (e.NUBE_METRICS_TOKEN && e.NUBE_METRICS_PUBLIC) {
+    throw new ConfigError('NUBE_METRICS_TOKEN and NUBE_METRICS_PUBLIC: set one (a token, or a public /metrics), not both');
+  }
+  if (e.NUBE_METRICS_TOKEN) return { mode: 'token', token: e.NUBE_METRICS_TOKEN };
+  return e.NUBE_METRICS_PUBLIC ? { mode: 'public' } : { mode: 'off' };
 }
 
 function filesConfig(e: z.infer<typeof envSchema>, dataDir: string): FilesConfig {

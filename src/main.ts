@@ -5,6 +5,7 @@ import { AccountService } from './areas/account/service.js';
 import { areaMigrations } from './areas/index.js';
 import { makeRuntime } from './areas/sandboxes/index.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
+import { doctor, formatReport } from './doctor.js';
 import { jobsMigrations } from './platform/jobs.js';
 import { Usage, usageMigrations } from './platform/usage.js';
 import { buildServer } from './server.js';
@@ -133,6 +134,16 @@ program
     } finally {
       await runtime.close();
     }
+  });
+
+program
+  .command('doctor')
+  .description('check the host and the configuration; prints what to fix, exits 1 when something blocks nube or its sandboxes')
+  .option('--json', 'print the findings as JSON')
+  .action(async (opts: { json?: boolean }) => {
+    const { reports, exitCode } = await doctor();
+    process.stdout.write(opts.json ? `${JSON.stringify(reports, null, 2)}\n` : formatReport(reports));
+    process.exitCode = exitCode;
   });
 
 program.parseAsync().catch((e: unknown) => {

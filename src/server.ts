@@ -11,7 +11,10 @@ import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
 import { createJobQueue, jobsMigrations } from './platform/jobs.js';
 import { FlexibleRateLimiter, MemoryRateLimiter } from './platform/limits.js';
 import { errors } from './platform/errors.js';
+import { registerJobMetrics } from './platform/jobs-metrics.js';
 import { mountMcp } from './platform/mcp.js';
+import { Metrics } from './platform/metrics.js';
+import { installRequestMetrics, mountMetricsRoute } from './platform/metrics-http.js';
 import { OutboundClient } from './platform/outbound.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
@@ -77,12 +80,15 @@ export async function buildServer(config: Config): Promise<Nube> {
     bus = new RedisBus(redis, redis.duplicate());
   }
   let publicUrl = config.publicUrl;
+  const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
+  registerJobMetrics(metrics, store.db);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
     config,
     store,
     bus,
     usage: new Usage(store.db),
+    metrics,
     jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs }),
     auth: new Authenticator(),
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
@@ -120,6 +126,10 @@ export async function buildServer(config: Config): Promise<Nube> {
       );
     });
   installErrorHandling(app);
+  if (config.metrics.mode !== 'off') {
+    metrics.collectProcessMetrics();
+    installRequestMetrics(app, metrics);
+  }
 
   mountOperations(app, {
     operations,
@@ -138,6 +148,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     return { ok: true, version: VERSION };
   });
   mountMcp(app, operations, deps.auth, VERSION);
+  mountMetricsRoute(app, metrics, config.metrics);
 
   return {
     app,

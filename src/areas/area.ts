@@ -1,4 +1,6 @@
 import type { Migration } from 'kysely';
+import type { Config } from '../config.js';
+import type { DoctorCheck } from '../platform/doctor.js';
 import type { AnyOperation, Services } from '../platform/operation.js';
 import type { PlatformDeps } from './deps.js';
 
@@ -14,6 +16,8 @@ export interface AreaModule {
   create?(deps: PlatformDeps, other: Partial<Services>): Promise<Partial<Services>> | Partial<Services>;
   /** Extra HTTP routes outside the registry (presigned blob URLs, sandbox port proxy). */
   routes?(app: import('fastify').FastifyInstance, services: Services, deps: PlatformDeps): void;
+  /** Checks `nube doctor` runs for this area: host parts it needs, services it is configured to reach. */
+  doctor?(config: Config): DoctorCheck[];
   /** Called on shutdown, before the store closes. */
   close?(services: Services): Promise<void>;
 }

@@ -6,6 +6,7 @@ import type { SecretBox } from '../platform/crypto.js';
 import type { Bus } from '../platform/events.js';
 import type { JobQueue } from '../platform/jobs.js';
 import type { RateLimiter } from '../platform/limits.js';
+import type { Metrics } from '../platform/metrics.js';
 import type { OutboundClient } from '../platform/outbound.js';
 import type { Usage } from '../platform/usage.js';
 import type { Store } from '../store/db.js';
@@ -16,6 +17,8 @@ export interface PlatformDeps {
   store: Store;
   bus: Bus;
   usage: Usage;
+  /** Prometheus series: areas add counters and scrape-time samples of what they hold (GET /metrics). */
+  metrics: Metrics;
   jobs: JobQueue;
   auth: Authenticator;
   rateLimiter: RateLimiter;

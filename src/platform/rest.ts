@@ -4,6 +4,7 @@ import type { Authenticator, Principal } from './auth.js';
 import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
+import type { OperationRouteConfig } from './metrics-http.js';
 import {
   type AnyOperation,
   fastifyPath,
@@ -32,6 +33,7 @@ export function mountOperations(app: FastifyInstance, deps: RestDeps): void {
       app.route({
         method,
         url: API_PREFIX + fastifyPath(path),
+        config: { operationId: op.id } satisfies OperationRouteConfig,
         handler: (req, reply) => {
           const done = runOperation(op, deps, req, reply);
           // Fastify treats a returned non-promise as a payload: a reply already sent returns nothing.

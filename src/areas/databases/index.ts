@@ -3,6 +3,7 @@ import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
 import { DatabasesRepo, databasesMigrations } from './repo.js';
+import { registerDatabaseMetrics } from './metrics.js';
 import { DatabasesService } from './service.js';
 
 /**
@@ -29,6 +30,7 @@ export const databasesArea: AreaModule = {
     );
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
+    registerDatabaseMetrics(deps.metrics, engine);
     return { databases };
   },
   async close(services) {

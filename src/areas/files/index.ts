@@ -1,6 +1,8 @@
 import type { AreaModule } from '../area.js';
 import { FileUrls, storesFromConfig } from './blobs.js';
+import { fileChecks } from './doctor.js';
 import { registerFileJobs } from './jobs.js';
+import { registerFileMetrics } from './metrics.js';
 import { filesOperations } from './operations.js';
 import { FilesRepo, filesMigrations } from './repo.js';
 import { fileRoutes } from './routes.js';
@@ -22,8 +24,10 @@ export const filesArea: AreaModule = {
     }, (ownerId) => account.aiKeyFor(ownerId));
     registerFileJobs(deps.jobs, files, files.searchIndex);
     deps.usage.registerGauge('storageBytes', (ownerId) => (files as FilesService).repo.storedBytes(ownerId));
+    registerFileMetrics(deps.metrics, files.repo);
     return { files };
   },
+  doctor: fileChecks,
   routes(app, services) {
     fileRoutes(app, services.files.transfers);
   },

@@ -136,6 +136,17 @@ export class FilesRepo {
     return Number(r?.total ?? 0);
   }
 
+  /** Bytes and objects stored (live and in the trash) per region, over every owner (GET /metrics). */
+  async storedByRegion(): Promise<{ region: string; bytes: number; files: number }[]> {
+    const rows = await this.db
+      .selectFrom('files')
+      .select((eb) => ['region', eb.fn.sum<string | number | null>('size').as('bytes'), eb.fn.countAll<number>().as('files')])
+      .where('status', 'in', ['DONE', 'DELETED'])
+      .groupBy('region')
+      .execute();
+    return rows.map((r) => ({ region: r.region, bytes: Number(r.bytes ?? 0), files: Number(r.files) }));
+  }
+
   /** Atomic single use of a PUT URL: true for exactly one caller per nonce while the file is PENDING. */
   async claimUpload(id: string, nonce: string, now: number): Promise<boolean> {
     const r = await this.db

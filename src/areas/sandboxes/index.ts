@@ -4,7 +4,9 @@ import type { Config } from '../../config.js';
 import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
 import { TTL_JOB } from './clocks.js';
+import { sandboxChecks } from './doctor.js';
 import { SandboxesService } from './facade.js';
+import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
@@ -75,6 +77,7 @@ export const sandboxesArea: AreaModule = {
       concurrency: 2,
     });
     deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
+    registerSandboxMetrics(deps.metrics, sandboxes.core.repo);
     await reconcile(sandboxes, dataDir, deps);
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
@@ -86,6 +89,7 @@ export const sandboxesArea: AreaModule = {
     }
     return { sandboxes };
   },
+  doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
   routes(app, services) {
     new PortProxy(services.sandboxes.core).install(app);
   },

@@ -4,6 +4,7 @@
 import { type IncomingMessage, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { labelRequest } from '../../platform/metrics-http.js';
 import type { SandboxesCore } from './service.js';
 
 export interface Target {
@@ -57,6 +58,7 @@ export class PortProxy {
     app.addHook('onRequest', (req, reply, done) => {
       const m = this.match(req.headers.host);
       if (!m) return done();
+      labelRequest(req, 'sandboxes.proxy');
       this.resolve(m.id, m.port).then(
         (target) => {
           if ('status' in target) {

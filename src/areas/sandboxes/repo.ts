@@ -206,6 +206,15 @@ export class SandboxesRepo {
     const r = await this.db.selectFrom('sandboxes').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     return Number(r.n);
   }
+  /** Sandboxes of every owner per status (GET /metrics). */
+  async countByStatus(): Promise<Map<string, number>> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select((eb) => ['status', eb.fn.countAll<number>().as('n')])
+      .groupBy('status')
+      .execute();
+    return new Map(rows.map((r) => [r.status, Number(r.n)]));
+  }
   async update(id: string, patch: Partial<SandboxRow>): Promise<void> {
     await this.db.updateTable('sandboxes').set(patch).where('id', '=', id).execute();
   }

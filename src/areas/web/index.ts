@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { AreaModule } from '../area.js';
+import { webChecks } from './doctor.js';
 import { PageFetcher } from './fetcher.js';
 import { webOperations } from './operations.js';
 import { ParserPool } from './parser-pool.js';
@@ -23,6 +24,7 @@ export const webArea: AreaModule = {
     deps.jobs.register<ExtractJob>(EXTRACT_JOB, web.runExtract, { maxAttempts: 2, concurrency: 4, leaseMs: 60_000 });
     return { web };
   },
+  doctor: webChecks,
   async close(services) {
     await services.web.close();
   },

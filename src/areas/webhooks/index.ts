@@ -2,9 +2,9 @@ import { parseAllowList } from '../../platform/outbound.js';
 import type { AreaModule } from '../area.js';
 import { DeliveriesRepo } from './delivery-repo.js';
 import { DELIVER_JOB, type DeliverJob, Deliverer } from './delivery.js';
+import { MeteredSender } from './metered-sender.js';
 import { webhooksOperations } from './operations.js';
 import { WebhooksRepo, webhooksMigrations } from './repo.js';
-import { WebhookSender } from './sender.js';
 import { WebhooksService } from './service.js';
 
 export const webhooksArea: AreaModule = {
@@ -16,7 +16,7 @@ export const webhooksArea: AreaModule = {
     const hooks = new WebhooksRepo(deps.store.db);
     const deliveries = new DeliveriesRepo(deps.store.db);
     const { webhookTimeoutMs, webhookRetryMs } = deps.config;
-    const sender = new WebhookSender(deps.outbound, webhookTimeoutMs);
+    const sender = new MeteredSender(deps.outbound, webhookTimeoutMs, deps.metrics);
     const deliverer = new Deliverer({
       hooks,
       deliveries,

@@ -135,6 +135,11 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     return { path: target, sizeBytes: size, dispose: () => rm(target, { force: true }) };
   }
 
+  /** Executor processes, how many are running a request, and requests waiting for one (GET /metrics). */
+  get poolStats(): { executors: number; busy: number; queued: number } {
+    return this.pool.stats;
+  }
+
   async close(): Promise<void> {
     await this.pool.close();
     await this.counters.flush();

@@ -18,7 +18,7 @@ export const HOST_PACKAGES = [
 /** What the gVisor driver needs on top (Debian's runsc). */
 export const GVISOR_PACKAGES = ['runsc'];
 
-async function missingPackages(wanted: string[]): Promise<string[]> {
+export async function missingPackages(wanted: string[]): Promise<string[]> {
   const res = await run('dpkg-query', ['-W', '-f=\u0024{Package} \u0024{Status}\n', ...wanted], {
     allowFailure: true,
   });

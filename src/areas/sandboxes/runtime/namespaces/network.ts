@@ -38,8 +38,14 @@ function overlaps(a: number, aPrefix: number, b: number, bPrefix: number): boole
   return ((a & mask) >>> 0) === ((b & mask) >>> 0);
 }
 
+export interface HostAddress {
+  ifname: string;
+  local: string;
+  prefixlen: number;
+}
+
 /** Every IPv4 address of the host's interfaces. */
-async function hostAddresses(): Promise<{ ifname: string; local: string; prefixlen: number }[]> {
+export async function hostAddresses(): Promise<HostAddress[]> {
   const out = JSON.parse((await run('ip', ['-j', '-4', 'addr', 'show'])).stdout) as {
     ifname: string;
     addr_info?: { local: string; prefixlen: number }[];
@@ -75,6 +81,11 @@ export class BridgeNetwork {
     return `${intToIp(this.first)}/${this.prefix}`;
   }
 
+  /** Addresses of other interfaces inside the bridge's subnet (sandbox traffic to them would go astray). */
+  conflicts(addrs: HostAddress[]): HostAddress[] {
+    return addrs.filter((a) => a.ifname !== this.bridge.name && overlaps(ipToInt(a.local), a.prefixlen, this.first, this.prefix));
+  }
+
   private leaseDir(): string {
     return `${LEASE_ROOT}/${this.bridge.name}`;
   }
@@ -95,12 +106,11 @@ export class BridgeNetwork {
     try {
       const name = this.bridge.name;
       const addrs = await hostAddresses();
-      for (const a of addrs) {
-        if (a.ifname !== name && overlaps(ipToInt(a.local), a.prefixlen, this.first, this.prefix)) {
-          throw new Error(
-            `NUBE_SANDBOX_BRIDGE: ${name} ${this.subnet} overlaps ${a.ifname}'s ${a.local}/${a.prefixlen}; choose another subnet`,
-          );
-        }
+      const [a] = this.conflicts(addrs);
+      if (a) {
+        throw new Error(
+          `NUBE_SANDBOX_BRIDGE: ${name} ${this.subnet} overlaps ${a.ifname}'s ${a.local}/${a.prefixlen}; choose another subnet`,
+        );
       }
       if (!existsSync(`/sys/class/net/${name}`)) {
         await run('ip', ['link', 'add', name, 'type', 'bridge']);

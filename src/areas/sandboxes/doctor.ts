@@ -1,0 +1,142 @@
+// `nube doctor` checks for sandboxes: what the configured driver needs of the host, and the state of
+// the built-in templates. Read-only: nothing here creates a bridge, a cgroup or a template.
+import { existsSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import type { Config } from '../../config.js';
+import { type CheckResult, type DoctorCheck, errorText, fail, ok, warn } from '../../platform/doctor.js';
+import { detectCgroups } from './runtime/namespaces/cgroups.js';
+import { GVISOR_PACKAGES, HOST_PACKAGES, missingPackages } from './runtime/namespaces/host-deps.js';
+import { BridgeNetwork, hostAddresses } from './runtime/namespaces/network.js';
+import { isAlive, run } from './runtime/namespaces/proc.js';
+import { RECIPES } from './runtime/namespaces/templates.js';
+import type { SandboxRuntime } from './runtime/driver.js';
+
+/** `runtime` makes the configured driver (index.ts's makeRuntime), only to read template state. */
+export function sandboxChecks(config: Config, runtime: () => SandboxRuntime): DoctorCheck[] {
+  const c = config.sandboxes;
+  return [
+    { name: 'sandboxes: user', run: rootUser },
+    { name: 'sandboxes: packages', run: () => packages(c.driver) },
+    { name: 'sandboxes: user namespaces', run: userNamespaces },
+    { name: 'sandboxes: cgroups', run: () => cgroups(c) },
+    { name: 'sandboxes: nftables', run: nftables },
+    { name: 'sandboxes: bridge subnet', run: () => bridgeSubnet(c.bridge) },
+    { name: 'sandboxes: templates', run: () => templates(config.sandboxes.templatesDir, runtime()) },
+  ];
+}
+
+function rootUser(): CheckResult {
+  const uid = process.getuid?.() ?? -1;
+  return uid === 0
+    ? ok('running as root')
+    : fail(`running as uid ${uid}`, 'run nube as root: sandboxes need user namespaces, cgroups and nftables');
+}
+
+async function packages(driver: Config['sandboxes']['driver']): Promise<CheckResult> {
+  const wanted = driver === 'gvisor' ? [...HOST_PACKAGES, ...GVISOR_PACKAGES] : HOST_PACKAGES;
+  const missing = await missingPackages(wanted).catch((e: unknown) => {
+    throw new Error(`dpkg-query failed (is this Debian?): ${errorText(e)}`);
+  });
+  if (missing.length === 0) return ok(`the ${driver} driver's ${wanted.length} Debian packages are installed`);
+  const script = driver === 'gvisor' ? 'NUBE_SANDBOX_DRIVER=gvisor sh scripts/install-host-deps.sh' : 'sh scripts/install-host-deps.sh';
+  return fail(`missing Debian packages: ${missing.join(' ')}`, `apt-get install -y --no-install-recommends ${missing.join(' ')} (or: ${script})`);
+}
+
+async function userNamespaces(): Promise<CheckResult> {
+  const max = Number((await readFile('/proc/sys/user/max_user_namespaces', 'utf8').catch(() => '')).trim());
+  if (max === 0) {
+    return fail(
+      'user namespaces are disabled (user.max_user_namespaces = 0)',
+      'sysctl -w user.max_user_namespaces=15000, and put it in /etc/sysctl.d/ to keep it after a reboot',
+    );
+  }
+  // The real thing: a user namespace with a uid map, as the driver makes one.
+  const probe = await run('unshare', ['--user', '--map-root-user', 'true'], { allowFailure: true }).catch((e: unknown) => ({
+    code: -1,
+    stderr: errorText(e),
+  }));
+  if (probe.code !== 0) {
+    return fail(`creating a user namespace failed: ${probe.stderr.trim() || `exit ${probe.code}`}`, 'allow user namespaces for root (kernel, sysctl, or the container this runs in)');
+  }
+  return ok(`user namespaces work (max ${Number.isFinite(max) ? max : 'unknown'})`);
+}
+
+/** The one detection the runtime uses (cgroups.ts): which hierarchy sandboxes would run on, or why none. */
+function cgroups(c: Config['sandboxes']): CheckResult {
+  try {
+    const host = detectCgroups(c.cgroupParent, c.cgroups);
+    return ok(`cgroup v${host.version} has the memory, cpu and pids controllers and a freezer`);
+  } catch (e) {
+    return fail(
+      errorText(e),
+      'boot with the unified hierarchy holding memory, cpu and pids (systemd\'s default), or mount the v1 memory, cpu, pids and freezer controllers; NUBE_SANDBOX_CGROUPS picks one',
+    );
+  }
+}
+
+async function nftables(): Promise<CheckResult> {
+  const r = await run('nft', ['list', 'tables'], { allowFailure: true }).catch(() => null);
+  if (!r) return fail('nft is not installed', 'apt-get install -y nftables');
+  if (r.code !== 0) return fail(`nft cannot list tables: ${r.stderr.trim()}`, 'load the nf_tables kernel module (modprobe nf_tables) and run nube as root');
+  return ok('nftables answers');
+}
+
+async function bridgeSubnet(bridge: Config['sandboxes']['bridge']): Promise<CheckResult> {
+  const net = new BridgeNetwork(bridge, null);
+  const addrs = await hostAddresses();
+  const [clash] = net.conflicts(addrs);
+  const setting = `NUBE_SANDBOX_BRIDGE=${bridge.name}:${bridge.cidr}`;
+  if (!clash) {
+    const up = addrs.some((a) => a.ifname === bridge.name);
+    return ok(`${setting}: ${net.subnet} is free${up ? ` (${bridge.name} is up)` : `; ${bridge.name} is created with the first sandbox`}`);
+  }
+  const free = freeSubnet(bridge.name, addrs);
+  return fail(
+    `${setting}: ${net.subnet} overlaps ${clash.ifname}'s ${clash.local}/${clash.prefixlen}`,
+    free ? `set NUBE_SANDBOX_BRIDGE=${bridge.name}:${free} (free on this host)` : 'set NUBE_SANDBOX_BRIDGE to a subnet no interface uses',
+  );
+}
+
+/** A 10.x.0.0/16 no interface of this host overlaps, starting from nube's default. */
+function freeSubnet(name: string, addrs: Awaited<ReturnType<typeof hostAddresses>>): string | undefined {
+  for (let x = 77; x < 256; x++) {
+    const cidr = `10.${x}.0.1/16`;
+    if (new BridgeNetwork({ name, cidr }, null).conflicts(addrs).length === 0) return cidr;
+  }
+  return undefined;
+}
+
+async function templates(templatesDir: string, runtime: SandboxRuntime): Promise<CheckResult[]> {
+  try {
+    const out: CheckResult[] = [];
+    for (const name of Object.keys(RECIPES)) {
+      const t = await runtime.findTemplate(name);
+      const building = await builder(templatesDir, name);
+      if (t) out.push(ok(`${name}: built (build ${t.build}, ${t.builtAt}, took ${Math.round(t.buildMs / 1000)} s)`));
+      else if (building) out.push(ok(`${name}: being built now by process ${building}`));
+      else if (name === 'base') {
+        out.push(
+          warn(
+            `${name}: not built; the first sandbox waits minutes while it builds`,
+            `npm run nube -- templates build ${name} (or start with NUBE_SANDBOX_PREBUILD=${name})`,
+          ),
+        );
+      } else out.push(ok(`${name}: not built (built when a sandbox first asks for it: npm run nube -- templates build ${name})`));
+    }
+    return out;
+  } finally {
+    await runtime.close();
+  }
+}
+
+/** The live process holding a build lock of this template, if any (`<build>.lock/pid`, see templates.ts). */
+async function builder(templatesDir: string, name: string): Promise<number | undefined> {
+  const dir = `${templatesDir}/${name}`;
+  if (!existsSync(dir)) return undefined;
+  for (const e of await readdir(dir)) {
+    if (!e.endsWith('.lock')) continue;
+    const pid = Number(await readFile(`${dir}/${e}/pid`, 'utf8').catch(() => '0'));
+    if (pid && isAlive(pid)) return pid;
+  }
+  return undefined;
+}

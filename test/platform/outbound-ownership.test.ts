@@ -39,6 +39,7 @@ const EXCEPTIONS: Record<string, string> = {
   'platform/jobs-test-kit.ts': 'test support: creates the temporary PostgreSQL databases of the job queue tests',
   'store/db.ts': "the metadata store: PostgreSQL at the operator's DATABASE_URL",
   'server.ts': "Redis at the operator's REDIS_URL",
+  'platform/doctor-checks.ts': "nube doctor probes the operator's own PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)",
   'areas/sandboxes/proxy.ts': "the exposed-port proxy: connects only to a sandbox's own address on nube's bridge, which nube assigned",
   'areas/sandboxes/runtime/namespaces/spawner.ts': "connects to nube-helper's Unix socket in nube's data directory",
   'areas/agents/connection.ts': "connects to the agent program in an agent's own sandbox, at the address nube assigned on its bridge",

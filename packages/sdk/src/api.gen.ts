@@ -945,7 +945,7 @@ export interface paths {
          *     - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
          *     - apply-patch: {patch: unified diff}
          *     - expose: {port}. Yields a public HTTPS/WSS URL
-         *     - expose-raw, unexpose-raw: {port, protocol?: tcp|udp}
+         *     - expose-raw, unexpose-raw: {port, protocol?: tcp|udp (default tcp)}. expose-raw answers {host, publicPort, protocol, port}: a host port forwarded to the port inside (idempotent; freed when the sandbox ends; a per-plan count limit, 402 RawPortLimit); unexpose-raw answers {ok, port, protocol, freed: the host port or null}
          *     - domain-add: {domain, port?}; domain-remove, domain-verify: {domain}
          *     - network-policy: {internet?: boolean, allowOut?: string[], denyOut?: string[]} (CIDRs or domains)
          *     The result is a free-form object per action.

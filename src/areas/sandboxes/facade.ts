@@ -7,14 +7,13 @@ import { type SandboxAction, sandboxActionBodies } from './action-bodies.js';
 import { Forks } from './forks.js';
 import { Kernel } from './kernel.js';
 import { Manage } from './manage.js';
+import { RawPorts } from './networking/raw-ports.js';
 import type { SandboxesRepo } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { type CreateInput, SandboxesCore } from './service.js';
 import { parseBody, Workload } from './workload.js';
 
 const LATER: Partial<Record<SandboxAction, string>> = {
-  'expose-raw': 'raw TCP/UDP exposure (expose-raw)',
-  'unexpose-raw': 'raw TCP/UDP exposure (unexpose-raw)',
   'ssh-enable': 'SSH (ssh-enable)',
   'ssh-disable': 'SSH (ssh-disable)',
   'ssh-ticket': 'SSH (ssh-ticket)',
@@ -30,6 +29,7 @@ export class SandboxesService {
   readonly manage: Manage;
   readonly forks: Forks;
   readonly kernel: Kernel;
+  readonly rawPorts: RawPorts;
 
   constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps) {
     this.core = new SandboxesCore(repo, runtime, deps);
@@ -37,6 +37,7 @@ export class SandboxesService {
     this.manage = new Manage(this.core);
     this.forks = new Forks(this.core);
     this.kernel = new Kernel(this.core, this.work);
+    this.rawPorts = new RawPorts(this.core);
   }
 
   /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
@@ -111,6 +112,14 @@ export class SandboxesService {
         return this.work.applyPatch(p, id, parseBody(B['apply-patch'], raw).patch);
       case 'expose':
         return this.manage.expose(p, id, parseBody(B.expose, raw).port);
+      case 'expose-raw': {
+        const b = parseBody(B['expose-raw'], raw);
+        return { ...(await this.rawPorts.expose(p, id, b.port, b.protocol)) };
+      }
+      case 'unexpose-raw': {
+        const b = parseBody(B['unexpose-raw'], raw);
+        return this.rawPorts.unexpose(p, id, b.port, b.protocol);
+      }
       case 'network-policy':
         return this.manage.networkPolicy(p, id, parseBody(B['network-policy'], raw));
       default:

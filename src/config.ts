@@ -100,6 +100,8 @@ const envSchema = z.object({
     .default('30000-30999'),
   NUBE_RAW_BIND: z.string().min(1).optional(),
   NUBE_RAW_HOST: z.string().min(1).optional(),
+  // The SSH gateway's port (0: any free one), listening on NUBE_RAW_BIND once a sandbox has SSH on.
+  NUBE_SSH_PORT: z.coerce.number().int().min(0).max(65535).default(2222),
   // Web: the SearXNG instance web.search asks (absent: 503), fetch limits, where a 402 sends buyers.
   NUBE_WEB_SEARCH_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a SearXNG instance' }).optional(),
   NUBE_WEB_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(15_000),
@@ -231,6 +233,8 @@ export interface SandboxesConfig {
   mirror?: string;
   /** Raw TCP/UDP exposures: host ports [first, last], listen address, host name clients are told. */
   raw: { first: number; last: number; bind: string; host: string };
+  /** SSH gateway port (0: any free port), on raw.bind, told to clients as raw.host. */
+  sshPort: number;
 }
 
 export type CgroupChoice = 'auto' | 'v1' | 'v2';
@@ -283,6 +287,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         bind: e.NUBE_RAW_BIND ?? e.NUBE_HOST,
         host: e.NUBE_RAW_HOST ?? (e.NUBE_PUBLIC_URL ? new URL(e.NUBE_PUBLIC_URL).hostname : e.NUBE_HOST),
       },
+      sshPort: e.NUBE_SSH_PORT,
     },
     web: {
       searchUrl: e.NUBE_WEB_SEARCH_URL?.replace(/\/$/, ''),

@@ -8,15 +8,13 @@ import { Forks } from './forks.js';
 import { Kernel } from './kernel.js';
 import { Manage } from './manage.js';
 import { RawPorts } from './networking/raw-ports.js';
+import { SshAccess } from './networking/ssh-access.js';
 import type { SandboxesRepo } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { type CreateInput, SandboxesCore } from './service.js';
 import { parseBody, Workload } from './workload.js';
 
 const LATER: Partial<Record<SandboxAction, string>> = {
-  'ssh-enable': 'SSH (ssh-enable)',
-  'ssh-disable': 'SSH (ssh-disable)',
-  'ssh-ticket': 'SSH (ssh-ticket)',
   'domain-add': 'custom domains (domain-add)',
   'domain-remove': 'custom domains (domain-remove)',
   'domain-list': 'custom domains (domain-list)',
@@ -30,6 +28,7 @@ export class SandboxesService {
   readonly forks: Forks;
   readonly kernel: Kernel;
   readonly rawPorts: RawPorts;
+  readonly ssh: SshAccess;
 
   constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps) {
     this.core = new SandboxesCore(repo, runtime, deps);
@@ -38,6 +37,7 @@ export class SandboxesService {
     this.forks = new Forks(this.core);
     this.kernel = new Kernel(this.core, this.work);
     this.rawPorts = new RawPorts(this.core);
+    this.ssh = new SshAccess(this.core);
   }
 
   /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
@@ -120,6 +120,15 @@ export class SandboxesService {
         const b = parseBody(B['unexpose-raw'], raw);
         return this.rawPorts.unexpose(p, id, b.port, b.protocol);
       }
+      case 'ssh-enable':
+        parseBody(B['ssh-enable'], raw);
+        return this.ssh.enable(p, id);
+      case 'ssh-disable':
+        parseBody(B['ssh-disable'], raw);
+        return this.ssh.disable(p, id);
+      case 'ssh-ticket':
+        parseBody(B['ssh-ticket'], raw);
+        return this.ssh.ticket(p, id);
       case 'network-policy':
         return this.manage.networkPolicy(p, id, parseBody(B['network-policy'], raw));
       default:

@@ -9,6 +9,7 @@ import { SandboxesService } from './facade.js';
 import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
 import { rawPortsMigrations } from './networking/raw-ports-repo.js';
+import { sshMigrations } from './networking/ssh-repo.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
@@ -68,7 +69,7 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
 export const sandboxesArea: AreaModule = {
   name: 'sandboxes',
   operations: sandboxesOperations,
-  migrations: { ...sandboxesMigrations, ...rawPortsMigrations },
+  migrations: { ...sandboxesMigrations, ...rawPortsMigrations, ...sshMigrations },
   async create(deps) {
     const { runtime, dataDir } = makeRuntime(deps.config);
     const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps);
@@ -81,6 +82,7 @@ export const sandboxesArea: AreaModule = {
     registerSandboxMetrics(deps.metrics, sandboxes.core.repo);
     await reconcile(sandboxes, dataDir, deps);
     await sandboxes.rawPorts.restore();
+    await sandboxes.ssh.restore();
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
     for (const name of deps.config.sandboxes.prebuild) {
@@ -97,6 +99,7 @@ export const sandboxesArea: AreaModule = {
   },
   async close(services) {
     await services.sandboxes.rawPorts.close();
+    await services.sandboxes.ssh.close();
     await services.sandboxes.core.runtime.close();
   },
 };

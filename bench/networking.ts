@@ -7,7 +7,7 @@
 // Throughput (MB/s of a 128 MB download) and 1-byte round trips (p50/p99) for each. Writes
 // bench/results/networking.json.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { loadavg } from 'node:os';
 import { loadConfig } from '../src/config.js';
@@ -127,6 +127,45 @@ function loopbackServers(): Promise<{ source: number; echo: number; close: () =>
 const nft = (input: string) => spawnSync('nft', ['-f', '-'], { input, encoding: 'utf8' });
 
 const rows: ResultRow[] = [];
+
+/** SSH through the gateway with the real OpenSSH client: connect to first output, against API exec. */
+async function sshRows(id: string, post: (path: string, body: unknown) => Promise<Record<string, unknown>>): Promise<void> {
+  await post(`/sandboxes/${id}/ssh-enable`, {});
+  const tk = (await post(`/sandboxes/${id}/ssh-ticket`, {})) as { host: string; port: number; user: string; password: string };
+  const askpass = `${dir}/askpass.sh`;
+  writeFileSync(askpass, '#!/bin/sh\nprintf "%s\\n" "$PW"\n', { mode: 0o755 });
+  const sshOnce = () =>
+    new Promise<number>((resolve, reject) => {
+      const t0 = performance.now();
+      const c = spawn('ssh', ['-o', 'StrictHostKeyChecking=no', '-o', `UserKnownHostsFile=${dir}/known`, '-o', 'PubkeyAuthentication=no',
+        '-o', 'LogLevel=ERROR', '-p', String(tk.port), `${tk.user}@${tk.host}`, 'echo hi'],
+        { env: { ...process.env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: 'force', DISPLAY: ':0', PW: tk.password }, stdio: ['ignore', 'pipe', 'inherit'] });
+      // Timed to the command's output, as a user sees it (the client's own teardown is not counted).
+      c.stdout.once('data', () => resolve(performance.now() - t0));
+      c.on('close', (code) => (code === 0 ? undefined : reject(new Error(`ssh exited ${code}`))));
+    });
+  await sshOnce();
+  const ssh: number[] = [];
+  for (let i = 0; i < 20; i++) ssh.push(await sshOnce());
+  const api: number[] = [];
+  for (let i = 0; i < 50; i++) {
+    const t0 = performance.now();
+    await post(`/sandboxes/${id}/exec`, { command: 'echo hi' });
+    api.push(performance.now() - t0);
+  }
+  const apiP50 = percentile(api, 50);
+  rows.push({ name: 'API: POST exec `echo hi`', p50Ms: apiP50, p99Ms: percentile(api, 99), n: api.length });
+  rows.push({
+    name: 'ssh (OpenSSH client): connect -> first output of `echo hi`',
+    p50Ms: percentile(ssh, 50),
+    p99Ms: percentile(ssh, 99),
+    n: ssh.length,
+    ratio: percentile(ssh, 50) / apiP50,
+    ratioAgainst: 'API: POST exec `echo hi`',
+    target: '< 300 ms p50',
+    pass: percentile(ssh, 50) < 300,
+  });
+}
 const mbps = async (host: string, port: number) => {
   await download(host, port, 8 * 2 ** 20);
   const runs = [];
@@ -146,6 +185,7 @@ const nube = await buildServer(
     NUBE_SANDBOX_BRIDGE: BRIDGE,
     NUBE_SANDBOX_CGROUP: 'nube-bench',
     NUBE_RAW_PORTS: `${RAW_FIRST}-${RAW_FIRST + 9}`,
+    NUBE_SSH_PORT: '0',
   }),
 );
 const base = `${await nube.listen()}/api/v2`;
@@ -200,6 +240,7 @@ try {
   tput('raw port (nube relay)', rawMb, '>= 0.5x host loopback', rawMb / loopMb >= 0.5);
   rows.push({ name: 'raw port (nube relay) vs direct: MB/s ratio', ratio: rawMb / directMb, ratioAgainst: 'direct to the sandbox address' });
   rtt('raw port (nube relay)', await pings('127.0.0.1', rawEcho, PINGS));
+  await sshRows(id, post);
   if (hasDnat) {
     tput('nftables DNAT (not chosen)', await mbps(HOST_IP, DNAT_PORT));
     rtt('nftables DNAT (not chosen)', await pings(HOST_IP, DNAT_PORT + 1, PINGS));
@@ -219,6 +260,7 @@ const result = newResult('networking', rows, [
   `throughput: the best of 3 downloads of ${BYTES / 2 ** 20} MB after an 8 MB warm-up; the source inside the sandbox is node, as on the host`,
   `round trips: ${PINGS} sequential 1-byte echoes on one connection`,
   'the client (downloads, round trips) is a separate node process; sources and the relay run in the bench process, as nube would',
+  'ssh row: a new OpenSSH connection each time (key exchange, password auth with a ticket, session, exec through the in-sandbox helper), timed to the first byte of output; the API row is the same command through POST exec in the same run',
   'DNAT row: an nft output-hook DNAT from the bridge host address to the sandbox (the client is on this host); external clients would use the prerouting hook',
 ]);
 printTable(rows);

@@ -13,7 +13,10 @@ import { type DocsNube, startDocsNube } from './helpers.js';
 
 const PAGES = {
   sections: [
-    { heading: 'Pan de masa madre', body: 'Horneado **cada mañana**. ¿Ya lo probaste?\n\n<script>alert(1)</script>' },
+    {
+      heading: 'Pan de masa madre',
+      body: 'Horneado **cada mañana**. ¿Ya lo probaste?\n\n<script>alert(1)</script>',
+    },
     { heading: 'Precios', body: '| pieza | MXN |\n|---|---|\n| hogaza | 85 |' },
   ],
 };
@@ -139,10 +142,20 @@ describe.each(DIALECTS)('documents from a prompt (%s)', (dialect) => {
     const mcp = async (name: string, args: unknown) => {
       const r = await fetch(`${t.baseUrl}/api/mcp`, {
         method: 'POST',
-        headers: { ...t.auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }),
+        headers: {
+          ...t.auth,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name, arguments: args },
+        }),
       });
-      const result = ((await r.json()) as { result: { isError?: boolean; content: { text: string }[] } }).result;
+      const result = ((await r.json()) as { result: { isError?: boolean; content: { text: string }[] } })
+        .result;
       expect(result.isError).toBeFalsy();
       return JSON.parse(result.content[0]!.text);
     };
@@ -162,7 +175,47 @@ describe.each(DIALECTS)('documents from a prompt (%s)', (dialect) => {
     const r = await t.api('POST', '/documents', { name: 'Sin saldo', prompt: 'algo' });
     expect(r.status).toBe(402);
     expect((await json(r)).code).toBe('InsufficientBalance');
-    expect((await t.api('POST', '/documents', { name: 'Con secciones', prompt: 'x', sections: [{ body: 'a' }] })).status).toBe(200);
+    expect(
+      (await t.api('POST', '/documents', { name: 'Con secciones', prompt: 'x', sections: [{ body: 'a' }] }))
+        .status,
+    ).toBe(200);
+  });
+});
+
+describe.each(DIALECTS)("documents from a prompt with the account's own AI key (%s)", (dialect) => {
+  let stub: LlmStub;
+  let t: DocsNube;
+  beforeAll(async () => {
+    stub = await startLlmStub();
+    // No NUBE_LLM_*: the operator offers no LLM; the loopback stub is allowed as an account's upstream.
+    t = await startDocsNube(dialect, { NUBE_OUTBOUND_ALLOW: '127.0.0.1/32', NUBE_LLM_GATEWAY_PORT: '0' });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await stub?.close();
+  });
+
+  it('answers 400 naming the setting until the account sets a key, then writes with it', async () => {
+    const none = await t.api('POST', '/documents', { name: 'Propia', prompt: 'algo' });
+    expect(none.status).toBe(400);
+    const body = await json(none);
+    expect(body).toMatchObject({ code: 'LlmNotConfigured' });
+    expect(body.error).toContain('NUBE_LLM_BASE_URL');
+    expect(body.issues[0].path).toEqual(['body', 'prompt']);
+
+    const key = { baseUrl: stub.url, apiKey: 'sk-own', model: 'own-model' };
+    expect((await t.api('PUT', '/account/ai-key', key)).status).toBe(200);
+    stub.push({ content: JSON.stringify(PAGES) });
+    const { document } = await json(await t.api('POST', '/documents', { name: 'Propia', prompt: 'algo' }));
+    const done = await until(
+      async () => json(await t.api('GET', `/documents/${document.id}`)),
+      (d) => d.generation?.status === 'done',
+    );
+    expect(done.pageCount).toBe(2);
+    expect(stub.requests.at(-1)).toMatchObject({
+      authorization: 'Bearer sk-own',
+      body: { model: 'own-model' },
+    });
   });
 });
 

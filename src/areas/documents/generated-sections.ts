@@ -30,7 +30,8 @@ function jsonSections(reply: string): SectionInput[] | null {
   } catch {
     return null;
   }
-  const list = (parsed as { sections?: unknown; pages?: unknown }).sections ?? (parsed as { pages?: unknown }).pages;
+  const list =
+    (parsed as { sections?: unknown; pages?: unknown }).sections ?? (parsed as { pages?: unknown }).pages;
   if (!Array.isArray(list)) return null;
   const out: SectionInput[] = [];
   for (const item of list) {
@@ -54,7 +55,8 @@ function markdownSections(reply: string, fallbackHeading: string): SectionInput[
   let current: { heading?: string; lines: string[] } = { lines: [] };
   const flush = () => {
     const body = current.lines.join('\n').trim();
-    if (current.heading || body) out.push({ heading: current.heading, body: body.slice(0, MAX_BODY), format: 'markdown' });
+    if (current.heading || body)
+      out.push({ heading: current.heading, body: body.slice(0, MAX_BODY), format: 'markdown' });
   };
   for (const line of text.split('\n')) {
     if (line.startsWith(level)) {

@@ -91,8 +91,8 @@ export class LlmPageWriter implements PageWriter {
     }
     let content: unknown;
     try {
-      content = (JSON.parse(text) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message
-        ?.content;
+      content = (JSON.parse(text) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]
+        ?.message?.content;
     } catch {
       throw new GenerationError('the LLM upstream answered something that is not a chat completion', false);
     }

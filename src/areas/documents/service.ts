@@ -131,7 +131,9 @@ export class DocumentsService {
     const prompt = input.prompt ?? d.prompt ?? undefined;
     const regenerate =
       input.sections === undefined
-        ? input.prompt !== undefined && input.prompt !== d.prompt && (d.generation !== null || d.sections.length === 0)
+        ? input.prompt !== undefined &&
+          input.prompt !== d.prompt &&
+          (d.generation !== null || d.sections.length === 0)
         : input.sections.length === 0;
     const generate = regenerate && (await this.wantsGeneration(p, prompt, input.sections ?? []));
     if (generate) {
@@ -147,7 +149,8 @@ export class DocumentsService {
     });
     if (set.generation) this.deps.jobs.notify();
     // Sections sent by hand: a generation still queued has nothing left to do.
-    else if (set.generation === null && d.generation) await this.deps.jobs.cancel({ key: generateJobKey(id) });
+    else if (set.generation === null && d.generation)
+      await this.deps.jobs.cancel({ key: generateJobKey(id) });
     const updated = { ...d, ...set };
     return this.view(updated, this.pages(updated, await this.readUrls(p, updated.sections)));
   }
@@ -316,7 +319,11 @@ export class DocumentsService {
   private async enqueueGeneration(d: DocumentRow, generationId: string, db: Kysely<Tables>): Promise<void> {
     const job: GenerateJob = { documentId: d.id, ownerId: d.ownerId, generationId };
     // One pending generation per document: a newer prompt re-arms the queued job (or replaces a running one).
-    await this.deps.jobs.enqueue(GENERATE_JOB, job, { key: generateJobKey(d.id), onDuplicate: 'replace', db });
+    await this.deps.jobs.enqueue(GENERATE_JOB, job, {
+      key: generateJobKey(d.id),
+      onDuplicate: 'replace',
+      db,
+    });
   }
 
   /** Sections as stored; image files must be the caller's. */

@@ -40,21 +40,25 @@ export function registerGeneration(jobs: JobQueue, repo: DocumentsRepo, writer: 
         repo.advanceGeneration(p.ownerId, p.documentId, p.generationId, { status, error, now: Date.now() });
       await step('running', g.error);
       let sections: ReturnType<typeof normalizeSections>;
+      const timeout = AbortSignal.timeout(GENERATE_TIMEOUT_MS);
       try {
         const written = await writer.generate(p.ownerId, d.prompt ?? '', {
           name: d.name,
           lang: typeof d.metadata.lang === 'string' ? d.metadata.lang : 'es',
-          signal: AbortSignal.any([job.signal, AbortSignal.timeout(GENERATE_TIMEOUT_MS)]),
+          signal: AbortSignal.any([job.signal, timeout]),
         });
         sections = normalizeSections(written);
       } catch (e) {
-        const reason = (e as Error).message.slice(0, 1000);
+        const reason = timeout.aborted
+          ? `the LLM did not answer within ${GENERATE_TIMEOUT_MS / 1000} s`
+          : (e as Error).message.slice(0, 1000);
         if (job.signal.aborted) {
           // nube is stopping (or lost the lease): the job runs again, here or on the next start.
           await step('queued', 'interrupted by a restart of nube; will run again');
           throw e;
         }
-        const permanent = !(e instanceof GenerationError) || e.permanent || job.attempts >= job.maxAttempts;
+        const transient = timeout.aborted || (e instanceof GenerationError && !e.permanent);
+        const permanent = !transient || job.attempts >= job.maxAttempts;
         if (permanent) {
           await step('failed', reason);
           return;

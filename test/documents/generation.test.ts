@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
+import { pdfText } from '../helpers/pdf.js';
 import { createTempDatabase, DIALECTS } from '../helpers/pg.js';
 import { caller, json, newOwnerKey, startNube } from '../helpers/server.js';
 import { until } from '../webhooks/helpers.js';
@@ -83,9 +84,15 @@ describe.each(DIALECTS)('documents from a prompt (%s)', (dialect) => {
     expect(JSON.stringify(seen.body.messages)).toContain('Una landing para una panadería de barrio');
     expect((await used()) - before).toBe(200);
 
-    // The generated pages deploy like any others.
+    // The generated pages deploy and export like any others.
     const deployed = await t.api('POST', `/documents/${document.id}/deploy`);
     expect(deployed.status).toBe(200);
+    const pdf = await t.api('GET', `/documents/${document.id}/pdf`);
+    expect(pdf.status).toBe(200);
+    const text = await pdfText(Buffer.from(await pdf.arrayBuffer()));
+    expect(text).toHaveLength(2);
+    expect(text[0]).toContain('Horneado cada mañana. ¿Ya lo probaste?');
+    expect(text[1]).toContain('hogaza');
   });
 
   it('reads a fenced or Markdown answer too, and a new prompt writes the pages again', async () => {

@@ -1,4 +1,4 @@
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import type { LlmService } from '../llm/service.js';
 import { GatewayError } from '../llm/relay.js';

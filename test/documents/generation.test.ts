@@ -178,7 +178,18 @@ describe.each(DIALECTS)('documents from a prompt (%s)', (dialect) => {
   it('answers 402 once the month’s LLM tokens are spent; sections still work', async () => {
     const owner = (await json(await t.api('GET', '/account'))).id;
     const { allowance } = await json(await t.api('GET', '/account/llm-tokens'));
+    // A document accepted while tokens were left, whose job runs after they are spent: failed, the reason
+    // given, and nothing sent to the LLM.
+    await t.nube.deps.jobs.stop();
+    const { document } = await json(await t.api('POST', '/documents', { name: 'Tarde', prompt: 'algo' }));
     await t.nube.deps.usage.add(owner, 'llmTokens', allowance);
+    const n = stub.requests.length;
+    t.nube.deps.jobs.start();
+    const late = await settled(document.id);
+    expect(late.generation.status).toBe('failed');
+    expect(late.generation.error).toMatch(/InsufficientBalance/);
+    expect(stub.requests.length).toBe(n);
+
     const r = await t.api('POST', '/documents', { name: 'Sin saldo', prompt: 'algo' });
     expect(r.status).toBe(402);
     expect((await json(r)).code).toBe('InsufficientBalance');

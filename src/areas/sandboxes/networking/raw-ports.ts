@@ -3,7 +3,7 @@
 // listeners are reopened from them at start and closed, with their rows, when the sandbox ends.
 import type { Principal } from '../../../platform/auth.js';
 import { errors } from '../../../platform/errors.js';
-import type { PlanName } from '../../../config.js';
+import type { PlanName } from '../../../platform/plans.js';
 import { KeyedLock } from '../runtime/keyed-lock.js';
 import type { SandboxesCore } from '../service.js';
 import { openRawListener, type RawListener, type RawTarget } from './raw-listener.js';

@@ -114,6 +114,8 @@ const envSchema = z.object({
   NUBE_RAW_BIND: z.string().min(1).optional(),
   NUBE_RAW_HOST: z.string().min(1).optional(),
   // The SSH gateway's port (0: any free one), listening on NUBE_RAW_BIND once a sandbox has SSH on.
+  // DNS servers (ip or ip:port, comma separated) domain-verify asks for TXT records; empty: the host's.
+  NUBE_DNS_SERVERS: csv.default([]),
   NUBE_SSH_PORT: z.coerce.number().int().min(0).max(65535).default(2222),
   // Web: the SearXNG instance web.search asks (absent: 503), fetch limits, where a 402 sends buyers.
   NUBE_WEB_SEARCH_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a SearXNG instance' }).optional(),
@@ -196,6 +198,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         host: e.NUBE_RAW_HOST ?? (e.NUBE_PUBLIC_URL ? new URL(e.NUBE_PUBLIC_URL).hostname : e.NUBE_HOST),
       },
       sshPort: e.NUBE_SSH_PORT,
+      dnsServers: e.NUBE_DNS_SERVERS,
     },
     web: {
       searchUrl: e.NUBE_WEB_SEARCH_URL?.replace(/\/$/, ''),

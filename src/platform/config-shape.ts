@@ -106,6 +106,8 @@ export interface SandboxesConfig {
   raw: { first: number; last: number; bind: string; host: string };
   /** SSH gateway port (0: any free port), on raw.bind, told to clients as raw.host. */
   sshPort: number;
+  /** Servers domain-verify resolves TXT records with (ip or ip:port); empty: the host's resolver. */
+  dnsServers: string[];
 }
 
 export type CgroupChoice = 'auto' | 'v1' | 'v2';

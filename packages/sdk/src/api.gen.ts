@@ -950,7 +950,7 @@ export interface paths {
          *     - apply-patch: {patch: unified diff}
          *     - expose: {port}. Yields a public HTTPS/WSS URL
          *     - expose-raw, unexpose-raw: {port, protocol?: tcp|udp (default tcp)}. expose-raw answers {host, publicPort, protocol, port}: a host port forwarded to the port inside (idempotent; freed when the sandbox ends; a per-plan count limit, 402 RawPortLimit); unexpose-raw answers {ok, port, protocol, freed: the host port or null}
-         *     - domain-add: {domain, port?}; domain-remove, domain-verify: {domain}
+         *     - domain-add: {domain, port? (default 80)}: answers {domain, port, verified, verifiedAt, records: [TXT _nube-challenge.<domain> = token, CNAME <domain> -> nube's public host]} (Mega and Tera; 409 DomainTaken when another account verified it); domain-verify: {domain}, reads the TXT record and, once it holds the token, HTTP requests whose Host is the domain reach the port (no expose needed); unverified answers carry a reason; domain-remove: {domain}; domain-list: {domains: [...]}
          *     - network-policy: {internet?: boolean, allowOut?: string[], denyOut?: string[]} (CIDRs or domains)
          *     The result is a free-form object per action.
          */

@@ -8,18 +8,14 @@ import { Forks } from './forks.js';
 import { Kernel } from './kernel.js';
 import { Manage } from './manage.js';
 import { RawPorts } from './networking/raw-ports.js';
+import { SandboxDomains } from './networking/domains.js';
 import { SshAccess } from './networking/ssh-access.js';
 import type { SandboxesRepo } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { type CreateInput, SandboxesCore } from './service.js';
 import { parseBody, Workload } from './workload.js';
 
-const LATER: Partial<Record<SandboxAction, string>> = {
-  'domain-add': 'custom domains (domain-add)',
-  'domain-remove': 'custom domains (domain-remove)',
-  'domain-list': 'custom domains (domain-list)',
-  'domain-verify': 'custom domains (domain-verify)',
-};
+const LATER: Partial<Record<SandboxAction, string>> = {};
 
 export class SandboxesService {
   readonly core: SandboxesCore;
@@ -29,6 +25,7 @@ export class SandboxesService {
   readonly kernel: Kernel;
   readonly rawPorts: RawPorts;
   readonly ssh: SshAccess;
+  readonly domains: SandboxDomains;
 
   constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps) {
     this.core = new SandboxesCore(repo, runtime, deps);
@@ -38,6 +35,7 @@ export class SandboxesService {
     this.kernel = new Kernel(this.core, this.work);
     this.rawPorts = new RawPorts(this.core);
     this.ssh = new SshAccess(this.core);
+    this.domains = new SandboxDomains(this.core);
   }
 
   /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
@@ -129,6 +127,17 @@ export class SandboxesService {
       case 'ssh-ticket':
         parseBody(B['ssh-ticket'], raw);
         return this.ssh.ticket(p, id);
+      case 'domain-add': {
+        const b = parseBody(B['domain-add'], raw);
+        return this.domains.add(p, id, b.domain, b.port);
+      }
+      case 'domain-verify':
+        return this.domains.verify(p, id, parseBody(B['domain-verify'], raw).domain);
+      case 'domain-list':
+        parseBody(B['domain-list'], raw);
+        return this.domains.list(p, id);
+      case 'domain-remove':
+        return this.domains.remove(p, id, parseBody(B['domain-remove'], raw).domain);
       case 'network-policy':
         return this.manage.networkPolicy(p, id, parseBody(B['network-policy'], raw));
       default:

@@ -113,6 +113,12 @@ const envSchema = z.object({
   NUBE_LLM_API_KEY: z.string().min(1).optional(),
   NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
   NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
+  // Databases: the executor pool (processes running user SQL). Unset: derived from the cores (README).
+  NUBE_DATABASE_EXECUTORS_MIN: z.coerce.number().int().min(1).max(256).optional(),
+  NUBE_DATABASE_EXECUTORS_MAX: z.coerce.number().int().min(1).max(1024).optional(),
+  NUBE_DATABASE_EXECUTORS_PER_OWNER: z.coerce.number().int().min(1).max(1024).optional(),
+  NUBE_DATABASE_QUEUE_PER_OWNER: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  NUBE_DATABASE_EXECUTOR_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(30_000),
   // GET /metrics (Prometheus text): off unless one of these is set.
   NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_METRICS_PUBLIC: bool.default(false),
@@ -149,6 +155,21 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  databases: DatabasesConfig;
+}
+
+/** The executor pool of user databases; unset counts are derived from the cores by the engine. */
+export interface DatabasesConfig {
+  /** Processes kept running (the pool's minimum). */
+  executorsMin?: number;
+  /** Upper bound of the pool. */
+  executorsMax?: number;
+  /** Executors one owner's requests may hold at once. */
+  executorsPerOwner?: number;
+  /** Requests one owner may have waiting for an executor; more answer 429. */
+  queuePerOwner: number;
+  /** Executors beyond the minimum idle this long are ended. */
+  executorIdleMs: number;
 }
 
 /** The warm browser behind the PDF export. */
@@ -284,6 +305,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
     metrics: metricsConfig(e),
+    databases: databasesConfig(e),
+  };
+}
+
+function databasesConfig(e: z.infer<typeof envSchema>): DatabasesConfig {
+  const min = e.NUBE_DATABASE_EXECUTORS_MIN;
+  const max = e.NUBE_DATABASE_EXECUTORS_MAX;
+  if (min !== undefined && max !== undefined && max < min) {
+    throw new ConfigError('NUBE_DATABASE_EXECUTORS_MAX must be at least NUBE_DATABASE_EXECUTORS_MIN');
+  }
+  return {
+    executorsMin: min,
+    executorsMax: max,
+    executorsPerOwner: e.NUBE_DATABASE_EXECUTORS_PER_OWNER,
+    queuePerOwner: e.NUBE_DATABASE_QUEUE_PER_OWNER,
+    executorIdleMs: e.NUBE_DATABASE_EXECUTOR_IDLE_MS,
   };
 }
 

@@ -14,6 +14,7 @@ export const ENGINE_ERROR_CODES = [
   'InvalidRequest',
   'EngineClosed',
   'EngineWorkerCrashed',
+  'QueueFull',
 ] as const;
 export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];
 

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { setPriority } from 'node:os';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { FrameReader } from './framing.js';
@@ -30,8 +31,11 @@ export interface Executor {
   owner: string | null;
   /** When it last became idle (performance.now() ms): idle ones beyond the minimum are ended. */
   idleSince: number;
-  /** When the running request overruns its limit (performance.now() ms). */
+  /** When the running request started, and when it overruns its limit (performance.now() ms). */
+  startedAt: number;
   deadline: number;
+  /** Running at a lowered CPU priority (a long request; see armDeadline). */
+  niced: boolean;
   timer: NodeJS.Timeout | null;
   timerAt: number;
   /** Id of the request whose time limit killed this executor. */
@@ -64,7 +68,9 @@ export function spawnExecutor(
     lane: null,
     owner: null,
     idleSince: performance.now(),
+    startedAt: 0,
     deadline: 0,
+    niced: false,
     timer: null,
     timerAt: 0,
     killedFor: null,
@@ -87,4 +93,67 @@ export function spawnExecutor(
 /** Ready, alive and running nothing. */
 export function isIdle(ex: Executor): boolean {
   return ex.ready && !ex.exited && ex.inflight.length === 0;
+}
+
+/** A request running this long is a long one: its executor gets a lower CPU priority until it answers. */
+export const LONG_REQUEST_MS = 100;
+/** CFS weight 110 against 1024 at nice 0: about a tenth of a core when others want it. */
+const LONG_NICE = 10;
+
+/**
+ * The first in-flight request starts its time limit now (the one before it just answered).
+ * One timer per executor, re-armed only when it fires early or a sooner wake-up comes up, so a
+ * fast request costs no setTimeout/clearTimeout pair: it wakes at most every LONG_REQUEST_MS
+ * while the executor is busy, to lower the priority of a long request, and at the time limit.
+ */
+export function armDeadline(ex: Executor): void {
+  const head = ex.inflight[0];
+  if (!head) return;
+  const now = performance.now();
+  ex.startedAt = now;
+  ex.deadline = now + head.job.timeoutMs;
+  const wake = nextWake(ex);
+  if (ex.timer && ex.timerAt <= wake) return;
+  if (ex.timer) clearTimeout(ex.timer);
+  setTimer(ex, wake, now);
+}
+
+function nextWake(ex: Executor): number {
+  return ex.niced ? ex.deadline : Math.min(ex.deadline, ex.startedAt + LONG_REQUEST_MS);
+}
+
+function setTimer(ex: Executor, at: number, now: number): void {
+  ex.timerAt = at;
+  ex.timer = setTimeout(() => checkDeadline(ex), Math.max(0, at - now));
+}
+
+/** SIGKILL past the time limit (the only way to stop a native sqlite3_step here), nice past LONG_REQUEST_MS. */
+function checkDeadline(ex: Executor): void {
+  ex.timer = null;
+  if (ex.inflight.length === 0 || ex.exited) return;
+  const now = performance.now();
+  if (ex.deadline - now <= 0) {
+    ex.killedFor = ex.inflight[0]?.id ?? null;
+    ex.proc.kill('SIGKILL');
+    return;
+  }
+  if (!ex.niced && now - ex.startedAt >= LONG_REQUEST_MS) renice(ex, LONG_NICE);
+  setTimer(ex, nextWake(ex), now);
+}
+
+function renice(ex: Executor, nice: number): boolean {
+  if (ex.proc.pid === undefined || ex.exited) return false;
+  try {
+    setPriority(ex.proc.pid, nice);
+    ex.niced = nice > 0;
+    return true;
+  } catch {
+    // Raising the priority back needs CAP_SYS_NICE (or RLIMIT_NICE): the pool then prefers others.
+    return false;
+  }
+}
+
+/** Back to normal priority once idle (when allowed). */
+export function restorePriority(ex: Executor): void {
+  if (ex.niced) renice(ex, 0);
 }

@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedDatabaseEngine } from './embedded-engine.js';
@@ -146,4 +146,22 @@ describe('fair executor pool', () => {
       await engine.close();
     }
   }, 180_000);
+
+  it('lowers the CPU priority of an executor running a long request, and restores it when the request ends', async () => {
+    const engine = new EmbeddedDatabaseEngine({ dir: path.join(dir, 'nice'), workers: 2, timeoutMs: 60_000 });
+    try {
+      await engine.create('n0');
+      const run = code(engine.query('n0', { sql: SLOW }));
+      const niced = () => engine.executorPids.filter((pid) => getPriority(pid) === 10);
+      await until(() => niced().length === 1, 10_000);
+      expect(niced()).toHaveLength(1);
+      expect(await run).toBe('ok');
+      // Raising it back needs CAP_SYS_NICE; without it the pool prefers the other executors instead.
+      if (process.getuid?.() === 0) expect(engine.executorPids.map((pid) => getPriority(pid))).toEqual([0, 0]);
+      const quick = await engine.query('n0', { sql: 'SELECT 1' });
+      expect(quick.rows).toEqual([[1]]);
+    } finally {
+      await engine.close();
+    }
+  }, 120_000);
 });

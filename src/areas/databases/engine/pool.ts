@@ -1,5 +1,13 @@
 import { DatabaseEngineError, deserializeError } from './errors.js';
-import { type ExecJob, type Executor, isIdle, type Job, spawnExecutor } from './executor-process.js';
+import {
+  armDeadline,
+  type ExecJob,
+  type Executor,
+  isIdle,
+  type Job,
+  restorePriority,
+  spawnExecutor,
+} from './executor-process.js';
 import { FairShare } from './fair-share.js';
 import { encodeFrame } from './framing.js';
 import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } from './protocol.js';
@@ -19,6 +27,9 @@ import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } 
  *   are pipelined to that same executor (up to PIPELINE_DEPTH in flight): they would
  *   wait for it anyway, and this way they cost no round trip each. An executor only ever
  *   holds requests of one lane, so a slow query on A never sits in front of one on B.
+ * - A request running longer than LONG_REQUEST_MS lowers its executor's CPU priority (nice 10)
+ *   until it answers: a long query then takes the CPU only when nobody else wants it, and short
+ *   queries of other owners do not wait on the CPU behind it.
  * - Killing an executor on timeout (SIGKILL: the only way to stop a native sqlite3_step
  *   here) answers its running request with QueryTimeout; the requests pipelined behind it
  *   never started (the executor writes each answer before it reads the next request) and
@@ -230,13 +241,18 @@ export class ExecutorPool {
     outer: while (this.fair.runnableCount > 0) {
       const owners = this.fair.candidates();
       if (owners.length === 0) break;
-      const idle = this.executors.filter(isIdle);
+      // Executors still at a lowered priority (restoring it was not allowed) come last.
+      const idle = this.executors.filter(isIdle).sort((a, b) => Number(a.niced) - Number(b.niced));
       for (const o of owners) {
         for (let i = 0; i < o.runnable.length; i++) {
           const job = o.runnable[i] as ExecJob;
           const db = job.op.db;
           const pin = job.op.op === 'export' ? undefined : this.executors.find((e) => e.pinned.has(db));
-          const ex = pin ? (isIdle(pin) ? pin : undefined) : (idle.find((e) => e.dbs.has(db)) ?? idle[0]);
+          const ex = pin
+            ? isIdle(pin)
+              ? pin
+              : undefined
+            : (idle.find((e) => e.dbs.has(db) && !e.niced) ?? idle[0]);
           if (!ex) {
             if (!pin) starved = true;
             continue;
@@ -280,7 +296,7 @@ export class ExecutorPool {
     this.unqueue(job);
     const id = this.nextId++;
     ex.inflight.push({ id, job });
-    if (ex.inflight.length === 1) this.armDeadline(ex);
+    if (ex.inflight.length === 1) armDeadline(ex);
     if (job.op.op !== 'export') ex.dbs.add(job.op.db);
     ex.channel.write(encodeFrame({ ...job.op, id } satisfies ExecutorRequest));
   }
@@ -288,38 +304,10 @@ export class ExecutorPool {
   /** The executor has nothing in flight any more: it no longer counts against its owner's share. */
   private release(ex: Executor): void {
     ex.idleSince = performance.now();
+    restorePriority(ex);
     if (ex.owner === null) return;
     this.fair.release(ex.owner);
     ex.owner = null;
-  }
-
-  /**
-   * The first in-flight request starts its time limit now (the one before it just answered).
-   * One timer per executor, re-armed only when it fires early or a shorter limit comes up,
-   * so a fast request costs no setTimeout/clearTimeout pair.
-   */
-  private armDeadline(ex: Executor): void {
-    const head = ex.inflight[0];
-    if (!head) return;
-    const now = performance.now();
-    ex.deadline = now + head.job.timeoutMs;
-    if (ex.timer && ex.timerAt <= ex.deadline) return;
-    if (ex.timer) clearTimeout(ex.timer);
-    ex.timerAt = ex.deadline;
-    ex.timer = setTimeout(() => this.checkDeadline(ex), head.job.timeoutMs);
-  }
-
-  private checkDeadline(ex: Executor): void {
-    ex.timer = null;
-    if (ex.inflight.length === 0 || ex.exited) return;
-    const left = ex.deadline - performance.now();
-    if (left <= 0) {
-      ex.killedFor = ex.inflight[0]?.id ?? null;
-      ex.proc.kill('SIGKILL');
-      return;
-    }
-    ex.timerAt = ex.deadline;
-    ex.timer = setTimeout(() => this.checkDeadline(ex), left);
   }
 
   private spawn(): void {
@@ -343,7 +331,9 @@ export class ExecutorPool {
     const now = performance.now();
     const idle = this.executors
       .filter((e) => isIdle(e) && now - e.idleSince >= this.idleMs)
-      .sort((a, b) => a.pinned.size - b.pinned.size || a.idleSince - b.idleSince)
+      .sort(
+        (a, b) => Number(b.niced) - Number(a.niced) || a.pinned.size - b.pinned.size || a.idleSince - b.idleSince,
+      )
       .slice(0, extra);
     for (const ex of idle) {
       this.executors.splice(this.executors.indexOf(ex), 1);
@@ -372,7 +362,7 @@ export class ExecutorPool {
     const cur = ex.inflight[0];
     if (!cur || cur.id !== msg.id) return;
     ex.inflight.shift();
-    this.armDeadline(ex);
+    armDeadline(ex);
     if (ex.inflight.length === 0) this.release(ex);
     const job = cur.job;
     if (msg.ok && msg.pinned && job.op.op !== 'export') ex.pinned.add(job.op.db);

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { setPriority } from 'node:os';
+import { getPriority, setPriority } from 'node:os';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { FrameReader } from './framing.js';
@@ -97,8 +97,10 @@ export function isIdle(ex: Executor): boolean {
 
 /** A request running this long is a long one: its executor gets a lower CPU priority until it answers. */
 export const LONG_REQUEST_MS = 100;
-/** CFS weight 110 against 1024 at nice 0: about a tenth of a core when others want it. */
+/** Nice steps added for a long request (CFS weight 110 against 1024: a tenth of a core's share when others want it). */
 const LONG_NICE = 10;
+/** The niceness executors start with: nube's own (they inherit it). */
+const BASE_NICE = getPriority();
 
 /**
  * The first in-flight request starts its time limit now (the one before it just answered).
@@ -137,7 +139,7 @@ function checkDeadline(ex: Executor): void {
     ex.proc.kill('SIGKILL');
     return;
   }
-  if (!ex.niced && now - ex.startedAt >= LONG_REQUEST_MS) renice(ex, LONG_NICE);
+  if (!ex.niced && now - ex.startedAt >= LONG_REQUEST_MS) renice(ex, Math.min(19, BASE_NICE + LONG_NICE));
   setTimer(ex, nextWake(ex), now);
 }
 
@@ -145,7 +147,7 @@ function renice(ex: Executor, nice: number): boolean {
   if (ex.proc.pid === undefined || ex.exited) return false;
   try {
     setPriority(ex.proc.pid, nice);
-    ex.niced = nice > 0;
+    ex.niced = nice > BASE_NICE;
     return true;
   } catch {
     // Raising the priority back needs CAP_SYS_NICE (or RLIMIT_NICE): the pool then prefers others.
@@ -155,5 +157,5 @@ function renice(ex: Executor, nice: number): boolean {
 
 /** Back to normal priority once idle (when allowed). */
 export function restorePriority(ex: Executor): void {
-  if (ex.niced) renice(ex, 0);
+  if (ex.niced) renice(ex, BASE_NICE);
 }

@@ -27,7 +27,7 @@ import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } 
  *   are pipelined to that same executor (up to PIPELINE_DEPTH in flight): they would
  *   wait for it anyway, and this way they cost no round trip each. An executor only ever
  *   holds requests of one lane, so a slow query on A never sits in front of one on B.
- * - A request running longer than LONG_REQUEST_MS lowers its executor's CPU priority (nice 10)
+ * - A request running longer than LONG_REQUEST_MS lowers its executor's CPU priority (10 nice steps)
  *   until it answers: a long query then takes the CPU only when nobody else wants it, and short
  *   queries of other owners do not wait on the CPU behind it.
  * - Killing an executor on timeout (SIGKILL: the only way to stop a native sqlite3_step

@@ -57,6 +57,7 @@ function startNube(env: Record<string, string>): Promise<{ address: string; chil
   });
 }
 
+const loadStart = loadavg()[0]?.toFixed(1);
 const dataDir = mkdtempSync(join(tmpdir(), 'nube-bench-db-'));
 const ownerKey = `nube_sk_live_${randomBytes(30).toString('base64url').replace(/[-_]/g, 'x').slice(0, 40)}`;
 const { address, child } = await startNube({
@@ -360,6 +361,7 @@ notes.push(
   'Sequential latency is one wrk connection awaiting each answer (a Node fetch client, whose own event loop and GC land in its samples, is shown apart); throughput is wrk closed loop (bench/lib/load.ts). Both include auth, JSON validation, the pipelined channel to an executor process and response schema parsing.',
   'The baseline is better-sqlite3 in this process on the same schema and 10,000 rows, with a cached raw statement: the physical floor, no HTTP, no IPC.',
   'Import times the HTTP request alone (a fresh table each round, one transaction, fsync at commit).',
+  `Fairness rows (issue #9 item 3): account B (a second account) runs the PK SELECT on its own database over 4 wrk connections, first alone for 4 s (its baseline in this run), then for 8 s starting 0.3 s after account A sent a runaway WITH RECURSIVE to each of 12 databases at once. Default pool: ${Math.max(3, cores + 1)} executors at least, twice that at most, ${Math.max(1, Math.max(3, cores + 1) - 1)} per account; a request running over 100 ms is reniced 10 steps. The ratio is B's p99 during over B's p99 alone. executorsPeak/AfterIdle are nube_database_executors from GET /metrics at the end of B's run and ${(IDLE_MS * 2 + 1000) / 1000} s after A's last runaway was stopped (NUBE_DATABASE_EXECUTOR_IDLE_MS=${IDLE_MS} here). Load average at the start of the run: ${loadStart}.`,
 );
 printTable(rows);
 // A partial run (--fairness-only) is not a result of the area.

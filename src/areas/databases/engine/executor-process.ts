@@ -139,7 +139,7 @@ function checkDeadline(ex: Executor): void {
     ex.proc.kill('SIGKILL');
     return;
   }
-  if (!ex.niced && now - ex.startedAt >= LONG_REQUEST_MS) renice(ex, Math.min(19, BASE_NICE + LONG_NICE));
+  if (now - ex.startedAt >= LONG_REQUEST_MS) lowerPriority(ex);
   setTimer(ex, nextWake(ex), now);
 }
 
@@ -153,6 +153,11 @@ function renice(ex: Executor, nice: number): boolean {
     // Raising the priority back needs CAP_SYS_NICE (or RLIMIT_NICE): the pool then prefers others.
     return false;
   }
+}
+
+/** Lower priority for work nobody waits on (a spare executor starting). */
+export function lowerPriority(ex: Executor): void {
+  if (!ex.niced) renice(ex, Math.min(19, BASE_NICE + LONG_NICE));
 }
 
 /** Back to normal priority once idle (when allowed). */

@@ -5,6 +5,7 @@ import {
   type Executor,
   isIdle,
   type Job,
+  lowerPriority,
   restorePriority,
   spawnExecutor,
 } from './executor-process.js';
@@ -265,14 +266,15 @@ export class ExecutorPool {
       break;
     }
     // Keep a spare: when no executor is idle any more, start one now rather than when the
-    // next request arrives (a process takes tens of ms to start, more under tsx).
+    // next request arrives (a process takes tens of ms to start, more under tsx). Nobody waits for
+    // a spare, so it starts at a lower CPU priority than the queries running meanwhile.
     const idle = this.executors.some((e) => e.inflight.length === 0 && !e.exited);
     if (
       (starved || !idle) &&
       !this.executors.some((e) => !e.ready) &&
       this.executors.length < this.opts.maxSize
     ) {
-      this.spawn();
+      this.spawn(!starved);
     }
   }
 
@@ -310,14 +312,14 @@ export class ExecutorPool {
     ex.owner = null;
   }
 
-  private spawn(): void {
-    this.executors.push(
-      spawnExecutor(
-        this.opts.settings,
-        (ex, msg) => this.onMessage(ex, msg),
-        (ex, code, signal) => this.onExit(ex, code, signal),
-      ),
+  private spawn(spare = false): void {
+    const ex = spawnExecutor(
+      this.opts.settings,
+      (e, msg) => this.onMessage(e, msg),
+      (e, code, signal) => this.onExit(e, code, signal),
     );
+    if (spare) lowerPriority(ex);
+    this.executors.push(ex);
   }
 
   /**
@@ -345,6 +347,7 @@ export class ExecutorPool {
     if ('ready' in msg) {
       ex.ready = true;
       ex.idleSince = performance.now();
+      restorePriority(ex);
       this.pump();
       return;
     }

@@ -244,6 +244,11 @@ export class ExecutorPool {
       if (owners.length === 0) break;
       // Executors still at a lowered priority (restoring it was not allowed) come last.
       const idle = this.executors.filter(isIdle).sort((a, b) => Number(a.niced) - Number(b.niced));
+      if (idle.length === 0) {
+        // Every job needs an idle executor (a pinned one too): no need to look at each.
+        starved = true;
+        break;
+      }
       for (const o of owners) {
         for (let i = 0; i < o.runnable.length; i++) {
           const job = o.runnable[i] as ExecJob;

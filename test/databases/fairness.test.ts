@@ -1,9 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EmbeddedDatabaseEngine } from '../../src/areas/databases/engine/index.js';
 import { json, startNube, type TestNube } from '../helpers/server.js';
 import { caller } from './helpers.js';
 
 // The executor pool shared between accounts, through HTTP: one executor, two requests of queue per
 // account. The store plays no part here (the engine's files), so this runs on SQLite only.
+
+async function until(cond: () => boolean): Promise<void> {
+  const end = Date.now() + 30_000;
+  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  expect(cond()).toBe(true);
+}
 
 describe('database executors shared fairly between accounts', () => {
   let t: TestNube;
@@ -38,9 +45,10 @@ describe('database executors shared fairly between accounts', () => {
       a1,
       'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c',
     );
-    await new Promise((r) => setTimeout(r, 500));
+    const pool = () => (t.nube.services.databases.engine as EmbeddedDatabaseEngine).poolStats;
+    await until(() => pool().busy === 1);
     const queued = [q('a-1', a2, 'SELECT 1'), q('a-2', a2, 'SELECT 2')];
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => pool().queued === 2);
     const refused = await q('a-3', a2, 'SELECT 3');
     expect(refused.status).toBe(429);
     expect(refused.body.code).toBe('DatabaseQueueFull');

@@ -140,6 +140,7 @@ const envSchema = z.object({
   NUBE_DATABASE_EXECUTORS_PER_OWNER: z.coerce.number().int().min(1).max(1024).optional(),
   NUBE_DATABASE_QUEUE_PER_OWNER: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   NUBE_DATABASE_EXECUTOR_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(30_000),
+  NUBE_DATABASE_QUEUE_WAIT_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
   // GET /metrics (Prometheus text): off unless one of these is set.
   NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_METRICS_PUBLIC: bool.default(false),
@@ -226,6 +227,7 @@ function databasesConfig(e: z.infer<typeof envSchema>): DatabasesConfig {
     executorsPerOwner: e.NUBE_DATABASE_EXECUTORS_PER_OWNER,
     queuePerOwner: e.NUBE_DATABASE_QUEUE_PER_OWNER,
     executorIdleMs: e.NUBE_DATABASE_EXECUTOR_IDLE_MS,
+    queueWaitMs: e.NUBE_DATABASE_QUEUE_WAIT_MS,
   };
 }
 

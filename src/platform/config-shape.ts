@@ -49,6 +49,8 @@ export interface DatabasesConfig {
   queuePerOwner: number;
   /** Executors beyond the minimum idle this long are ended. */
   executorIdleMs: number;
+  /** A request waiting this long for an executor answers 503 without having run. */
+  queueWaitMs: number;
 }
 
 /** The warm browser behind the PDF export. */

@@ -24,6 +24,7 @@ describe('configuration', () => {
     ['NUBE_DATABASE_EXECUTORS_MIN', '0'],
     ['NUBE_DATABASE_QUEUE_PER_OWNER', 'many'],
     ['NUBE_DATABASE_EXECUTOR_IDLE_MS', '10'],
+    ['NUBE_DATABASE_QUEUE_WAIT_MS', '-1'],
   ])('a bad %s stops the start with a message naming it', (name, value) => {
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(name);
@@ -62,6 +63,7 @@ describe('configuration', () => {
       executorsPerOwner: undefined,
       queuePerOwner: 1000,
       executorIdleMs: 30_000,
+      queueWaitMs: 60_000,
     });
     const c = loadConfig({
       ...base,
@@ -70,8 +72,16 @@ describe('configuration', () => {
       NUBE_DATABASE_EXECUTORS_PER_OWNER: '3',
       NUBE_DATABASE_QUEUE_PER_OWNER: '50',
       NUBE_DATABASE_EXECUTOR_IDLE_MS: '5000',
+      NUBE_DATABASE_QUEUE_WAIT_MS: '20000',
     });
-    expect(c.databases).toEqual({ executorsMin: 2, executorsMax: 8, executorsPerOwner: 3, queuePerOwner: 50, executorIdleMs: 5000 });
+    expect(c.databases).toEqual({
+      executorsMin: 2,
+      executorsMax: 8,
+      executorsPerOwner: 3,
+      queuePerOwner: 50,
+      executorIdleMs: 5000,
+      queueWaitMs: 20_000,
+    });
     expect(() => loadConfig({ ...base, NUBE_DATABASE_EXECUTORS_MIN: '4', NUBE_DATABASE_EXECUTORS_MAX: '2' })).toThrow(
       /NUBE_DATABASE_EXECUTORS_MAX must be at least NUBE_DATABASE_EXECUTORS_MIN/,
     );

@@ -26,6 +26,7 @@ export const databasesArea: AreaModule = {
       maxWorkersPerOwner: pool.executorsPerOwner,
       maxQueuedPerOwner: pool.queuePerOwner,
       idleMs: pool.executorIdleMs,
+      maxQueueWaitMs: pool.queueWaitMs,
     });
     const databases = new DatabasesService(
       new DatabasesRepo(deps.store.db),

@@ -132,7 +132,7 @@ export const databasesOperations = [
       'load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a ' +
       'time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in ' +
       "one transaction and return the last one's result. Executors are shared fairly between accounts: an " +
-      "account's requests beyond its share wait in its own queue, and a full queue answers 429 DatabaseQueueFull.",
+      "account's requests beyond its share wait in its own queue, a full queue answers 429 DatabaseQueueFull, and a request that waited too long 503 DatabaseBusy.",
     tags,
     auth: ['owner'],
     params: DbId,
@@ -174,6 +174,11 @@ export const databasesOperations = [
         code: 'DatabaseQueueFull',
         description:
           "The account's share of the query executors is busy and its queue of waiting requests is full; retry after Retry-After",
+      },
+      {
+        status: 503,
+        code: 'DatabaseBusy',
+        description: 'The request waited its allowance for an executor (the account\'s earlier requests held its share) and never ran',
       },
     ],
     handler: ({ services, principal, params, body }) =>

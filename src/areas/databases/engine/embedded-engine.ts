@@ -34,6 +34,7 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
       perOwner: opts.maxWorkersPerOwner,
       maxQueuedPerOwner: opts.maxQueuedPerOwner,
       idleMs: opts.idleMs,
+      maxWaitMs: opts.maxQueueWaitMs,
       settings: {
         synchronous: opts.synchronous ?? 'full',
         maxDatabaseBytes: opts.maxDatabaseBytes ?? 1024 ** 3,

@@ -15,6 +15,7 @@ export const ENGINE_ERROR_CODES = [
   'EngineClosed',
   'EngineWorkerCrashed',
   'QueueFull',
+  'QueueTimeout',
 ] as const;
 export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];
 

@@ -14,8 +14,9 @@ export type Job = Settle & {
   lane: string | null;
   owner: string;
   timeoutMs: number;
-  /** Counted in its owner's queue (not yet sent to an executor, nor started locally). */
+  /** Counted in its owner's queue (not yet sent to an executor, nor started locally), since `queuedAt`. */
   waiting: boolean;
+  queuedAt: number;
 } & ({ kind: 'exec'; op: ExecutorOp } | { kind: 'local'; fn: () => Promise<unknown> });
 export type ExecJob = Job & { kind: 'exec' };
 

@@ -50,6 +50,16 @@ export class FairShare<J> {
     return out;
   }
 
+  /** Every owner with something running or waiting. */
+  slots(): IterableIterator<OwnerSlot<J>> {
+    return this.owners.values();
+  }
+
+  /** Whether `id` holds all the executors it may. */
+  atShare(id: string): boolean {
+    return (this.owners.get(id)?.running ?? 0) >= this.share;
+  }
+
   /** Whether one more request of `id` may wait for an executor. */
   canQueue(id: string): boolean {
     return (this.owners.get(id)?.queued ?? 0) < this.maxQueued;

@@ -117,6 +117,37 @@ describe('fair executor pool', () => {
     }
   }, 120_000);
 
+  it('answers a request that waited its allowance for an executor with QueueTimeout, never running it', async () => {
+    const engine = new EmbeddedDatabaseEngine({
+      dir: path.join(dir, 'wait'),
+      workers: 1,
+      maxWorkers: 1,
+      maxQueueWaitMs: 500,
+      timeoutMs: 4000,
+    });
+    try {
+      for (const id of ['w0', 'w1']) await engine.create(id);
+      await engine.query('w1', { sql: 'CREATE TABLE t(n INT)' });
+      const runaway = code(engine.query('w0', { sql: RUNAWAY }, { owner: 'A' }));
+      await until(() => engine.poolStats.busy === 1, 10_000);
+      const t0 = performance.now();
+      // The first waits as the head of its lane, the second behind it in the lane.
+      const waited = [
+        code(engine.query('w1', { sql: 'INSERT INTO t VALUES (1)' }, { owner: 'A' })),
+        code(engine.query('w1', { sql: 'INSERT INTO t VALUES (2)' }, { owner: 'A' })),
+      ];
+      expect(await Promise.all(waited)).toEqual(['QueueTimeout', 'QueueTimeout']);
+      // Answered well before the runaway's limit freed the executor.
+      expect(performance.now() - t0).toBeLessThan(3500);
+      expect(engine.poolStats.queued).toBe(0);
+      expect(await runaway).toBe('QueryTimeout');
+      // Neither ran, and the lane goes on.
+      expect((await engine.query('w1', { sql: 'SELECT count(*) FROM t' })).rows).toEqual([[0]]);
+    } finally {
+      await engine.close();
+    }
+  }, 120_000);
+
   it('shrinks back to its minimum once the extra executors have been idle', async () => {
     const engine = new EmbeddedDatabaseEngine({
       dir: path.join(dir, 'shrink'),

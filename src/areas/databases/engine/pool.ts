@@ -50,6 +50,8 @@ export interface PoolOptions {
   maxQueuedPerOwner?: number;
   /** Executors beyond `size` idle this long are ended (default 30 s). */
   idleMs?: number;
+  /** A request waiting this long for an executor fails with QueueTimeout, having never run (default 60 s). */
+  maxWaitMs?: number;
   settings: ExecutorSettings;
 }
 
@@ -76,6 +78,7 @@ export class ExecutorPool {
   private readonly lanes = new Map<string, Lane>();
   private readonly fair: FairShare<Job>;
   private readonly idleMs: number;
+  private readonly maxWaitMs: number;
   private readonly sweeper: NodeJS.Timeout;
   private nextId = 1;
   private closed = false;
@@ -84,8 +87,13 @@ export class ExecutorPool {
     const perOwner = Math.min(opts.maxSize, Math.max(1, opts.perOwner ?? opts.size - 1));
     this.fair = new FairShare<Job>(perOwner, Math.max(1, opts.maxQueuedPerOwner ?? 1000));
     this.idleMs = opts.idleMs ?? 30_000;
+    this.maxWaitMs = opts.maxWaitMs ?? 60_000;
     for (let i = 0; i < opts.size; i++) this.spawn();
-    this.sweeper = setInterval(() => this.shrink(), Math.min(5000, Math.max(50, this.idleMs / 2)));
+    const every = Math.min(5000, Math.max(50, this.idleMs / 2), Math.max(50, this.maxWaitMs / 4));
+    this.sweeper = setInterval(() => {
+      this.expire();
+      this.shrink();
+    }, every);
     this.sweeper.unref();
   }
 
@@ -96,7 +104,17 @@ export class ExecutorPool {
   run<T>(op: ExecutorOp, timeoutMs: number, lane: string | null, owner?: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const who = owner ?? lane ?? op.db;
-      this.submit({ kind: 'exec', op, lane, owner: who, timeoutMs, waiting: false, resolve: resolve as (v: unknown) => void, reject });
+      this.submit({
+        kind: 'exec',
+        op,
+        lane,
+        owner: who,
+        timeoutMs,
+        waiting: false,
+        queuedAt: 0,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
     });
   }
 
@@ -110,6 +128,7 @@ export class ExecutorPool {
         owner: owner ?? lane,
         timeoutMs: 0,
         waiting: false,
+        queuedAt: 0,
         resolve: resolve as (v: unknown) => void,
         reject,
       });
@@ -179,6 +198,7 @@ export class ExecutorPool {
       return;
     }
     job.waiting = true;
+    job.queuedAt = performance.now();
     this.fair.enqueue(job.owner);
     if (lane) {
       lane.queue.push(job);
@@ -348,6 +368,39 @@ export class ExecutorPool {
     }
   }
 
+  /**
+   * Requests that have waited `maxWaitMs` for an executor while their owner's share is in use fail
+   * with QueueTimeout: they never ran,
+   * and a client that sent a backlog of runaways gets its answers (and its queue back) in bounded
+   * time instead of hours later. Oldest first within a lane, so the lane stays in order.
+   */
+  private expire(): void {
+    if (this.fair.queuedCount === 0 || this.closed) return;
+    const now = performance.now();
+    // Only while the owner's own requests hold its share: waiting for a process to start, or for
+    // other owners' requests when the pool is at its maximum, is not this owner's backlog.
+    const old = (j: Job | undefined) =>
+      j?.waiting === true && now - j.queuedAt >= this.maxWaitMs && this.fair.atShare(j.owner);
+    const behind: Job[] = [];
+    for (const lane of this.lanes.values()) while (old(lane.queue[0])) behind.push(lane.queue.shift() as Job);
+    const heads: Job[] = [];
+    for (const o of this.fair.slots()) {
+      for (let i = o.runnable.length - 1; i >= 0; i--) if (old(o.runnable[i])) heads.push(this.fair.takeRunnable(o, i));
+    }
+    for (const job of [...behind, ...heads]) {
+      this.unqueue(job);
+      job.reject(
+        new DatabaseEngineError(
+          'QueueTimeout',
+          `waited ${Math.round(now - job.queuedAt)} ms for a database executor and never ran (this account's earlier requests held its share of executors); retry later`,
+        ),
+      );
+    }
+    // A lane's runnable head gave up: the lane moves on (what is left in its queue is younger).
+    for (const job of heads) this.finish(job);
+    if (heads.length > 0) this.pump();
+  }
+
   private onMessage(ex: Executor, msg: ExecutorResponse): void {
     if ('ready' in msg) {
       ex.ready = true;
@@ -399,6 +452,7 @@ export class ExecutorPool {
         lane.active -= notStarted.length;
         for (const n of notStarted) {
           n.job.waiting = true;
+          n.job.queuedAt = performance.now();
           this.fair.enqueue(n.job.owner);
         }
         lane.queue.unshift(...notStarted.map((n) => n.job));

@@ -54,6 +54,8 @@ export interface EmbeddedEngineOptions {
   maxQueuedPerOwner?: number;
   /** Executors beyond `workers` that have been idle this long are ended, in ms (default 30,000). */
   idleMs?: number;
+  /** A request waiting this long for an executor fails with QueueTimeout, never run (ms, default 60,000). */
+  maxQueueWaitMs?: number;
   /** Time limit of query, batch and import in ms (default 10,000). */
   timeoutMs?: number;
   /** Time limit of export in ms (default 120,000). */

@@ -112,6 +112,8 @@ const BASE_NICE = getPriority();
 export function armDeadline(ex: Executor): void {
   const head = ex.inflight[0];
   if (!head) return;
+  // The long request (if any) is over: the next one starts at normal priority.
+  restorePriority(ex);
   const now = performance.now();
   ex.startedAt = now;
   ex.deadline = now + head.job.timeoutMs;

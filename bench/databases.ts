@@ -8,7 +8,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, getPriority, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
@@ -367,7 +367,7 @@ notes.push(
   'Sequential latency is one wrk connection awaiting each answer (a Node fetch client, whose own event loop and GC land in its samples, is shown apart); throughput is wrk closed loop (bench/lib/load.ts). Both include auth, JSON validation, the pipelined channel to an executor process and response schema parsing.',
   'The baseline is better-sqlite3 in this process on the same schema and 10,000 rows, with a cached raw statement: the physical floor, no HTTP, no IPC.',
   'Import times the HTTP request alone (a fresh table each round, one transaction, fsync at commit).',
-  `Fairness rows (issue #9 item 3): account B (a second account) runs the PK SELECT on its own database over 4 wrk connections, first alone for 4 s (its baseline in this run), then for 8 s starting 0.3 s after account A sent a runaway WITH RECURSIVE to each of 12 databases at once. Default pool: ${Math.max(3, cores + 1)} executors at least, twice that at most, ${Math.max(1, Math.max(3, cores + 1) - 1)} per account; a request running over 100 ms is reniced 10 steps. The ratio is B's p99 during over B's p99 alone. executorsPeak/AfterIdle are nube_database_executors from GET /metrics at the end of B's run and ${(IDLE_MS * 2 + 1000) / 1000} s after A's last runaway was stopped (NUBE_DATABASE_EXECUTOR_IDLE_MS=${IDLE_MS} here). Load average at the start of the run: ${loadStart}.`,
+  `Fairness rows (issue #9 item 3): account B (a second account) runs the PK SELECT on its own database over 4 wrk connections, first alone for 4 s (its baseline in this run), then for 8 s starting 0.3 s after account A sent a runaway WITH RECURSIVE to each of 12 databases at once. Default pool: ${Math.max(3, cores + 1)} executors at least, twice that at most, ${Math.max(1, Math.max(3, cores + 1) - 1)} per account; a request running over 100 ms is reniced 10 steps. The ratio is B's p99 during over B's p99 alone. executorsPeak/AfterIdle are nube_database_executors from GET /metrics at the end of B's run and ${(IDLE_MS * 2 + 1000) / 1000} s after A's last runaway was stopped (NUBE_DATABASE_EXECUTOR_IDLE_MS=${IDLE_MS} here). Load average at the start of the run: ${loadStart}; niceness of the bench and of nube: ${getPriority()} (other sessions' processes on this host run at 0 and 10).`,
 );
 printTable(rows);
 // A partial run (--fairness-only) is not a result of the area.

@@ -51,6 +51,10 @@ export const fleetArea: AreaModule = {
     void turns.recover().catch((e: unknown) => deps.log.warn({ err: e }, 'fleet turn recovery failed'));
     return { fleet: new FleetService(admin, turns, pools, repo, signer) };
   },
+  routes(app, services) {
+    // Before the areas close (agents drop their connections): turns failing from now on are left to rerun.
+    app.addHook('onClose', async () => services.fleet.turns.stop());
+  },
   async close(services) {
     services.fleet.pools.close();
   },

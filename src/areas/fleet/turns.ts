@@ -44,6 +44,15 @@ const NO_CONNECTORS = 'no configGroupId: the turn ran with no connectors and no 
 export class FleetTurns {
   /** One turn at a time per conversation, in arrival order. */
   private readonly conv = new KeyedLock();
+  /**
+   * Set when nube shuts down: a turn failing then failed because of the shutdown (its box connection
+   * closed), so it is left unfinished for the next start to run again instead of ending as turn.failed.
+   */
+  private stopping = false;
+
+  stop(): void {
+    this.stopping = true;
+  }
 
   constructor(
     private readonly repo: FleetRepo,
@@ -215,6 +224,11 @@ export class FleetTurns {
   ): Promise<TurnResult> {
     const now = Date.now();
     const completed = reply.length > 0;
+    if (!completed && this.stopping) {
+      const interrupted = { code: 'Interrupted', message: 'nube is restarting; the turn runs again at its next start' };
+      emit({ type: 'error', ...interrupted });
+      return { turnId: turn.id, reply: '', cursor: '', memoryReset: false, error: interrupted };
+    }
     let lastSeq = (await this.repo.conversation(fleet.id, turn.group_id))?.last_seq ?? 0;
     if (completed) lastSeq = await this.repo.append(fleet.id, turn.group_id, [{ id: newId('msg'), role: 'assistant', text: reply, turn_id: turn.id, created_at: now }]);
     // The model started blank although the conversation had earlier messages: readers with an older

@@ -196,7 +196,9 @@ export class FleetTurns {
     await this.repo.updateConversation(fleet.id, turn.group_id, { box_id: box.id, agent_session_id: out.session });
     const text = out.outcome.text || reply;
     const error = text ? null : (out.outcome.error ?? { code: 'NoReply', message: 'the agent ended without a reply' });
-    return { box, result: await this.finish(fleet, turn, text, usage ?? out.outcome.usage, out.memoryLost, error, emit) };
+    // Blank memory: the box was rebuilt under the session, or the conversation moved with no transcript.
+    const blank = out.memoryLost || (!sameBox && conv.last_seq > 0 && this.deps.config.fleet.carryMessages === 0);
+    return { box, result: await this.finish(fleet, turn, text, usage ?? out.outcome.usage, blank, error, emit) };
   }
 
   /** The first prompt of a session: instructions, the group's prompt and the transcript carried over. */

@@ -22,7 +22,7 @@ describe.each(DIALECTS)('fleet: capacity (%s)', (dialect) => {
   }, 60_000);
 
   const send = (groupId: string, text: string) => t.call('POST', `/fleet-agents/${fa.id}/message`, { groupId, text }, fa.token);
-  const turnsIn = async (status: string) =>
+  const turnsIn = async (status: 'queued' | 'running') =>
     (await t.nube.deps.store.db.selectFrom('fleet_turns').select('id').where('fleet_agent_id', '=', fa.id).where('status', '=', status).execute()).length;
 
   it('queues the second turn, refuses the third with a retryAfter that is enough, and emits no turn.failed', async () => {

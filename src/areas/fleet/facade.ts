@@ -15,7 +15,7 @@ export class FleetService {
     readonly turns: FleetTurns,
     readonly pools: Pools,
     private readonly repo: FleetRepo,
-    private readonly signer: Signer,
+    readonly signer: Signer,
   ) {}
 
   /** POST /message: waits for the turn; a turn with no reply answers its error (402 balance, else 502). */

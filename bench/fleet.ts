@@ -26,6 +26,8 @@ const BOXES = 10;
 const MESSAGES = 10_000;
 const READS = Number(process.env.BENCH_FLEET_READS ?? 500);
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 if (process.argv[2] === 'stub') {
   const stub = await startLlmStub();
   stub.respond = (req) => ({ ...defaultReply(req), delayMs: LLM_MS });
@@ -34,7 +36,6 @@ if (process.argv[2] === 'stub') {
   await main();
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
   const child = fork(fileURLToPath(import.meta.url), ['stub'], { execArgv: ['--import', 'tsx'] });

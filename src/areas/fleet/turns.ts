@@ -250,8 +250,13 @@ export class FleetTurns {
     const row = { ...turn, ...patch } as FleetTurnRow;
     const conv = await this.repo.conversation(fleet.id, turn.group_id);
     const cfg = this.deps.config.fleet;
-    if (conv && conv.last_seq - conv.first_seq + 1 > cfg.transcriptMaxMessages) {
-      await this.repo.trim(fleet.id, turn.group_id, conv.last_seq, cfg.transcriptMaxMessages, now - cfg.transcriptMaxAgeMs);
+    if (conv) {
+      // Trimmed by length, or by age (the oldest kept message is one indexed lookup).
+      const [oldest] = await this.repo.messages(fleet.id, turn.group_id, conv.first_seq - 1, 1);
+      const tooOld = oldest !== undefined && oldest.created_at < now - cfg.transcriptMaxAgeMs;
+      if (tooOld || conv.last_seq - conv.first_seq + 1 > cfg.transcriptMaxMessages) {
+        await this.repo.trim(fleet.id, turn.group_id, conv.last_seq, cfg.transcriptMaxMessages, now - cfg.transcriptMaxAgeMs);
+      }
     }
     await emitTurnOutcome(this.deps.bus, this.repo, this.signer, row, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq });
     const cursor = this.signer.cursor(fleet.id, turn.group_id, lastSeq);

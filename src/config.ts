@@ -122,6 +122,7 @@ const envSchema = z.object({
   NUBE_FLEET_TRANSCRIPT_MAX_MESSAGES: z.coerce.number().int().min(2).max(10_000_000).default(20_000),
   NUBE_FLEET_TRANSCRIPT_MAX_DAYS: z.coerce.number().min(0.0001).max(3650).default(90),
   NUBE_FLEET_CARRY_MESSAGES: z.coerce.number().int().min(0).max(1000).default(50),
+  NUBE_TELEGRAM_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),
   // GET /metrics (Prometheus text): off unless one of these is set.
   NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_METRICS_PUBLIC: bool.default(false),
@@ -171,6 +172,8 @@ export interface FleetConfig {
   transcriptMaxMessages: number;
   transcriptMaxAgeMs: number;
   carryMessages: number;
+  /** Telegram's Bot API base (a local server speaking it in tests). */
+  telegramApiUrl: string;
 }
 
 /** The warm browser behind the PDF export. */
@@ -314,6 +317,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       transcriptMaxMessages: e.NUBE_FLEET_TRANSCRIPT_MAX_MESSAGES,
       transcriptMaxAgeMs: e.NUBE_FLEET_TRANSCRIPT_MAX_DAYS * 86_400_000,
       carryMessages: e.NUBE_FLEET_CARRY_MESSAGES,
+      telegramApiUrl: e.NUBE_TELEGRAM_API_URL.replace(/\/$/, ''),
     },
   };
 }

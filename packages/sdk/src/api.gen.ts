@@ -624,6 +624,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/fleet-agents/{fleetAgentId}/telegram": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Connect a Telegram bot: its chats become conversations of this fleet agent
+         * @description nube registers its webhook with the bot (setWebhook, with a secret); each text message runs a turn in the conversation `tg-<chat id>` and the reply is sent with sendMessage. Read it with GET messages (groupId `tg-<chat id>`).
+         */
+        put: operations["fleet.telegram.connect"];
+        post?: never;
+        /** Disconnect the Telegram bot (deleteWebhook) */
+        delete: operations["fleet.telegram.disconnect"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/fleet-client-credentials": {
         parameters: {
             query?: never;
@@ -6330,6 +6351,171 @@ export interface operations {
             };
             /** @description The body is not sent as application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.telegram.connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The token BotFather gave the bot */
+                    botToken: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        channel: "telegram";
+                        channels: string[];
+                        fleetAgentId: string;
+                        webhookUrl: string;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description TelegramError: Telegram refused setWebhook (wrong token, unreachable URL) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.telegram.disconnect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

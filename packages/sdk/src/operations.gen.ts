@@ -664,6 +664,30 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['fleet', 'publicKey'],
   },
+  'fleet.telegram.connect': {
+    method: 'PUT',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/telegram',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'telegram', 'connect'],
+  },
+  'fleet.telegram.disconnect': {
+    method: 'DELETE',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/telegram',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'telegram', 'disconnect'],
+  },
   'fleet.update': {
     method: 'PATCH',
     path: '/api/v2/fleet-agents/{fleetAgentId}',
@@ -1682,6 +1706,18 @@ export interface OperationTypes {
     body: NonNullable<operations['fleet.publicKey']['requestBody']>['content']['application/json'];
     response: operations['fleet.publicKey']['responses'][200]['content']['application/json'];
   };
+  'fleet.telegram.connect': {
+    params: operations['fleet.telegram.connect']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['fleet.telegram.connect']['requestBody']>['content']['application/json'];
+    response: operations['fleet.telegram.connect']['responses'][200]['content']['application/json'];
+  };
+  'fleet.telegram.disconnect': {
+    params: operations['fleet.telegram.disconnect']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.telegram.disconnect']['responses'][200]['content']['application/json'];
+  };
   'fleet.update': {
     params: operations['fleet.update']['parameters']['path'];
     query: never;
@@ -2102,6 +2138,10 @@ export interface Namespaces {
     messageStream(fleetAgentId: OperationTypes['fleet.messageStream']['params']['fleetAgentId'], ...rest: NsRest<'fleet.messageStream'>): Promise<OpOutput<'fleet.messageStream'>>;
     messages(fleetAgentId: OperationTypes['fleet.messages']['params']['fleetAgentId'], ...rest: NsRest<'fleet.messages'>): Promise<OpOutput<'fleet.messages'>>;
     publicKey(fleetAgentId: OperationTypes['fleet.publicKey']['params']['fleetAgentId'], ...rest: NsRest<'fleet.publicKey'>): Promise<OpOutput<'fleet.publicKey'>>;
+    telegram: {
+      connect(fleetAgentId: OperationTypes['fleet.telegram.connect']['params']['fleetAgentId'], ...rest: NsRest<'fleet.telegram.connect'>): Promise<OpOutput<'fleet.telegram.connect'>>;
+      disconnect(fleetAgentId: OperationTypes['fleet.telegram.disconnect']['params']['fleetAgentId'], ...rest: NsRest<'fleet.telegram.disconnect'>): Promise<OpOutput<'fleet.telegram.disconnect'>>;
+    };
     update(fleetAgentId: OperationTypes['fleet.update']['params']['fleetAgentId'], ...rest: NsRest<'fleet.update'>): Promise<OpOutput<'fleet.update'>>;
   };
   images: {

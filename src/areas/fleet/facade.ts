@@ -7,6 +7,7 @@ import type { Signer } from './cursor.js';
 import type { Pools } from './pool.js';
 import type { FleetRepo } from './repo.js';
 import type { FleetAdmin } from './service.js';
+import type { TelegramChannel } from './telegram.js';
 import type { FleetTurns, MessageInput, StreamEvent } from './turns.js';
 
 export class FleetService {
@@ -16,6 +17,7 @@ export class FleetService {
     readonly pools: Pools,
     private readonly repo: FleetRepo,
     readonly signer: Signer,
+    readonly telegram: TelegramChannel,
   ) {}
 
   /** POST /message: waits for the turn; a turn with no reply answers its error (402 balance, else 502). */
@@ -52,6 +54,7 @@ export class FleetService {
 
   async deleteAgent(p: Principal, id: string) {
     const row = await this.admin.own(p, id);
+    if (row.telegram_sealed) await this.telegram.disconnect(p, id);
     this.pools.remove(id);
     for (const b of await this.repo.boxes(id)) await this.turns.deleteBoxAgent(row.owner_id, b.agent_id);
     this.admin.forget(id);

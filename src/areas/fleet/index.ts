@@ -7,6 +7,7 @@ import { fleetOperations } from './operations.js';
 import { Pools } from './pool.js';
 import { FleetRepo, fleetMigrations } from './repo.js';
 import { FleetAdmin } from './service.js';
+import { TelegramChannel } from './telegram.js';
 import { FleetTurns } from './turns.js';
 
 export type { FleetService } from './facade.js';
@@ -38,6 +39,8 @@ export const fleetArea: AreaModule = {
       (e) => deps.log.warn({ err: e }, 'fleet box removal failed'),
     );
     const turns = new FleetTurns(repo, admin, pools, agents, signer, deps);
+    const telegram = new TelegramChannel(repo, admin, deps);
+    turns.onReply((fleet, groupId, reply) => telegram.deliver(fleet, groupId, reply));
     for (const b of await repo.boxes()) {
       pools.restore({ id: b.id, agentId: b.agent_id, ownerId: b.owner_id, fleetAgentId: b.fleet_agent_id, lastUsed: Number(b.last_used_at) });
     }
@@ -49,11 +52,12 @@ export const fleetArea: AreaModule = {
     deps.auth.register(admin.clientResolver);
     deps.auth.register(admin.publicResolver);
     void turns.recover().catch((e: unknown) => deps.log.warn({ err: e }, 'fleet turn recovery failed'));
-    return { fleet: new FleetService(admin, turns, pools, repo, signer) };
+    return { fleet: new FleetService(admin, turns, pools, repo, signer, telegram) };
   },
   routes(app, services) {
     // Before the areas close (agents drop their connections): turns failing from now on are left to rerun.
     app.addHook('onClose', async () => services.fleet.turns.stop());
+    services.fleet.telegram.routes(app, services.fleet.turns);
   },
   async close(services) {
     services.fleet.pools.close();

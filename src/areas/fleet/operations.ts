@@ -164,6 +164,33 @@ const managementOperations = [
     handler: ({ services, principal, params, body }) => services.fleet.admin.publicKey(principal, params.fleetAgentId, body.groupId, body.ttlSeconds),
   }),
   defineOperation({
+    id: 'fleet.telegram.connect',
+    method: 'PUT',
+    path: '/fleet-agents/{fleetAgentId}/telegram',
+    summary: 'Connect a Telegram bot: its chats become conversations of this fleet agent',
+    description:
+      "nube registers its webhook with the bot (setWebhook, with a secret); each text message runs a turn in the conversation " +
+      '`tg-<chat id>` and the reply is sent with sendMessage. Read it with GET messages (groupId `tg-<chat id>`).',
+    tags,
+    auth: ['owner'],
+    params: FleetAgentId,
+    body: z.object({ botToken: z.string().regex(/^\d{1,20}:[A-Za-z0-9_-]{20,100}$/).describe('The token BotFather gave the bot') }),
+    response: z.object({ fleetAgentId: z.string(), channel: z.literal('telegram'), webhookUrl: z.string(), channels: z.array(z.string()) }),
+    errors: [{ status: 502, code: 'TelegramError', description: 'Telegram refused setWebhook (wrong token, unreachable URL)' }],
+    handler: ({ services, principal, params, body }) => services.fleet.telegram.connect(principal, params.fleetAgentId, body.botToken),
+  }),
+  defineOperation({
+    id: 'fleet.telegram.disconnect',
+    method: 'DELETE',
+    path: '/fleet-agents/{fleetAgentId}/telegram',
+    summary: 'Disconnect the Telegram bot (deleteWebhook)',
+    tags,
+    auth: ['owner'],
+    params: FleetAgentId,
+    response: Ok,
+    handler: ({ services, principal, params }) => services.fleet.telegram.disconnect(principal, params.fleetAgentId),
+  }),
+  defineOperation({
     id: 'fleet.configGroups.create',
     method: 'POST',
     path: '/fleet-config-groups',

@@ -20,6 +20,8 @@ interface FleetAgentsTable {
   token_lookup: string;
   token_hash: string;
   token_sealed: string;
+  /** Sealed JSON { botToken, secret } of the Telegram channel; null when not connected. */
+  telegram_sealed: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -232,6 +234,12 @@ export const fleetMigrations: Record<string, Migration> = {
         .execute();
       await s.createIndex('fleet_boxes_agent').on('fleet_boxes').column('fleet_agent_id').execute();
     },
+  },
+};
+
+fleetMigrations['0011-fleet-telegram'] = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.alterTable('fleet_agents').addColumn('telegram_sealed', 'text').execute();
   },
 };
 

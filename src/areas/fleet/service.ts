@@ -121,6 +121,7 @@ export class FleetAdmin {
       token_lookup: hash.slice(0, 16),
       token_hash: hash,
       token_sealed: this.deps.secretBox.seal(token),
+      telegram_sealed: null,
       created_at: now,
       updated_at: now,
     };
@@ -140,7 +141,8 @@ export class FleetAdmin {
     if (patch.name !== undefined) set.name = patch.name;
     if (patch.model !== undefined) set.model = patch.model;
     if (patch.instructions !== undefined) set.instructions = patch.instructions;
-    if (patch.channels !== undefined) set.channels = JSON.stringify(patch.channels);
+    // `telegram` stays listed while a bot is connected (DELETE .../telegram removes it).
+    if (patch.channels !== undefined) set.channels = JSON.stringify(row.telegram_sealed ? [...new Set([...patch.channels, 'telegram'])] : patch.channels);
     if (patch.capacity !== undefined) set.capacity = patch.capacity;
     if (patch.configGroupIds !== undefined) set.config_group_ids = JSON.stringify(patch.configGroupIds);
     if (patch.rotateToken) {

@@ -54,6 +54,13 @@ export class FleetTurns {
     this.stopping = true;
   }
 
+  /** Channels that send a reply back themselves (Telegram): called once per completed turn. */
+  private readonly deliverers: ((fleet: FleetAgentRow, groupId: string, reply: string) => Promise<void>)[] = [];
+
+  onReply(deliver: (fleet: FleetAgentRow, groupId: string, reply: string) => Promise<void>): void {
+    this.deliverers.push(deliver);
+  }
+
   constructor(
     private readonly repo: FleetRepo,
     private readonly admin: FleetAdmin,
@@ -259,6 +266,9 @@ export class FleetTurns {
       }
     }
     await emitTurnOutcome(this.deps.bus, this.repo, this.signer, row, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq });
+    for (const d of this.deliverers) {
+      if (completed) void d(fleet, turn.group_id, reply).catch((e: unknown) => this.deps.log.warn({ err: e, turn: turn.id }, 'channel delivery failed'));
+    }
     const cursor = this.signer.cursor(fleet.id, turn.group_id, lastSeq);
     if (!completed && error) emit({ type: 'error', ...error });
     emit({ type: 'done', value: reply, turnId: turn.id, cursor, memoryReset });

@@ -16,12 +16,14 @@ export interface Box {
   lastUsed: number;
   /** Resolves once the box is built (rejects when building failed). */
   ready: Promise<void>;
+  /** When each current turn got its slot: a turn's occupancy (building the box included) is what frees places. */
+  granted?: number[];
 }
 
 interface Waiter {
   groupId: string;
   boxId: string | null;
-  grant: (box: Box) => void;
+  grant: (box: Box | PromiseLike<Box>) => void;
 }
 
 export interface Admission {
@@ -84,6 +86,12 @@ export class Pools {
     return boxes * this.cfg.turnsPerBox;
   }
 
+  private take(box: Box): Promise<Box> {
+    box.active++;
+    box.granted = [...(box.granted ?? []), Date.now()];
+    return box.ready.then(() => box);
+  }
+
   /** A box for a turn of `groupId` now, or null (then it waits). Grows the pool when it may. */
   private pick(p: FleetPool, fleetAgentId: string, capacity: number, boxId: string | null): Box | null {
     const own = boxId ? p.boxes.find((b) => b.id === boxId) : undefined;
@@ -126,10 +134,7 @@ export class Pools {
     const slots = this.slots(p, capacity);
     if (p.waiters.length === 0) {
       const box = this.pick(p, fleetAgentId, capacity, boxId);
-      if (box) {
-        box.active++;
-        return { eta: 0, slot: box.ready.then(() => box) };
-      }
+      if (box) return { eta: 0, slot: this.take(box) };
     }
     const maxQueue = Math.max(1, Math.ceil(capacity * this.cfg.turnsPerBox * this.cfg.queueFactor));
     if (p.waiters.length >= maxQueue) {
@@ -144,26 +149,25 @@ export class Pools {
     const position = p.waiters.length + 1;
     const eta = Math.max(1, Math.ceil((Math.ceil(position / slots) * p.avgTurnMs) / 1000));
     const slot = new Promise<Box>((grant) => p.waiters.push({ groupId, boxId, grant }));
-    return { eta, slot: slot.then((box) => box.ready.then(() => box)) };
+    return { eta, slot };
   }
 
   /** A turn accepted before a restart: it waits for a slot whatever the queue's bound. */
   queue(fleetAgentId: string, capacity: number, groupId: string, boxId: string | null): Promise<Box> {
     const p = this.pool(fleetAgentId);
     const box = p.waiters.length === 0 ? this.pick(p, fleetAgentId, capacity, boxId) : null;
-    if (box) {
-      box.active++;
-      return box.ready.then(() => box);
-    }
-    return new Promise<Box>((grant) => p.waiters.push({ groupId, boxId, grant })).then((b) => b.ready.then(() => b));
+    if (box) return this.take(box);
+    return new Promise<Box>((grant) => p.waiters.push({ groupId, boxId, grant }));
   }
 
-  /** A turn ended on `box` after `ms`: the slot goes to the first waiter that can use it. */
-  release(box: Box, ms: number | null, capacity: number): void {
+  /** A turn ended on `box` (`ran`: it ran, so its time counts): the slot goes to the first waiter that can use it. */
+  release(box: Box, ran: boolean, capacity: number): void {
     const p = this.pool(box.fleetAgentId);
     box.active = Math.max(0, box.active - 1);
     box.lastUsed = Date.now();
-    if (ms !== null) {
+    const since = box.granted?.shift();
+    if (ran && since !== undefined) {
+      const ms = box.lastUsed - since;
       p.avgTurnMs = p.measured ? p.avgTurnMs * 0.8 + ms * 0.2 : ms;
       p.measured = true;
     }
@@ -189,9 +193,8 @@ export class Pools {
         i++;
         continue;
       }
-      box.active++;
       p.waiters.splice(i, 1);
-      w.grant(box);
+      w.grant(this.take(box));
     }
   }
 

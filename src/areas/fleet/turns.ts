@@ -135,7 +135,7 @@ export class FleetTurns {
     try {
       await this.repo.insertTurn(turn);
     } catch (e) {
-      void admission.slot.then((box) => this.pools.release(box, null, fleet.capacity));
+      void admission.slot.then((box) => this.pools.release(box, false, fleet.capacity)).catch(() => {});
       throw e;
     }
     const result = this.conv.run(`${fleet.id}/${input.groupId}`, () => this.execute(fleet, turn, admission.slot, emit));
@@ -159,8 +159,8 @@ export class FleetTurns {
       const err = e instanceof ApiError ? { code: e.code, message: e.message } : { code: 'WorkerError', message: (e as Error).message };
       return this.finish(fleet, turn, '', null, false, err, emit);
     } finally {
-      if (box) this.pools.release(box, ranMs, fleet.capacity);
-      else void slot.then((b) => this.pools.release(b, null, fleet.capacity)).catch(() => {});
+      if (box) this.pools.release(box, ranMs !== null, fleet.capacity);
+      else void slot.then((b) => this.pools.release(b, false, fleet.capacity)).catch(() => {});
     }
   }
 

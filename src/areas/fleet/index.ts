@@ -9,6 +9,7 @@ import { FleetRepo, fleetMigrations } from './repo.js';
 import { FleetAdmin } from './service.js';
 import { TelegramChannel } from './telegram.js';
 import { FleetTurns } from './turns.js';
+import { installWidget } from './widget.js';
 
 export type { FleetService } from './facade.js';
 
@@ -58,6 +59,7 @@ export const fleetArea: AreaModule = {
     // Before the areas close (agents drop their connections): turns failing from now on are left to rerun.
     app.addHook('onClose', async () => services.fleet.turns.stop());
     services.fleet.telegram.routes(app, services.fleet.turns);
+    installWidget(app);
   },
   async close(services) {
     services.fleet.pools.close();

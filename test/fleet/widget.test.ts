@@ -43,7 +43,7 @@ describe.each(DIALECTS)('fleet: web widget (%s)', (dialect) => {
     await page.locator('.nube-fleet-input').fill('hola desde la web');
     await page.locator('.nube-fleet-form button').click();
     await expect.poll(() => page.locator('.nube-fleet-assistant').allTextContents(), { timeout: 60_000 }).toEqual(['echo: hola desde la web']);
-    const groupId = await page.evaluate((id) => localStorage.getItem(`nube-fleet:${id}`), fa.id);
+    const groupId = await page.evaluate<string | null>(`localStorage.getItem('nube-fleet:${fa.id}')`);
     expect(groupId).toMatch(/^web-[0-9a-f-]{36}$/);
     await page.reload();
     await expect.poll(() => page.locator('.nube-fleet-msg').allTextContents(), { timeout: 20_000 }).toEqual(['hola desde la web', 'echo: hola desde la web']);

@@ -18,6 +18,9 @@ export interface Box {
   ready: Promise<void>;
   /** When each current turn got its slot: a turn's occupancy (building the box included) is what frees places. */
   granted?: number[];
+  /** When building started, and when it ended (unset while building). */
+  buildStarted?: number;
+  builtAt?: number;
 }
 
 interface Waiter {
@@ -44,6 +47,9 @@ class FleetPool {
   promised = new Map<string, number>();
   avgTurnMs = 5_000;
   measured = false;
+  /** Measured box build time (a box being built delays its first turn by what remains of it). */
+  avgBuildMs = 10_000;
+  buildMeasured = false;
 }
 
 export class Pools {
@@ -104,9 +110,13 @@ export class Pools {
   }
 
   private grow(p: FleetPool, fleetAgentId: string): Box {
-    const box: Box = { id: '', agentId: '', ownerId: '', fleetAgentId, active: 0, lastUsed: Date.now(), ready: Promise.resolve() };
+    const box: Box = { id: '', agentId: '', ownerId: '', fleetAgentId, active: 0, lastUsed: Date.now(), ready: Promise.resolve(), buildStarted: Date.now() };
     box.ready = this.factory.create(fleetAgentId).then(
       (made) => {
+        box.builtAt = Date.now();
+        const ms = box.builtAt - (box.buildStarted ?? box.builtAt);
+        p.avgBuildMs = p.buildMeasured ? p.avgBuildMs * 0.7 + ms * 0.3 : ms;
+        p.buildMeasured = true;
         box.id = made.id;
         box.agentId = made.agentId;
         box.ownerId = made.ownerId;
@@ -142,14 +152,21 @@ export class Pools {
       const running = p.boxes.reduce((n, b) => n + b.active, 0);
       const ahead = running + p.waiters.length + p.promised.size;
       const need = Math.max(1, ahead - (slots + maxQueue) + 1);
-      const retryAfter = Math.max(1, Math.ceil((Math.ceil(need / slots) * p.avgTurnMs) / 1000));
+      const retryAfter = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(need / slots) * p.avgTurnMs) / 1000));
       p.promised.set(groupId, now + retryAfter * 1000 + p.avgTurnMs);
       throw full(retryAfter);
     }
     const position = p.waiters.length + 1;
-    const eta = Math.max(1, Math.ceil((Math.ceil(position / slots) * p.avgTurnMs) / 1000));
+    const eta = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(position / slots) * p.avgTurnMs) / 1000));
     const slot = new Promise<Box>((grant) => p.waiters.push({ groupId, boxId, grant }));
     return { eta, slot };
+  }
+
+  /** What remains of the builds in progress (the longest): no slot of theirs frees before it. */
+  private buildWait(p: FleetPool, now: number): number {
+    let ms = 0;
+    for (const b of p.boxes) if (b.builtAt === undefined && b.buildStarted !== undefined) ms = Math.max(ms, b.buildStarted + p.avgBuildMs - now);
+    return Math.max(0, ms);
   }
 
   /** A turn accepted before a restart: it waits for a slot whatever the queue's bound. */
@@ -167,7 +184,8 @@ export class Pools {
     box.lastUsed = Date.now();
     const since = box.granted?.shift();
     if (ran && since !== undefined) {
-      const ms = box.lastUsed - since;
+      // From the grant, or from the end of the build for a turn that waited for its box to be built.
+      const ms = box.lastUsed - Math.max(since, box.builtAt ?? 0);
       p.avgTurnMs = p.measured ? p.avgTurnMs * 0.8 + ms * 0.2 : ms;
       p.measured = true;
     }

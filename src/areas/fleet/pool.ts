@@ -5,7 +5,7 @@
 // waits in a FIFO bounded per fleet agent; past that bound the answer is 503 FleetFull with a
 // `retryAfter` computed from the measured turn time and the work ahead, including earlier 503s told to
 // come back (so the clients told to retry at once are not all told the same instant).
-import type { FleetConfig } from '../../config.js';
+import type { FleetConfig } from '../../platform/config-shape.js';
 
 export interface Box {
   id: string;

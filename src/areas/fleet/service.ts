@@ -1,7 +1,7 @@
 // Managing the fleet: fleet agents (each with its MESSAGE token), configuration groups (a prompt and MCP
 // connectors), client credentials (list the fleet agents with their tokens) and ephemeral public read
 // keys. Tokens resolve to principals scoped to their one fleet agent.
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import type { CredentialResolver, Principal } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';

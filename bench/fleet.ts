@@ -137,7 +137,12 @@ async function main() {
     );
     const wall = performance.now() - t0;
     const answered = results.filter((r) => r.ok).length;
-    const rowsDb = await nube.deps.store.db.selectFrom('fleet_turns').select(['created_at', 'started_at', 'status']).where('fleet_agent_id', '=', fa.id).execute();
+    const rowsDb = await nube.deps.store.db
+      .selectFrom('fleet_turns')
+      .select(['created_at', 'started_at', 'status', 'error_code', 'error_message'])
+      .where('fleet_agent_id', '=', fa.id)
+      .execute();
+    for (const r of rowsDb.filter((x) => x.status !== 'completed')) notes.push(`turn not completed: ${r.status} ${r.error_code}: ${r.error_message}`);
     const queueing = summarize(rowsDb.map((r) => Number(r.started_at) - Number(r.created_at)));
     const e2e = summarize(results.map((r) => r.ms));
     const failed = rowsDb.filter((r) => r.status !== 'completed').length;

@@ -43,8 +43,11 @@ export interface BoxFactory {
 class FleetPool {
   boxes: Box[] = [];
   waiters: Waiter[] = [];
-  /** groupId -> the time a 503'd client was told to come back (plus one turn of grace). */
-  promised = new Map<string, number>();
+  /**
+   * groupId -> when a 503'd client was told to come back, and until when that holds. A client coming
+   * back then takes a place in the queue even past its bound: the retryAfter it was given is honoured.
+   */
+  promised = new Map<string, { at: number; until: number }>();
   avgTurnMs = 5_000;
   measured = false;
   /** Measured box build time (a box being built delays its first turn by what remains of it). */
@@ -138,22 +141,24 @@ export class Pools {
    */
   admit(fleetAgentId: string, capacity: number, groupId: string, boxId: string | null, full: (retryAfter: number) => Error): Admission {
     const p = this.pool(fleetAgentId);
-    p.promised.delete(groupId);
     const now = Date.now();
-    for (const [g, until] of p.promised) if (until < now) p.promised.delete(g);
+    const promise = p.promised.get(groupId);
+    p.promised.delete(groupId);
+    const honoured = promise !== undefined && now >= promise.at - 500 && now <= promise.until;
+    for (const [g, pr] of p.promised) if (pr.until < now) p.promised.delete(g);
     const slots = this.slots(p, capacity);
     if (p.waiters.length === 0) {
       const box = this.pick(p, fleetAgentId, capacity, boxId);
       if (box) return { eta: 0, slot: this.take(box) };
     }
     const maxQueue = Math.max(1, Math.ceil(capacity * this.cfg.turnsPerBox * this.cfg.queueFactor));
-    if (p.waiters.length >= maxQueue) {
+    if (p.waiters.length >= maxQueue && !honoured) {
       // Turns to finish before this client finds a free place in the queue, at `slots` turns at a time.
       const running = p.boxes.reduce((n, b) => n + b.active, 0);
       const ahead = running + p.waiters.length + p.promised.size;
       const need = Math.max(1, ahead - (slots + maxQueue) + 1);
       const retryAfter = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(need / slots) * p.avgTurnMs) / 1000));
-      p.promised.set(groupId, now + retryAfter * 1000 + p.avgTurnMs);
+      p.promised.set(groupId, { at: now + retryAfter * 1000, until: now + retryAfter * 1000 + Math.max(60_000, p.avgTurnMs) });
       throw full(retryAfter);
     }
     const position = p.waiters.length + 1;

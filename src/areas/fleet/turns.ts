@@ -157,7 +157,11 @@ export class FleetTurns {
     } catch (e) {
       // The box could not be built or reached at all: the turn ends with no reply.
       const err = e instanceof ApiError ? { code: e.code, message: e.message } : { code: 'WorkerError', message: (e as Error).message };
-      return this.finish(fleet, turn, '', null, false, err, emit);
+      // Recording can fail too (the fleet agent was deleted meanwhile): the caller still gets the error.
+      return this.finish(fleet, turn, '', null, false, err, emit).catch(() => {
+        emit({ type: 'error', ...err });
+        return { turnId: turn.id, reply: '', cursor: '', memoryReset: false, error: err };
+      });
     } finally {
       if (box) this.pools.release(box, ranMs !== null, fleet.capacity);
       else void slot.then((b) => this.pools.release(b, false, fleet.capacity)).catch(() => {});

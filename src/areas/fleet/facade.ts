@@ -48,7 +48,9 @@ export class FleetService {
   }
 
   async messages(p: Principal, id: string, q: MessagesQuery) {
-    await this.admin.own(p, id);
+    // A token or public key was resolved from its fleet agent (it names it): no second lookup on this hot path.
+    const scoped = (p.scheme === 'fleetAgent' || p.scheme === 'fleetPublic') && p.resourceId === id;
+    if (!scoped) await this.admin.own(p, id);
     return readMessages(this.repo, this.signer, p, id, q);
   }
 

@@ -42,7 +42,8 @@ describe.each(DIALECTS)('fleet: web widget (%s)', (dialect) => {
     await page.goto(siteUrl);
     await page.locator('.nube-fleet-input').fill('hola desde la web');
     await page.locator('.nube-fleet-form button').click();
-    await expect.poll(() => page.locator('.nube-fleet-assistant').allTextContents(), { timeout: 60_000 }).toEqual(['echo: hola desde la web']);
+    // The turn's end (`done`, after its reply is stored) marks the message with its turn id.
+    await expect.poll(() => page.locator('.nube-fleet-assistant[data-turn-id]').allTextContents(), { timeout: 60_000 }).toEqual(['echo: hola desde la web']);
     const groupId = await page.evaluate<string | null>(`localStorage.getItem('nube-fleet:${fa.id}')`);
     expect(groupId).toMatch(/^web-[0-9a-f-]{36}$/);
     await page.reload();

@@ -62,7 +62,7 @@ const WIDGET = String.raw`(() => {
         if (!data) continue;
         const e = JSON.parse(data.slice(5));
         if (e.type === 'chunk') out.textContent += e.value;
-        else if (e.type === 'done') { out.textContent = e.value; if (e.cursor) cursor = e.cursor; }
+        else if (e.type === 'done') { out.textContent = e.value; out.dataset.turnId = e.turnId; if (e.cursor) cursor = e.cursor; }
         else if (e.type === 'capacity') status.textContent = e.queued ? 'Waiting for a free agent...' : 'All agents are busy; try again in ' + e.retryAfter + ' s';
         else if (e.type === 'error') status.textContent = e.message;
       }

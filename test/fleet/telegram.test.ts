@@ -87,6 +87,8 @@ describe.each(DIALECTS)('fleet: telegram channel (%s)', (dialect) => {
     const r = await update(secret, { update_id: 2, message: { chat: { id: 42 }, text: 'hola bot', from: { first_name: 'Ana' } } });
     expect(r.status).toBe(200);
     await expect.poll(() => bot.calls.filter((x) => x.method === 'sendMessage').length, { timeout: 60_000 }).toBe(1);
+    // The same update delivered again is acknowledged, not a second turn.
+    expect((await update(secret, { update_id: 2, message: { chat: { id: 42 }, text: 'hola bot', from: { first_name: 'Ana' } } })).status).toBe(200);
     expect(bot.calls.find((x) => x.method === 'sendMessage')!.body).toEqual({ chat_id: '42', text: 'echo: hola bot' });
     // Not a text message: acknowledged, no turn.
     expect((await update(secret, { update_id: 3, edited_message: { chat: { id: 42 }, text: 'x' } })).status).toBe(200);

@@ -113,3 +113,11 @@ fleetMigrations['0011-fleet-telegram'] = {
     await db.schema.alterTable('fleet_agents').addColumn('telegram_sealed', 'text').execute();
   },
 };
+
+fleetMigrations['0012-fleet-turn-external-id'] = {
+  async up(db: Kysely<unknown>) {
+    // A channel's own id of the message (Telegram's update_id): a redelivered update is not a second turn.
+    await db.schema.alterTable('fleet_turns').addColumn('external_id', 'text').execute();
+    await db.schema.createIndex('fleet_turns_external').on('fleet_turns').columns(['fleet_agent_id', 'external_id']).unique().execute();
+  },
+};

@@ -92,6 +92,8 @@ interface FleetTurnsTable {
   /** JSON { model, inputTokens, outputTokens, toolCalls }. */
   usage: string | null;
   memory_reset: number;
+  /** A channel's id of the message (`tg:<update_id>`), null for the API. */
+  external_id: string | null;
   /** Set once the outcome event was published (exactly one per turn). */
   emitted: number;
   created_at: number;
@@ -318,6 +320,10 @@ export class FleetRepo {
   async claimEmit(id: string): Promise<boolean> {
     const r = await this.db.updateTable('fleet_turns').set({ emitted: 1 }).where('id', '=', id).where('emitted', '=', 0).executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
+  }
+  async hasExternal(fleetAgentId: string, externalId: string): Promise<boolean> {
+    const r = await this.db.selectFrom('fleet_turns').select('id').where('fleet_agent_id', '=', fleetAgentId).where('external_id', '=', externalId).executeTakeFirst();
+    return r !== undefined;
   }
   unfinished() {
     return this.db.selectFrom('fleet_turns').selectAll().where('status', 'in', ['queued', 'running']).orderBy('created_at').execute();

@@ -102,9 +102,12 @@ export class TelegramChannel {
       const m = req.body?.message;
       // Updates other than text messages are acknowledged and ignored (Telegram would resend a non-2xx).
       if (!m?.text || m.chat?.id === undefined || !/^-?\d{1,20}$/.test(String(m.chat.id))) return reply.code(200).send({ ok: true });
+      const externalId = req.body.update_id === undefined ? undefined : `tg:${req.body.update_id}`;
+      // Telegram delivers an update again when it saw no 2xx in time: the same update is one turn.
+      if (externalId && (await this.repo.hasExternal(row.id, externalId))) return reply.code(200).send({ ok: true });
       const principal: Principal = { scheme: 'fleetAgent', ownerId: row.owner_id, plan: 'byte', credentialId: row.id, resourceId: row.id };
       try {
-        const { result } = await turns.start(principal, row.id, { groupId: `${TELEGRAM_PREFIX}${m.chat.id}`, text: m.text.slice(0, 32_000), senderName: m.from?.first_name ?? m.from?.username }, () => {});
+        const { result } = await turns.start(principal, row.id, { groupId: `${TELEGRAM_PREFIX}${m.chat.id}`, text: m.text.slice(0, 32_000), senderName: m.from?.first_name ?? m.from?.username, externalId }, () => {});
         result.catch((e: unknown) => this.deps.log.warn({ err: e, fleetAgent: row.id }, 'telegram turn failed'));
         return reply.code(200).send({ ok: true });
       } catch (e) {

@@ -21,6 +21,8 @@ export interface MessageInput {
   groupId: string;
   text: string;
   senderName?: string;
+  /** Set by channels (not the API): the channel's id of this message, recorded once. */
+  externalId?: string;
 }
 
 export type StreamEvent =
@@ -127,6 +129,7 @@ export class FleetTurns {
       error_message: null,
       usage: null,
       memory_reset: 0,
+      external_id: input.externalId ?? null,
       emitted: 0,
       created_at: now,
       started_at: null,

@@ -1,9 +1,12 @@
 // Capacity on SQLite and PostgreSQL: a fleet agent capped at one box with room for one waiting turn.
 // The second turn waits and is answered (no turn.failed); the third is 503 FleetFull with a retryAfter
 // after which it is admitted; the stream says `capacity` (queued or not) instead of failing.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { type FleetNube, newGroup, startFleetNube } from './helpers.js';
+
+// Turns build boxes (sandboxes) on demand: under a loaded machine a build alone can take 20 s.
+vi.setConfig({ testTimeout: 120_000 });
 
 describe.each(DIALECTS)('fleet: capacity (%s)', (dialect) => {
   let t: FleetNube;

@@ -1,9 +1,12 @@
 // Gaps on SQLite and PostgreSQL: a conversation trimmed by length answers cursor_too_old to a cursor
 // whose next messages are gone; a conversation whose model started blank (its box was lost and no
 // transcript is carried: NUBE_FLEET_CARRY_MESSAGES=0) answers context_reset with resetAt to older cursors.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { type FleetNube, newGroup, startFleetNube } from './helpers.js';
+
+// Turns build boxes (sandboxes) on demand: under a loaded machine a build alone can take 20 s.
+vi.setConfig({ testTimeout: 120_000 });
 
 describe.each(DIALECTS)('fleet: gaps (%s)', (dialect) => {
   let t: FleetNube;

@@ -2,9 +2,12 @@
 // /message answers {reply, turnId, cursor}; the conversation store serves /messages with cursors; the
 // stream carries chunk, usage and done; turn.completed carries every field of the spec's table; a
 // conversation keeps its box, and moves with its transcript when its box is gone.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { type FleetNube, newGroup, startFleetNube } from './helpers.js';
+
+// Turns build boxes (sandboxes) on demand: under a loaded machine a build alone can take 20 s.
+vi.setConfig({ testTimeout: 120_000 });
 
 describe.each(DIALECTS)('fleet: turns (%s)', (dialect) => {
   let t: FleetNube;

@@ -35,6 +35,7 @@ export interface Config {
   llm: LlmConfig;
   metrics: MetricsConfig;
   databases: DatabasesConfig;
+  fleet: FleetConfig;
 }
 
 /** The executor pool of user databases; unset counts are derived from the cores by the engine. */
@@ -51,6 +52,20 @@ export interface DatabasesConfig {
   executorIdleMs: number;
   /** A request waiting this long for an executor answers 503 without having run. */
   queueWaitMs: number;
+}
+
+/** The fleet's pool and conversation store. */
+export interface FleetConfig {
+  maxBoxes: number;
+  turnsPerBox: number;
+  /** Turns that may wait, per running slot of a fleet agent; beyond: 503 FleetFull. */
+  queueFactor: number;
+  idleMs: number;
+  transcriptMaxMessages: number;
+  transcriptMaxAgeMs: number;
+  carryMessages: number;
+  /** Telegram's Bot API base (a local server speaking it in tests). */
+  telegramApiUrl: string;
 }
 
 /** The warm browser behind the PDF export. */

@@ -47,7 +47,10 @@ describe('database executors shared fairly between accounts', () => {
     );
     const pool = () => (t.nube.services.databases.engine as EmbeddedDatabaseEngine).poolStats;
     await until(() => pool().busy === 1);
-    const queued = [q('a-1', a2, 'SELECT 1'), q('a-2', a2, 'SELECT 2')];
+    // One after the other, so their order on the database's lane is known.
+    const queued = [q('a-1', a2, 'SELECT 1')];
+    await until(() => pool().queued === 1);
+    queued.push(q('a-2', a2, 'SELECT 2'));
     await until(() => pool().queued === 2);
     const refused = await q('a-3', a2, 'SELECT 3');
     expect(refused.status).toBe(429);

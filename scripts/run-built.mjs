@@ -4,21 +4,16 @@
 // first, so an edit is never followed by a start of the old code. An installed package has no src/
 // beside dist/ and runs its dist/ as it is.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fingerprint } from './source-fingerprint.mjs';
+import { builtFingerprint, fingerprint } from './source-fingerprint.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const main = join(root, 'dist/src/main.js');
 
 if (existsSync(join(root, 'src/main.ts'))) {
-  let built;
-  try {
-    built = JSON.parse(readFileSync(join(root, 'dist/build-info.json'), 'utf8')).sources;
-  } catch {
-    built = undefined;
-  }
+  const built = builtFingerprint(root);
   if (built !== fingerprint(root)) {
     console.error(
       built === undefined

@@ -30,3 +30,12 @@ export function fingerprint(root) {
   }
   return h.digest('hex');
 }
+
+/** The fingerprint dist/ was built from (dist/build-info.json), or undefined when there is no build. */
+export function builtFingerprint(root) {
+  try {
+    return JSON.parse(readFileSync(join(root, 'dist/build-info.json'), 'utf8')).sources;
+  } catch {
+    return undefined;
+  }
+}

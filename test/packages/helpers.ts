@@ -24,10 +24,10 @@ export async function run(cmd: string, args: string[], cwd: string, env = userEn
   return exec(cmd, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 });
 }
 
-/** `npm pack` in `dir` (its prepack builds it); the tarball's path and the files it holds. */
-export async function pack(dir: string): Promise<{ tarball: string; files: string[] }> {
+/** `npm pack` in `dir` (its prepack builds it, unless `extra` says --ignore-scripts); the tarball and its files. */
+export async function pack(dir: string, extra: string[] = []): Promise<{ tarball: string; files: string[] }> {
   const out = mkdtempSync(join(tmpdir(), 'nube-pack-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', out], dir);
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', out, ...extra], dir);
   // prepack's output comes first on stdout; the JSON report is the last thing printed.
   const report = JSON.parse(stdout.slice(stdout.lastIndexOf('\n[') + 1)) as {
     filename: string;

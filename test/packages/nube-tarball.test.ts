@@ -1,5 +1,6 @@
 // nube itself as a package: the tarball `npm pack` makes of the repository holds the built server and
-// what it reads beside itself, and its `nube` command (bin: dist/src/main.js) serves the API from it,
+// what it reads beside itself, and its `nube` command (bin: scripts/run-built.mjs, which in a checkout
+// rebuilds a stale dist/ first and in a package runs dist/ as it is) serves the API from it,
 // with the parts that start other processes or read files next to the code (database executors, the
 // HTML parser, the sandbox helper compiled from C, the agent program bundled by esbuild) working from
 // the package's own dist/. Its dependencies come from this repository's node_modules, which stands in
@@ -24,8 +25,9 @@ let site: Server;
 let server: ChildProcess | undefined;
 
 /** The installed `nube` command: the package's bin run by node, as npm's shim does. */
+const bin = () => join(pkg, JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')).bin.nube);
 const nube = (args: string[], env: Record<string, string> = {}) =>
-  run('node', [join(pkg, 'dist/src/main.js'), ...args], dir, userEnv({ NUBE_DATA_DIR: dataDir, ...env }));
+  run('node', [bin(), ...args], dir, userEnv({ NUBE_DATA_DIR: dataDir, ...env }));
 
 beforeAll(async () => {
   // The prepack script would build again even when dist/ is current: build only when it is not.
@@ -73,12 +75,13 @@ describe('the nube package', () => {
     expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
     expect(files.filter((f) => /\.test\.js$|^test\/|^packages\//.test(f))).toEqual([]);
     const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'));
-    expect(manifest.bin).toEqual({ nube: 'dist/src/main.js' });
-    expect(readFileSync(join(pkg, 'dist/src/main.js'), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(manifest.bin).toEqual({ nube: 'scripts/run-built.mjs' });
+    expect(readFileSync(bin(), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
   });
 
   it('its nube command has serve, migrate, accounts, keys, templates and doctor', async () => {
-    const { stdout } = await nube(['--help']);
+    const { stdout, stderr } = await nube(['--help']);
+    expect(stderr).toBe(''); // no sources beside the package's dist/: nothing to check or build
     for (const cmd of ['serve', 'migrate', 'accounts', 'keys', 'templates', 'doctor']) {
       expect(stdout).toMatch(new RegExp(`^  ${cmd}\\b`, 'm'));
     }
@@ -92,7 +95,7 @@ describe('the nube package', () => {
   it('serves the API from dist/: an account made by the CLI, a database query, a web fetch, a sandbox exec; stops on SIGTERM', async () => {
     const created = JSON.parse((await nube(['accounts', 'create', '--plan', 'mega', '--name', 'packed'])).stdout);
     const auth = { authorization: `Bearer ${created.apiKey}` };
-    server = spawn('node', [join(pkg, 'dist/src/main.js'), 'serve'], {
+    server = spawn('node', [bin(), 'serve'], {
       cwd: dir,
       env: userEnv({
         ...SANDBOX_ENV,

@@ -29,6 +29,27 @@ afterAll(async () => {
   if (tarball) rmSync(join(tarball, '..'), { recursive: true, force: true });
 }, 120_000);
 
+/**
+ * The README's JavaScript examples as one module: their imports joined at the top, the first example
+ * (which makes `nube`) as it is, each other one in a block of its own so their names do not clash.
+ */
+function readmeExamples(): string {
+  const readme = readFileSync(join(REPO, 'packages/sdk/README.md'), 'utf8');
+  const blocks = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  const names = new Set<string>();
+  const bodies = blocks.map((b) =>
+    b.replace(/^import \{([^}]*)\} from '@nube\/sdk';\n/gm, (_, list: string) => {
+      for (const n of list.split(',')) names.add(n.trim());
+      return '';
+    }),
+  );
+  return [
+    `import { ${[...names].join(', ')} } from '@nube/sdk';`,
+    bodies[0],
+    ...bodies.slice(1).map((b) => `{\n${b}}`),
+  ].join('\n');
+}
+
 describe('@nube/sdk from its tarball', () => {
   it('holds built JavaScript, declarations and source maps, and installs with no dependencies', () => {
     for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/index.js.map', 'dist/request.js', 'README.md', 'openapi.json']) {
@@ -84,7 +105,7 @@ console.log(JSON.stringify(out));
     expect(out.invalid.issues).toBeGreaterThan(0);
   }, 120_000);
 
-  it('typechecks a TypeScript user of it with full types, with Node types and without', async () => {
+  it('typechecks a TypeScript user of it with full types, with Node types and without; the README examples too', async () => {
     writeFileSync(
       join(project, 'app.ts'),
       `import { Nube, NotFoundError, type OpOutput, RateLimitError } from '@nube/sdk';
@@ -106,14 +127,18 @@ const wrong: 'gold' = me.plan.name;
 console.log(plan, code, cols, wrong);
 `,
     );
+    writeFileSync(join(project, 'readme.mjs'), readmeExamples());
     const base = { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false };
     const configs = {
-      'tsconfig.dom.json': { ...base, lib: ['ES2022', 'DOM', 'DOM.Iterable'], types: [] },
-      'tsconfig.node.json': { ...base, lib: ['ES2022'], types: ['node'], typeRoots: [join(REPO, 'node_modules/@types')] },
-    };
+      'tsconfig.dom.json': [{ ...base, lib: ['ES2022', 'DOM', 'DOM.Iterable'], types: [] }, ['app.ts']],
+      'tsconfig.node.json': [
+        { ...base, lib: ['ES2022'], types: ['node'], typeRoots: [join(REPO, 'node_modules/@types')], allowJs: true, checkJs: true },
+        ['app.ts', 'readme.mjs'],
+      ],
+    } as const;
     await Promise.all(
-      Object.entries(configs).map(async ([name, compilerOptions]) => {
-        writeFileSync(join(project, name), JSON.stringify({ compilerOptions, files: ['app.ts'] }));
+      Object.entries(configs).map(async ([name, [compilerOptions, files]]) => {
+        writeFileSync(join(project, name), JSON.stringify({ compilerOptions, files }));
         const r = await run('node', [TSC, '-p', name], project).catch((e: { stdout: string }) => e);
         expect(r.stdout, name).toBe('');
       }),

@@ -90,7 +90,7 @@ describe('the nube package', () => {
     await expect(nube(['templates', 'build', 'no-such-template'])).rejects.toMatchObject({
       stderr: expect.stringContaining('unknown template no-such-template'),
     });
-  }, 120_000);
+  }, 300_000);
 
   it('serves the API from dist/: an account made by the CLI, a database query, a web fetch, a sandbox exec; stops on SIGTERM', async () => {
     const created = JSON.parse((await nube(['accounts', 'create', '--plan', 'mega', '--name', 'packed'])).stdout);
@@ -147,5 +147,5 @@ describe('the nube package', () => {
     const [bytes, acp] = stdout.trim().split(' ');
     expect(Number(bytes)).toBeGreaterThan(100_000);
     expect(acp).toBe('true');
-  }, 120_000);
+  }, 300_000);
 });

@@ -47,14 +47,14 @@ describe('run-built (npm start)', () => {
     const again = await start();
     expect(again.stderr).toBe('');
     expect(again.stdout).toBe('version one serve\n');
-  }, 120_000);
+  }, 300_000);
 
   it('an edited source is rebuilt before the start: the new code runs', async () => {
     write('src/main.ts', "const said: string = 'version two';\nconsole.log(said, process.argv[2]);\n");
     const r = await start();
     expect(r.stderr).toContain('dist/ was built from older sources than src/: rebuilding');
     expect(r.stdout).toBe('version two serve\n');
-  }, 120_000);
+  }, 300_000);
 
   it('a build that fails stops the start: the previous build is not run', async () => {
     write('src/main.ts', "const said: number = 'version three';\nconsole.log(said);\n");
@@ -65,5 +65,5 @@ describe('run-built (npm start)', () => {
     // The previous build is still whole (built aside, swapped in only on success).
     const { stdout } = await run('node', [join(root, 'dist/src/main.js'), 'x'], root);
     expect(stdout).toBe('version two x\n');
-  }, 120_000);
+  }, 300_000);
 });

@@ -103,7 +103,7 @@ console.log(JSON.stringify(out));
     expect(out.gone.message).toContain('Check the id');
     expect(out.invalid).toMatchObject({ validation: true });
     expect(out.invalid.issues).toBeGreaterThan(0);
-  }, 120_000);
+  }, 300_000);
 
   it('typechecks a TypeScript user of it with full types, with Node types and without; the README examples too', async () => {
     writeFileSync(
@@ -143,5 +143,5 @@ console.log(plan, code, cols, wrong);
         expect(r.stdout, name).toBe('');
       }),
     );
-  }, 120_000);
+  }, 300_000);
 });

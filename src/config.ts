@@ -116,6 +116,10 @@ const envSchema = z.object({
   // GET /metrics (Prometheus text): off unless one of these is set.
   NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_METRICS_PUBLIC: bool.default(false),
+  // Machines: who confirms the built-in checkout page, how often data paths are backed up.
+  NUBE_CHECKOUT_OPERATOR_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  NUBE_MACHINE_BACKUP_INTERVAL_S: z.coerce.number().int().min(5).max(7 * 86_400).default(86_400),
+  NUBE_MACHINE_BACKUP_KEEP_DAYS: z.coerce.number().int().min(1).max(365).default(7),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -149,6 +153,7 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  machines: MachinesConfig;
 }
 
 /** The warm browser behind the PDF export. */
@@ -201,6 +206,13 @@ export interface FilesConfig {
         buckets: Record<(typeof FILE_REGION_NAMES)[number], { bucket: string; prefix?: string }>;
       };
   ai?: { baseUrl: string; apiKey: string; model: string };
+}
+
+export interface MachinesConfig {
+  /** Key the operator types on the built-in checkout page to confirm a payment; unset: nobody can. */
+  checkoutOperatorKey?: string;
+  backupIntervalMs: number;
+  backupKeepMs: number;
 }
 
 export interface SandboxesConfig {
@@ -284,6 +296,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
     metrics: metricsConfig(e),
+    machines: {
+      checkoutOperatorKey: e.NUBE_CHECKOUT_OPERATOR_KEY,
+      backupIntervalMs: e.NUBE_MACHINE_BACKUP_INTERVAL_S * 1000,
+      backupKeepMs: e.NUBE_MACHINE_BACKUP_KEEP_DAYS * 86_400_000,
+    },
   };
 }
 

@@ -1729,6 +1729,8 @@ export interface components {
             /** @description Monthly price in MXN (tier, CPU mode and disk add-ons) */
             monthlyMxn: number;
             name: string;
+            /** @description Secrets changed with restart=false wait for POST /restart */
+            pendingRestart: boolean;
             /** @description The always-on sandbox behind the machine */
             sandboxId: string;
             /**
@@ -6375,15 +6377,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.create": {
@@ -6482,15 +6475,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.get": {
@@ -6558,15 +6542,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.delete": {
@@ -6627,15 +6602,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6795,15 +6761,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.releases.list": {
@@ -6866,15 +6823,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6965,15 +6913,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.restart": {
@@ -7040,15 +6979,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7145,15 +7075,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.secrets.get": {
@@ -7219,15 +7140,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7324,15 +7236,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.secrets.set": {
@@ -7415,15 +7318,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7578,15 +7472,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };

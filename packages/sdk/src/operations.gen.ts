@@ -601,7 +601,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'create'],
   },
   'machines.delete': {
@@ -613,7 +613,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'delete'],
   },
   'machines.get': {
@@ -625,7 +625,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'get'],
   },
   'machines.launch': {
@@ -649,7 +649,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'list'],
   },
   'machines.logs': {
@@ -661,7 +661,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'logs'],
   },
   'machines.releases.create': {
@@ -673,7 +673,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'releases', 'create'],
   },
   'machines.releases.list': {
@@ -685,7 +685,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'releases', 'list'],
   },
   'machines.restart': {
@@ -697,7 +697,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'restart'],
   },
   'machines.rollback': {
@@ -709,7 +709,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'rollback'],
   },
   'machines.secrets.get': {
@@ -721,7 +721,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'secrets', 'get'],
   },
   'machines.secrets.set': {
@@ -733,7 +733,7 @@ export const OPERATIONS = {
     style: 'split',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'secrets', 'set'],
   },
   'machines.secrets.set.put': {
@@ -745,7 +745,7 @@ export const OPERATIONS = {
     style: 'split',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: null,
   },
   'machines.tiers': {
@@ -757,7 +757,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'tiers'],
   },
   'sandboxes.action': {

@@ -1,7 +1,66 @@
+import type { Principal } from '../../platform/auth.js';
 import type { AreaModule } from '../area.js';
+import type { PlatformDeps } from '../deps.js';
+import { MachineApps } from './app.js';
 import { machinesOperations } from './operations.js';
+import { BuiltinCheckout, installCheckoutRoutes } from './payments.js';
+import { Releases } from './releases.js';
+import { MachinesRepo, machinesMigrations } from './repo.js';
+import { MachinesCore } from './service.js';
+
+/** The machines service handlers call: the lifecycle core, the app in the box, its releases. */
+export class MachinesService {
+  readonly apps: MachineApps;
+  readonly releases: Releases;
+  constructor(readonly core: MachinesCore) {
+    this.apps = new MachineApps(core);
+    this.releases = new Releases(core, this.apps);
+  }
+
+  delete(p: Principal, id: string) {
+    return this.core.delete(p, id, (r) => this.apps.stop(p, r).catch(() => {}));
+  }
+
+  /**
+   * After a restart of nube: the sandboxes area has re-adopted (or restarted) the boxes; a machine
+   * whose supervisor no longer runs (its box was restarted) gets it started again.
+   */
+  async adopt(deps: PlatformDeps): Promise<void> {
+    for (const r of await this.core.repo.live()) {
+      if (!r.supervisor_exec_id) continue;
+      try {
+        const p = await this.core.principalOf(r.owner_id);
+        const { processes } = await this.core.s.sandboxes.work.bgList(p, r.sandbox_id);
+        if (processes.some((x) => x.execId === r.supervisor_exec_id && x.state === 'running')) continue;
+        await this.apps.restart(p, r.id);
+        deps.log.info({ machine: r.id }, 'machine supervisor restarted after a restart of nube');
+      } catch (e) {
+        deps.log.error({ err: e, machine: r.id }, 'machine could not be re-adopted');
+        await this.core.repo.update(r.id, { last_error: `not restarted after a restart of nube: ${(e as Error).message}` });
+      }
+    }
+  }
+}
 
 export const machinesArea: AreaModule = {
   name: 'machines',
   operations: machinesOperations,
+  migrations: machinesMigrations,
+  create(deps, other) {
+    if (!other.sandboxes || !other.account) throw new Error('machines need the sandboxes and account services');
+    const core = new MachinesCore(
+      new MachinesRepo(deps.store.db),
+      deps,
+      { sandboxes: other.sandboxes, account: other.account },
+      new BuiltinCheckout(() => deps.publicUrl()),
+    );
+    const machines = new MachinesService(core);
+    deps.usage.registerGauge('boxes', (ownerId) => core.repo.count(ownerId));
+    // In the background: a box's supervisor may take a moment; the server need not wait for it.
+    void machines.adopt(deps).catch((e: unknown) => deps.log.error({ err: e }, 'machines re-adoption failed'));
+    return { machines };
+  },
+  routes(app, services) {
+    installCheckoutRoutes(app, () => services.machines.core);
+  },
 };

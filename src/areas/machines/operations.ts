@@ -2,6 +2,13 @@ import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
+import type { MachinesService } from './index.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    machines: MachinesService;
+  }
+}
 
 const tags = ['Machines'];
 
@@ -44,6 +51,7 @@ export const Machine = z
     url: z.string().nullable().describe('Public HTTPS URL of the app, once exposed'),
     domains: z.array(z.string()).describe('Custom domains attached'),
     currentReleaseId: z.string().nullable(),
+    pendingRestart: z.boolean().describe('Secrets changed with restart=false wait for POST /restart'),
     lastError: z.string().nullable(),
     createdAt: IsoTime,
     updatedAt: IsoTime,
@@ -112,6 +120,7 @@ export const machinesOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ tiers: z.array(MachineTier) }),
+    handler: ({ services }) => services.machines.core.tiers(),
   }),
   defineOperation({
     id: 'machines.list',
@@ -121,6 +130,7 @@ export const machinesOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ machines: z.array(Machine) }),
+    handler: ({ services, principal }) => services.machines.core.list(principal),
   }),
   defineOperation({
     id: 'machines.create',
@@ -153,6 +163,7 @@ export const machinesOperations = [
         .describe('Promote this sandbox (keeps its sandboxId)'),
     }),
     response: z.union([Machine, Checkout]),
+    handler: ({ services, principal, body }) => services.machines.core.create(principal, body),
   }),
   defineOperation({
     id: 'machines.launch',
@@ -215,6 +226,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: Machine,
+    handler: ({ services, principal, params }) => services.machines.core.get(principal, params.id),
   }),
   defineOperation({
     id: 'machines.delete',
@@ -226,6 +238,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: Ok,
+    handler: ({ services, principal, params }) => services.machines.delete(principal, params.id),
   }),
   defineOperation({
     id: 'machines.releases.list',
@@ -236,6 +249,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: z.object({ releases: z.array(Release) }),
+    handler: ({ services, principal, params }) => services.machines.releases.list(principal, params.id),
   }),
   defineOperation({
     id: 'machines.releases.create',
@@ -248,6 +262,8 @@ export const machinesOperations = [
     body: z.object({ message: z.string().max(500).optional().describe('Release note') }),
     bodyOptional: true,
     response: Release,
+    handler: ({ services, principal, params, body }) =>
+      services.machines.releases.publish(principal, params.id, body?.message ?? null),
   }),
   defineOperation({
     id: 'machines.rollback',
@@ -264,6 +280,7 @@ export const machinesOperations = [
       releaseId: z.string().describe('Release now running'),
       previousReleaseId: z.string().nullable(),
     }),
+    handler: ({ services, principal, params, body }) => services.machines.releases.rollback(principal, params.id, body.releaseId),
   }),
   defineOperation({
     id: 'machines.restart',
@@ -274,6 +291,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: z.object({ ok: z.literal(true), machineId: z.string(), restartedAt: IsoTime }),
+    handler: ({ services, principal, params }) => services.machines.apps.restart(principal, params.id),
   }),
   defineOperation({
     id: 'machines.secrets.get',
@@ -287,6 +305,7 @@ export const machinesOperations = [
       secretNames: z.array(z.string()).describe('Names in the runspec'),
       inVault: z.array(z.string()).describe('Names with an encrypted value stored'),
     }),
+    handler: ({ services, principal, params }) => services.machines.apps.getSecrets(principal, params.id),
   }),
   defineOperation({
     id: 'machines.secrets.set',
@@ -308,6 +327,8 @@ export const machinesOperations = [
       secretNames: z.array(z.string()),
       pendingRestart: z.boolean().describe('True when the new values wait for a restart'),
     }),
+    handler: ({ services, principal, params, query, body }) =>
+      services.machines.apps.setSecrets(principal, params.id, body, query.restart ?? true),
   }),
   defineOperation({
     id: 'machines.logs',
@@ -322,6 +343,7 @@ export const machinesOperations = [
       grep: z.string().min(1).max(500).optional().describe('Only lines containing this text'),
     }),
     response: z.object({ lines: z.array(z.string()) }),
+    handler: ({ services, principal, params, query }) => services.machines.apps.logs(principal, params.id, query),
   }),
   defineOperation({
     id: 'machines.backups.list',

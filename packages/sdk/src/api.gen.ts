@@ -1702,14 +1702,19 @@ export interface components {
             buildLog: string;
             /** @description Domain attached, or null */
             domain: string | null;
+            /** @description Why the launch failed, or null */
+            error: string | null;
             machineId: string;
-            /** @description Recovery release published by the launch */
-            releaseId: string;
+            /** @description Release published by the launch (the first launch publishes the recovery release) */
+            releaseId: string | null;
             sandboxId: string;
-            /** @enum {string} */
-            status: "running" | "failed";
+            /**
+             * @description building: still building after the request waited (or a paid launch order); poll GET /machines/{id}
+             * @enum {string}
+             */
+            status: "running" | "failed" | "building";
             /** @description Public HTTPS URL of the app */
-            url: string;
+            url: string | null;
         };
         /** @description Always-on hosting: a persistent sandbox billed monthly */
         Machine: {
@@ -1731,6 +1736,8 @@ export interface components {
             name: string;
             /** @description Secrets changed with restart=false wait for POST /restart */
             pendingRestart: boolean;
+            /** @description While a launch runs: queued, unpacking, building, starting, publishing (output in the logs) */
+            phase: string | null;
             /** @description The always-on sandbox behind the machine */
             sandboxId: string;
             /**
@@ -7396,15 +7403,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -637,7 +637,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'launch'],
   },
   'machines.list': {

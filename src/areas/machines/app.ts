@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import type { MachineRow } from './repo.js';
-import { DEFAULT_PORT, resolveRunspec, type Runspec, RunspecError } from './runspec.js';
+import { DEFAULT_PORT, type Overrides, resolveRunspec, type Runspec, RunspecError } from './runspec.js';
 import type { MachinesCore } from './service.js';
 import { APP_DIR, LOG_FILE, SUPERVISOR_PATH, SUPERVISOR_SCRIPT } from './supervisor.js';
 
@@ -30,14 +30,14 @@ export class MachineApps {
     return r;
   }
 
-  /** A file of the app tree, or null when absent. */
-  readApp(p: Principal, r: MachineRow, name: string): Promise<string | null> {
-    return this.readBox(p, r, `${APP_DIR}/${name}`);
+  overrides(r: MachineRow): Overrides {
+    return r.overrides ? (JSON.parse(r.overrides) as Overrides) : {};
   }
 
-  async runspecOf(p: Principal, r: MachineRow): Promise<Omit<Runspec, 'secretNames'>> {
+  /** The runspec of the tree at `dir` (the app, or a launch's new tree), with the launch's overrides. */
+  async runspecOf(p: Principal, r: MachineRow, dir = APP_DIR): Promise<Omit<Runspec, 'secretNames'>> {
     try {
-      return await resolveRunspec((name) => this.readApp(p, r, name));
+      return await resolveRunspec((name) => this.readBox(p, r, `${dir}/${name}`), this.overrides(r));
     } catch (e) {
       if (e instanceof RunspecError) throw errors.badRequest(e.message, undefined, 'NoRunspec');
       throw e;
@@ -73,7 +73,7 @@ export class MachineApps {
     const { execId } = await this.sbx.work.bgStart(p, r.sandbox_id, {
       command: `exec bash ${SUPERVISOR_PATH}`,
       cwd: APP_DIR,
-      env: { ...secrets, NUBE_START: spec.start, PORT: String(port) },
+      env: { ...(this.overrides(r).env ?? {}), ...secrets, NUBE_START: spec.start, PORT: String(port) },
     });
     const { url } = await this.sbx.manage.expose(p, r.sandbox_id, port);
     const runspec: Runspec = { ...spec, secretNames: Object.keys(secrets).sort() };
@@ -162,7 +162,7 @@ export class MachineApps {
     return { lines: lines.slice(-q.lines) };
   }
 
-  private async readBox(p: Principal, r: MachineRow, path: string): Promise<string | null> {
+  async readBox(p: Principal, r: MachineRow, path: string): Promise<string | null> {
     try {
       const f = await this.sbx.work.file(p, r.sandbox_id, 'read', { path });
       const content = String(f.content);

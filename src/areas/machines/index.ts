@@ -2,6 +2,7 @@ import type { Principal } from '../../platform/auth.js';
 import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
 import { MachineApps } from './app.js';
+import { LAUNCH_JOB, Launcher } from './launch.js';
 import { machinesOperations } from './operations.js';
 import { BuiltinCheckout, installCheckoutRoutes } from './payments.js';
 import { Releases } from './releases.js';
@@ -12,9 +13,12 @@ import { MachinesCore } from './service.js';
 export class MachinesService {
   readonly apps: MachineApps;
   readonly releases: Releases;
+  readonly launcher: Launcher;
   constructor(readonly core: MachinesCore) {
     this.apps = new MachineApps(core);
     this.releases = new Releases(core, this.apps);
+    this.launcher = new Launcher(core, this.apps, this.releases);
+    core.onFulfil = (p, o) => this.launcher.fulfil(p, o);
   }
 
   delete(p: Principal, id: string) {
@@ -55,6 +59,11 @@ export const machinesArea: AreaModule = {
       new BuiltinCheckout(() => deps.publicUrl()),
     );
     const machines = new MachinesService(core);
+    deps.jobs.register<{ machineId: string; commit: string | null }>(LAUNCH_JOB, (j) => machines.launcher.run(j), {
+      maxAttempts: 2,
+      concurrency: 2,
+      leaseMs: 60_000,
+    });
     deps.usage.registerGauge('boxes', (ownerId) => core.repo.count(ownerId));
     // In the background: a box's supervisor may take a moment; the server need not wait for it.
     void machines.adopt(deps).catch((e: unknown) => deps.log.error({ err: e }, 'machines re-adoption failed'));

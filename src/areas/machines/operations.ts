@@ -51,6 +51,10 @@ export const Machine = z
     url: z.string().nullable().describe('Public HTTPS URL of the app, once exposed'),
     domains: z.array(z.string()).describe('Custom domains attached'),
     currentReleaseId: z.string().nullable(),
+    phase: z
+      .string()
+      .nullable()
+      .describe('While a launch runs: queued, unpacking, building, starting, publishing (output in the logs)'),
     pendingRestart: z.boolean().describe('Secrets changed with restart=false wait for POST /restart'),
     lastError: z.string().nullable(),
     createdAt: IsoTime,
@@ -93,11 +97,14 @@ export const LaunchResult = z
   .object({
     machineId: z.string(),
     sandboxId: z.string(),
-    releaseId: z.string().describe('Recovery release published by the launch'),
-    url: z.string().describe('Public HTTPS URL of the app'),
+    releaseId: z.string().nullable().describe('Release published by the launch (the first launch publishes the recovery release)'),
+    url: z.string().nullable().describe('Public HTTPS URL of the app'),
     domain: z.string().nullable().describe('Domain attached, or null'),
-    status: z.enum(['running', 'failed']),
+    status: z
+      .enum(['running', 'failed', 'building'])
+      .describe('building: still building after the request waited (or a paid launch order); poll GET /machines/{id}'),
     buildLog: z.string().describe('Tail of the build output'),
+    error: z.string().nullable().describe('Why the launch failed, or null'),
   })
   .meta({ id: 'LaunchResult' });
 
@@ -216,6 +223,7 @@ export const machinesOperations = [
       })
       .meta({ id: 'Launch' }),
     response: z.union([LaunchResult, Checkout]),
+    handler: ({ services, principal, body }) => services.machines.launcher.launch(principal, body),
   }),
   defineOperation({
     id: 'machines.get',

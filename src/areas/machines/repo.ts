@@ -30,6 +30,14 @@ interface MachinesTable {
   last_error: string | null;
   /** The order that paid for it (a box beyond the plan's allowance), or null. */
   order_id: string | null;
+  /** JSON of the last launch's source ({kind, url, ref}): what `launch {sandboxId}` redeploys. */
+  source: string | null;
+  /** JSON of launch options that outlive it: start command, port, non-secret env. */
+  overrides: string | null;
+  /** While a launch runs: fetching, building, starting, publishing. */
+  phase: string | null;
+  /** JSON of the last launch's result. */
+  last_launch: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -130,6 +138,13 @@ export const machinesMigrations: Record<string, Migration> = {
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .execute();
       await db.schema.createIndex('machine_releases_machine').on('machine_releases').columns(['machine_id', 'version']).execute();
+    },
+  },
+  '0111-machines-launch': {
+    async up(db: Kysely<unknown>) {
+      for (const col of ['source', 'overrides', 'phase', 'last_launch']) {
+        await db.schema.alterTable('machines').addColumn(col, 'text').execute();
+      }
     },
   },
 };

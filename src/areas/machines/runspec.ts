@@ -30,7 +30,20 @@ export type ReadApp = (name: string) => Promise<string | null>;
 
 export class RunspecError extends Error {}
 
-export async function resolveRunspec(read: ReadApp): Promise<Omit<Runspec, 'secretNames'>> {
+/** What a launch asked for explicitly: it wins over the tree's runspec and detection. */
+export interface Overrides {
+  start?: string;
+  build?: string;
+  port?: number;
+  env?: Record<string, string>;
+}
+
+export async function resolveRunspec(read: ReadApp, over: Overrides = {}): Promise<Omit<Runspec, 'secretNames'>> {
+  const r = await resolveTree(read, over);
+  return { ...r, port: over.port ?? r.port, build: over.build ?? r.build };
+}
+
+async function resolveTree(read: ReadApp, over: Overrides): Promise<Omit<Runspec, 'secretNames'>> {
   const file = await read('nube.json');
   let spec: z.infer<typeof RunspecFile> = {};
   if (file !== null) {
@@ -45,6 +58,7 @@ export async function resolveRunspec(read: ReadApp): Promise<Omit<Runspec, 'secr
     spec = r.data;
   }
   const base = { port: spec.port ?? null, dataPaths: spec.dataPaths ?? [], health: spec.health ?? null };
+  if (over.start) return { ...base, start: over.start, build: spec.build ?? (await detect(read))?.build ?? null, detectedFrom: 'launch' };
   if (spec.start) return { ...base, start: spec.start, build: spec.build ?? null, detectedFrom: 'nube.json' };
   const detected = await detect(read);
   if (!detected) {

@@ -65,6 +65,7 @@ export class MachinesCore {
       url: r.url,
       domains: [],
       currentReleaseId: r.current_release_id,
+      phase: r.phase,
       pendingRestart: r.pending_restart === 1,
       lastError: r.last_error,
       createdAt: iso(r.created_at),
@@ -132,7 +133,13 @@ export class MachinesCore {
     return (await this.repo.count(p.ownerId)) < PLANS[p.plan].boxes;
   }
 
-  async create(p: Principal, input: CreateMachineInput, orderId: string | null = null): Promise<MachineView | { checkoutUrl: string }> {
+  async create(
+    p: Principal,
+    input: CreateMachineInput,
+    orderId: string | null = null,
+    kind: OrderRow['kind'] = 'create',
+    orderInput: unknown = input,
+  ): Promise<MachineView | { checkoutUrl: string }> {
     const tier = this.tierOf(input);
     if (input.cpuMode === 'reserved') await this.assertReservedCapacity(tier);
     if (input.fromSandboxId !== undefined) {
@@ -143,7 +150,8 @@ export class MachinesCore {
     }
     const monthlyCentavos = Math.round(monthlyPrice(tier, input.cpuMode, input.diskAddonsGB) * 100);
     if (orderId === null && !(await this.hasBoxLeft(p))) {
-      return this.checkout(p, 'create', input, monthlyCentavos, `Machine ${tier.name} (${input.cpuMode} CPU), one month`);
+      const what = kind === 'launch' ? ', launched from its source' : '';
+      return this.checkout(p, kind, orderInput, monthlyCentavos, `Machine ${tier.name} (${input.cpuMode} CPU)${what}, one month`);
     }
     const id = newId('mch');
     const name = input.name ?? id;
@@ -183,6 +191,10 @@ export class MachinesCore {
       current_release_id: null,
       last_error: null,
       order_id: orderId,
+      source: null,
+      overrides: null,
+      phase: null,
+      last_launch: null,
       created_at: now,
       updated_at: now,
     };

@@ -4,7 +4,8 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
 import { callJson, type TestNube, startNube } from '../helpers/server.js';
-import type { DialectName } from '../helpers/pg.js';
+import pg from 'pg';
+import { type DialectName, PG_ADMIN_URL } from '../helpers/pg.js';
 
 export { TEMPLATE_WAIT_MS };
 export const OPERATOR_KEY = 'operator-key-for-tests-0123456789';
@@ -29,6 +30,43 @@ export async function startMachineNube(
     dataDir: dir,
     env: { ...SANDBOX_ENV, NUBE_CHECKOUT_OPERATOR_KEY: OPERATOR_KEY, NUBE_OUTBOUND_ALLOW: '127.0.0.1/32', ...env },
   });
+  return wrap(t, name);
+}
+
+/**
+ * Stops nube (its boxes and their supervisors keep running) and starts a new one on the same data
+ * directory and store, as a restart of the host's service would. close() then also drops the store.
+ */
+export async function restartMachineNube(t: MachineNube, env: Record<string, string> = {}): Promise<MachineNube> {
+  const url = t.nube.deps.config.databaseUrl;
+  await t.nube.close();
+  const t2 = await startNube({
+    dataDir: t.dataDir,
+    env: {
+      ...SANDBOX_ENV,
+      NUBE_CHECKOUT_OPERATOR_KEY: OPERATOR_KEY,
+      NUBE_OUTBOUND_ALLOW: '127.0.0.1/32',
+      NUBE_OWNER_KEY: t.ownerKey,
+      ...(url ? { DATABASE_URL: url } : {}),
+      ...env,
+    },
+  });
+  const w = await wrap(t2, 'restarted');
+  return {
+    ...w,
+    async close() {
+      await t2.close();
+      if (url) {
+        const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+        await admin.connect();
+        await admin.query(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`);
+        await admin.end();
+      }
+    },
+  };
+}
+
+async function wrap(t: TestNube, name: string): Promise<MachineNube> {
   await t.nube.services.sandboxes.core.runtime.ensureTemplate('base', (line) => console.log(`[machines ${name}] template base: ${line}`));
   const answers: string[] = [];
   const call = async (method: string, path: string, body?: unknown, key?: string) => {

@@ -746,6 +746,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/machines/{id}/backups/{backupId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Put a backup's data paths back (the app is stopped meanwhile, then restarted)
+         * @description Replaces each path the backup holds with its copy; paths the backup does not hold are untouched.
+         */
+        post: operations["machines.backups.restore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/machines/{id}/logs": {
         parameters: {
             query?: never;
@@ -1419,16 +1439,22 @@ export interface components {
         /** @description Data: a daily copy of runspec.dataPaths (not the root filesystem) */
         Backup: {
             /**
-             * @description hot: copied while the app ran (crash-consistent); cold: the app was stopped during the copy
+             * @description hot: copied while the app ran (crash-consistent at best); consistent: see method
              * @enum {string}
              */
-            consistency: "hot" | "cold";
+            consistency: "hot" | "consistent";
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
+            error: string | null;
             /** @description Kept 7 days */
             expiresAt: string;
             id: string;
             machineId: string;
+            /**
+             * @description sqlite-backup-api: every file was a SQLite database copied with its backup API; app-paused: the app was frozen (SIGSTOP) during the copy; app-stopped: no app ran; hot-copy: copied while running
+             * @enum {string}
+             */
+            method: "sqlite-backup-api" | "app-paused" | "app-stopped" | "hot-copy";
             /** @description runspec.dataPaths copied */
             paths: string[];
             sizeBytes: number;
@@ -6685,8 +6711,73 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "machines.backups.restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                backupId: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        backupId: string;
+                        machineId: string;
+                        /** @constant */
+                        ok: true;
+                        restoredPaths: string[];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -589,8 +589,20 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'backups', 'list'],
+  },
+  'machines.backups.restore': {
+    method: 'POST',
+    path: '/api/v2/machines/{id}/backups/{backupId}/restore',
+    pathParams: ['id', 'backupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['machines', 'backups', 'restore'],
   },
   'machines.create': {
     method: 'POST',
@@ -1490,6 +1502,12 @@ export interface OperationTypes {
     body: never;
     response: operations['machines.backups.list']['responses'][200]['content']['application/json'];
   };
+  'machines.backups.restore': {
+    params: operations['machines.backups.restore']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['machines.backups.restore']['responses'][200]['content']['application/json'];
+  };
   'machines.create': {
     params: never;
     query: never;
@@ -1863,6 +1881,7 @@ export interface Namespaces {
   machines: {
     backups: {
       list(id: OperationTypes['machines.backups.list']['params']['id'], ...rest: NsRest<'machines.backups.list'>): Promise<OpOutput<'machines.backups.list'>>;
+      restore(id: OperationTypes['machines.backups.restore']['params']['id'], backupId: OperationTypes['machines.backups.restore']['params']['backupId'], ...rest: NsRest<'machines.backups.restore'>): Promise<OpOutput<'machines.backups.restore'>>;
     };
     create(...rest: NsRest<'machines.create'>): Promise<OpOutput<'machines.create'>>;
     delete(id: OperationTypes['machines.delete']['params']['id'], ...rest: NsRest<'machines.delete'>): Promise<OpOutput<'machines.delete'>>;

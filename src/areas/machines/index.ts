@@ -1,7 +1,9 @@
 import type { Principal } from '../../platform/auth.js';
 import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
+import type { BlobStore } from '../../blob/index.js';
 import { MachineApps } from './app.js';
+import { BACKUP_JOB, Backups } from './backups.js';
 import { LAUNCH_JOB, Launcher } from './launch.js';
 import { machinesOperations } from './operations.js';
 import { BuiltinCheckout, installCheckoutRoutes } from './payments.js';
@@ -14,15 +16,25 @@ export class MachinesService {
   readonly apps: MachineApps;
   readonly releases: Releases;
   readonly launcher: Launcher;
-  constructor(readonly core: MachinesCore) {
+  readonly backups: Backups;
+  constructor(
+    readonly core: MachinesCore,
+    store: () => BlobStore,
+  ) {
     this.apps = new MachineApps(core);
     this.releases = new Releases(core, this.apps);
     this.launcher = new Launcher(core, this.apps, this.releases);
+    this.backups = new Backups(core, this.apps, store);
     core.onFulfil = (p, o) => this.launcher.fulfil(p, o);
+    core.onCreated = (id) => this.backups.arm(id);
   }
 
   delete(p: Principal, id: string) {
-    return this.core.delete(p, id, (r) => this.apps.stop(p, r).catch(() => {}));
+    return this.core.delete(p, id, async (r) => {
+      await this.apps.stop(p, r).catch(() => {});
+      await this.core.deps.jobs.cancel({ key: `machine-backup:${r.id}` });
+      await this.backups.prune(r.id, true);
+    });
   }
 
   /**
@@ -31,6 +43,7 @@ export class MachinesService {
    */
   async adopt(deps: PlatformDeps): Promise<void> {
     for (const r of await this.core.repo.live()) {
+      await this.backups.arm(r.id);
       if (!r.supervisor_exec_id) continue;
       try {
         const p = await this.core.principalOf(r.owner_id);
@@ -51,14 +64,17 @@ export const machinesArea: AreaModule = {
   operations: machinesOperations,
   migrations: machinesMigrations,
   create(deps, other) {
-    if (!other.sandboxes || !other.account) throw new Error('machines need the sandboxes and account services');
+    const { sandboxes, account, files } = other;
+    if (!sandboxes || !account || !files) throw new Error('machines need the sandboxes, account and files services');
     const core = new MachinesCore(
       new MachinesRepo(deps.store.db),
       deps,
-      { sandboxes: other.sandboxes, account: other.account },
+      { sandboxes, account },
       new BuiltinCheckout(() => deps.publicUrl()),
     );
-    const machines = new MachinesService(core);
+    // Backups go to the blob store the files area configured (its default location).
+    const machines = new MachinesService(core, () => files.stores.at());
+    deps.jobs.register<{ machineId: string }>(BACKUP_JOB, (j) => machines.backups.run(j), { maxAttempts: 3, concurrency: 1, leaseMs: 60_000 });
     deps.jobs.register<{ machineId: string; commit: string | null }>(LAUNCH_JOB, (j) => machines.launcher.run(j), {
       maxAttempts: 2,
       concurrency: 2,

@@ -81,11 +81,18 @@ export const Backup = z
     id: z.string(),
     machineId: z.string(),
     consistency: z
-      .enum(['hot', 'cold'])
+      .enum(['hot', 'consistent'])
       .describe(
-        'hot: copied while the app ran (crash-consistent); cold: the app was stopped during the copy',
+        'hot: copied while the app ran (crash-consistent at best); consistent: see method',
+      ),
+    method: z
+      .enum(['sqlite-backup-api', 'app-paused', 'app-stopped', 'hot-copy'])
+      .describe(
+        'sqlite-backup-api: every file was a SQLite database copied with its backup API; app-paused: the app was ' +
+          'frozen (SIGSTOP) during the copy; app-stopped: no app ran; hot-copy: copied while running',
       ),
     paths: z.array(z.string()).describe('runspec.dataPaths copied'),
+    error: z.string().nullable(),
     sizeBytes: z.number().int(),
     status: z.enum(['running', 'completed', 'failed']),
     createdAt: IsoTime,
@@ -363,5 +370,18 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: z.object({ backups: z.array(Backup) }),
+    handler: ({ services, principal, params }) => services.machines.backups.list(principal, params.id),
+  }),
+  defineOperation({
+    id: 'machines.backups.restore',
+    method: 'POST',
+    path: '/machines/{id}/backups/{backupId}/restore',
+    summary: "Put a backup's data paths back (the app is stopped meanwhile, then restarted)",
+    description: 'Replaces each path the backup holds with its copy; paths the backup does not hold are untouched.',
+    tags,
+    auth: ['owner'],
+    params: MachineId.extend({ backupId: z.string().min(1).max(200) }),
+    response: z.object({ ok: z.literal(true), machineId: z.string(), backupId: z.string(), restoredPaths: z.array(z.string()) }),
+    handler: ({ services, principal, params }) => services.machines.backups.restore(principal, params.id, params.backupId),
   }),
 ];

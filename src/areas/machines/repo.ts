@@ -70,8 +70,26 @@ interface ReleasesTable {
   created_at: number;
 }
 
+interface BackupsTable {
+  id: string;
+  machine_id: string;
+  owner_id: string;
+  consistency: 'hot' | 'consistent';
+  method: 'sqlite-backup-api' | 'app-paused' | 'app-stopped' | 'hot-copy';
+  /** JSON array of the data paths copied. */
+  paths: string;
+  size_bytes: number;
+  status: 'running' | 'completed' | 'failed';
+  /** Key of the tar.gz in the blob store. */
+  blob_key: string;
+  error: string | null;
+  created_at: number;
+  expires_at: number;
+}
+
 declare module '../../store/schema.js' {
   interface Tables {
+    machine_backups: BackupsTable;
     machines: MachinesTable;
     machine_orders: OrdersTable;
     machine_releases: ReleasesTable;
@@ -81,6 +99,7 @@ declare module '../../store/schema.js' {
 export type MachineRow = Selectable<MachinesTable>;
 export type OrderRow = Selectable<OrdersTable>;
 export type ReleaseRow = Selectable<ReleasesTable>;
+export type BackupRow = Selectable<BackupsTable>;
 
 export const machinesMigrations: Record<string, Migration> = {
   '0110-machines-tables': {
@@ -147,6 +166,26 @@ export const machinesMigrations: Record<string, Migration> = {
       }
     },
   },
+  '0112-machines-backups': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('machine_backups')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('machine_id', 'text', (c) => c.notNull())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('consistency', 'text', (c) => c.notNull())
+        .addColumn('method', 'text', (c) => c.notNull())
+        .addColumn('paths', 'text', (c) => c.notNull())
+        .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('blob_key', 'text', (c) => c.notNull())
+        .addColumn('error', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('machine_backups_machine').on('machine_backups').columns(['machine_id', 'created_at']).execute();
+    },
+  },
 };
 
 type Db = Kysely<Tables>;
@@ -154,6 +193,12 @@ type Db = Kysely<Tables>;
 // PostgreSQL answers bigint columns as strings.
 const machine = (r: MachineRow): MachineRow => ({ ...r, created_at: Number(r.created_at), updated_at: Number(r.updated_at) });
 const order = (r: OrderRow): OrderRow => ({ ...r, created_at: Number(r.created_at), paid_at: r.paid_at === null ? null : Number(r.paid_at) });
+const backup = (r: BackupRow): BackupRow => ({
+  ...r,
+  size_bytes: Number(r.size_bytes),
+  created_at: Number(r.created_at),
+  expires_at: Number(r.expires_at),
+});
 const release = (r: ReleaseRow): ReleaseRow => ({ ...r, size_bytes: Number(r.size_bytes), created_at: Number(r.created_at) });
 
 export class MachinesRepo {
@@ -298,5 +343,27 @@ export class MachinesRepo {
 
   async deleteReleases(machineId: string): Promise<void> {
     await this.db.deleteFrom('machine_releases').where('machine_id', '=', machineId).execute();
+  }
+
+  async insertBackup(row: BackupRow): Promise<void> {
+    await this.db.insertInto('machine_backups').values(row).execute();
+  }
+
+  async updateBackup(id: string, patch: Partial<BackupRow>): Promise<void> {
+    await this.db.updateTable('machine_backups').set(patch).where('id', '=', id).execute();
+  }
+
+  async backups(machineId: string): Promise<BackupRow[]> {
+    const rows = await this.db
+      .selectFrom('machine_backups')
+      .selectAll()
+      .where('machine_id', '=', machineId)
+      .orderBy('created_at', 'desc')
+      .execute();
+    return rows.map(backup);
+  }
+
+  async deleteBackup(id: string): Promise<void> {
+    await this.db.deleteFrom('machine_backups').where('id', '=', id).execute();
   }
 }

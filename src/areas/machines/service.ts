@@ -201,6 +201,7 @@ export class MachinesCore {
     try {
       await this.s.sandboxes.keepAlive(p, sandboxId);
       await this.repo.insert(row);
+      await this.onCreated?.(id);
     } catch (e) {
       if (input.fromSandboxId === undefined) await this.s.sandboxes.delete(p, sandboxId).catch(() => {});
       throw e;
@@ -253,6 +254,9 @@ export class MachinesCore {
     await this.repo.setOrderMachine(o.id, created);
     return { machineId: created, alreadyPaid: false };
   }
+
+  /** Called once a machine's row exists (its backup timer is armed there). */
+  onCreated: ((machineId: string) => Promise<void>) | null = null;
 
   /** Runs what the order paid for; returns the machine's id. Launch orders are handled by the launcher. */
   onFulfil: ((p: Principal, o: OrderRow) => Promise<string>) | null = null;

@@ -21,6 +21,7 @@ stop() {
     for _ in $(seq 1 30); do kill -0 -- "-$child" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$child" 2>/dev/null
   fi
+  rm -f /opt/nube/app.pgid
   printf '%(%Y-%m-%dT%H:%M:%SZ)T [nube] supervisor stopped\\n' -1 >> "$LOG"
   exit 0
 }
@@ -42,9 +43,11 @@ while true; do
   say "starting: $NUBE_START"
   setsid bash -c "$NUBE_START" > >(stamp) 2>&1 < /dev/null &
   child=$!
+  echo "$child" > /opt/nube/app.pgid
   wait "$child"
   rc=$?
   child=0
+  rm -f /opt/nube/app.pgid
   if [ $((SECONDS - started)) -ge 30 ]; then backoff=1; fi
   if [ "$backoff" -gt 1 ]; then
     say "app exited with code $rc; crash loop: restarting in \${backoff}s"

@@ -114,12 +114,17 @@ const AGENT_EXTRAS = new Set(['agents.turns']);
 const agentsSpecOps = agentsOperations.filter((op) => !AGENT_EXTRAS.has(op.id));
 const agentsExtraOps = agentsOperations.filter((op) => AGENT_EXTRAS.has(op.id));
 
+// Beyond the spec's table (the issue asks for a restore of the design's choosing): restoring a backup.
+const MACHINE_EXTRAS = new Set(['machines.backups.restore']);
+const machinesSpecOps = machinesOperations.filter((op) => !MACHINE_EXTRAS.has(op.id));
+const machinesExtraOps = machinesOperations.filter((op) => MACHINE_EXTRAS.has(op.id));
+
 const SPEC_OPS: AnyOperation[] = [
   ...sandboxesOperations,
   ...webOperations,
   ...filesOperations,
   ...databasesSpecOps,
-  ...machinesOperations,
+  ...machinesSpecOps,
   ...documentsOperations,
   ...agentsSpecOps,
   ...fleetOperations,
@@ -132,6 +137,7 @@ const EXTRA_OPS: AnyOperation[] = [
   ...webhooksExtraOps,
   ...databasesExtraOps,
   ...agentsExtraOps,
+  ...machinesExtraOps,
 ];
 const ALL = [...SPEC_OPS, ...EXTRA_OPS];
 
@@ -154,7 +160,7 @@ describe('operation registry (the whole spec surface)', () => {
         webOperations,
         filesOperations,
         databasesSpecOps,
-        machinesOperations,
+        machinesSpecOps,
         documentsOperations,
         agentsSpecOps,
         fleetOperations,

@@ -6,6 +6,7 @@ import { newId } from '../../platform/ids.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
 import type { PlatformDeps } from '../deps.js';
 import { blobKey, type FileUrls } from './blobs.js';
+import type { FilesCore } from './core.js';
 import type { FileRow, FilesRepo } from './repo.js';
 import type { File } from './schemas.js';
 import type { EmbeddingsConfig } from './embeddings.js';
@@ -63,7 +64,7 @@ function newRow(ownerId: string, id: string, input: CreateInput, now: number, se
   };
 }
 
-export class FilesService {
+export class FilesService implements FilesCore {
   #now: () => number = Date.now;
   /** Byte routes outside /api/v2 (PUT/GET of presigned URLs, public URLs, share links). */
   readonly transfers: FileTransfers;

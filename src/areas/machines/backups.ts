@@ -9,7 +9,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { MachineApps } from './app.js';
-import type { Backup } from './operations.js';
+import type { Backup } from './schemas.js';
 import type { BackupRow, MachineRow } from './repo.js';
 import type { Runspec } from './runspec.js';
 import type { MachinesCore } from './service.js';

@@ -7,7 +7,7 @@ import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import type { MachineApps } from './app.js';
 import { type Fetched, fetchSource, type Source } from './fetch-source.js';
-import type { LaunchResult } from './operations.js';
+import type { LaunchResult } from './schemas.js';
 import type { Releases } from './releases.js';
 import type { MachineRow, OrderRow } from './repo.js';
 import type { Overrides } from './runspec.js';

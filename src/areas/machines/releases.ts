@@ -6,7 +6,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { MachineApps } from './app.js';
-import type { Release } from './operations.js';
+import type { Release } from './schemas.js';
 import type { MachineRow, ReleaseRow } from './repo.js';
 import type { MachinesCore } from './service.js';
 import { APP_DIR } from './supervisor.js';

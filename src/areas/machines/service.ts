@@ -9,7 +9,7 @@ import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import type { Services } from '../../platform/operation.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
-import type { Machine } from './operations.js';
+import type { Machine } from './schemas.js';
 import type { PaymentProvider } from './payments.js';
 import type { MachineRow, MachinesRepo, OrderRow } from './repo.js';
 import { type Tier, monthlyPrice, proratedCentavos, tierNamed, TIERS } from './tiers.js';

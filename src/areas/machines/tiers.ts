@@ -1,7 +1,7 @@
 // The tier catalogue: what a machine's box gets and what it costs. One host runs every box, so
 // "reserved" can only mean cores nobody else is promised (see reservedCapacity in service.ts).
 import type { z } from 'zod';
-import type { MachineTier } from './operations.js';
+import type { MachineTier } from './schemas.js';
 
 export type Tier = z.input<typeof MachineTier>;
 

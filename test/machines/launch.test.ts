@@ -1,6 +1,7 @@
 // Launch from an archive (tar.gz, zip) or a git repository served locally: fetched through the
 // outbound guard, built inside the box, released (the first is the recovery release), served on the
 // machine's URL; redeploys onto the same machine; private addresses and bad input refused.
+import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { type MachineNube, startMachineNube, stopMachineNube, TEMPLATE_WAIT_MS, waitServing } from './helpers.js';
@@ -85,6 +86,19 @@ describe.each(DIALECTS)('%s: machine launch', (dialect) => {
     const rel = await t.call('GET', `/machines/${first.machineId}/releases`);
     expect(rel.body.releases.map((x: { source: string }) => x.source)).toEqual(['launch', 'launch', 'recovery']);
   }, 240_000);
+
+  it('builds as root inside its box only: nothing it writes reaches the host', async () => {
+    const marker = `/nube-build-escape-${Date.now()}`;
+    const r = await t.call('POST', '/machines/launch', {
+      sandboxId: first.sandboxId,
+      archiveUrl: `${src.base}/app.tar.gz`,
+      buildCommand: `id -u > built-by.txt && touch ${marker} && test -f ${marker}`,
+    });
+    expect(r.body, JSON.stringify(r.body)).toMatchObject({ status: 'running' });
+    const inBox = await t.call('POST', `/sandboxes/${first.sandboxId}/exec`, { command: `cat /app/built-by.txt; test -f ${marker} && echo inside` });
+    expect(inBox.body.stdout).toBe('0\ninside\n');
+    expect(existsSync(marker)).toBe(false);
+  }, 180_000);
 
   it('launches from a git repository at a tag, then redeploys its current source with sandboxId alone', async () => {
     const repo = src.gitRepo('app', [

@@ -36,8 +36,16 @@ export class MachineApps {
 
   /** The runspec of the tree at `dir` (the app, or a launch's new tree), with the launch's overrides. */
   async runspecOf(p: Principal, r: MachineRow, dir = APP_DIR): Promise<Omit<Runspec, 'secretNames'>> {
+    // One listing of the tree, then reads of only the files that are there (each read enters the box).
+    const names = new Set(
+      await this.sbx.work
+        .file(p, r.sandbox_id, 'list', { path: dir })
+        .then((l) => (l.entries as { name: string; type: string }[]).filter((e) => e.type === 'file').map((e) => e.name))
+        .catch(() => [] as string[]),
+    );
+    const read = (name: string) => (names.has(name) ? this.readBox(p, r, `${dir}/${name}`) : Promise.resolve(null));
     try {
-      return await resolveRunspec((name) => this.readBox(p, r, `${dir}/${name}`), this.overrides(r));
+      return await resolveRunspec(read, this.overrides(r));
     } catch (e) {
       if (e instanceof RunspecError) throw errors.badRequest(e.message, undefined, 'NoRunspec');
       throw e;
@@ -62,18 +70,13 @@ export class MachineApps {
     const spec = await this.runspecOf(p, r);
     const secrets = this.secrets(r);
     await this.stop(p, r);
-    // The script is written on every restart (a newer nube brings a newer supervisor).
-    const prep = await this.sbx.work.exec(p, r.sandbox_id, {
-      command: `mkdir -p /opt/nube /var/log/nube && printf '%s' "$NUBE_SUPERVISOR" > ${SUPERVISOR_PATH}`,
-      timeoutSeconds: 30,
-      env: { NUBE_SUPERVISOR: SUPERVISOR_SCRIPT },
-    });
-    if (prep.exitCode !== 0) throw errors.conflict(`could not install the supervisor: ${prep.stderr.slice(0, 500)}`, 'SupervisorFailed');
     const port = spec.port ?? DEFAULT_PORT;
+    // The script is written on every restart (a newer nube brings a newer supervisor), by the same
+    // /bg command that then runs it: one entry into the box.
     const { execId } = await this.sbx.work.bgStart(p, r.sandbox_id, {
-      command: `exec bash ${SUPERVISOR_PATH}`,
+      command: `mkdir -p /opt/nube /var/log/nube && printf '%s' "$NUBE_SUPERVISOR" > ${SUPERVISOR_PATH} && exec bash ${SUPERVISOR_PATH}`,
       cwd: APP_DIR,
-      env: { ...(this.overrides(r).env ?? {}), ...secrets, NUBE_START: spec.start, PORT: String(port) },
+      env: { ...(this.overrides(r).env ?? {}), ...secrets, NUBE_START: spec.start, PORT: String(port), NUBE_SUPERVISOR: SUPERVISOR_SCRIPT },
     });
     const { url } = await this.sbx.manage.expose(p, r.sandbox_id, port);
     const runspec: Runspec = { ...spec, secretNames: Object.keys(secrets).sort() };

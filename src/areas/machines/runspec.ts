@@ -76,7 +76,7 @@ async function detect(read: ReadApp): Promise<{ start: string; build: string | n
   const build = pkg ? nodeBuild(pkg) : python ? pythonBuild(await read('requirements.txt')) : null;
   if (web) return { start: web.slice(4).trim(), build, detectedFrom: 'Procfile' };
   if (pkg) {
-    if (pkg.scripts?.start) return { start: 'npm start', build, detectedFrom: 'package.json' };
+    if (pkg.scripts?.start) return { start: startScript(pkg.scripts), build, detectedFrom: 'package.json' };
     if (pkg.main) return { start: `node ${shellWord(pkg.main)}`, build, detectedFrom: 'package.json' };
     if ((await read('server.js')) !== null) return { start: 'node server.js', build, detectedFrom: 'package.json' };
   }
@@ -96,6 +96,8 @@ async function detect(read: ReadApp): Promise<{ start: string; build: string | n
 interface PackageJson {
   scripts?: Record<string, string>;
   main?: string;
+  dependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
 }
 
 function parsePackage(text: string): PackageJson {
@@ -106,9 +108,21 @@ function parsePackage(text: string): PackageJson {
   }
 }
 
-function nodeBuild(pkg: PackageJson): string {
-  const install = 'if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi';
-  return pkg.scripts?.build ? `${install} && npm run build` : install;
+/**
+ * The start script run as npm would (node_modules/.bin first on PATH) but without npm itself, whose own
+ * start costs about a second on a loaded host; with prestart/poststart hooks npm runs it.
+ */
+function startScript(scripts: Record<string, string>): string {
+  if (scripts.prestart || scripts.poststart) return 'npm start';
+  return `PATH="$PWD/node_modules/.bin:$PATH" exec ${scripts.start}`;
+}
+
+/** Install only when there is something to install (an app without dependencies starts at once). */
+function nodeBuild(pkg: PackageJson): string | null {
+  const deps = Object.keys(pkg.dependencies ?? {}).length + Object.keys(pkg.devDependencies ?? {}).length;
+  const install = deps > 0 ? 'if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi' : null;
+  const build = pkg.scripts?.build ? 'npm run build' : null;
+  return [install, build].filter((x) => x !== null).join(' && ') || null;
 }
 
 function pythonBuild(requirements: string | null): string {

@@ -11,6 +11,7 @@ export const SUPERVISOR_PATH = '/opt/nube/supervisor.sh';
 export const LOG_MAX_BYTES = 5 * 1024 * 1024;
 
 export const SUPERVISOR_SCRIPT = `#!/bin/bash
+unset NUBE_SUPERVISOR
 LOG=${LOG_FILE}
 MAX=\${NUBE_LOG_MAX_BYTES:-${LOG_MAX_BYTES}}
 mkdir -p "$(dirname "$LOG")"

@@ -25,6 +25,17 @@ describe.each(DIALECTS)('%s: machine launch', (dialect) => {
     src.put('/app.zip', zip({ ...nodeApp('zip'), 'nube.json': JSON.stringify({ start: 'node server.js', port: 3000 }) }));
     src.put('/site.tar.gz', tarGz({ 'index.html': '<h1>static site</h1>' }));
     src.put('/broken.tar.gz', tarGz({ 'package.json': JSON.stringify({ scripts: { build: 'echo kaput >&2; exit 4', start: 'node x.js' } }) }));
+    src.put(
+      '/py.tar.gz',
+      tarGz({
+        'app.py': `import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b'hello python')
+http.server.HTTPServer(('0.0.0.0', int(os.environ['PORT'])), H).serve_forever()
+`,
+      }),
+    );
     src.put('/notes.txt', Buffer.from('not an archive'));
   }, TEMPLATE_WAIT_MS);
   afterAll(async () => {
@@ -86,6 +97,25 @@ describe.each(DIALECTS)('%s: machine launch', (dialect) => {
     const rel = await t.call('GET', `/machines/${first.machineId}/releases`);
     expect(rel.body.releases.map((x: { source: string }) => x.source)).toEqual(['launch', 'launch', 'recovery']);
   }, 240_000);
+
+  it('runs a Python app; launch env and start command apply; the log rotates by size', async () => {
+    const r = await t.call('POST', '/machines/launch', {
+      sandboxId: first.sandboxId,
+      archiveUrl: `${src.base}/py.tar.gz`,
+      env: { NUBE_LOG_MAX_BYTES: '4000' },
+      startCommand: 'for i in $(seq 1 300); do echo "rotating line $i"; done; exec python3 app.py',
+    });
+    expect(r.body, JSON.stringify(r.body)).toMatchObject({ status: 'running' });
+    await waitServing(t, r.body.url, (b) => b === 'hello python');
+    const ls = await t.call('POST', `/sandboxes/${first.sandboxId}/exec`, { command: 'ls /var/log/nube; stat -c %s /var/log/nube/app.log' });
+    const [current, rotated, size] = ls.body.stdout.trim().split('\n');
+    expect([current, rotated]).toEqual(['app.log', 'app.log.1']);
+    expect(Number(size)).toBeLessThan(4200);
+    const lines = (await t.call('GET', `/machines/${first.machineId}/logs?lines=10000&grep=rotating`)).body.lines as string[];
+    expect(lines.at(-1)).toMatch(/rotating line 300$/);
+    expect(lines.length).toBeLessThan(300);
+    expect(lines.length).toBeGreaterThan(50);
+  }, 180_000);
 
   it('builds as root inside its box only: nothing it writes reaches the host', async () => {
     const marker = `/nube-build-escape-${Date.now()}`;

@@ -87,7 +87,9 @@ export class Launcher {
       ...(input.port ? { port: input.port } : {}),
       ...(input.env ? { env: input.env } : {}),
     };
-    const keep = input.sandboxId !== undefined && Object.keys(overrides).length === 0 ? m.overrides : JSON.stringify(overrides);
+    // `sandboxId` alone redeploys as before (same overrides); a new source starts from its own.
+    const fresh = input.repo !== undefined || input.archiveUrl !== undefined || Object.keys(overrides).length > 0;
+    const keep = fresh ? JSON.stringify(overrides) : m.overrides;
     await this.core.repo.update(m.id, { source: JSON.stringify(source), overrides: keep, status: 'building', phase: 'queued', last_launch: null });
     await this.core.deps.jobs.enqueue(LAUNCH_JOB, { machineId: m.id, commit: fetched.commit ?? null }, { key: `machine-launch:${m.id}`, onDuplicate: 'replace' });
     if (orderId !== null) return { machineId: m.id, sandboxId: m.sandbox_id, releaseId: null, url: null, domain: null, status: 'building', buildLog: '', error: null };

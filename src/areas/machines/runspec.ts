@@ -126,7 +126,7 @@ function nodeBuild(pkg: PackageJson): string | null {
 }
 
 function pythonBuild(requirements: string | null): string {
-  const venv = 'python3 -m venv .venv';
+  const venv = `python3 -m venv .venv || { echo 'this box has no python3-venv: build on a template that has it, or vendor the dependencies' >&2; exit 1; }`;
   if (requirements !== null) return `${venv} && .venv/bin/pip install -r requirements.txt`;
   return `${venv} && .venv/bin/pip install .`;
 }

@@ -133,6 +133,7 @@ const envSchema = z.object({
   NUBE_CHECKOUT_OPERATOR_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_MACHINE_BACKUP_INTERVAL_S: z.coerce.number().int().min(5).max(7 * 86_400).default(86_400),
   NUBE_MACHINE_BACKUP_KEEP_DAYS: z.coerce.number().int().min(1).max(365).default(7),
+  NUBE_EXTRA_CA_BUNDLE: z.string().min(1).optional(),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -204,6 +205,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       checkoutOperatorKey: e.NUBE_CHECKOUT_OPERATOR_KEY,
       backupIntervalMs: e.NUBE_MACHINE_BACKUP_INTERVAL_S * 1000,
       backupKeepMs: e.NUBE_MACHINE_BACKUP_KEEP_DAYS * 86_400_000,
+      extraCaBundle: e.NUBE_EXTRA_CA_BUNDLE ? resolve(e.NUBE_EXTRA_CA_BUNDLE) : undefined,
     },
   };
 }

@@ -42,6 +42,8 @@ export interface MachinesConfig {
   checkoutOperatorKey?: string;
   backupIntervalMs: number;
   backupKeepMs: number;
+  /** PEM bundle of extra CAs machine boxes trust (an operator behind a TLS-inspecting proxy). */
+  extraCaBundle?: string;
 }
 
 /** The warm browser behind the PDF export. */

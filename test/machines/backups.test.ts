@@ -1,11 +1,16 @@
 // Backups of runspec.dataPaths on a short interval (the daily timer, configurable): SQLite through its
 // backup API and plain files with the app paused, listed with their consistency, restored on demand;
 // and a machine outlives a restart of nube: its app keeps serving, its timer keeps running.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { createRunning, getUrl, type MachineNube, restartMachineNube, startMachineNube, stopMachineNube, TEMPLATE_WAIT_MS, waitServing, writeApp } from './helpers.js';
 
-const ENV = { NUBE_MACHINE_BACKUP_INTERVAL_S: '5' };
+const CA_DIR = mkdtempSync(join(tmpdir(), 'nube-ca-'));
+const ENV = { NUBE_MACHINE_BACKUP_INTERVAL_S: '5', NUBE_EXTRA_CA_BUNDLE: join(CA_DIR, 'extra.pem') };
 const APP = {
   '/app/nube.json': JSON.stringify({ start: 'node server.js', port: 8080, dataPaths: ['/data'] }),
   '/app/server.js': `require('http').createServer((q, s) => s.end(require('fs').readFileSync('/data/note.txt', 'utf8').trim())).listen(8080, '0.0.0.0');\n`,
@@ -19,6 +24,8 @@ describe.each(DIALECTS)('%s: machine backups and restarts of nube', (dialect) =>
   const exec = async (command: string) => (await t.call('POST', `/sandboxes/${m.sandboxId}/exec`, { command })).body;
 
   beforeAll(async () => {
+    // An operator's extra CA (a TLS-inspecting proxy's): the boxes must trust it.
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=nube-test-proxy-ca', '-days', '1', '-keyout', join(CA_DIR, 'k.pem'), '-out', ENV.NUBE_EXTRA_CA_BUNDLE], { stdio: 'ignore' });
     t = await startMachineNube('backups', dialect, ENV);
   }, TEMPLATE_WAIT_MS);
   afterAll(async () => {
@@ -32,6 +39,10 @@ describe.each(DIALECTS)('%s: machine backups and restarts of nube', (dialect) =>
     expect((await t.call('POST', `/machines/${m.id}/restart`)).status).toBe(200);
     m = (await t.call('GET', `/machines/${m.id}`)).body;
     await waitServing(t, m.url, (b) => b === 'v1');
+    // NUBE_EXTRA_CA_BUNDLE: in the box's trust store, and named to the app's Node and Python.
+    const line = readFileSync(ENV.NUBE_EXTRA_CA_BUNDLE, 'utf8').split('\n')[1]!;
+    const ca = await exec(`grep -c -F '${line}' /etc/ssl/certs/ca-certificates.crt; tr '\\0' '\\n' < /proc/$(cat /opt/nube/app.pgid)/environ | grep -E '^(NODE_EXTRA_CA_CERTS|SSL_CERT_FILE)=' | sort`);
+    expect(ca.stdout).toBe('1\nNODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/nube-extra.crt\nSSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt\n');
     const end = Date.now() + 60_000;
     // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
     let done: any;

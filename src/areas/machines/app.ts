@@ -76,7 +76,7 @@ export class MachineApps {
     const { execId } = await this.sbx.work.bgStart(p, r.sandbox_id, {
       command: `mkdir -p /opt/nube /var/log/nube && printf '%s' "$NUBE_SUPERVISOR" > ${SUPERVISOR_PATH} && exec bash ${SUPERVISOR_PATH}`,
       cwd: APP_DIR,
-      env: { ...(this.overrides(r).env ?? {}), ...secrets, NUBE_START: spec.start, PORT: String(port), NUBE_SUPERVISOR: SUPERVISOR_SCRIPT },
+      env: { ...this.core.caEnv(), ...(this.overrides(r).env ?? {}), ...secrets, NUBE_START: spec.start, PORT: String(port), NUBE_SUPERVISOR: SUPERVISOR_SCRIPT },
     });
     const { url } = await this.sbx.manage.expose(p, r.sandbox_id, port);
     const runspec: Runspec = { ...spec, secretNames: Object.keys(secrets).sort() };

@@ -173,7 +173,7 @@ export class Launcher {
       await this.phase(m.id, 'building');
       let buildLog = '';
       if (spec.build) {
-        const b = await this.sh(p, m, buildScript(spec.build), BUILD_TIMEOUT_S);
+        const b = await this.sbx.work.exec(p, m.sandbox_id, { command: buildScript(spec.build), timeoutSeconds: BUILD_TIMEOUT_S, env: this.core.caEnv() });
         buildLog = b.stdout.slice(-4000);
         if (b.exitCode !== 0) return await fail(`the build failed (exit ${b.exitCode ?? 'timeout'}); see the logs`, buildLog);
       }

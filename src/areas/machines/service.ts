@@ -1,5 +1,6 @@
 // Machines: always-on boxes. A machine is a row here plus a sandbox (the sandboxes service's) that
 // never expires; what runs in it is the app layer's (app.ts). Knows nothing of HTTP.
+import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import type { z } from 'zod';
 import type { Principal } from '../../platform/auth.js';
@@ -26,6 +27,7 @@ export interface CreateMachineInput {
 export type MachineView = z.input<typeof Machine>;
 type Deps = Pick<Services, 'sandboxes' | 'account'>;
 
+const EXTRA_CA_PATH = '/usr/local/share/ca-certificates/nube-extra.crt';
 const iso = (ms: number) => new Date(ms).toISOString();
 
 export class MachinesCore {
@@ -81,6 +83,7 @@ export class MachinesCore {
     if (sbx.status === 'running') {
       // The app tree and the log directory exist from the start, so files can be written to /app.
       await this.s.sandboxes.work.exec(p, r.sandbox_id, { command: 'mkdir -p /app /var/log/nube /opt/nube', timeoutSeconds: 30 });
+      await this.trustExtraCas(p, r.sandbox_id);
       await this.repo.update(r.id, { status: 'running' });
       return { ...r, status: 'running' };
     }
@@ -90,6 +93,29 @@ export class MachinesCore {
       return { ...r, ...patch };
     }
     return r;
+  }
+
+  /**
+   * The operator's extra CA certificates (NUBE_EXTRA_CA_BUNDLE) join the box's trust store, so `npm
+   * install` or `pip install` inside work behind a TLS-inspecting proxy; caEnv() points Node and
+   * Python at them too.
+   */
+  async trustExtraCas(p: Principal, sandboxId: string): Promise<void> {
+    const file = this.deps.config.machines.extraCaBundle;
+    if (!file) return;
+    const pem = await readFile(file, 'utf8');
+    await this.s.sandboxes.work.file(p, sandboxId, 'write', { path: EXTRA_CA_PATH, content: pem });
+    const out = await this.s.sandboxes.work.exec(p, sandboxId, {
+      command: `update-ca-certificates >/dev/null 2>&1 || cat ${EXTRA_CA_PATH} >> /etc/ssl/certs/ca-certificates.crt`,
+      timeoutSeconds: 60,
+    });
+    if (out.exitCode !== 0) throw errors.conflict(`could not add the extra CA bundle: ${out.stderr.slice(0, 300)}`, 'CaBundleFailed');
+  }
+
+  caEnv(): Record<string, string> {
+    if (!this.deps.config.machines.extraCaBundle) return {};
+    const all = '/etc/ssl/certs/ca-certificates.crt';
+    return { NODE_EXTRA_CA_CERTS: EXTRA_CA_PATH, SSL_CERT_FILE: all, REQUESTS_CA_BUNDLE: all, PIP_CERT: all };
   }
 
   async list(p: Principal) {

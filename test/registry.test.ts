@@ -119,6 +119,12 @@ const MACHINE_EXTRAS = new Set(['machines.backups.restore']);
 const machinesSpecOps = machinesOperations.filter((op) => !MACHINE_EXTRAS.has(op.id));
 const machinesExtraOps = machinesOperations.filter((op) => MACHINE_EXTRAS.has(op.id));
 
+// Beyond the spec ("fleet configuration: not shown"): managing fleet agents, configuration groups,
+// client credentials and public read keys, designed like the rest of the registry.
+const FLEET_SPEC = new Set(['fleet.list', 'fleet.message', 'fleet.messageStream', 'fleet.messages']);
+const fleetSpecOps = fleetOperations.filter((op) => FLEET_SPEC.has(op.id));
+const fleetExtraOps = fleetOperations.filter((op) => !FLEET_SPEC.has(op.id));
+
 const SPEC_OPS: AnyOperation[] = [
   ...sandboxesOperations,
   ...webOperations,
@@ -127,7 +133,7 @@ const SPEC_OPS: AnyOperation[] = [
   ...machinesSpecOps,
   ...documentsOperations,
   ...agentsSpecOps,
-  ...fleetOperations,
+  ...fleetSpecOps,
   ...webhooksSpecOps,
 ];
 const EXTRA_OPS: AnyOperation[] = [
@@ -138,6 +144,7 @@ const EXTRA_OPS: AnyOperation[] = [
   ...databasesExtraOps,
   ...agentsExtraOps,
   ...machinesExtraOps,
+  ...fleetExtraOps,
 ];
 const ALL = [...SPEC_OPS, ...EXTRA_OPS];
 
@@ -163,7 +170,7 @@ describe('operation registry (the whole spec surface)', () => {
         machinesSpecOps,
         documentsOperations,
         agentsSpecOps,
-        fleetOperations,
+        fleetSpecOps,
         webhooksSpecOps,
       ].map((a) => a.length),
     ).toEqual([16, 5, 8, 5, 14, 8, 7, 4, 5]);

@@ -34,7 +34,17 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  machines: MachinesConfig;
   fleet: FleetConfig;
+}
+
+export interface MachinesConfig {
+  /** Key the operator types on the built-in checkout page to confirm a payment; unset: nobody can. */
+  checkoutOperatorKey?: string;
+  backupIntervalMs: number;
+  backupKeepMs: number;
+  /** PEM bundle of extra CAs machine boxes trust (an operator behind a TLS-inspecting proxy). */
+  extraCaBundle?: string;
 }
 
 /** The fleet's pool and conversation store. */

@@ -55,6 +55,12 @@ export class SandboxesService {
     return this.core.create(p, input);
   }
 
+  /** Makes the caller's sandbox one that never expires (machines: an always-on box). */
+  async keepAlive(p: Principal, id: string): Promise<void> {
+    await this.core.own(p, id);
+    await this.core.keepAlive(id);
+  }
+
   async list(p: Principal) {
     return { sandboxes: await this.core.list(p) };
   }

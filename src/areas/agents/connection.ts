@@ -38,10 +38,11 @@ export class AgentLink {
   onClose?: () => void;
 
   /** Opens the socket (retrying while the program starts, up to `waitMs`), sends the token, initializes. */
-  static async open(address: string, token: string, waitMs: number): Promise<AgentLink> {
+  static async open(address: string, token: string, waitMs: number, gateway?: string): Promise<AgentLink> {
     const socket = await connectWithRetry(address, AGENT_PORT, waitMs);
     socket.setNoDelay(true);
-    socket.write(`${JSON.stringify({ nube: token })}\n`);
+    // The gateway's URL in the first line: the goose relay starts goose with it, before any ACP.
+    socket.write(`${JSON.stringify({ nube: token, gateway })}\n`);
     const readable = new ReadableStream<Uint8Array>({
       start(c) {
         socket.on('data', (d: Buffer) => c.enqueue(new Uint8Array(d)));

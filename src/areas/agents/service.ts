@@ -215,16 +215,17 @@ export class AgentsCore {
       const address = await this.s.sandboxes.addressOf(await this.principalOf(row), row.sandbox_id);
       const token = this.secrets(row).token;
       // Not answering within a second: the program may have ended (start it again) or still be starting.
-      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000)).catch(async () => {
+      const gateway = await this.s.llm.gatewayUrl();
+      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000), gateway).catch(async () => {
         const restarted = await this.builder.restartIfEnded(row).catch(() => false);
-        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000));
+        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000), gateway);
       });
       this.open.add(row.id);
       l.onClose = () => {
         this.open.delete(row.id);
         if (this.links.get(row.id) === pending) this.links.delete(row.id);
       };
-      await l.gateway(await this.s.llm.gatewayUrl());
+      await l.gateway(gateway);
       return l;
     })();
     this.links.set(row.id, pending);

@@ -5,21 +5,31 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOOSE } from '../../src/areas/sandboxes/runtime/namespaces/host-tools.js';
-import type { ChatRequest, StubReply } from '../helpers/llm-stub.js';
+import { mkdirSync, rmSync } from 'node:fs';
+import { type ChatRequest, defaultReply, type StubReply, startLlmStub } from '../helpers/llm-stub.js';
+import { TEST_ROOT } from '../sandboxes/helpers.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { type AgentNube, startAgentNube, textOf } from './helpers.js';
 
 const provisioned = existsSync(GOOSE.hostPath);
 const why = `goose ${GOOSE.version} is not provisioned on this host (${GOOSE.hostPath} is missing): run scripts/install-goose.sh as root`;
 
+/** The last turn request (not a title request) whose messages carry `text`. */
+const asked = (requests: { body: ChatRequest }[], text: string) =>
+  requests.filter((q) => !textOfMsg(q.body.messages[0]?.content).startsWith('Generate a short title') && JSON.stringify(q.body.messages).includes(text)).at(-1);
+
 const textOfMsg = (c: ChatRequest['messages'][number]['content']) =>
   typeof c === 'string' ? c : Array.isArray(c) ? c.map((p) => p.text ?? '').join('') : '';
 
-/** goose also asks the model for a session title, concurrently with the turn: those get a fixed answer. */
+/**
+ * goose also asks the model for a session title, concurrently with the turn: those get a fixed answer.
+ * After a tool result the stub's default answers `tool said: <result>`; else the next scripted reply.
+ */
 function scripted(replies: StubReply[]) {
   return (req: ChatRequest): StubReply => {
     const system = textOfMsg(req.messages[0]?.content);
     if (system.startsWith('Generate a short title')) return { content: 'Goose title' };
+    if (req.messages.at(-1)?.role === 'tool') return defaultReply(req);
     return replies.shift() ?? { content: 'sin guion' };
   };
 }
@@ -42,7 +52,7 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
     t.stub.respond = scripted(replies);
     // The goose sandbox template (base plus the binary, seconds once base is there) ahead of the agent.
     await t.nube.services.sandboxes.core.runtime.ensureTemplate('goose');
-    a = await t.agent({ template: 'goose', name: 'ganso' });
+    a = await t.agent({ template: 'goose', name: 'ganso', seedFiles: [{ name: 'notas/hola.txt', contentBase64: Buffer.from('hola desde la semilla').toString('base64') }] });
   }, 300_000);
   afterAll(async () => {
     await t?.stop();
@@ -82,8 +92,47 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
     replies.push({ content: 'segunda' });
     const second = await t.call('POST', `/agents/${a.id}/try`, { text: 'dos', session: first.body.session });
     expect(second.body).toMatchObject({ text: 'segunda', session: first.body.session });
-    const msgs = JSON.stringify(t.stub.requests.at(-1)!.body.messages);
+    const msgs = JSON.stringify(asked(t.stub.requests, 'dos')!.body.messages);
     expect(msgs).toContain('uno');
     expect(msgs).toContain('primera');
   });
+
+  it("runs goose's own shell tool when the model calls it, in the workspace with the seed files", async () => {
+    replies.push({ toolCalls: [{ name: 'shell', arguments: JSON.stringify({ command: 'cat notas/hola.txt' }) }] });
+    const r = await t.message(a.id, 'lee la nota');
+    expect(r.status).toBe(200);
+    expect(textOf(r.events)).toContain('tool said:');
+    expect(textOf(r.events)).toContain('hola desde la semilla');
+    expect(r.events.find((e) => e.type === 'usage')).toMatchObject({ toolCalls: 1 });
+  });
+});
+
+describe.skipIf(!provisioned)('agents: goose across a restart of nube', () => {
+  it('keeps running; its goose session is loaded again (session/load) with its context', async () => {
+    const stub = await startLlmStub();
+    const replies: StubReply[] = [];
+    stub.respond = scripted(replies);
+    const dir = `${TEST_ROOT}/agents-goose-restart-${process.pid}`;
+    mkdirSync(dir, { recursive: true });
+    let t = await startAgentNube('goose-restart', { dataDir: dir, stub });
+    try {
+      await t.nube.services.sandboxes.core.runtime.ensureTemplate('goose');
+      const a = await t.agent({ template: 'goose' });
+      replies.push({ content: 'anotado' });
+      const s = (await t.call('POST', `/agents/${a.id}/try`, { text: 'recuerda el numero 4711', reset: true })).body.session;
+      await t.close(); // nube stops; the sandbox, the relay and goose's session database stay
+      t = await startAgentNube('goose-restart', { env: { NUBE_OWNER_KEY: t.ownerKey }, dataDir: dir, stub });
+      expect((await t.call('GET', `/agents/${a.id}`)).body).toMatchObject({ status: 'running', sandboxId: a.sandboxId });
+      replies.push({ content: 'era 4711' });
+      const again = await t.call('POST', `/agents/${a.id}/try`, { text: 'que numero era', session: s });
+      expect(again.status).toBe(200);
+      expect(again.body.text).toBe('era 4711');
+      // A new goose process (new connection, the gateway on a new port) had the first turn in context.
+      expect(JSON.stringify(asked(stub.requests, 'que numero era')!.body.messages)).toContain('recuerda el numero 4711');
+    } finally {
+      await t.stop();
+      await stub.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 300_000);
 });

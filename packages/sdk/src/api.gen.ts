@@ -2906,7 +2906,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description TemplateUnavailable: The template is named but not installed on this nube (goose) */
+            /** @description TemplateUnavailable: The template's program is not provisioned on this host (goose: scripts/install-goose.sh) */
             400: {
                 headers: {
                     [name: string]: unknown;

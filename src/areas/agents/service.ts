@@ -132,9 +132,13 @@ export class AgentsCore {
   async create(p: Principal, input: CreateAgentInput) {
     const t = templateFor(input.template);
     if (input.mcpServers?.length && !t.acceptsMcp) {
-      throw errors.badRequest(`mcpServers apply to ACP templates only (acp), not ${t.name}`, [
+      throw errors.badRequest(`mcpServers apply to ACP templates only (acp, goose), not ${t.name}`, [
         { path: ['body', 'mcpServers'], message: 'not accepted by this template' },
       ]);
+    }
+    const unavailable = await this.s.sandboxes.templateUnavailable(t.sandboxTemplate);
+    if (unavailable) {
+      throw errors.badRequest(`the ${t.name} template is not available on this nube: ${unavailable}`, [{ path: ['body', 'template'], message: 'template unavailable' }], 'TemplateUnavailable');
     }
     const seeds = input.seedFiles ?? [];
     const bad = seeds.flatMap((f, i) => (seedPath(f.name) ? [] : [{ path: ['body', 'seedFiles', i, 'name'], message: 'must be a relative path inside the workspace (no .., no leading /)' }]));

@@ -50,6 +50,14 @@ export function recipeHash(name: string, uidBase: number): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
+/** Why `name` cannot be built here: a host file its recipe takes is missing (checksums are checked at build). */
+export function templateUnavailable(name: string): string | null {
+  const recipe = RECIPES[name];
+  if (!recipe || !('from' in recipe)) return null;
+  const missing = recipe.hostFiles.find((f) => !existsSync(f.from));
+  return missing ? `template ${name} needs ${missing.from}, which is not on this host: install it with ${missing.installedBy}` : null;
+}
+
 export function templatePaths(templatesDir: string, name: string, build: string) {
   const dir = `${templatesDir}/${name}/${build}`;
   return { dir, rootfs: `${dir}/rootfs`, meta: `${dir}/meta.json`, lock: `${dir}.lock` };

@@ -4,6 +4,7 @@
 // that is a failure instead, since CI runs scripts/setup.sh.
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { GOOSE } from '../../src/areas/sandboxes/runtime/namespaces/host-tools.js';
 import { mkdirSync, rmSync } from 'node:fs';
 import { type ChatRequest, defaultReply, type StubReply, startLlmStub } from '../helpers/llm-stub.js';
@@ -104,6 +105,48 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
     expect(textOf(r.events)).toContain('tool said:');
     expect(textOf(r.events)).toContain('hola desde la semilla');
     expect(r.events.find((e) => e.type === 'usage')).toMatchObject({ toolCalls: 1 });
+  });
+
+  it('speaks ACP over its wsUrl: goose itself answers, a prompt streams, session/cancel stops one', async () => {
+    const ws = await new Promise<WebSocket>((resolve, reject) => {
+      const w = new WebSocket(a.wsUrl, { headers: { authorization: `Bearer ${a.embedToken}` } });
+      w.once('open', () => resolve(w));
+      w.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
+      w.once('error', reject);
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+    const inbox: any[] = [];
+    const waiters: (() => void)[] = [];
+    ws.on('message', (d) => {
+      inbox.push(JSON.parse(String(d)));
+      for (const w of waiters.splice(0)) w();
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+    const request = async (id: number, method: string, params: unknown): Promise<any> => {
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+      for (;;) {
+        const got = inbox.find((m) => m.id === id && !m.method);
+        if (got) return got;
+        await new Promise<void>((r) => waiters.push(r));
+      }
+    };
+    try {
+      const init = await request(1, 'initialize', { protocolVersion: 1, clientCapabilities: {} });
+      expect(init.result).toMatchObject({ agentInfo: { name: 'goose', version: GOOSE.version }, agentCapabilities: { loadSession: true } });
+      const sessionId = (await request(2, 'session/new', { cwd: '/root/workspace', mcpServers: [] })).result.sessionId;
+      replies.push({ content: 'hola por websocket, soy el ganso' });
+      const done = await request(3, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'hola' }] });
+      expect(done.result).toMatchObject({ stopReason: 'end_turn', _meta: { usage: { model: 'stub-model', toolCalls: 0 } } });
+      const chunks = inbox.filter((m) => m.method === 'session/update' && m.params.update.sessionUpdate === 'agent_message_chunk' && m.params.sessionId === sessionId);
+      expect(chunks.map((m) => m.params.update.content.text).join('')).toBe('hola por websocket, soy el ganso');
+      replies.push({ content: 'demasiado tarde', delayMs: 5_000 });
+      const slow = request(4, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'tarda' }] });
+      await new Promise((r) => setTimeout(r, 800));
+      ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'session/cancel', params: { sessionId } }));
+      expect((await slow).result.stopReason).toBe('cancelled');
+    } finally {
+      ws.close();
+    }
   });
 });
 

@@ -4,13 +4,12 @@
 // that is a failure instead, since CI runs scripts/setup.sh.
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { GOOSE } from '../../src/areas/sandboxes/runtime/namespaces/host-tools.js';
 import { mkdirSync, rmSync } from 'node:fs';
 import { type ChatRequest, defaultReply, type StubReply, startLlmStub } from '../helpers/llm-stub.js';
 import { TEST_ROOT } from '../sandboxes/helpers.js';
 import { DIALECTS } from '../helpers/pg.js';
-import { type AgentNube, startAgentNube, textOf } from './helpers.js';
+import { type AgentNube, acpSocket, startAgentNube, textOf } from './helpers.js';
 
 const provisioned = existsSync(GOOSE.hostPath);
 const why = `goose ${GOOSE.version} is not provisioned on this host (${GOOSE.hostPath} is missing): run scripts/install-goose.sh as root`;
@@ -108,28 +107,7 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
   });
 
   it('speaks ACP over its wsUrl: goose itself answers, a prompt streams, session/cancel stops one', async () => {
-    const ws = await new Promise<WebSocket>((resolve, reject) => {
-      const w = new WebSocket(a.wsUrl, { headers: { authorization: `Bearer ${a.embedToken}` } });
-      w.once('open', () => resolve(w));
-      w.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
-      w.once('error', reject);
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
-    const inbox: any[] = [];
-    const waiters: (() => void)[] = [];
-    ws.on('message', (d) => {
-      inbox.push(JSON.parse(String(d)));
-      for (const w of waiters.splice(0)) w();
-    });
-    // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
-    const request = async (id: number, method: string, params: unknown): Promise<any> => {
-      ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
-      for (;;) {
-        const got = inbox.find((m) => m.id === id && !m.method);
-        if (got) return got;
-        await new Promise<void>((r) => waiters.push(r));
-      }
-    };
+    const { ws, inbox, request } = await acpSocket(a.wsUrl, { authorization: `Bearer ${a.embedToken}` });
     try {
       const init = await request(1, 'initialize', { protocolVersion: 1, clientCapabilities: {} });
       expect(init.result).toMatchObject({ agentInfo: { name: 'goose', version: GOOSE.version }, agentCapabilities: { loadSession: true } });

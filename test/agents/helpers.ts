@@ -1,6 +1,7 @@
 // A nube with sandboxes (test bridge and templates), an LLM stub as the operator's upstream, and helpers
 // to create agents and read their SSE turns.
 import { mkdirSync, rmSync } from 'node:fs';
+import WebSocket from 'ws';
 import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
 import type { DialectName } from '../helpers/pg.js';
 import { callJson, startNube, type TestNube } from '../helpers/server.js';
@@ -78,3 +79,33 @@ export async function startAgentNube(
 
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
 export const textOf = (events: any[]) => events.filter((e) => e.type === 'chunk').map((e) => e.value).join('');
+
+/** An ACP client over an agent's wsUrl: every message kept in `inbox`, `request` waits for its answer. */
+// biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+export async function acpSocket(url: string, headers: Record<string, string>, onMessage?: (m: any, ws: WebSocket) => void) {
+  const ws = await new Promise<WebSocket>((resolve, reject) => {
+    const w = new WebSocket(url, { headers });
+    w.once('open', () => resolve(w));
+    w.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
+    w.once('error', reject);
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+  const inbox: any[] = [];
+  const waiters: (() => void)[] = [];
+  ws.on('message', (d) => {
+    const m = JSON.parse(String(d));
+    inbox.push(m);
+    onMessage?.(m, ws);
+    for (const w of waiters.splice(0)) w();
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+  const request = async (id: number, method: string, params: unknown): Promise<any> => {
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    for (;;) {
+      const got = inbox.find((m) => m.id === id && !m.method);
+      if (got) return got;
+      await new Promise<void>((r) => waiters.push(r));
+    }
+  };
+  return { ws, inbox, request };
+}

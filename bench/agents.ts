@@ -256,6 +256,7 @@ async function main() {
       `load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}; ${N} sequential samples per latency row, ${CREATES} creates`,
       'create -> running: POST /agents returns `building`; a durable job creates the sandbox (base template, already built), copies in the bundled agent program, starts it as a /bg process and nube connects and sends ACP initialize; the row polls GET every 5 ms',
       '/message and /try go nube -> ACP (TCP to the sandbox) -> agent program (Node 18 in the sandbox) -> LLM gateway (bridge address) -> stub, and back',
+      'goose: create -> running includes the relay asking the gateway for the model and starting `goose acp` (the baseline row: that start alone, on the host); its /try goes nube -> relay -> goose (Rust) -> gateway -> stub; goose also asks for a session title on the first turns',
     );
   } catch (e) {
     console.error('bench agents failed:', e);

@@ -106,6 +106,18 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
     expect(r.events.find((e) => e.type === 'usage')).toMatchObject({ toolCalls: 1 });
   });
 
+  it('fails a turn past the allowance with InsufficientBalance in the stream (goose told so by the gateway), never a hang', async () => {
+    const mega = await t.nube.services.account.createAccount({ name: `mega-goose-${dialect}`, plan: 'mega' });
+    const g = await t.agent({ template: 'goose' }, mega.secret);
+    // The first completion (a tool call) spends the month; the gateway refuses goose's next one with 402.
+    replies.push({ toolCalls: [{ name: 'shell', arguments: JSON.stringify({ command: 'true' }) }], usage: { prompt_tokens: 10_000_000, completion_tokens: 1 } });
+    const mid = await t.message(g.id, 'gasta todo', mega.secret);
+    expect(mid.status).toBe(200);
+    expect(mid.events.at(-2)).toEqual({ type: 'error', code: 'InsufficientBalance', message: expect.stringContaining('used up') });
+    expect(mid.events.at(-1)).toEqual({ type: 'done' });
+    expect((await t.call('DELETE', `/agents/${g.id}`, undefined, mega.secret)).status).toBe(200);
+  });
+
   it('speaks ACP over its wsUrl: goose itself answers, a prompt streams, session/cancel stops one', async () => {
     const { ws, inbox, request } = await acpSocket(a.wsUrl, { authorization: `Bearer ${a.embedToken}` });
     try {

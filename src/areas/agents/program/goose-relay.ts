@@ -16,7 +16,21 @@ const TOKEN = Buffer.from(env.NUBE_AGENT_TOKEN ?? '');
 const WORKSPACE = env.NUBE_AGENT_WORKSPACE ?? '/root/workspace';
 const GOOSE = env.NUBE_GOOSE_BIN ?? '/usr/local/bin/goose';
 
-type Json = { id?: unknown; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown> };
+type Json = {
+  id?: unknown;
+  method?: string;
+  params?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: { code?: number; message?: string; data?: { reason?: string; code?: string } };
+};
+
+/**
+ * goose's reasons for a failed prompt, as nube's codes: the gateway's 402 (the plan's LLM tokens used
+ * up) reaches goose as "credits exhausted"; nube shows it as InsufficientBalance, as for its own agent.
+ */
+const REASONS: Record<string, { code: string; message: string }> = {
+  credits_exhausted: { code: 'InsufficientBalance', message: "the plan's LLM tokens for this month are used up" },
+};
 
 /** Calls `onLine` per complete line of a byte stream (ndjson). */
 function lines(onLine: (line: string) => void): (d: Buffer) => void {
@@ -88,6 +102,11 @@ async function relay(socket: Socket, first: Buffer, gatewayUrl: string): Promise
     if (m && m.id !== undefined && !m.method && prompts.has(m.id)) {
       const session = prompts.get(m.id)!;
       prompts.delete(m.id);
+      const known = REASONS[m.error?.data?.reason ?? ''];
+      if (m.error && known) {
+        m.error = { ...m.error, message: `${known.message} (goose: ${m.error.message ?? ''})`, data: { ...m.error.data, code: known.code } };
+        line = JSON.stringify(m);
+      }
       if (m.result) {
         const u = (m.result.usage ?? {}) as { inputTokens?: number; outputTokens?: number };
         const usage = { model, inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, toolCalls: toolCalls.get(session) ?? 0 };

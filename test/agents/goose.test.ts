@@ -1,4 +1,4 @@
-// The `goose` template end to end, on SQLite and PostgreSQL: AAIF's goose (the real binary, `goose acp`)
+// The `goose` template end to end, on SQLite and PostgreSQL (and across a restart on both sandbox drivers): AAIF's goose (the real binary, `goose acp`)
 // behind nube's relay in its own sandbox, thinking through nube's LLM gateway to the LLM stub. Skipped,
 // saying why, when goose is not provisioned on this host (scripts/install-goose.sh); under CI=true
 // that is a failure instead, since CI runs scripts/setup.sh.
@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOOSE } from '../../src/areas/sandboxes/runtime/namespaces/host-tools.js';
 import { mkdirSync, rmSync } from 'node:fs';
 import { type ChatRequest, defaultReply, type StubReply, startLlmStub } from '../helpers/llm-stub.js';
-import { TEST_ROOT } from '../sandboxes/helpers.js';
+import { DRIVERS, TEST_ROOT } from '../sandboxes/helpers.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { type AgentNube, acpSocket, startAgentNube, textOf } from './helpers.js';
 
@@ -140,21 +140,22 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
   });
 });
 
-describe.skipIf(!provisioned)('agents: goose across a restart of nube', () => {
+describe.skipIf(!provisioned).each(DRIVERS)('%s: agents: goose across a restart of nube', (driver) => {
   it('keeps running; its goose session is loaded again (session/load) with its context', async () => {
     const stub = await startLlmStub();
     const replies: StubReply[] = [];
     stub.respond = scripted(replies);
-    const dir = `${TEST_ROOT}/agents-goose-restart-${process.pid}`;
+    const dir = `${TEST_ROOT}/agents-goose-restart-${driver}-${process.pid}`;
     mkdirSync(dir, { recursive: true });
-    let t = await startAgentNube('goose-restart', { dataDir: dir, stub });
+    const env = { NUBE_SANDBOX_DRIVER: driver };
+    let t = await startAgentNube(`goose-restart-${driver}`, { env, dataDir: dir, stub });
     try {
       await t.nube.services.sandboxes.core.runtime.ensureTemplate('goose');
       const a = await t.agent({ template: 'goose' });
       replies.push({ content: 'anotado' });
       const s = (await t.call('POST', `/agents/${a.id}/try`, { text: 'recuerda el numero 4711', reset: true })).body.session;
       await t.close(); // nube stops; the sandbox, the relay and goose's session database stay
-      t = await startAgentNube('goose-restart', { env: { NUBE_OWNER_KEY: t.ownerKey }, dataDir: dir, stub });
+      t = await startAgentNube(`goose-restart-${driver}`, { env: { ...env, NUBE_OWNER_KEY: t.ownerKey }, dataDir: dir, stub });
       expect((await t.call('GET', `/agents/${a.id}`)).body).toMatchObject({ status: 'running', sandboxId: a.sandboxId });
       replies.push({ content: 'era 4711' });
       const again = await t.call('POST', `/agents/${a.id}/try`, { text: 'que numero era', session: s });

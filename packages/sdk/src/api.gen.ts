@@ -1893,7 +1893,7 @@ export interface components {
              */
             suspendOnIdle: boolean;
             /**
-             * @description Base template (default `base`; `code-interpreter` for run-cell)
+             * @description Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)
              * @default base
              */
             template: string;

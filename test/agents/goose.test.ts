@@ -2,6 +2,7 @@
 // behind nube's relay in its own sandbox, thinking through nube's LLM gateway to the LLM stub. Skipped,
 // saying why, when goose is not provisioned on this host (scripts/install-goose.sh); under CI=true
 // that is a failure instead, since CI runs scripts/setup.sh.
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOOSE } from '../../src/areas/sandboxes/runtime/namespaces/host-tools.js';
@@ -62,6 +63,35 @@ describe.skipIf(!provisioned).each(DIALECTS)('agents: goose (%s)', (dialect) => 
     expect(a).toMatchObject({ status: 'running', template: 'goose', name: 'ganso' });
     const sbx = await t.call('GET', `/sandboxes/${a.sandboxId}`);
     expect(sbx.body.template).toBe('goose');
+    const v = await t.call('POST', `/sandboxes/${a.sandboxId}/exec`, { command: 'goose --version' });
+    expect(v.body.stdout).toContain(GOOSE.version);
+    // The binary comes from the template's shared lower layer: no copy of it in nube's data directory,
+    // where each sandbox's own (upper) layer lives.
+    const copies = execFileSync('find', [t.dataDir, '-name', 'goose', '-size', '+1M'], { encoding: 'utf8' });
+    expect(copies).toBe('');
+    // (where the sandbox's own files are: its seed file is there)
+    expect(execFileSync('find', [t.dataDir, '-path', '*/upper/root/workspace/notas/hola.txt'], { encoding: 'utf8' })).toContain('hola.txt');
+  });
+
+  it("gives goose the caller's MCP servers (stdio) as tools", async () => {
+    const server = `
+const answer = (m) => m.method === 'initialize' ? { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 't', version: '1' } }
+  : m.method === 'tools/list' ? { tools: [{ name: 'shout', description: 'upper-cases text', inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] } }] }
+  : m.method === 'tools/call' ? { content: [{ type: 'text', text: String(m.params.arguments.text).toUpperCase() + ' via stdio' }] } : null;
+require('readline').createInterface({ input: process.stdin }).on('line', (l) => { const m = JSON.parse(l); if (m.id === undefined) return;
+  const r = answer(m); process.stdout.write(JSON.stringify(r ? { jsonrpc: '2.0', id: m.id, result: r } : { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'no' } }) + '\\n'); });
+`;
+    const g = await t.agent({
+      template: 'goose',
+      seedFiles: [{ name: 'mcp-stdio.js', contentBase64: Buffer.from(server).toString('base64') }],
+      mcpServers: [{ name: 'local', command: 'node', args: ['/root/workspace/mcp-stdio.js'] }],
+    });
+    replies.push({ toolCalls: [{ name: 'local__shout', arguments: JSON.stringify({ text: 'hola' }) }] });
+    const r = await t.message(g.id, 'grita hola');
+    expect(textOf(r.events)).toContain('HOLA via stdio');
+    const tools = asked(t.stub.requests, 'grita hola')!.body.tools!.map((x) => x.function.name);
+    expect(tools).toEqual(expect.arrayContaining(['local__shout', 'shell']));
+    await t.call('DELETE', `/agents/${g.id}`);
   });
 
   it('streams a message as chunks of the scripted reply, usage and done, and meters the tokens', async () => {

@@ -42,13 +42,18 @@ export async function startAgentNube(
     async agent(body = {}, key) {
       const c = await call('POST', '/agents', { template: 'acp', env: {}, ...body }, key);
       if (c.status !== 200) throw new Error(`create answered ${c.status}: ${JSON.stringify(c.body)}`);
+      // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+      let last: any;
       for (let i = 0; i < 1200; i++) {
         const g = await call('GET', `/agents/${c.body.id}`, undefined, key);
+        last = g.body;
         if (g.body.status === 'running') return { ...g.body, embedToken: c.body.embedToken };
         if (g.body.status === 'lost') throw new Error(`agent build failed: ${g.body.error}`);
         await new Promise((r) => setTimeout(r, 50));
       }
-      throw new Error('agent did not start in 60 s');
+      // What it was doing, and its sandbox, say where it stuck.
+      const sbx = last?.sandboxId ? (await call('GET', `/sandboxes/${last.sandboxId}`, undefined, key)).body : null;
+      throw new Error(`agent did not start in 60 s: ${JSON.stringify(last)}; sandbox: ${JSON.stringify(sbx)}`);
     },
     async message(id, content, key) {
       const r = await fetch(`${t.baseUrl}/api/v2/agents/${id}/message`, {

@@ -114,6 +114,12 @@ const AGENT_EXTRAS = new Set(['agents.turns']);
 const agentsSpecOps = agentsOperations.filter((op) => !AGENT_EXTRAS.has(op.id));
 const agentsExtraOps = agentsOperations.filter((op) => AGENT_EXTRAS.has(op.id));
 
+// Beyond the spec ("fleet configuration: not shown"): managing fleet agents, configuration groups,
+// client credentials and public read keys, designed like the rest of the registry.
+const FLEET_SPEC = new Set(['fleet.list', 'fleet.message', 'fleet.messageStream', 'fleet.messages']);
+const fleetSpecOps = fleetOperations.filter((op) => FLEET_SPEC.has(op.id));
+const fleetExtraOps = fleetOperations.filter((op) => !FLEET_SPEC.has(op.id));
+
 const SPEC_OPS: AnyOperation[] = [
   ...sandboxesOperations,
   ...webOperations,
@@ -122,7 +128,7 @@ const SPEC_OPS: AnyOperation[] = [
   ...machinesOperations,
   ...documentsOperations,
   ...agentsSpecOps,
-  ...fleetOperations,
+  ...fleetSpecOps,
   ...webhooksSpecOps,
 ];
 const EXTRA_OPS: AnyOperation[] = [
@@ -132,6 +138,7 @@ const EXTRA_OPS: AnyOperation[] = [
   ...webhooksExtraOps,
   ...databasesExtraOps,
   ...agentsExtraOps,
+  ...fleetExtraOps,
 ];
 const ALL = [...SPEC_OPS, ...EXTRA_OPS];
 
@@ -157,7 +164,7 @@ describe('operation registry (the whole spec surface)', () => {
         machinesOperations,
         documentsOperations,
         agentsSpecOps,
-        fleetOperations,
+        fleetSpecOps,
         webhooksSpecOps,
       ].map((a) => a.length),
     ).toEqual([16, 5, 8, 5, 14, 8, 7, 4, 5]);

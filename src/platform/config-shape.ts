@@ -34,6 +34,21 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  fleet: FleetConfig;
+}
+
+/** The fleet's pool and conversation store. */
+export interface FleetConfig {
+  maxBoxes: number;
+  turnsPerBox: number;
+  /** Turns that may wait, per running slot of a fleet agent; beyond: 503 FleetFull. */
+  queueFactor: number;
+  idleMs: number;
+  transcriptMaxMessages: number;
+  transcriptMaxAgeMs: number;
+  carryMessages: number;
+  /** Telegram's Bot API base (a local server speaking it in tests). */
+  telegramApiUrl: string;
 }
 
 /** The warm browser behind the PDF export. */

@@ -38,14 +38,14 @@ export const Agent = z
   })
   .meta({ id: 'Agent', description: 'A persistent agent in its own microVM, with its own endpoint' });
 
-const McpStdio = z.object({
+export const McpStdio = z.object({
   name: z.string().min(1).max(64),
   type: z.literal('stdio').optional(),
   command: z.string().min(1).max(4096),
   args: z.array(z.string()).optional(),
   env: StringMap.optional(),
 });
-const McpHttp = z.object({
+export const McpHttp = z.object({
   name: z.string().min(1).max(64),
   type: z.literal('http'),
   url: z.url(),

@@ -98,7 +98,7 @@ export class AgentsCore {
     return row;
   }
 
-  async principalOf(row: AgentRow): Promise<Principal> {
+  async principalOf(row: Pick<AgentRow, 'owner_id'>): Promise<Principal> {
     return { scheme: 'owner', ownerId: row.owner_id, plan: await this.s.account.planOf(row.owner_id) };
   }
 

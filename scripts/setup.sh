@@ -28,6 +28,9 @@ if [ -f package-lock.json ]; then
 else
   npm install --no-audit --no-fund --loglevel=error
 fi
+# nube runs as compiled JavaScript (dist/; `npm start` rebuilds it when src/ changed since) and the SDK
+# is built to packages/sdk/dist for `npm pack`.
+npm run build --silent
 if [ "$(id -u)" = "0" ]; then
   sh scripts/build-templates.sh
 fi

@@ -2064,12 +2064,12 @@ export interface components {
              * @description Suspend (snapshot) instead of destroying the sandbox when the timeout elapses
              * @default false
              */
-            suspendOnIdle: boolean;
+            suspendOnIdle?: boolean;
             /**
              * @description Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)
              * @default base
              */
-            template: string;
+            template?: string;
             /** @description Start from the derived template (key, hash); needs templateKey */
             templateHash?: string;
             /** @description Start from the derived template (key, hash); needs templateHash */
@@ -2078,7 +2078,7 @@ export interface components {
              * @description Lifetime in seconds (default 300); capped by the plan session length (Byte 1 h, Mega 4 h, Tera 24 h)
              * @default 300
              */
-            timeoutSeconds: number;
+            timeoutSeconds?: number;
         };
         SearchResult: {
             /** @description Snippet of the page, as the engine gave it */

@@ -2101,7 +2101,7 @@ export interface components {
              */
             suspendOnIdle?: boolean;
             /**
-             * @description Base template (default `base`; `code-interpreter` for run-cell)
+             * @description Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)
              * @default base
              */
             template?: string;
@@ -3129,7 +3129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description TemplateUnavailable: The template is named but not installed on this nube (goose) */
+            /** @description TemplateUnavailable: The template's program is not provisioned on this host (goose: scripts/install-goose.sh) */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -133,6 +133,8 @@ export class SandboxesCore {
         throw e;
       });
       built = t !== null;
+      const why = built ? null : await this.runtime.templateUnavailable(input.template);
+      if (why) throw errors.badRequest(why, [{ path: ['template'], message: 'template unavailable on this host' }], 'TemplateUnavailable');
     }
     const row = newRow((env) => this.seal(env), p, input, { derived });
     await this.repo.insert(row);

@@ -154,6 +154,11 @@ const envSchema = z.object({
   // GET /metrics (Prometheus text): off unless one of these is set.
   NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_METRICS_PUBLIC: bool.default(false),
+  // Machines: who confirms the built-in checkout page, how often data paths are backed up.
+  NUBE_CHECKOUT_OPERATOR_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  NUBE_MACHINE_BACKUP_INTERVAL_S: z.coerce.number().int().min(5).max(7 * 86_400).default(86_400),
+  NUBE_MACHINE_BACKUP_KEEP_DAYS: z.coerce.number().int().min(1).max(365).default(7),
+  NUBE_EXTRA_CA_BUNDLE: z.string().min(1).optional(),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -222,6 +227,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     metrics: metricsConfig(e),
     databases: databasesConfig(e),
+    machines: {
+      checkoutOperatorKey: e.NUBE_CHECKOUT_OPERATOR_KEY,
+      backupIntervalMs: e.NUBE_MACHINE_BACKUP_INTERVAL_S * 1000,
+      backupKeepMs: e.NUBE_MACHINE_BACKUP_KEEP_DAYS * 86_400_000,
+      extraCaBundle: e.NUBE_EXTRA_CA_BUNDLE ? resolve(e.NUBE_EXTRA_CA_BUNDLE) : undefined,
+    },
     fleet: {
       maxBoxes: e.NUBE_FLEET_MAX_BOXES,
       turnsPerBox: e.NUBE_FLEET_TURNS_PER_BOX,

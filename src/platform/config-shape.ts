@@ -35,6 +35,7 @@ export interface Config {
   llm: LlmConfig;
   metrics: MetricsConfig;
   databases: DatabasesConfig;
+  machines: MachinesConfig;
   fleet: FleetConfig;
 }
 
@@ -52,6 +53,15 @@ export interface DatabasesConfig {
   executorIdleMs: number;
   /** A request waiting this long for an executor answers 503 without having run. */
   queueWaitMs: number;
+}
+
+export interface MachinesConfig {
+  /** Key the operator types on the built-in checkout page to confirm a payment; unset: nobody can. */
+  checkoutOperatorKey?: string;
+  backupIntervalMs: number;
+  backupKeepMs: number;
+  /** PEM bundle of extra CAs machine boxes trust (an operator behind a TLS-inspecting proxy). */
+  extraCaBundle?: string;
 }
 
 /** The fleet's pool and conversation store. */

@@ -882,6 +882,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/machines/{id}/backups/{backupId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Put a backup's data paths back (the app is stopped meanwhile, then restarted)
+         * @description Replaces each path the backup holds with its copy; paths the backup does not hold are untouched.
+         */
+        post: operations["machines.backups.restore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/machines/{id}/logs": {
         parameters: {
             query?: never;
@@ -1555,16 +1575,22 @@ export interface components {
         /** @description Data: a daily copy of runspec.dataPaths (not the root filesystem) */
         Backup: {
             /**
-             * @description hot: copied while the app ran (crash-consistent); cold: the app was stopped during the copy
+             * @description hot: copied while the app ran (crash-consistent at best); consistent: see method
              * @enum {string}
              */
-            consistency: "hot" | "cold";
+            consistency: "hot" | "consistent";
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
+            error: string | null;
             /** @description Kept 7 days */
             expiresAt: string;
             id: string;
             machineId: string;
+            /**
+             * @description sqlite-backup-api: every file was a SQLite database copied with its backup API; app-paused: the app was frozen (SIGSTOP) during the copy; app-stopped: no app ran; hot-copy: copied while running
+             * @enum {string}
+             */
+            method: "sqlite-backup-api" | "app-paused" | "app-stopped" | "hot-copy";
             /** @description runspec.dataPaths copied */
             paths: string[];
             sizeBytes: number;
@@ -1890,14 +1916,19 @@ export interface components {
             buildLog: string;
             /** @description Domain attached, or null */
             domain: string | null;
+            /** @description Why the launch failed, or null */
+            error: string | null;
             machineId: string;
-            /** @description Recovery release published by the launch */
-            releaseId: string;
+            /** @description Release published by the launch (the first launch publishes the recovery release) */
+            releaseId: string | null;
             sandboxId: string;
-            /** @enum {string} */
-            status: "running" | "failed";
+            /**
+             * @description building: still building after the request waited (or a paid launch order); poll GET /machines/{id}
+             * @enum {string}
+             */
+            status: "running" | "failed" | "building";
             /** @description Public HTTPS URL of the app */
-            url: string;
+            url: string | null;
         };
         /** @description Always-on hosting: a persistent sandbox billed monthly */
         Machine: {
@@ -1917,6 +1948,10 @@ export interface components {
             /** @description Monthly price in MXN (tier, CPU mode and disk add-ons) */
             monthlyMxn: number;
             name: string;
+            /** @description Secrets changed with restart=false wait for POST /restart */
+            pendingRestart: boolean;
+            /** @description While a launch runs: queued, unpacking, building, starting, publishing (output in the logs) */
+            phase: string | null;
             /** @description The always-on sandbox behind the machine */
             sandboxId: string;
             /**
@@ -2066,7 +2101,7 @@ export interface components {
              */
             suspendOnIdle?: boolean;
             /**
-             * @description Base template (default `base`; `code-interpreter` for run-cell)
+             * @description Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)
              * @default base
              */
             template?: string;
@@ -3094,7 +3129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description TemplateUnavailable: The template is named but not installed on this nube (goose) */
+            /** @description TemplateUnavailable: The template's program is not provisioned on this host (goose: scripts/install-goose.sh) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7784,15 +7819,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.create": {
@@ -7891,15 +7917,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.get": {
@@ -7967,15 +7984,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.delete": {
@@ -8036,15 +8044,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8121,8 +8120,73 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "machines.backups.restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                backupId: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        backupId: string;
+                        machineId: string;
+                        /** @constant */
+                        ok: true;
+                        restoredPaths: string[];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8204,15 +8268,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.releases.list": {
@@ -8275,15 +8330,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8374,15 +8420,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.restart": {
@@ -8449,15 +8486,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8554,15 +8582,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.secrets.get": {
@@ -8628,15 +8647,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8733,15 +8743,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.secrets.set": {
@@ -8831,15 +8832,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.launch": {
@@ -8918,15 +8910,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.tiers": {
@@ -8987,15 +8970,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -769,8 +769,20 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'backups', 'list'],
+  },
+  'machines.backups.restore': {
+    method: 'POST',
+    path: '/api/v2/machines/{id}/backups/{backupId}/restore',
+    pathParams: ['id', 'backupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['machines', 'backups', 'restore'],
   },
   'machines.create': {
     method: 'POST',
@@ -781,7 +793,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'create'],
   },
   'machines.delete': {
@@ -793,7 +805,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'delete'],
   },
   'machines.get': {
@@ -805,7 +817,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'get'],
   },
   'machines.launch': {
@@ -817,7 +829,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'launch'],
   },
   'machines.list': {
@@ -829,7 +841,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'list'],
   },
   'machines.logs': {
@@ -841,7 +853,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'logs'],
   },
   'machines.releases.create': {
@@ -853,7 +865,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'releases', 'create'],
   },
   'machines.releases.list': {
@@ -865,7 +877,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'releases', 'list'],
   },
   'machines.restart': {
@@ -877,7 +889,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'restart'],
   },
   'machines.rollback': {
@@ -889,7 +901,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'rollback'],
   },
   'machines.secrets.get': {
@@ -901,7 +913,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'secrets', 'get'],
   },
   'machines.secrets.set': {
@@ -913,7 +925,7 @@ export const OPERATIONS = {
     style: 'split',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'secrets', 'set'],
   },
   'machines.secrets.set.put': {
@@ -925,7 +937,7 @@ export const OPERATIONS = {
     style: 'split',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: null,
   },
   'machines.tiers': {
@@ -937,7 +949,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'tiers'],
   },
   'sandboxes.action': {
@@ -1760,6 +1772,12 @@ export interface OperationTypes {
     body: never;
     response: operations['machines.backups.list']['responses'][200]['content']['application/json'];
   };
+  'machines.backups.restore': {
+    params: operations['machines.backups.restore']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['machines.backups.restore']['responses'][200]['content']['application/json'];
+  };
   'machines.create': {
     params: never;
     query: never;
@@ -2154,6 +2172,7 @@ export interface Namespaces {
   machines: {
     backups: {
       list(id: OperationTypes['machines.backups.list']['params']['id'], ...rest: NsRest<'machines.backups.list'>): Promise<OpOutput<'machines.backups.list'>>;
+      restore(id: OperationTypes['machines.backups.restore']['params']['id'], backupId: OperationTypes['machines.backups.restore']['params']['backupId'], ...rest: NsRest<'machines.backups.restore'>): Promise<OpOutput<'machines.backups.restore'>>;
     };
     create(...rest: NsRest<'machines.create'>): Promise<OpOutput<'machines.create'>>;
     delete(id: OperationTypes['machines.delete']['params']['id'], ...rest: NsRest<'machines.delete'>): Promise<OpOutput<'machines.delete'>>;

@@ -98,7 +98,7 @@ export const agentsOperations = [
     }),
     response: Agent,
     errors: [
-      { status: 400, code: 'TemplateUnavailable', description: 'The template is named but not installed on this nube (goose)' },
+      { status: 400, code: 'TemplateUnavailable', description: 'The template\'s program is not provisioned on this host (goose: scripts/install-goose.sh)' },
       { status: 402, code: 'InsufficientBalance', description: "The plan's LLM tokens for this month are used up (Byte includes none)" },
       { status: 402, code: 'SessionTooLong', description: "timeoutSeconds is above the plan's session length (1 h / 4 h / 24 h)" },
       { status: 403, code: 'PlanLimitReached', description: 'The simultaneous agents allowance (4 / 8 / 20) is used up' },

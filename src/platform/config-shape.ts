@@ -34,6 +34,48 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  databases: DatabasesConfig;
+  machines: MachinesConfig;
+  fleet: FleetConfig;
+}
+
+/** The executor pool of user databases; unset counts are derived from the cores by the engine. */
+export interface DatabasesConfig {
+  /** Processes kept running (the pool's minimum). */
+  executorsMin?: number;
+  /** Upper bound of the pool. */
+  executorsMax?: number;
+  /** Executors one owner's requests may hold at once. */
+  executorsPerOwner?: number;
+  /** Requests one owner may have waiting for an executor; more answer 429. */
+  queuePerOwner: number;
+  /** Executors beyond the minimum idle this long are ended. */
+  executorIdleMs: number;
+  /** A request waiting this long for an executor answers 503 without having run. */
+  queueWaitMs: number;
+}
+
+export interface MachinesConfig {
+  /** Key the operator types on the built-in checkout page to confirm a payment; unset: nobody can. */
+  checkoutOperatorKey?: string;
+  backupIntervalMs: number;
+  backupKeepMs: number;
+  /** PEM bundle of extra CAs machine boxes trust (an operator behind a TLS-inspecting proxy). */
+  extraCaBundle?: string;
+}
+
+/** The fleet's pool and conversation store. */
+export interface FleetConfig {
+  maxBoxes: number;
+  turnsPerBox: number;
+  /** Turns that may wait, per running slot of a fleet agent; beyond: 503 FleetFull. */
+  queueFactor: number;
+  idleMs: number;
+  transcriptMaxMessages: number;
+  transcriptMaxAgeMs: number;
+  carryMessages: number;
+  /** Telegram's Bot API base (a local server speaking it in tests). */
+  telegramApiUrl: string;
 }
 
 /** The warm browser behind the PDF export. */

@@ -9,6 +9,9 @@
 set -eu
 PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync"
 PKGS="$PKGS chromium fonts-liberation fonts-dejavu-core poppler-utils"
+# The SSH gateway copies the host's sftp-server into a sandbox for SFTP (and scp); the tests drive it
+# with the real OpenSSH client. Sandbox networking's line, not the driver's.
+PKGS="$PKGS openssh-sftp-server openssh-client"
 for arg in "$@"; do
   case $arg in
     --gvisor) PKGS="$PKGS runsc" ;;

@@ -109,6 +109,22 @@ const envSchema = z.object({
   NUBE_SANDBOX_CGROUP: z.string().regex(/^[a-z0-9-]{1,32}$/).default('nube'),
   NUBE_SANDBOX_CGROUPS: z.enum(['auto', 'v1', 'v2']).default('auto'),
   NUBE_SANDBOX_MIRROR: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a Debian mirror' }).optional(),
+  // Sandbox networking: the host ports raw TCP/UDP exposures take, where they listen, the host name
+  // answered to clients (default: the public URL's host).
+  NUBE_RAW_PORTS: z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'must be a port range like 30000-30999')
+    .refine((s) => {
+      const [a, b] = s.split('-').map(Number) as [number, number];
+      return a >= 1 && b <= 65535 && a <= b;
+    }, 'must be a range of ports 1-65535, low-high')
+    .default('30000-30999'),
+  NUBE_RAW_BIND: z.string().min(1).optional(),
+  NUBE_RAW_HOST: z.string().min(1).optional(),
+  // The SSH gateway's port (0: any free one), listening on NUBE_RAW_BIND once a sandbox has SSH on.
+  // DNS servers (ip or ip:port, comma separated) domain-verify asks for TXT records; empty: the host's.
+  NUBE_DNS_SERVERS: csv.default([]),
+  NUBE_SSH_PORT: z.coerce.number().int().min(0).max(65535).default(2222),
   // Web: the SearXNG instance web.search asks (absent: 503), fetch limits, where a 402 sends buyers.
   NUBE_WEB_SEARCH_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a SearXNG instance' }).optional(),
   NUBE_WEB_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(15_000),
@@ -205,6 +221,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       cgroupParent: e.NUBE_SANDBOX_CGROUP,
       cgroups: e.NUBE_SANDBOX_CGROUPS,
       mirror: e.NUBE_SANDBOX_MIRROR,
+      raw: {
+        first: Number(e.NUBE_RAW_PORTS.split('-')[0]),
+        last: Number(e.NUBE_RAW_PORTS.split('-')[1]),
+        bind: e.NUBE_RAW_BIND ?? e.NUBE_HOST,
+        host: e.NUBE_RAW_HOST ?? (e.NUBE_PUBLIC_URL ? new URL(e.NUBE_PUBLIC_URL).hostname : e.NUBE_HOST),
+      },
+      sshPort: e.NUBE_SSH_PORT,
+      dnsServers: e.NUBE_DNS_SERVERS,
     },
     web: {
       searchUrl: e.NUBE_WEB_SEARCH_URL?.replace(/\/$/, ''),

@@ -144,6 +144,12 @@ export interface SandboxesConfig {
   cgroups: CgroupChoice;
   /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
   mirror?: string;
+  /** Raw TCP/UDP exposures: host ports [first, last], listen address, host name clients are told. */
+  raw: { first: number; last: number; bind: string; host: string };
+  /** SSH gateway port (0: any free port), on raw.bind, told to clients as raw.host. */
+  sshPort: number;
+  /** Servers domain-verify resolves TXT records with (ip or ip:port); empty: the host's resolver. */
+  dnsServers: string[];
 }
 
 export type CgroupChoice = 'auto' | 'v1' | 'v2';

@@ -41,6 +41,10 @@ const EXCEPTIONS: Record<string, string> = {
   'server.ts': "Redis at the operator's REDIS_URL",
   'platform/doctor-checks.ts': "nube doctor probes the operator's own PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)",
   'areas/sandboxes/proxy.ts': "the exposed-port proxy: connects only to a sandbox's own address on nube's bridge, which nube assigned",
+  'areas/sandboxes/networking/ssh-helper-client.ts':
+    "the SSH gateway's link to its helper inside a sandbox, at the sandbox's own address on nube's bridge",
+  'areas/sandboxes/networking/raw-listener.ts':
+    "the raw TCP/UDP port relay: connects only to a sandbox's own address on nube's bridge, which nube assigned",
   'areas/sandboxes/runtime/namespaces/spawner.ts': "connects to nube-helper's Unix socket in nube's data directory",
   'areas/agents/connection.ts': "connects to the agent program in an agent's own sandbox, at the address nube assigned on its bridge",
   'areas/agents/ws.ts': "imports ws for its WebSocketServer (the agents' wsUrl endpoint): it accepts connections and opens none",

@@ -12,6 +12,8 @@ export const SANDBOX_ENV = {
   NUBE_TEMPLATES_DIR: `${TEST_ROOT}/templates`,
   NUBE_SANDBOX_BRIDGE: 'nubet0:10.78.0.1/16',
   NUBE_SANDBOX_CGROUP: 'nube-test',
+  // Test files run at once: the SSH gateway takes any free port rather than all fighting over 2222.
+  NUBE_SSH_PORT: '0',
 };
 
 export interface SandboxNube extends TestNube {

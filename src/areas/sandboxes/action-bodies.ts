@@ -166,10 +166,11 @@ export const ACTION_DOC = `One route serves every action; the body depends on th
 - run-code: {code, lang?: python|node|bash, timeoutSeconds? 1-600} (same as POST /sandboxes/{id}/run-code)
 - run-cell: {code, lang?: python (only), timeoutSeconds? 1-600 (default 120)}. Persistent Jupyter kernel (code-interpreter template; 400 KernelUnavailable elsewhere). Answers {stdout, stderr, result (text/plain of the value), outputs [{type: execute_result|display_data, data: {mime: value; images base64}}], error {name, value, traceback} | null, executionCount, timedOut (the cell was interrupted; the kernel keeps its state), truncated, kernelStarted, kernelRestarted, durationMs}
 - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
+- ssh-enable: turns SSH on ({ok, enabled, host, port, user}); ssh-ticket: {host, port, user (the sandbox id), password (valid 10 minutes), expiresAt, command}, 409 SshNotEnabled before ssh-enable; ssh-disable: revokes every ticket and closes live sessions ({ok, enabled: false, closedSessions}). The gateway gives a shell with a PTY, exec, SFTP/scp and local port forwarding (-L) inside the sandbox
 - apply-patch: {patch: unified diff}
 - expose: {port}. Yields a public HTTPS/WSS URL
-- expose-raw, unexpose-raw: {port, protocol?: tcp|udp}
-- domain-add: {domain, port?}; domain-remove, domain-verify: {domain}
+- expose-raw, unexpose-raw: {port, protocol?: tcp|udp (default tcp)}. expose-raw answers {host, publicPort, protocol, port}: a host port forwarded to the port inside (idempotent; freed when the sandbox ends; a per-plan count limit, 402 RawPortLimit); unexpose-raw answers {ok, port, protocol, freed: the host port or null}
+- domain-add: {domain, port? (default 80)}: answers {domain, port, verified, verifiedAt, records: [TXT _nube-challenge.<domain> = token, CNAME <domain> -> nube's public host]} (Mega and Tera; 409 DomainTaken when another account verified it); domain-verify: {domain}, reads the TXT record and, once it holds the token, HTTP requests whose Host is the domain reach the port (no expose needed); unverified answers carry a reason; domain-remove: {domain}; domain-list: {domains: [...]}
 - network-policy: {internet?: boolean, allowOut?: string[], denyOut?: string[]} (CIDRs or domains)
 The result is a free-form object per action.`;
 

@@ -7,22 +7,15 @@ import { type SandboxAction, sandboxActionBodies } from './action-bodies.js';
 import { Forks } from './forks.js';
 import { Kernel } from './kernel.js';
 import { Manage } from './manage.js';
+import { RawPorts } from './networking/raw-ports.js';
+import { SandboxDomains } from './networking/domains.js';
+import { SshAccess } from './networking/ssh-access.js';
 import type { SandboxesRepo } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { type CreateInput, SandboxesCore } from './service.js';
 import { parseBody, Workload } from './workload.js';
 
-const LATER: Partial<Record<SandboxAction, string>> = {
-  'expose-raw': 'raw TCP/UDP exposure (expose-raw)',
-  'unexpose-raw': 'raw TCP/UDP exposure (unexpose-raw)',
-  'ssh-enable': 'SSH (ssh-enable)',
-  'ssh-disable': 'SSH (ssh-disable)',
-  'ssh-ticket': 'SSH (ssh-ticket)',
-  'domain-add': 'custom domains (domain-add)',
-  'domain-remove': 'custom domains (domain-remove)',
-  'domain-list': 'custom domains (domain-list)',
-  'domain-verify': 'custom domains (domain-verify)',
-};
+const LATER: Partial<Record<SandboxAction, string>> = {};
 
 export class SandboxesService {
   readonly core: SandboxesCore;
@@ -30,6 +23,9 @@ export class SandboxesService {
   readonly manage: Manage;
   readonly forks: Forks;
   readonly kernel: Kernel;
+  readonly rawPorts: RawPorts;
+  readonly ssh: SshAccess;
+  readonly domains: SandboxDomains;
 
   constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps) {
     this.core = new SandboxesCore(repo, runtime, deps);
@@ -37,6 +33,9 @@ export class SandboxesService {
     this.manage = new Manage(this.core);
     this.forks = new Forks(this.core);
     this.kernel = new Kernel(this.core, this.work);
+    this.rawPorts = new RawPorts(this.core);
+    this.ssh = new SshAccess(this.core);
+    this.domains = new SandboxDomains(this.core);
   }
 
   /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
@@ -123,6 +122,34 @@ export class SandboxesService {
         return this.work.applyPatch(p, id, parseBody(B['apply-patch'], raw).patch);
       case 'expose':
         return this.manage.expose(p, id, parseBody(B.expose, raw).port);
+      case 'expose-raw': {
+        const b = parseBody(B['expose-raw'], raw);
+        return { ...(await this.rawPorts.expose(p, id, b.port, b.protocol)) };
+      }
+      case 'unexpose-raw': {
+        const b = parseBody(B['unexpose-raw'], raw);
+        return this.rawPorts.unexpose(p, id, b.port, b.protocol);
+      }
+      case 'ssh-enable':
+        parseBody(B['ssh-enable'], raw);
+        return this.ssh.enable(p, id);
+      case 'ssh-disable':
+        parseBody(B['ssh-disable'], raw);
+        return this.ssh.disable(p, id);
+      case 'ssh-ticket':
+        parseBody(B['ssh-ticket'], raw);
+        return this.ssh.ticket(p, id);
+      case 'domain-add': {
+        const b = parseBody(B['domain-add'], raw);
+        return this.domains.add(p, id, b.domain, b.port);
+      }
+      case 'domain-verify':
+        return this.domains.verify(p, id, parseBody(B['domain-verify'], raw).domain);
+      case 'domain-list':
+        parseBody(B['domain-list'], raw);
+        return this.domains.list(p, id);
+      case 'domain-remove':
+        return this.domains.remove(p, id, parseBody(B['domain-remove'], raw).domain);
       case 'network-policy':
         return this.manage.networkPolicy(p, id, parseBody(B['network-policy'], raw));
       default:

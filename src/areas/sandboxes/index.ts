@@ -8,6 +8,9 @@ import { sandboxChecks } from './doctor.js';
 import { SandboxesService } from './facade.js';
 import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
+import { rawPortsMigrations } from './networking/raw-ports-repo.js';
+import { domainsMigrations } from './networking/domains-repo.js';
+import { sshMigrations } from './networking/ssh-repo.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
@@ -67,7 +70,7 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
 export const sandboxesArea: AreaModule = {
   name: 'sandboxes',
   operations: sandboxesOperations,
-  migrations: sandboxesMigrations,
+  migrations: { ...sandboxesMigrations, ...rawPortsMigrations, ...sshMigrations, ...domainsMigrations },
   async create(deps) {
     const { runtime, dataDir } = makeRuntime(deps.config);
     const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps);
@@ -79,6 +82,9 @@ export const sandboxesArea: AreaModule = {
     deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
     registerSandboxMetrics(deps.metrics, sandboxes.core.repo);
     await reconcile(sandboxes, dataDir, deps);
+    await sandboxes.rawPorts.restore();
+    await sandboxes.ssh.restore();
+    await sandboxes.domains.load();
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
     for (const name of deps.config.sandboxes.prebuild) {
@@ -91,9 +97,11 @@ export const sandboxesArea: AreaModule = {
   },
   doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
   routes(app, services) {
-    new PortProxy(services.sandboxes.core).install(app);
+    new PortProxy(services.sandboxes.core, services.sandboxes.domains).install(app);
   },
   async close(services) {
+    await services.sandboxes.rawPorts.close();
+    await services.sandboxes.ssh.close();
     await services.sandboxes.core.runtime.close();
   },
 };

@@ -5,6 +5,7 @@ import { type IncomingMessage, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { labelRequest } from '../../platform/metrics-http.js';
+import type { SandboxDomains } from './networking/domains.js';
 import type { SandboxesCore } from './service.js';
 
 export interface Target {
@@ -22,23 +23,32 @@ const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 export class PortProxy {
   private readonly hostRe: RegExp;
 
-  constructor(private readonly core: SandboxesCore) {
+  constructor(
+    private readonly core: SandboxesCore,
+    private readonly domains?: SandboxDomains,
+  ) {
     const host = escapeRe(core.deps.config.sandboxes.publicHost);
     // The id may come as `sbx_...` (as the API spells it) or `sbx-...` (strict DNS labels).
     this.hostRe = new RegExp(`^(\\d{1,5})-(sbx[_-][a-z0-9]{1,40})\\.${host}(?::\\d+)?$`, 'i');
   }
 
-  /** Sandbox id and port when the Host names a sandbox port, else null (a normal API request). */
-  match(hostHeader: string | undefined): { id: string; port: number } | null {
+  /**
+   * Sandbox id and port when the Host names a sandbox port or a verified custom domain, else null (a
+   * normal API request). A domain's port needs no `expose`: verifying the domain was the consent.
+   */
+  match(hostHeader: string | undefined): { id: string; port: number; domain?: boolean } | null {
     const m = hostHeader ? this.hostRe.exec(hostHeader) : null;
-    if (!m) return null;
+    if (!m) {
+      const d = this.domains?.route(hostHeader);
+      return d ? { id: d.sandboxId, port: d.port, domain: true } : null;
+    }
     return { port: Number(m[1]), id: m[2]!.toLowerCase().replace('-', '_') };
   }
 
   /** Where to send the request, or a status to answer (404: no such sandbox or port not exposed). */
-  async resolve(id: string, port: number): Promise<Target | { status: number; error: string }> {
+  async resolve(id: string, port: number, domain = false): Promise<Target | { status: number; error: string }> {
     let row = await this.core.repo.get(id);
-    if (!row || !(JSON.parse(row.exposed_ports) as number[]).includes(port)) {
+    if (!row || (!domain && !(JSON.parse(row.exposed_ports) as number[]).includes(port))) {
       return { status: 404, error: 'no exposed port here' };
     }
     try {
@@ -59,7 +69,7 @@ export class PortProxy {
       const m = this.match(req.headers.host);
       if (!m) return done();
       labelRequest(req, 'sandboxes.proxy');
-      this.resolve(m.id, m.port).then(
+      this.resolve(m.id, m.port, m.domain).then(
         (target) => {
           if ('status' in target) {
             reply.code(target.status).send({ error: target.error, code: target.status === 404 ? 'NotFound' : 'Unavailable' });
@@ -79,7 +89,7 @@ export class PortProxy {
         socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
         return;
       }
-      this.resolve(m.id, m.port).then(
+      this.resolve(m.id, m.port, m.domain).then(
         (t) => {
           if ('status' in t) {
             socket.end(`HTTP/1.1 ${t.status} ${t.error}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);

@@ -29,6 +29,8 @@ const MAX_EVENTS = 50;
 
 export class SandboxesCore {
   readonly clocks: Clocks;
+  /** Run after a sandbox's record is gone (networking frees its host ports). */
+  readonly destroyHooks: ((row: SandboxRow) => Promise<void>)[] = [];
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -304,6 +306,7 @@ export class SandboxesCore {
       if (info) await rt(this.runtime.destroy(row.runtime_id));
       await this.repo.delete(id);
       await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });
+      for (const hook of this.destroyHooks) await hook(row);
       this.deps.log.info({ sandbox: id, reason }, 'sandbox destroyed');
       await collectSnapshots(this, row, info?.layers ?? []);
     });

@@ -1,0 +1,192 @@
+// The SSH gateway: one listening port for every sandbox (ssh2's server). The user name is the sandbox
+// id, a ticket from ssh-ticket is the password. Sessions get a shell or a command (with a PTY when
+// the client asks), the sftp subsystem, and direct-tcpip forwarding, all inside the sandbox through
+// its helper. Repeated authentication failures from one address are refused for a while.
+import ssh2 from 'ssh2';
+import type { Connection, ServerChannel, Session } from 'ssh2';
+import type { SshAccess } from './ssh-access.js';
+import type { RunHeader } from './ssh-helper-client.js';
+import { SFTP_SERVER_PATH } from './ssh-helper-script.js';
+
+const HOST_KEY = 'ed25519';
+/** Failed authentications one client address may make per window; the next failure blocks it until the window ends. */
+export const AUTH_FAILURES = { points: 5, windowSeconds: 60 };
+
+export class SshGateway {
+  private server: ssh2.Server | null = null;
+  private starting: Promise<void> | null = null;
+  port = 0;
+  private readonly live = new Map<string, Set<Connection>>();
+  private readonly blocked = new Map<string, number>();
+
+  constructor(private readonly access: SshAccess) {}
+
+  private get deps() {
+    return this.access.core.deps;
+  }
+
+  /** Listens once (idempotent); the host key is made on first use and kept sealed in the store. */
+  start(): Promise<void> {
+    this.starting ??= this.listen().catch((e: unknown) => {
+      this.starting = null;
+      throw e;
+    });
+    return this.starting;
+  }
+
+  private async hostKey(): Promise<string> {
+    const box = this.deps.secretBox;
+    const had = await this.access.repo.hostKey(HOST_KEY);
+    if (had) return box.open(had);
+    const fresh = ssh2.utils.generateKeyPairSync('ed25519').private;
+    return box.open(await this.access.repo.putHostKey(HOST_KEY, box.seal(fresh)));
+  }
+
+  private async listen(): Promise<void> {
+    const server = new ssh2.Server({ hostKeys: [await this.hostKey()], ident: 'nube' }, (c, info) => this.client(c, info.ip));
+    const { sshPort } = this.deps.config.sandboxes;
+    const { bind } = this.deps.config.sandboxes.raw;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(sshPort, bind, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', (e: Error) => this.deps.log.warn({ err: e }, 'ssh gateway error'));
+    this.port = (server.address() as { port: number }).port;
+    this.server = server;
+    this.deps.log.info({ port: this.port }, 'ssh gateway listening');
+  }
+
+  /** Ends every connection to this sandbox; how many there were. */
+  closeSessions(sandboxId: string): number {
+    const set = this.live.get(sandboxId);
+    if (!set) return 0;
+    for (const c of set) c.end();
+    this.live.delete(sandboxId);
+    return set.size;
+  }
+
+  private isBlocked(ip: string): boolean {
+    const until = this.blocked.get(ip);
+    if (until === undefined) return false;
+    if (Date.now() < until) return true;
+    this.blocked.delete(ip);
+    return false;
+  }
+
+  private async failed(ip: string): Promise<void> {
+    const r = await this.deps.rateLimiter.consume(`ssh-auth:${ip}`, AUTH_FAILURES);
+    if (!r.allowed) this.blocked.set(ip, Date.now() + r.retryAfterSec * 1000);
+  }
+
+  private client(c: Connection, ip: string): void {
+    let sandboxId: string | null = null;
+    c.on('error', (e: Error) => {
+      this.deps.log.debug({ err: e }, 'ssh connection error');
+      c.end();
+    });
+    c.on('authentication', (ctx) => {
+      if (this.isBlocked(ip)) {
+        ctx.reject([], false);
+        c.end();
+        return;
+      }
+      if (ctx.method !== 'password') return ctx.reject(['password']);
+      const user = ctx.username;
+      this.access.authenticate(user, ctx.password).then(
+        async (ok) => {
+          if (ok) {
+            sandboxId = user;
+            return ctx.accept();
+          }
+          await this.failed(ip);
+          ctx.reject(['password']);
+        },
+        () => ctx.reject(['password']),
+      );
+    });
+    c.on('ready', () => {
+      const id = sandboxId!;
+      const set = this.live.get(id) ?? new Set<Connection>();
+      this.live.set(id, set);
+      set.add(c);
+      c.on('close', () => {
+        set.delete(c);
+        if (set.size === 0 && this.live.get(id) === set) this.live.delete(id);
+      });
+      c.on('session', (accept) => this.session(accept(), id));
+      c.on('tcpip', (accept, reject, info) => {
+        this.access.forward(id, info.destIP, info.destPort).then(
+          (sock) => {
+            const ch = accept();
+            ch.pipe(sock).pipe(ch);
+            sock.on('error', () => ch.close());
+            ch.on('close', () => sock.destroy());
+          },
+          () => reject(),
+        );
+      });
+      // Remote forwarding (-R) would open ports on nube's host: not offered.
+      c.on('request', (_accept, reject) => reject?.());
+    });
+  }
+
+  private session(s: Session, id: string): void {
+    let pty: RunHeader['pty'];
+    const env: Record<string, string> = {};
+    let resize: ((rows: number, cols: number) => void) | null = null;
+    s.on('pty', (accept, _reject, info) => {
+      pty = { rows: info.rows, cols: info.cols, term: info.term };
+      accept?.();
+    });
+    s.on('window-change', (accept, _reject, info) => {
+      resize?.(info.rows, info.cols);
+      accept?.();
+    });
+    s.on('env', (accept, _reject, info) => {
+      if (/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(info.key) && Object.keys(env).length < 64) env[info.key] = info.val;
+      accept?.();
+    });
+    const run = (ch: ServerChannel, cmd: string | null, withPty: boolean) => {
+      this.access.run(id, { mode: 'run', cmd, env, ...(withPty && pty ? { pty } : {}) }).then(
+        (proc) => {
+          resize = (rows, cols) => proc.resize(rows, cols);
+          proc.on('stdout', (d) => ch.write(d));
+          proc.on('stderr', (d) => ch.stderr.write(d));
+          proc.on('exit', (code) => {
+            ch.exit(code);
+            ch.end();
+          });
+          ch.on('data', (d: Buffer) => proc.write(d));
+          // 'end', not 'eof': the client's EOF may have come while the helper was connecting, and
+          // 'end' follows the data buffered meanwhile.
+          ch.on('end', () => proc.end());
+          ch.on('close', () => proc.close());
+        },
+        (e: unknown) => {
+          this.deps.log.warn({ err: e, sandbox: id }, 'ssh: could not start in sandbox');
+          ch.stderr.write('nube: the sandbox is not available\r\n');
+          ch.exit(255);
+          ch.end();
+        },
+      );
+    };
+    s.on('shell', (accept) => run(accept(), null, true));
+    s.on('exec', (accept, _reject, info) => run(accept(), info.command, true));
+    s.on('subsystem', (accept, reject, info) => {
+      if (info.name !== 'sftp') return reject();
+      run(accept(), `exec ${SFTP_SERVER_PATH}`, false);
+    });
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    this.starting = null;
+    if (!server) return;
+    for (const id of [...this.live.keys()]) this.closeSessions(id);
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+}

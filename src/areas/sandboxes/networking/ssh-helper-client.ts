@@ -1,0 +1,129 @@
+// The gateway's side of the in-sandbox SSH helper (ssh-helper-script.ts): one TCP connection per
+// SSH channel, to the helper on the sandbox's bridge address, framed as the script describes.
+import { EventEmitter } from 'node:events';
+import { connect, type Socket } from 'node:net';
+
+export interface RunHeader {
+  mode: 'run';
+  /** null: a login shell. */
+  cmd: string | null;
+  pty?: { rows: number; cols: number; term: string };
+  env?: Record<string, string>;
+}
+export interface ForwardHeader {
+  mode: 'forward';
+  host: string;
+  port: number;
+}
+
+function frame(type: string, payload: Buffer | string = Buffer.alloc(0)): Buffer {
+  const p = typeof payload === 'string' ? Buffer.from(payload) : payload;
+  const h = Buffer.alloc(5);
+  h.write(type, 0, 'latin1');
+  h.writeUInt32BE(p.length, 1);
+  return Buffer.concat([h, p]);
+}
+
+/** Splits the helper's byte stream into frames; after `y` (forward) the rest is raw. */
+class Deframer {
+  private buf: Buffer = Buffer.alloc(0);
+  push(chunk: Buffer, onFrame: (type: string, payload: Buffer) => boolean | undefined): Buffer | null {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    while (this.buf.length >= 5) {
+      const n = this.buf.readUInt32BE(1);
+      if (this.buf.length < 5 + n) break;
+      const type = this.buf.toString('latin1', 0, 1);
+      const payload = this.buf.subarray(5, 5 + n);
+      this.buf = this.buf.subarray(5 + n);
+      // A handler answering true switches the stream to raw: what is left is returned as is.
+      if (onFrame(type, payload)) return this.buf;
+    }
+    return null;
+  }
+}
+
+function open(address: string, port: number, timeoutMs: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: address, port, noDelay: true });
+    const timer = setTimeout(() => s.destroy(new Error('helper connect timeout')), timeoutMs);
+    s.once('connect', () => {
+      clearTimeout(timer);
+      s.off('error', reject);
+      resolve(s);
+    });
+    s.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+
+/** A command or shell inside the sandbox: stdout/stderr/exit events, write/end/resize/close. */
+export class HelperProcess extends EventEmitter<{ stdout: [Buffer]; stderr: [Buffer]; exit: [number]; close: [] }> {
+  private exited = false;
+  constructor(private readonly socket: Socket) {
+    super();
+    const d = new Deframer();
+    socket.on('data', (c: Buffer) =>
+      d.push(c, (t, p) => {
+        if (t === 'o') this.emit('stdout', p);
+        else if (t === 'x') this.emit('stderr', p);
+        else if (t === 'c') {
+          this.exited = true;
+          this.emit('exit', Number(p.toString()));
+        }
+        return false;
+      }),
+    );
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => {
+      // The connection dropped without a status (sandbox stopped): report a failure.
+      if (!this.exited) this.emit('exit', 255);
+      this.emit('close');
+    });
+  }
+  write(data: Buffer): void {
+    if (!this.socket.destroyed) this.socket.write(frame('i', data));
+  }
+  end(): void {
+    if (!this.socket.destroyed) this.socket.write(frame('e'));
+  }
+  resize(rows: number, cols: number): void {
+    if (!this.socket.destroyed) this.socket.write(frame('w', JSON.stringify({ rows, cols })));
+  }
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+export async function runInSandbox(address: string, port: number, token: string, h: RunHeader): Promise<HelperProcess> {
+  const s = await open(address, port, 5000);
+  s.write(frame('h', JSON.stringify({ ...h, token })));
+  return new HelperProcess(s);
+}
+
+/** A TCP connection opened from inside the sandbox to host:port; raw bytes once it resolves. */
+export async function forwardFromSandbox(address: string, port: number, token: string, h: ForwardHeader): Promise<Socket> {
+  const s = await open(address, port, 5000);
+  s.write(frame('h', JSON.stringify({ ...h, token })));
+  return new Promise((resolve, reject) => {
+    const d = new Deframer();
+    const onData = (c: Buffer) => {
+      const rest = d.push(c, (t, p) => {
+        if (t === 'y') return true;
+        s.destroy();
+        reject(new Error(t === 'n' ? p.toString() : 'helper refused'));
+        return false;
+      });
+      if (rest === null) return;
+      s.off('data', onData);
+      s.off('close', onClose);
+      if (rest.length) s.unshift(rest);
+      resolve(s);
+    };
+    const onClose = () => reject(new Error('helper closed'));
+    s.on('data', onData);
+    s.once('close', onClose);
+    s.once('error', () => s.destroy());
+  });
+}

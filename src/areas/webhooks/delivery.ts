@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { BusEvent } from '../../platform/events.js';
 import type { JobContext, JobQueue } from '../../platform/jobs.js';
+import type { RecordedEvent } from '../../platform/outbox.js';
 import type { AttemptOutcome, DeliveriesRepo, DeliveryTarget } from './delivery-repo.js';
 import { EVENT_NAMES } from './events.js';
 import { GroupCommit } from './group-commit.js';
@@ -42,12 +43,12 @@ export interface DeliveryDeps {
 const KNOWN = new Set<string>(EVENT_NAMES);
 
 /**
- * Delivery ids are derived from (webhook, event, timestamp, body): with the Redis bus every replica
- * receives every event, and the one whose insert wins is the one that enqueues. The time prefix keeps
- * ids sortable by event time for pagination.
+ * Delivery ids are derived from the webhook and the event (its outbox id; for events still published
+ * on the bus, its timestamp and body: with the Redis bus every replica receives every event, and the
+ * one whose insert wins is the one that enqueues). The time prefix keeps ids sortable by event time.
  */
-function deliveryId(webhookId: string, at: number, body: string): string {
-  const h = createHash('sha256').update(webhookId).update('\n').update(body).digest('hex').slice(0, 16);
+function deliveryId(webhookId: string, at: number, event: string): string {
+  const h = createHash('sha256').update(webhookId).update('\n').update(event).digest('hex').slice(0, 16);
   return `dlv_${at.toString(36).padStart(9, '0')}${h}`;
 }
 
@@ -66,18 +67,41 @@ export class Deliverer {
 
   /** Bus subscriber: records a delivery for every webhook of the owner subscribed to the event. */
   fanOut(e: BusEvent): Promise<void> {
-    if (!KNOWN.has(e.event) || !e.ownerId) return Promise.resolve();
+    // An event with an id came from the outbox and already has its deliveries.
+    if (e.id !== undefined || !KNOWN.has(e.event) || !e.ownerId) return Promise.resolve();
     return this.events.submit(e);
   }
 
+  /**
+   * Outbox consumer: the deliveries (and their first jobs) of a batch of recorded events, written in
+   * the transaction that removes the events from the outbox. Ids derive from the event's own id, so a
+   * batch handled twice (never expected; the outbox deletes in the same commit) inserts nothing twice.
+   */
+  async fanOutRecorded(trx: Db, batch: RecordedEvent[]): Promise<void> {
+    const known = batch.filter((e) => KNOWN.has(e.event) && e.ownerId);
+    const rows = await this.deliveryRows(trx, known, (hookId, e, at) => deliveryId(hookId, at, e.id));
+    await this.insertAndEnqueue(trx, rows);
+  }
+
   private async writeFanOut(batch: BusEvent[]): Promise<void> {
+    const rows = await this.deliveryRows(this.d.hooks.db, batch, (hookId, _e, at, body) => deliveryId(hookId, at, body));
+    if (!rows.length) return;
+    await this.d.hooks.db.transaction().execute((trx) => this.insertAndEnqueue(trx, rows));
+    this.d.jobs.notify();
+  }
+
+  private async deliveryRows<E extends BusEvent>(
+    db: Db,
+    batch: E[],
+    idOf: (hookId: string, e: E, at: number, body: string) => string,
+  ): Promise<DeliveryRow[]> {
     const subsOf = new Map<string, Awaited<ReturnType<WebhooksRepo['subscriptions']>>>();
     const rows: DeliveryRow[] = [];
     const now = Date.now();
     for (const e of batch) {
       let subs = subsOf.get(e.ownerId);
       if (!subs) {
-        subs = await this.d.hooks.subscriptions(e.ownerId);
+        subs = await this.d.hooks.subscriptions(e.ownerId, db);
         subsOf.set(e.ownerId, subs);
       }
       const parsed = Date.parse(e.timestamp);
@@ -87,7 +111,7 @@ export class Deliverer {
         if (!(JSON.parse(s.events) as string[]).includes(e.event)) continue;
         const active = s.status === 'ACTIVE';
         rows.push({
-          id: deliveryId(s.id, at, body),
+          id: idOf(s.id, e, at, body),
           webhook_id: s.id,
           owner_id: e.ownerId,
           event: e.event,
@@ -105,27 +129,28 @@ export class Deliverer {
         });
       }
     }
-    if (!rows.length) return;
-    await this.d.hooks.db.transaction().execute(async (trx) => {
-      const fresh = await this.d.deliveries.insertNew(trx, rows);
-      const byHook = new Map<string, string[]>();
-      for (const r of rows) {
-        if (r.status !== 'pending' || !fresh.has(r.id)) continue;
-        const ids = byHook.get(r.webhook_id) ?? [];
-        ids.push(r.id);
-        byHook.set(r.webhook_id, ids);
-      }
-      for (const ids of byHook.values()) {
-        for (let i = 0; i < ids.length; i += JOB_BATCH) {
-          const job: DeliverJob = { deliveries: ids.slice(i, i + JOB_BATCH).map((id) => ({ id, attempt: 1 })) };
-          await this.d.jobs.enqueue(DELIVER_JOB, job, { db: trx, runAt: now });
-        }
-      }
-    });
-    this.d.jobs.notify();
+    return rows;
   }
 
-  /** One delivery's next attempt (a retry or a redelivery). */
+  private async insertAndEnqueue(trx: Db, rows: DeliveryRow[]): Promise<void> {
+    if (!rows.length) return;
+    const now = Date.now();
+    const fresh = await this.d.deliveries.insertNew(trx, rows);
+    const byHook = new Map<string, string[]>();
+    for (const r of rows) {
+      if (r.status !== 'pending' || !fresh.has(r.id)) continue;
+      const ids = byHook.get(r.webhook_id) ?? [];
+      ids.push(r.id);
+      byHook.set(r.webhook_id, ids);
+    }
+    for (const ids of byHook.values()) {
+      for (let i = 0; i < ids.length; i += JOB_BATCH) {
+        const job: DeliverJob = { deliveries: ids.slice(i, i + JOB_BATCH).map((id) => ({ id, attempt: 1 })) };
+        await this.d.jobs.enqueue(DELIVER_JOB, job, { db: trx, runAt: now });
+      }
+    }
+  }
+
   /** Wakes the job poller after a commit that enqueued deliveries inside a transaction. */
   notify(): void {
     this.d.jobs.notify();

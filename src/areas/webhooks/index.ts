@@ -34,6 +34,13 @@ export const webhooksArea: AreaModule = {
       concurrency: 16,
       leaseMs: webhookTimeoutMs + 20_000,
     });
+    // Events recorded in the outbox with their change become deliveries in the commit that removes them.
+    deps.events.consume({
+      handle: (trx, events) => deliverer.fanOutRecorded(trx, events),
+      committed: () => deliverer.notify(),
+    });
+    // Events still published on the bus (sources not yet moved to the outbox) are fanned out as before:
+    // at most once, lost if nube dies before the fan-out commits.
     const unsubscribe = deps.bus.subscribe((e) =>
       deliverer.fanOut(e).catch((err: unknown) => {
         deps.log.error({ err, event: e.event, owner: e.ownerId }, 'webhook fan-out failed; event not delivered');

@@ -1,12 +1,25 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+// The only place that reads process.env. Everything else receives a Config (its shape is in
+// platform/config-shape.ts, so no module imports this one but the entry points).
 import { z } from 'zod';
+import { type Config, FILE_REGION_NAMES, type FilesConfig, LOG_LEVELS, type MetricsConfig } from './platform/config-shape.js';
+import { PLAN_NAMES } from './platform/plans.js';
 
-// The only place that reads process.env. Everything else receives a Config.
-
-export const PLAN_NAMES = ['byte', 'mega', 'tera'] as const;
-export type PlanName = (typeof PLAN_NAMES)[number];
+export type {
+  CgroupChoice,
+  Config,
+  FilesConfig,
+  LlmConfig,
+  LogLevel,
+  MetricsConfig,
+  PdfConfig,
+  SandboxesConfig,
+  WebConfig,
+} from './platform/config-shape.js';
+export { FILE_REGION_NAMES } from './platform/config-shape.js';
+export { PLAN_NAMES, type PlanName } from './platform/plans.js';
 
 export const OWNER_KEY_PATTERN = /^nube_sk_live_[A-Za-z0-9]{32,}$/;
 
@@ -40,7 +53,7 @@ const envSchema = z.object({
     .optional(),
   NUBE_OWNER_PLAN: z.enum(PLAN_NAMES).default('tera'),
   NUBE_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
-  NUBE_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  NUBE_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   NUBE_BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()
@@ -119,107 +132,6 @@ const envSchema = z.object({
 });
 
 export type Env = z.input<typeof envSchema>;
-
-export interface Config {
-  host: string;
-  port: number;
-  dataDir: string;
-  /** Base URL clients reach nube at; without NUBE_PUBLIC_URL it is the listen address, known after listen. */
-  publicUrl: string;
-  publicUrlFixed: boolean;
-  databaseUrl?: string;
-  redisUrl?: string;
-  ownerKey?: string;
-  ownerPlan: PlanName;
-  secret: string;
-  logLevel: z.infer<typeof envSchema>['NUBE_LOG_LEVEL'];
-  bodyLimitBytes: number;
-  rateLimitPerMinute: number;
-  authCacheMs: number;
-  jobPollMs: number;
-  runWorkers: boolean;
-  outboundAllow: string[];
-  webhookTimeoutMs: number;
-  /** Milliseconds to wait before retry 1, 2, ...; a delivery gets 1 + length attempts. */
-  webhookRetryMs: number[];
-  files: FilesConfig;
-  sandboxes: SandboxesConfig;
-  web: WebConfig;
-  sites: { host: string };
-  pdf: PdfConfig;
-  llm: LlmConfig;
-  metrics: MetricsConfig;
-}
-
-/** The warm browser behind the PDF export. */
-export interface PdfConfig {
-  /** Debian's launcher (`/usr/bin/chromium`). */
-  chromiumPath: string;
-  /** Pages rendering at once. */
-  pages: number;
-  /** The browser restarts (once idle) past this much memory (PSS) over all its processes. */
-  maxMemoryBytes: number;
-  timeoutMs: number;
-}
-
-/** The operator's LLM upstream (absent: only accounts with their own AI key can run agents). */
-export interface LlmConfig {
-  upstream?: { baseUrl: string; apiKey?: string; model: string };
-  /** Port of the gateway listener on the sandbox bridge's host address; 0 picks a free one. */
-  gatewayPort: number;
-}
-
-/**
- * GET /metrics: `off` (no route, no per-request cost), `token` (Bearer NUBE_METRICS_TOKEN) or `public`
- * (no credential: for a port only the scraper reaches).
- */
-export type MetricsConfig = { mode: 'off' } | { mode: 'public' } | { mode: 'token'; token: string };
-
-/** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
-export interface WebConfig {
-  /** SearXNG base URL (its JSON API at `<base>/search?format=json`); absent: search answers 503. */
-  searchUrl?: string;
-  timeoutMs: number;
-  maxBytes: number;
-  /** Absent: `<public URL>/api/v2/account/usage`. */
-  buyUrl?: string;
-}
-
-export const FILE_REGION_NAMES = ['LATAM', 'US', 'EU'] as const;
-
-/** Where each region's blobs live, and the embeddings endpoint for semantic search (absent: no AI key). */
-export interface FilesConfig {
-  blob:
-    | { backend: 'local'; dirs: Record<(typeof FILE_REGION_NAMES)[number], string> }
-    | {
-        backend: 's3';
-        endpoint?: string;
-        region: string;
-        forcePathStyle: boolean;
-        credentials?: { accessKeyId: string; secretAccessKey: string };
-        /** Region -> bucket and key prefix (one shared bucket gets a `<region>/` prefix per region). */
-        buckets: Record<(typeof FILE_REGION_NAMES)[number], { bucket: string; prefix?: string }>;
-      };
-  ai?: { baseUrl: string; apiKey: string; model: string };
-}
-
-export interface SandboxesConfig {
-  /** namespaces (bwrap + user namespaces) or gvisor (runsc, a user-space kernel). */
-  driver: 'namespaces' | 'gvisor';
-  /** Per-port URLs are `<port>-<sandbox id>.<publicHost>`. */
-  publicHost: string;
-  templatesDir: string;
-  /** Built-in templates built when the server starts (NUBE_SANDBOX_PREBUILD=base,code-interpreter). */
-  prebuild: string[];
-  bridge: { name: string; cidr: string };
-  cgroupParent: string;
-  /** Which cgroup hierarchy sandboxes use (NUBE_SANDBOX_CGROUPS): detected, or forced. */
-  cgroups: CgroupChoice;
-  /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
-  mirror?: string;
-}
-
-export type CgroupChoice = 'auto' | 'v1' | 'v2';
 
 export class ConfigError extends Error {}
 

@@ -1,5 +1,5 @@
 import type { Migration } from 'kysely';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config-shape.js';
 import type { DoctorCheck } from '../platform/doctor.js';
 import type { AnyOperation, Services } from '../platform/operation.js';
 import type { PlatformDeps } from './deps.js';

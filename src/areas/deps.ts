@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config-shape.js';
 import type { Authenticator } from '../platform/auth.js';
 import type { SecretBox } from '../platform/crypto.js';
 import type { Bus } from '../platform/events.js';

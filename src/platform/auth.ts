@@ -1,4 +1,4 @@
-import type { PlanName } from '../config.js';
+import type { PlanName } from './plans.js';
 import { errors } from './errors.js';
 
 /**

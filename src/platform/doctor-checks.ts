@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import type { Config } from '../config.js';
+import type { Config } from './config-shape.js';
 import { type CheckResult, canWrite, type DoctorCheck, errorText, fail, ok, redactUrl, skip, warn } from './doctor.js';
 
 const MIN_NODE = [20, 18];

@@ -12,7 +12,7 @@ import type {
   JobQueue,
   JobQueueOptions,
   JobRef,
-} from './jobs.js';
+} from './jobs-contract.js';
 import { defaultBackoff, PermanentJobError } from './jobs-retry.js';
 import * as q from './jobs-sql.js';
 

@@ -4,7 +4,7 @@
 import { type ExpressionBuilder, type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import type { Dialect } from '../store/db.js';
 import type { Tables } from '../store/schema.js';
-import type { JobInfo } from './jobs.js';
+import type { JobInfo } from './jobs-contract.js';
 import { type JobStatus, type JobsTable, PENDING_KEY_PREDICATE } from './jobs-migration.js';
 
 export type JobRow = Selectable<JobsTable>;

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { type RateLimiterAbstract, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { PlanName } from '../config.js';
+import type { PlanName } from './plans.js';
 import { errors } from './errors.js';
 import type { RateLimitRule } from './operation.js';
 import { type CountedAllowance, PLANS } from './plans.js';

@@ -1,7 +1,7 @@
 // GET /metrics and the per-request histogram. Installed only when metrics are configured, so a nube
 // without NUBE_METRICS_TOKEN / NUBE_METRICS_PUBLIC pays nothing per request.
 import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler, RouteOptions } from 'fastify';
-import type { MetricsConfig } from '../config.js';
+import type { MetricsConfig } from './config-shape.js';
 import { safeEqual, sha256Hex } from './crypto.js';
 import { ApiError } from './errors.js';
 import type { Observer } from './fast-histogram.js';

@@ -1,4 +1,5 @@
-import type { PlanName } from '../config.js';
+export const PLAN_NAMES = ['byte', 'mega', 'tera'] as const;
+export type PlanName = (typeof PLAN_NAMES)[number];
 
 /** The spec's plan allowances, encoded once. `null` = not included in the plan. */
 export interface Plan {

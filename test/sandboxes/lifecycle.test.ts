@@ -317,7 +317,7 @@ describe.each(DRIVERS)('%s: sandboxes API lifecycle', (driver) => {
       plan: 'tera' as const,
     };
     // The record a create writes before its job runs (the template build is what the job waits for).
-    const row = newRow(core, principal, {
+    const row = newRow((e) => core.seal(e), principal, {
       template: 'base',
       timeoutSeconds: 60,
       suspendOnIdle: false,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PLAN_NAMES } from '../../config.js';
+import { PLAN_NAMES } from '../../platform/plans.js';
 import { defineOperation } from '../../platform/operation.js';
 import { IsoTime, Ok, ok } from '../../platform/schemas.js';
 import type { AccountService } from './service.js';

@@ -1,5 +1,5 @@
 import type { Kysely, Migration } from 'kysely';
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import type { Tables } from '../../store/schema.js';
 
 interface AccountsTable {

@@ -1,4 +1,4 @@
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import type { CredentialResolver, Principal } from '../../platform/auth.js';
 import { SCHEMES } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';

@@ -1,14 +1,26 @@
 // Building an agent: a fresh sandbox with the program, the workspace and its seed files and a new
 // gateway credential, then the ACP connection; and starting the program again when it ended.
 import type { Principal } from '../../platform/auth.js';
+import type { Services } from '../../platform/operation.js';
+import type { PlatformDeps } from '../deps.js';
 import { agentProgram } from './bundle.js';
-import { AGENT_PORT } from './connection.js';
-import type { AgentRow } from './repo.js';
-import type { AgentsCore } from './service.js';
+import { AGENT_PORT, type AgentLink } from './connection.js';
+import type { AgentRow, AgentsRepo } from './repo.js';
 import { PROGRAM_PATH, seedPath, templateFor, WORKSPACE } from './templates.js';
 
+/** What a build needs of the agents service (declared here so the builder does not import it). */
+export interface BuildHost {
+  readonly repo: AgentsRepo;
+  readonly deps: Pick<PlatformDeps, 'log'>;
+  readonly s: Pick<Services, 'sandboxes' | 'llm'>;
+  principalOf(row: AgentRow): Promise<Principal>;
+  secrets(row: AgentRow): { env: Record<string, string>; token: string };
+  link(row: AgentRow, waitMs?: number): Promise<AgentLink>;
+  dropLink(id: string): void;
+}
+
 export class Builder {
-  constructor(private readonly core: AgentsCore) {}
+  constructor(private readonly core: BuildHost) {}
 
   /** A fresh sandbox with the program, the seed files and a new gateway credential; then connect. */
   async provision(row: AgentRow): Promise<void> {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, Ok, StringMap } from '../../platform/schemas.js';
-import type { AgentsService } from './index.js';
+import type { AgentsService } from './facade.js';
 
 declare module '../../platform/operation.js' {
   interface Services {

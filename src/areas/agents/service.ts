@@ -3,7 +3,7 @@
 // answered `initialize`); a sandbox that expired or was deleted makes the agent `lost`, and a revive
 // (explicit, or automatic on a message) builds it again on a fresh sandbox under the same id and URL.
 import type { McpServer } from '@agentclientprotocol/sdk';
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import type { CredentialResolver, Principal } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';

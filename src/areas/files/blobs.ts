@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { type BlobStores, createBlobStores, type TokenMethod, UrlTokenSigner, type VerifiedToken } from '../../blob/index.js';
-import type { Config } from '../../config.js';
+import type { Config } from '../../platform/config-shape.js';
 
 /** Key of a file's object: public and private files live in separate key spaces. */
 export function blobKey(access: string, ownerId: string, fileId: string): string {

@@ -2,7 +2,7 @@
 // answers a listing with the configured credentials.
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Config } from '../../config.js';
+import type { Config } from '../../platform/config-shape.js';
 import { type CheckResult, canWrite, type DoctorCheck, errorText, fail, ok } from '../../platform/doctor.js';
 import { storesFromConfig } from './blobs.js';
 

@@ -4,7 +4,7 @@ import type { OutboundClient } from '../../platform/outbound.js';
 import { cosine, EMBED_BATCH, type EmbeddingsConfig, embed, embeddingHash, embeddingText } from './embeddings.js';
 import type { FileRow } from './repo.js';
 import type { File } from './schemas.js';
-import type { FilesService } from './service.js';
+import type { FilesCore } from './core.js';
 
 /**
  * Semantic search: every DONE file of the owner has a vector of its name, type and metadata, computed
@@ -14,7 +14,7 @@ import type { FilesService } from './service.js';
  */
 export class FileSearch {
   constructor(
-    private readonly files: FilesService,
+    private readonly files: FilesCore,
     /** The embeddings endpoint to use for an owner: its own AI key, else the operator's, else none. */
     private readonly aiFor: (ownerId: string) => Promise<EmbeddingsConfig | undefined>,
     private readonly client: OutboundClient,

@@ -7,6 +7,7 @@ import { assertStorageAvailable } from '../../platform/limits.js';
 import type { OutboxEvent } from '../../platform/outbox.js';
 import type { PlatformDeps } from '../deps.js';
 import { blobKey, type FileUrls } from './blobs.js';
+import type { FilesCore } from './core.js';
 import type { FileRow, FilesRepo } from './repo.js';
 import type { File } from './schemas.js';
 import type { EmbeddingsConfig } from './embeddings.js';
@@ -71,7 +72,7 @@ const fileEvent = (event: FileEvent, ownerId: string, file: File): OutboxEvent =
   data: file as unknown as Record<string, unknown>,
 });
 
-export class FilesService {
+export class FilesService implements FilesCore {
   #now: () => number = Date.now;
   /** Byte routes outside /api/v2 (PUT/GET of presigned URLs, public URLs, share links). */
   readonly transfers: FileTransfers;

@@ -1,10 +1,10 @@
 import { type BlobBody, BlobError, type BlobHttpResponse, receiveUpload, type RequestHeaders, serveBlob } from '../../blob/index.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import { blobKey, fileIdOfKey } from './blobs.js';
 import type { FileRow } from './repo.js';
-import type { FilesService } from './service.js';
+import type { FilesCore } from './core.js';
 import type { File } from './schemas.js';
 
 /** Looks up an owner's plan (the account area's), to check the storage allowance at upload time. */
@@ -16,7 +16,7 @@ export type PlanOf = (ownerId: string) => Promise<PlanName>;
  */
 export class FileTransfers {
   constructor(
-    private readonly files: FilesService,
+    private readonly files: FilesCore,
     private readonly planOf: PlanOf,
   ) {}
 

@@ -4,8 +4,15 @@
 // the host to sandboxes (an nftables set); the rest of the host stays closed to them.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { GatewayError } from './relay.js';
-import type { LlmService } from './service.js';
+import type { LlmCredentials } from './credentials.js';
+import { type ChatBody, GatewayError, type RelayResult, type RelaySink } from './relay.js';
+
+/** What the gateway's listener needs of the LLM service (declared here so it does not import it). */
+export interface GatewayBackend {
+  resolveCredential(secret: string): ReturnType<LlmCredentials['resolve']>;
+  modelFor(ownerId: string): Promise<string>;
+  complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal): Promise<RelayResult>;
+}
 
 /** The host side of the sandbox network (the sandboxes area provides it). */
 export interface HostNetwork {
@@ -26,7 +33,7 @@ export class GatewayServer {
     readonly url: string,
   ) {}
 
-  static async start(svc: LlmService, host: HostNetwork, port: number): Promise<GatewayServer> {
+  static async start(svc: GatewayBackend, host: HostNetwork, port: number): Promise<GatewayServer> {
     const address = await host.hostAddress();
     const server = createServer((req, res) => {
       handle(svc, req, res).catch((e: unknown) => fail(res, e));
@@ -85,7 +92,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-async function handle(svc: LlmService, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(svc: GatewayBackend, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   const route =
     path === '/v1/chat/completions' && req.method === 'POST' ? 'chat' : path === '/v1/models' && req.method === 'GET' ? 'models' : null;
@@ -114,7 +121,7 @@ async function handle(svc: LlmService, req: IncomingMessage, res: ServerResponse
   });
   await svc.complete(
     cred.ownerId,
-    body as Parameters<LlmService['complete']>[1],
+    body as ChatBody,
     {
       start: (status, contentType) =>
         res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }),

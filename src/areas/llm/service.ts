@@ -1,7 +1,7 @@
 // The LLM gateway's service: picks the upstream, checks the plan's monthly LLM tokens before relaying,
 // meters every completion into the `llmTokens` counter, issues and revokes scoped credentials, and
 // runs the gateway listener sandboxes reach. Agents (and later fleet and documents) call it.
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import { errors } from '../../platform/errors.js';
 import { PLANS } from '../../platform/plans.js';
 import type { OutboundClient } from '../../platform/outbound.js';

@@ -3,7 +3,7 @@
 // NUBE_LLM_BASE_URL (trusted configuration: it may be a loopback or private address, such as a model
 // server beside nube, so its origin is the request's `trustedOrigin`). Both go through the one
 // outbound client (platform/outbound.ts).
-import type { LlmConfig } from '../../config.js';
+import type { LlmConfig } from '../../platform/config-shape.js';
 import { ApiError } from '../../platform/errors.js';
 
 export interface Upstream {

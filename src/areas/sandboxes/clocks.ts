@@ -7,15 +7,23 @@
 // One job per sandbox (key `sandbox-ttl:<id>`), due at the earliest deadline. Activity only moves the
 // deadline later, so it writes the new deadline and leaves the job alone: the job, firing early,
 // finds the deadline moved and re-arms itself. That keeps exec round trips free of job-table writes.
-import type { SandboxRow } from './repo.js';
-import type { SandboxesCore } from './service.js';
+import type { PlatformDeps } from '../deps.js';
+import type { SandboxesRepo, SandboxRow } from './repo.js';
+
+/** What the clocks need of the sandboxes service: its rows, the job queue, and the two ends of a clock. */
+export interface ClockHost {
+  readonly repo: SandboxesRepo;
+  readonly deps: Pick<PlatformDeps, 'jobs'>;
+  destroy(id: string, reason: string): Promise<void>;
+  suspend(id: string, reason: string): Promise<SandboxRow>;
+}
 
 export const TTL_JOB = 'sandboxes.ttl';
 /** Activity writes the idle deadline when it moved by at least this much. */
 const TOUCH_GRANULARITY_MS = 1000;
 
 export class Clocks {
-  constructor(private readonly core: SandboxesCore) {}
+  constructor(private readonly core: ClockHost) {}
 
   /** The inactivity TTL in ms, or null when the timeout is absolute. */
   idleTtlMs(r: SandboxRow): number | null {

@@ -2,7 +2,7 @@
 // the built-in templates. Read-only: nothing here creates a bridge, a cgroup or a template.
 import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import type { Config } from '../../config.js';
+import type { Config } from '../../platform/config-shape.js';
 import { type CheckResult, type DoctorCheck, errorText, fail, ok, warn } from '../../platform/doctor.js';
 import { detectCgroups } from './runtime/namespaces/cgroups.js';
 import { GVISOR_PACKAGES, HOST_PACKAGES, missingPackages } from './runtime/namespaces/host-deps.js';

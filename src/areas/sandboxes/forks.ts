@@ -54,7 +54,7 @@ export class Forks {
     const env = this.core.env(parent);
     const rows: SandboxRow[] = Array.from({ length: count }, () =>
       newRow(
-        this.core,
+        (e) => this.core.seal(e),
         p,
         {
           template: parent.template,

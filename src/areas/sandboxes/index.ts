@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Config } from '../../config.js';
+import type { Config } from '../../platform/config-shape.js';
 import type { AreaModule } from '../area.js';
 import type { PlatformDeps } from '../deps.js';
 import { TTL_JOB } from './clocks.js';

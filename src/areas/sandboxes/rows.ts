@@ -1,11 +1,24 @@
 import type { Principal } from '../../platform/auth.js';
 import { newId } from '../../platform/ids.js';
 import type { SandboxRow, TemplateRow } from './repo.js';
-import type { CreateInput, SandboxesCore } from './service.js';
+
+export interface CreateInput {
+  template: string;
+  timeoutSeconds: number;
+  suspendOnIdle: boolean;
+  templateKey?: string;
+  templateHash?: string;
+  name?: string;
+  metadata?: Record<string, string>;
+  env?: Record<string, string>;
+}
+
+/** Seals a sandbox's environment for its row (the service's secret box). */
+export type SealEnv = (env: Record<string, string>) => string;
 
 /** A new record; `derived` and `parent` say what it starts from (snapshots are the driver's). */
 export function newRow(
-  core: SandboxesCore,
+  seal: SealEnv,
   p: Principal,
   input: CreateInput,
   from: { derived?: TemplateRow; parent?: SandboxRow; templateBuild?: string } = {},
@@ -26,7 +39,7 @@ export function newRow(
     template_hash: from.derived?.hash ?? null,
     parent_id: from.parent?.id ?? null,
     metadata: JSON.stringify(input.metadata ?? {}),
-    env_sealed: core.seal(input.env ?? {}),
+    env_sealed: seal(input.env ?? {}),
     timeout_seconds: input.timeoutSeconds,
     suspend_on_idle: input.suspendOnIdle ? 1 : 0,
     idle_ttl_seconds: from.parent?.idle_ttl_seconds ?? null,

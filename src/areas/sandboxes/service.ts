@@ -7,23 +7,14 @@ import type { PlatformDeps } from '../deps.js';
 import { buildLogger } from './build-log.js';
 import { Clocks } from './clocks.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
-import { newRow } from './rows.js';
+import { type CreateInput, newRow } from './rows.js';
 import { collectSnapshots } from './snapshot-gc.js';
 import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
 import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
 import { SandboxRuntimeError } from './runtime/driver.js';
 import { failedError, portUrl, reasonOf, rt, type SandboxView, type StartPhase, startingError, toSandbox } from './views.js';
 
-export interface CreateInput {
-  template: string;
-  timeoutSeconds: number;
-  suspendOnIdle: boolean;
-  templateKey?: string;
-  templateHash?: string;
-  name?: string;
-  metadata?: Record<string, string>;
-  env?: Record<string, string>;
-}
+export type { CreateInput } from './rows.js';
 
 export interface Bootstrap {
   script: string;
@@ -143,7 +134,7 @@ export class SandboxesCore {
       });
       built = t !== null;
     }
-    const row = newRow(this, p, input, { derived });
+    const row = newRow((env) => this.seal(env), p, input, { derived });
     await this.repo.insert(row);
     if (!built) {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.

@@ -1,6 +1,13 @@
-import type { SandboxRow } from './repo.js';
-import { SandboxRuntimeError } from './runtime/driver.js';
-import type { SandboxesCore } from './service.js';
+import type { PlatformDeps } from '../deps.js';
+import type { SandboxesRepo, SandboxRow } from './repo.js';
+import { type SandboxRuntime, SandboxRuntimeError } from './runtime/driver.js';
+
+/** What collecting snapshots needs of the sandboxes service. */
+export interface SnapshotGcHost {
+  readonly repo: SandboxesRepo;
+  readonly runtime: SandboxRuntime;
+  readonly deps: Pick<PlatformDeps, 'log'>;
+}
 
 /**
  * Free driver snapshots nothing needs any more: the layers the destroyed sandbox stood on and the
@@ -8,7 +15,7 @@ import type { SandboxesCore } from './service.js';
  * sandbox that still exists. A snapshot something else still stands on stays (SnapshotInUse).
  */
 export async function collectSnapshots(
-  core: SandboxesCore,
+  core: SnapshotGcHost,
   row: SandboxRow,
   layers: string[],
 ): Promise<void> {

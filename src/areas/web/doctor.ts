@@ -1,5 +1,5 @@
 // `nube doctor` check for web search: the configured SearXNG instance answers a real query in JSON.
-import type { Config } from '../../config.js';
+import type { Config } from '../../platform/config-shape.js';
 import { type DoctorCheck, errorText, ok, skip, warn } from '../../platform/doctor.js';
 import { OutboundClient } from '../../platform/outbound.js';
 import { SearxngProvider } from './search-provider.js';

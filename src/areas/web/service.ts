@@ -1,4 +1,4 @@
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, type ErrorIssue, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';

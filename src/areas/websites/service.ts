@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { BlobStore } from '../../blob/index.js';
-import type { PlanName } from '../../config.js';
+import type { PlanName } from '../../platform/plans.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';

@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
-import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroups.js';
+import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroup-host.js';
 import { killAll, removeTree, sleep } from './cgroup-fs.js';
 
 export const V1_CONTROLLERS = ['memory', 'cpu', 'pids', 'freezer'] as const;

@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
-import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroups.js';
+import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroup-host.js';
 import { killAll, removeTree, sleep } from './cgroup-fs.js';
 
 /** The controllers a sandbox's limits need; the freezer is part of every v2 cgroup (kernel 5.2+). */

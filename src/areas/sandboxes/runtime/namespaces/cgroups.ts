@@ -1,46 +1,13 @@
-// Which cgroup hierarchy holds the controllers sandboxes need, and the one interface both are used
-// through. cgroup v1 (a hierarchy per controller: this project's machines) or v2 (one unified tree:
-// Debian 12's default); the choice is the host's, detected at the runtime's first use.
+// Which cgroup hierarchy holds the controllers sandboxes need (cgroup v1, a hierarchy per controller:
+// this project's machines; or v2, one unified tree: Debian 12's default), detected at the runtime's
+// first use. Both are used through the interface in cgroup-host.ts.
 import { existsSync, readFileSync } from 'node:fs';
-import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import type { CgroupHost } from './cgroup-host.js';
 import { CgroupV1Host, V1_CONTROLLERS } from './cgroups-v1.js';
 import { CgroupV2Host, V2_CONTROLLERS } from './cgroups-v2.js';
 
-export interface CgroupStats {
-  memoryBytes: number;
-  oomKills: number;
-  pids: number;
-  pidsMaxHits: number;
-}
-
-/** The cgroup(s) of one sandbox. */
-export interface SandboxCgroup {
-  readonly id: string;
-  /** Create it with these limits (memory without swap, CPU bandwidth, pids). */
-  create(limits: SandboxLimits): Promise<void>;
-  /** Directories the sandbox's init and /bg processes join. */
-  dirs(): string[];
-  /**
-   * What one exec joins: `cgroups`, and `execCgroups`, created fresh by the spawner, which kills what
-   * is left in them when the command ends (so a `setsid` child does not outlive exec).
-   */
-  execJoin(name: string): { cgroups: string[]; execCgroups: string[] };
-  /** Stop every process in it (snapshots copy a still tree); resolves once the kernel says frozen. */
-  freeze(): Promise<void>;
-  thaw(): Promise<void>;
-  stats(): Promise<CgroupStats>;
-  /** Kill everything left in it and remove it. */
-  destroy(): Promise<void>;
-}
-
-/** The host's hierarchy, with nube's parent cgroup in it. */
-export interface CgroupHost {
-  readonly version: 1 | 2;
-  /** Check the controllers are there and set up the parent (v2: delegate the controllers to it). */
-  prepare(): Promise<void>;
-  sandbox(id: string): SandboxCgroup;
-}
+export type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroup-host.js';
 
 interface Mount {
   path: string;

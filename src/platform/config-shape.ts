@@ -1,0 +1,107 @@
+// The shape of nube's configuration: what src/config.ts reads once from the environment and the platform
+// hands every area (deps.config). Areas import this shape, never the module that reads the environment.
+import type { PlanName } from './plans.js';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  /** Base URL clients reach nube at; without NUBE_PUBLIC_URL it is the listen address, known after listen. */
+  publicUrl: string;
+  publicUrlFixed: boolean;
+  databaseUrl?: string;
+  redisUrl?: string;
+  ownerKey?: string;
+  ownerPlan: PlanName;
+  secret: string;
+  logLevel: LogLevel;
+  bodyLimitBytes: number;
+  rateLimitPerMinute: number;
+  authCacheMs: number;
+  jobPollMs: number;
+  runWorkers: boolean;
+  outboundAllow: string[];
+  webhookTimeoutMs: number;
+  /** Milliseconds to wait before retry 1, 2, ...; a delivery gets 1 + length attempts. */
+  webhookRetryMs: number[];
+  files: FilesConfig;
+  sandboxes: SandboxesConfig;
+  web: WebConfig;
+  sites: { host: string };
+  pdf: PdfConfig;
+  llm: LlmConfig;
+  metrics: MetricsConfig;
+}
+
+/** The warm browser behind the PDF export. */
+export interface PdfConfig {
+  /** Debian's launcher (`/usr/bin/chromium`). */
+  chromiumPath: string;
+  /** Pages rendering at once. */
+  pages: number;
+  /** The browser restarts (once idle) past this much memory (PSS) over all its processes. */
+  maxMemoryBytes: number;
+  timeoutMs: number;
+}
+
+/** The operator's LLM upstream (absent: only accounts with their own AI key can run agents). */
+export interface LlmConfig {
+  upstream?: { baseUrl: string; apiKey?: string; model: string };
+  /** Port of the gateway listener on the sandbox bridge's host address; 0 picks a free one. */
+  gatewayPort: number;
+}
+
+/**
+ * GET /metrics: `off` (no route, no per-request cost), `token` (Bearer NUBE_METRICS_TOKEN) or `public`
+ * (no credential: for a port only the scraper reaches).
+ */
+export type MetricsConfig = { mode: 'off' } | { mode: 'public' } | { mode: 'token'; token: string };
+
+/** web.search provider, limits of one page fetch, and the `buy` link of a 402. */
+export interface WebConfig {
+  /** SearXNG base URL (its JSON API at `<base>/search?format=json`); absent: search answers 503. */
+  searchUrl?: string;
+  timeoutMs: number;
+  maxBytes: number;
+  /** Absent: `<public URL>/api/v2/account/usage`. */
+  buyUrl?: string;
+}
+
+export const FILE_REGION_NAMES = ['LATAM', 'US', 'EU'] as const;
+
+/** Where each region's blobs live, and the embeddings endpoint for semantic search (absent: no AI key). */
+export interface FilesConfig {
+  blob:
+    | { backend: 'local'; dirs: Record<(typeof FILE_REGION_NAMES)[number], string> }
+    | {
+        backend: 's3';
+        endpoint?: string;
+        region: string;
+        forcePathStyle: boolean;
+        credentials?: { accessKeyId: string; secretAccessKey: string };
+        /** Region -> bucket and key prefix (one shared bucket gets a `<region>/` prefix per region). */
+        buckets: Record<(typeof FILE_REGION_NAMES)[number], { bucket: string; prefix?: string }>;
+      };
+  ai?: { baseUrl: string; apiKey: string; model: string };
+}
+
+export interface SandboxesConfig {
+  /** namespaces (bwrap + user namespaces) or gvisor (runsc, a user-space kernel). */
+  driver: 'namespaces' | 'gvisor';
+  /** Per-port URLs are `<port>-<sandbox id>.<publicHost>`. */
+  publicHost: string;
+  templatesDir: string;
+  /** Built-in templates built when the server starts (NUBE_SANDBOX_PREBUILD=base,code-interpreter). */
+  prebuild: string[];
+  bridge: { name: string; cidr: string };
+  cgroupParent: string;
+  /** Which cgroup hierarchy sandboxes use (NUBE_SANDBOX_CGROUPS): detected, or forced. */
+  cgroups: CgroupChoice;
+  /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
+  mirror?: string;
+}
+
+export type CgroupChoice = 'auto' | 'v1' | 'v2';

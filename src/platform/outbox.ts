@@ -8,6 +8,7 @@
 // (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one writer).
 import type { Transaction } from 'kysely';
 import type { Store } from '../store/db.js';
+import { relaxCommit } from '../store/relaxed-commit.js';
 import type { Tables } from '../store/schema.js';
 import type { Bus } from './events.js';
 import { newId } from './ids.js';
@@ -56,11 +57,15 @@ export class Outbox {
   private again = false;
   private sweep: NodeJS.Timeout | undefined;
   private readonly unsubscribe: () => void;
+  private readonly own = new Set<string>();
 
   constructor(private readonly o: OutboxOptions) {
-    // An outbox event published by any replica means rows to drain (a no-op when this one does not).
+    // An outbox event published by another replica means rows to drain (a no-op when this one does not).
+    // Its own events already started a drain in wake().
     this.unsubscribe = o.bus.subscribe((e) => {
-      if (e.id !== undefined && this.started) this.drainSoon();
+      if (e.id === undefined) return;
+      if (this.own.delete(e.id)) return;
+      if (this.started) this.drainSoon();
     });
   }
 
@@ -118,8 +123,13 @@ export class Outbox {
    */
   wake(events: RecordedEvent[]): void {
     if (!events.length) return;
-    for (const e of events) void this.o.bus.publish(e).catch(() => {});
     if (this.started) this.drainSoon();
+    // Bounded: ids whose echo never comes back (Redis away) must not pile up.
+    if (this.own.size > 10_000) this.own.clear();
+    for (const e of events) {
+      this.own.add(e.id);
+      void this.o.bus.publish(e).catch(() => {});
+    }
   }
 
   /** The one consumer of the outbox (the webhooks area). */
@@ -191,6 +201,7 @@ export class Outbox {
     const consumer = this.consumer;
     if (!consumer) return 0;
     const done = await this.o.store.db.transaction().execute(async (trx) => {
+      await relaxCommit(trx, this.o.store.dialect);
       let q = trx.selectFrom('outbox_events').selectAll().orderBy('id').limit(BATCH);
       // Replicas drain side by side: each takes rows no other transaction holds.
       if (this.o.store.dialect === 'postgres') q = q.forUpdate().skipLocked();

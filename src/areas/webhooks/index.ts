@@ -22,6 +22,8 @@ export const webhooksArea: AreaModule = {
       deliveries,
       jobs: deps.jobs,
       sender,
+      dialect: deps.store.dialect,
+      fallbackMs: webhookTimeoutMs + 20_000,
       openSecret: (sealed) => deps.secretBox.open(sealed),
       retryMs: webhookRetryMs,
       log: deps.log,
@@ -37,7 +39,7 @@ export const webhooksArea: AreaModule = {
     // Events recorded in the outbox with their change become deliveries in the commit that removes them.
     deps.events.consume({
       handle: (trx, events) => deliverer.fanOutRecorded(trx, events),
-      committed: () => deliverer.notify(),
+      committed: () => deliverer.committed(),
     });
     // Events still published on the bus (sources not yet moved to the outbox) are fanned out as before:
     // at most once, lost if nube dies before the fan-out commits.
@@ -47,12 +49,13 @@ export const webhooksArea: AreaModule = {
       }),
     );
     return {
-      webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, () => {
+      webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, async () => {
         unsubscribe();
+        await deliverer.stop();
       }),
     };
   },
   async close(services) {
-    services.webhooks.close();
+    await services.webhooks.close();
   },
 };

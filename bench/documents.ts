@@ -5,7 +5,9 @@
  *     second warm browser driven directly by playwright-core), interleaved one by one;
  *  2. deploy to first 200: POST /documents/{id}/deploy, then GET of the site until it answers 200;
  *  3. a published site's small page under wrk against a bare node:http static file server (a child
- *     process reading the same file from disk per request, as a static server does), interleaved.
+ *     process reading the same file from disk per request, as a static server does), interleaved;
+ *  4. pages from a prompt: POST /documents with a prompt until GET shows generation done, against the
+ *     LLM's own latency (the test suite's OpenAI-protocol stub, the same request sent to it directly).
  * Run: `npm run bench -- documents [seconds]`.
  */
 import { fork } from 'node:child_process';
@@ -19,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { Agent, request, fetch as undiciFetch } from 'undici';
 import { documentHtml } from '../src/areas/documents/render/page.js';
+import { startLlmStub } from '../test/helpers/llm-stub.js';
 import { zipOf } from '../test/helpers/site.js';
 import { type LoadResult, runLoad } from './lib/load.js';
 import { startBenchNube } from './lib/nube.js';
@@ -27,6 +30,9 @@ import { summarize } from './lib/stats.js';
 
 const PDF_RUNS = 40;
 const DEPLOY_RUNS = 20;
+const GENERATE_RUNS = 20;
+/** The stub LLM's think time per answer (a real model takes seconds; a short one shows nube's overhead). */
+const LLM_DELAY_MS = 100;
 const CONNECTIONS = 8;
 const ROUNDS = 3;
 
@@ -76,9 +82,15 @@ async function startStatic(root: string): Promise<{ url: string; stop(): void }>
 
 async function main(): Promise<void> {
   const seconds = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 4);
+  const llm = await startLlmStub();
+  const generated = JSON.stringify({ sections: SECTIONS.map(({ heading, body }) => ({ heading, body })) });
+  llm.respond = () => ({ content: generated, delayMs: LLM_DELAY_MS });
   const { base, key, close } = await startBenchNube('documents', {
     NUBE_RATE_LIMIT_PER_MINUTE: '10000000',
     NUBE_OWNER_PLAN: 'mega',
+    NUBE_LLM_BASE_URL: llm.url,
+    NUBE_LLM_MODEL: 'stub-model',
+    NUBE_LLM_GATEWAY_PORT: '0',
   });
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const agent = new Agent({ connections: 4 });
@@ -246,12 +258,73 @@ async function main(): Promise<void> {
       pass: siteRow.throughputPerSec / (bareRow.throughputPerSec as number) >= 0.5,
     });
     rows.push(bareRow);
+
+    console.log('pages from a prompt against the LLM alone');
+    // 4. A prompt-only document until its pages are written, against the same request to the LLM directly.
+    const prompt = 'Un informe trimestral de ventas con una tabla por mes';
+    const toLlm = async () => {
+      const r = await request(`${llm.url}/chat/completions`, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'stub-model',
+          messages: [
+            { role: 'system', content: 'write pages' },
+            { role: 'user', content: prompt },
+          ],
+        }),
+      });
+      await r.body.arrayBuffer();
+    };
+    const viaPrompt = async () => {
+      const { document: doc } = await json('POST', '/documents', { name: 'Informe', prompt });
+      for (let tries = 0; ; tries++) {
+        const got = await json('GET', `/documents/${doc.id}`);
+        if (got.generation.status === 'done' && got.pageCount === 2) return;
+        if (got.generation.status === 'failed' || tries > 5000)
+          throw new Error(`generation did not finish: ${JSON.stringify(got.generation)}`);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    };
+    for (let i = 0; i < 3; i++) {
+      await viaPrompt();
+      await toLlm();
+    }
+    const genMs: number[] = [];
+    const llmMs: number[] = [];
+    for (let i = 0; i < GENERATE_RUNS; i++) {
+      let t0 = performance.now();
+      await viaPrompt();
+      genMs.push(performance.now() - t0);
+      t0 = performance.now();
+      await toLlm();
+      llmMs.push(performance.now() - t0);
+    }
+    const g = summarize(genMs);
+    const l = summarize(llmMs);
+    const llmRow: ResultRow = {
+      name: `the LLM stub answering the same pages directly, ${LLM_DELAY_MS} ms think time (limit)`,
+      p50Ms: l.p50Ms,
+      p99Ms: l.p99Ms,
+    };
+    rows.push({
+      name: 'prompt-only document: POST until GET shows generation done (2 pages)',
+      p50Ms: g.p50Ms,
+      p99Ms: g.p99Ms,
+      ratio: g.p50Ms / l.p50Ms,
+      ratioAgainst: llmRow.name,
+      target: '<= 1.5x the limit',
+      pass: g.p50Ms / l.p50Ms <= 1.5,
+    });
+    rows.push(llmRow);
     printTable(rows);
     const notes = [
       `PDF: the document has 2 sections (${SECTIONS[0]!.body.length + SECTIONS[1]!.body.length} characters of Spanish Markdown, a table) in the classic theme, A4. ${PDF_RUNS} exports each way, alternating nube and direct, after 5 warm-up rounds; both browsers are Debian's Chromium with JavaScript off. nube's time includes the HTTP request, auth, the document read, Markdown and sanitizing, request interception and the response.`,
       'ratio of the PDF row = nube p50 / direct p50 (lower is better); Gotenberg, the usual self-hosted choice, takes about 2.5 s for such a document.',
       `Deploy: ${DEPLOY_RUNS} new documents, each timed from POST /deploy (render, store index.html by content hash, insert the website, event) to the first 200 of GET / with the site's Host header.`,
       `Site: nube serves from its in-memory content cache after the first hit (the slug lookup is cached 1 s); the bare server reads the file from disk per request in its own process. ${ROUNDS} interleaved ${seconds}-s rounds each; ratio = throughput / bare throughput.`,
+      `Generation: ${GENERATE_RUNS} prompt-only documents, each timed from POST /documents to the first GET /documents/{id} with generation done (polled every 2 ms), alternating with the same chat completion sent to the stub directly; nube's time includes the POST (LLM and balance checks, the row and its job in one transaction), the job queue's wake-up and lease, the relay through the LLM gateway's service with token metering, reading the reply into sections and the GET that renders the pages. The stub waits ${LLM_DELAY_MS} ms before answering, as a (very fast) model would; ratio = nube p50 / direct p50.`,
       `Measured on a 2-core VM shared with other engineers' test runs (load average ${loadavg()[0]!.toFixed(1)} at the end of this run): compare rows within one run, not across runs.`,
     ];
     console.log(`wrote ${writeResult(newResult('documents', rows, notes))}`);
@@ -260,6 +333,7 @@ async function main(): Promise<void> {
     bare?.stop();
     await agent.close();
     await close();
+    await llm.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

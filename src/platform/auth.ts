@@ -82,7 +82,11 @@ function admit(principal: Principal | null, accepted: readonly SchemeName[]): Pr
     throw errors.unauthorized();
   }
   if (!accepted.includes(principal.scheme) && !accepted.includes('public')) {
-    throw errors.forbidden(`this operation does not accept a ${principal.scheme} credential`, 'CredentialNotAllowed');
+    const article = /^[aeiou]/.test(principal.scheme) ? 'an' : 'a';
+    throw errors.forbidden(
+      `this operation takes ${accepted.join(' or ')} credentials, not ${article} ${principal.scheme} credential`,
+      'CredentialNotAllowed',
+    );
   }
   return principal;
 }

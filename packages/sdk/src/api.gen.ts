@@ -320,7 +320,10 @@ export interface paths {
         /** List your documents */
         get: operations["documents.list"];
         put?: never;
-        /** Create an HTML document from a name, optional prompt, theme, colors and sections */
+        /**
+         * Create an HTML document from a name, optional prompt, theme, colors and sections
+         * @description Pages come from `sections`. With a `prompt` and no sections, an LLM writes them as a background job: the document answers at once with `generation.status` queued; GET it until done (or failed, with `error`).
+         */
         post: operations["documents.create"];
         delete?: never;
         options?: never;
@@ -1539,6 +1542,18 @@ export interface components {
             customColors: {
                 [key: string]: string;
             };
+            /** @description Pages written from `prompt` by the LLM; null when the pages are the sections sent */
+            generation: {
+                /** @description Why it failed (or why the last attempt did, while retrying) */
+                error: string | null;
+                /**
+                 * @description queued or running while the LLM writes the pages; done; failed with `error`
+                 * @enum {string}
+                 */
+                status: "queued" | "running" | "done" | "failed";
+                /** @description ISO 8601 UTC timestamp */
+                updatedAt: string;
+            } | null;
             id: string;
             metadata: {
                 [key: string]: unknown;
@@ -4166,7 +4181,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON; LlmNotConfigured: A prompt without sections needs an LLM (NUBE_LLM_BASE_URL); ImageNotFound: An image names a file you do not have */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; LlmNotConfigured: A prompt without sections needs an LLM: NUBE_LLM_BASE_URL on the server, or an AI key on the account; ImageNotFound: An image names a file you do not have */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4177,6 +4192,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description InsufficientBalance: Writing pages from a prompt needs LLM tokens, and the plan's for this month are spent */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4436,7 +4460,7 @@ export interface operations {
                     "application/json": components["schemas"]["Document"];
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; LlmNotConfigured: A prompt without sections needs an LLM: NUBE_LLM_BASE_URL on the server, or an AI key on the account; ImageNotFound: An image names a file you do not have */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4447,6 +4471,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description InsufficientBalance: Writing pages from a prompt needs LLM tokens, and the plan's for this month are spent */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,6 +1,8 @@
 import { ChromiumBrowser } from '../../browser/index.js';
 import type { AreaModule } from '../area.js';
+import { registerGeneration } from './generation.js';
 import { documentsOperations } from './operations.js';
+import { LlmPageWriter } from './page-writer.js';
 import { DocumentsRepo, documentsMigrations } from './repo.js';
 import { DocumentsService } from './service.js';
 
@@ -9,7 +11,7 @@ export const documentsArea: AreaModule = {
   operations: documentsOperations,
   migrations: documentsMigrations,
   create(deps, other) {
-    const { files, websites } = other;
+    const { files, websites, llm } = other;
     if (!files || !websites)
       throw new Error('the documents area needs the files and websites services to be created first');
     const pdf = deps.config.pdf;
@@ -20,11 +22,17 @@ export const documentsArea: AreaModule = {
       maxMemoryBytes: pdf.maxMemoryBytes,
       log: deps.log,
     });
+    const repo = new DocumentsRepo(deps.store.db);
+    // Pages from a prompt go through the LLM gateway's service (the account's AI key, else NUBE_LLM_*).
+    const pageWriter = llm ? new LlmPageWriter(llm) : undefined;
+    if (pageWriter) registerGeneration(deps.jobs, repo, pageWriter);
     const documents = new DocumentsService({
-      repo: new DocumentsRepo(deps.store.db),
+      repo,
       files,
       websites,
       browser,
+      pageWriter,
+      jobs: deps.jobs,
       pdfTimeoutMs: pdf.timeoutMs,
     });
     return { documents };

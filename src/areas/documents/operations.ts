@@ -112,6 +112,16 @@ const DocumentFields = {
   url: z.string().nullable().describe('Site URL while published'),
   websiteId: z.string().nullable(),
   slug: z.string().nullable(),
+  generation: z
+    .object({
+      status: z
+        .enum(['queued', 'running', 'done', 'failed'])
+        .describe('queued or running while the LLM writes the pages; done; failed with `error`'),
+      error: z.string().nullable().describe('Why it failed (or why the last attempt did, while retrying)'),
+      updatedAt: IsoTime,
+    })
+    .nullable()
+    .describe('Pages written from `prompt` by the LLM; null when the pages are the sections sent'),
   pageCount: z.number().int(),
   createdAt: IsoTime,
   updatedAt: IsoTime,
@@ -126,6 +136,21 @@ export const Document = z
     id: 'Document',
     description: 'An HTML document made of pages; publishable as a site and exportable to PDF',
   });
+
+const GENERATION_ERRORS = [
+  {
+    status: 400,
+    code: 'LlmNotConfigured',
+    description:
+      'A prompt without sections needs an LLM: NUBE_LLM_BASE_URL on the server, or an AI key on the account',
+  },
+  { status: 400, code: 'ImageNotFound', description: 'An image names a file you do not have' },
+  {
+    status: 402,
+    code: 'InsufficientBalance',
+    description: "Writing pages from a prompt needs LLM tokens, and the plan's for this month are spent",
+  },
+];
 
 export const documentsOperations = [
   defineOperation({
@@ -143,18 +168,14 @@ export const documentsOperations = [
     method: 'POST',
     path: '/documents',
     summary: 'Create an HTML document from a name, optional prompt, theme, colors and sections',
+    description:
+      'Pages come from `sections`. With a `prompt` and no sections, an LLM writes them as a background job: ' +
+      'the document answers at once with `generation.status` queued; GET it until done (or failed, with `error`).',
     tags,
     auth: ['owner'],
     body: z.object(DocFields),
     response: z.object({ document: Document }),
-    errors: [
-      {
-        status: 400,
-        code: 'LlmNotConfigured',
-        description: 'A prompt without sections needs an LLM (NUBE_LLM_BASE_URL)',
-      },
-      { status: 400, code: 'ImageNotFound', description: 'An image names a file you do not have' },
-    ],
+    errors: GENERATION_ERRORS,
     handler: ({ principal, body, services }) => services.documents.create(principal, body),
   }),
   defineOperation({
@@ -178,6 +199,7 @@ export const documentsOperations = [
     params: DocId,
     body: z.object(DocFields).partial(),
     response: Document,
+    errors: GENERATION_ERRORS,
     handler: ({ principal, params, body, services }) => services.documents.update(principal, params.id, body),
   }),
   defineOperation({

@@ -1,16 +1,111 @@
+import type { PlanName } from '../../platform/plans.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import type { LlmService } from '../llm/service.js';
+import { GatewayError } from '../llm/relay.js';
+import { sectionsFromReply } from './generated-sections.js';
 import type { SectionInput } from './sections.js';
 
 /**
- * Writes a document's sections from a prompt (an LLM behind it). Documents call it when a document has
- * a prompt and no sections. nube has no implementation yet: the LLM gateway comes with the agents area,
- * and until it is wired a prompt-only document answers 400 `LlmNotConfigured`.
+ * Writes a document's sections from a prompt (an LLM behind it). Documents call it, from a durable job,
+ * when a document has a prompt and no sections.
  */
 export interface PageWriter {
+  /** 400 LlmNotConfigured (naming the setting) when no LLM serves this owner; 402 when its tokens are spent. */
+  assertReady(ownerId: string, plan: PlanName): Promise<void>;
   generate(
+    ownerId: string,
     prompt: string,
-    opts: { name: string; theme: string; signal?: AbortSignal },
+    opts: { name: string; lang: string; signal?: AbortSignal },
   ): Promise<SectionInput[]>;
 }
 
 /** The setting the 400 names, so an operator knows what to configure. */
 export const LLM_SETTING = 'NUBE_LLM_BASE_URL';
+
+/** A failed generation: `permanent` ones are not retried (the upstream refused, the plan is spent). */
+export class GenerationError extends Error {
+  constructor(
+    message: string,
+    readonly permanent: boolean,
+  ) {
+    super(message);
+  }
+}
+
+const SYSTEM = [
+  'You write the pages of a document for the web and for print.',
+  'Answer with JSON only, no prose around it, in this shape:',
+  '{"sections":[{"heading":"...","body":"..."}]}',
+  'One section is one page. `body` is Markdown (headings, lists, tables, emphasis); no HTML, no scripts,',
+  'no images. At most 20 sections. Write in the language of the request unless it asks for another.',
+].join('\n');
+
+type Completer = Pick<LlmService, 'assertReady' | 'complete'>;
+
+/** Pages through the LLM gateway's service: the account's AI key, else the operator's NUBE_LLM_*; metered. */
+export class LlmPageWriter implements PageWriter {
+  constructor(private readonly llm: Completer) {}
+
+  async assertReady(ownerId: string, plan: PlanName): Promise<void> {
+    try {
+      await this.llm.assertReady(ownerId, plan);
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'LlmNotConfigured') throw llmNotConfigured();
+      throw e;
+    }
+  }
+
+  async generate(
+    ownerId: string,
+    prompt: string,
+    opts: { name: string; lang: string; signal?: AbortSignal },
+  ): Promise<SectionInput[]> {
+    const user = `Document title: ${opts.name}\nLanguage (unless the request says otherwise): ${opts.lang}\n\nRequest:\n${prompt}`;
+    let text = '';
+    try {
+      await this.llm.complete(
+        ownerId,
+        {
+          messages: [
+            { role: 'system', content: SYSTEM },
+            { role: 'user', content: user },
+          ],
+          stream: false,
+        },
+        {
+          start: () => {},
+          write: (c) => {
+            text += c;
+          },
+          end: () => {},
+        },
+        opts.signal,
+      );
+    } catch (e) {
+      if (e instanceof GatewayError) {
+        // Rate limits and upstream 5xx or unreachable are worth another attempt; refusals are not.
+        const transient = e.status === 429 || e.status >= 500 || e.status === 499;
+        throw new GenerationError(`${e.code}: ${e.message}`, !transient);
+      }
+      throw new GenerationError((e as Error).message, false);
+    }
+    let content: unknown;
+    try {
+      content = (JSON.parse(text) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]
+        ?.message?.content;
+    } catch {
+      throw new GenerationError('the LLM upstream answered something that is not a chat completion', false);
+    }
+    const sections = typeof content === 'string' ? sectionsFromReply(content, opts.name) : [];
+    if (sections.length === 0) throw new GenerationError('the LLM answered no page', true);
+    return sections;
+  }
+}
+
+export function llmNotConfigured(): ApiError {
+  return errors.badRequest(
+    `pages from a prompt need an LLM, and none is configured: set ${LLM_SETTING} (with NUBE_LLM_API_KEY and NUBE_LLM_MODEL), give the account an AI key (PUT /account/ai-key), or send sections`,
+    [{ path: ['body', 'prompt'], message: `needs ${LLM_SETTING}` }],
+    'LlmNotConfigured',
+  );
+}

@@ -19,6 +19,11 @@ interface DocumentsTable {
   slug: string | null;
   created_at: number;
   updated_at: number;
+  /** Pages written from the prompt by the LLM (a durable job): null when the pages are the sections sent. */
+  generation_id: string | null;
+  generation_status: GenerationStatus | null;
+  generation_error: string | null;
+  generation_updated_at: number | null;
 }
 
 declare module '../../store/schema.js' {
@@ -50,7 +55,26 @@ export const documentsMigrations: Record<string, Migration> = {
       await db.schema.createIndex('documents_website').on('documents').column('website_id').execute();
     },
   },
+  '0010-documents-generation': {
+    async up(db: Kysely<unknown>) {
+      // One column per statement: SQLite adds one column at a time.
+      await db.schema.alterTable('documents').addColumn('generation_id', 'text').execute();
+      await db.schema.alterTable('documents').addColumn('generation_status', 'text').execute();
+      await db.schema.alterTable('documents').addColumn('generation_error', 'text').execute();
+      await db.schema.alterTable('documents').addColumn('generation_updated_at', 'bigint').execute();
+    },
+  },
 };
+
+export type GenerationStatus = 'queued' | 'running' | 'done' | 'failed';
+
+/** Where the pages of a prompt-only document stand. */
+export interface Generation {
+  id: string;
+  status: GenerationStatus;
+  error: string | null;
+  updatedAt: number;
+}
 
 export interface DocumentRow {
   id: string;
@@ -64,6 +88,7 @@ export interface DocumentRow {
   status: 'draft' | 'published';
   websiteId: string | null;
   slug: string | null;
+  generation: Generation | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -80,6 +105,15 @@ const norm = (r: DocumentsTable): DocumentRow => ({
   status: r.status,
   websiteId: r.website_id,
   slug: r.slug,
+  generation:
+    r.generation_id && r.generation_status
+      ? {
+          id: r.generation_id,
+          status: r.generation_status,
+          error: r.generation_error,
+          updatedAt: Number(r.generation_updated_at ?? r.updated_at),
+        }
+      : null,
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
 });
@@ -96,11 +130,22 @@ const columns = (d: Partial<DocumentRow>): Partial<DocumentsTable> => {
   if (d.websiteId !== undefined) out.website_id = d.websiteId;
   if (d.slug !== undefined) out.slug = d.slug;
   if (d.updatedAt !== undefined) out.updated_at = d.updatedAt;
+  if (d.generation !== undefined) {
+    out.generation_id = d.generation?.id ?? null;
+    out.generation_status = d.generation?.status ?? null;
+    out.generation_error = d.generation?.error ?? null;
+    out.generation_updated_at = d.generation?.updatedAt ?? null;
+  }
   return out;
 };
 
 export class DocumentsRepo {
   constructor(private readonly db: Kysely<Tables>) {}
+
+  /** Runs `fn` in one transaction (a document and its generation job commit together). */
+  transaction<T>(fn: (repo: DocumentsRepo, trx: Kysely<Tables>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute((trx) => fn(new DocumentsRepo(trx), trx));
+  }
 
   async insert(d: DocumentRow): Promise<void> {
     await this.db
@@ -151,6 +196,31 @@ export class DocumentsRepo {
       .where('id', '=', id)
       .where('owner_id', '=', ownerId)
       .where('website_id', from === null ? 'is' : '=', from)
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) === 1;
+  }
+
+  /**
+   * Moves generation `generationId` along, only while it is still the document's current one (a PATCH
+   * with sections or a newer prompt replaces it, and the older job's result is then dropped).
+   */
+  async advanceGeneration(
+    ownerId: string,
+    id: string,
+    generationId: string,
+    set: { status: GenerationStatus; error: string | null; now: number; sections?: StoredSection[] },
+  ): Promise<boolean> {
+    const r = await this.db
+      .updateTable('documents')
+      .set({
+        generation_status: set.status,
+        generation_error: set.error,
+        generation_updated_at: set.now,
+        ...(set.sections ? { sections: JSON.stringify(set.sections), updated_at: set.now } : {}),
+      })
+      .where('id', '=', id)
+      .where('owner_id', '=', ownerId)
+      .where('generation_id', '=', generationId)
       .executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }

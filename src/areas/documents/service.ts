@@ -1,12 +1,16 @@
 import { type Browser, BrowserUnavailable, type PdfFormat, RenderTimeout } from '../../browser/index.js';
+import type { Kysely } from 'kysely';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import type { JobQueue } from '../../platform/jobs.js';
+import type { Tables } from '../../store/schema.js';
 import type { FilesService } from '../files/service.js';
 import type { SiteFile } from '../websites/site-files.js';
 import type { WebsitesService } from '../websites/service.js';
 import { slugFrom } from '../websites/slug.js';
-import { LLM_SETTING, type PageWriter } from './page-writer.js';
+import { GENERATE_JOB, type GenerateJob, generateJobKey } from './generation.js';
+import { llmNotConfigured, type PageWriter } from './page-writer.js';
 import {
   assetPath,
   documentHtml,
@@ -33,8 +37,9 @@ export interface DocumentsDeps {
   files: FilesService;
   websites: WebsitesService;
   browser: Browser;
-  /** Absent until an LLM is wired: prompt-only documents answer 400 naming the setting. */
+  /** Writes pages from a prompt; absent, prompt-only documents answer 400 naming the setting. */
   pageWriter?: PageWriter;
+  jobs: JobQueue;
   pdfTimeoutMs: number;
 }
 
@@ -61,6 +66,13 @@ export class DocumentsService {
       url: d.status === 'published' && d.slug ? this.deps.websites.siteUrl(d.slug) : null,
       websiteId: d.status === 'published' ? d.websiteId : null,
       slug: d.slug,
+      generation: d.generation
+        ? {
+            status: d.generation.status,
+            error: d.generation.error,
+            updatedAt: new Date(d.generation.updatedAt).toISOString(),
+          }
+        : null,
       pageCount: d.sections.length,
       createdAt: new Date(d.createdAt).toISOString(),
       updatedAt: new Date(d.updatedAt).toISOString(),
@@ -69,7 +81,8 @@ export class DocumentsService {
   }
 
   async create(p: Principal, input: DocumentInput & { name: string }) {
-    const sections = await this.sectionsOf(p, input);
+    const generate = await this.wantsGeneration(p, input.prompt, input.sections);
+    const sections = generate ? [] : await this.sectionsOf(p, input.sections);
     const now = Date.now();
     const row: DocumentRow = {
       id: newId('doc'),
@@ -83,10 +96,15 @@ export class DocumentsService {
       status: 'draft',
       websiteId: null,
       slug: null,
+      generation: generate ? { id: newId('gen'), status: 'queued', error: null, updatedAt: now } : null,
       createdAt: now,
       updatedAt: now,
     };
-    await this.deps.repo.insert(row);
+    await this.deps.repo.transaction(async (repo, trx) => {
+      await repo.insert(row);
+      if (row.generation) await this.enqueueGeneration(row, row.generation.id, trx);
+    });
+    if (row.generation) this.deps.jobs.notify();
     return { document: this.view(row) };
   }
 
@@ -101,18 +119,38 @@ export class DocumentsService {
 
   async update(p: Principal, id: string, input: DocumentInput) {
     const d = await this.owned(p, id);
-    const set: Partial<DocumentRow> = { updatedAt: Date.now() };
+    const now = Date.now();
+    const set: Partial<DocumentRow> = { updatedAt: now };
     if (input.name !== undefined) set.name = input.name;
     if (input.prompt !== undefined) set.prompt = input.prompt;
     if (input.theme !== undefined) set.theme = input.theme;
     if (input.customColors !== undefined) set.customColors = input.customColors;
     if (input.metadata !== undefined) set.metadata = input.metadata;
-    if (input.sections !== undefined)
-      set.sections = await this.sectionsOf(p, {
-        prompt: input.prompt ?? d.prompt ?? undefined,
-        sections: input.sections,
-      });
-    await this.deps.repo.update(p.ownerId, id, set);
+    // The pages are written again when asked to (a prompt with `sections: []`) or when the prompt of a
+    // document whose pages came from its prompt changes; sections sent by the caller replace the pages.
+    const prompt = input.prompt ?? d.prompt ?? undefined;
+    const regenerate =
+      input.sections === undefined
+        ? input.prompt !== undefined &&
+          input.prompt !== d.prompt &&
+          (d.generation !== null || d.sections.length === 0)
+        : input.sections.length === 0;
+    const generate = regenerate && (await this.wantsGeneration(p, prompt, input.sections ?? []));
+    if (generate) {
+      set.generation = { id: newId('gen'), status: 'queued', error: null, updatedAt: now };
+      if (input.sections !== undefined) set.sections = [];
+    } else if (input.sections !== undefined) {
+      set.sections = await this.sectionsOf(p, input.sections);
+      set.generation = null;
+    }
+    await this.deps.repo.transaction(async (repo, trx) => {
+      await repo.update(p.ownerId, id, set);
+      if (set.generation) await this.enqueueGeneration(d, set.generation.id, trx);
+    });
+    if (set.generation) this.deps.jobs.notify();
+    // Sections sent by hand: a generation still queued has nothing left to do.
+    else if (set.generation === null && d.generation)
+      await this.deps.jobs.cancel({ key: generateJobKey(id) });
     const updated = { ...d, ...set };
     return this.view(updated, this.pages(updated, await this.readUrls(p, updated.sections)));
   }
@@ -121,18 +159,13 @@ export class DocumentsService {
     const d = await this.owned(p, id);
     if (d.websiteId) await this.deps.websites.removeDocumentSite(p, d.websiteId);
     await this.deps.repo.delete(p.ownerId, id);
+    if (d.generation) await this.deps.jobs.cancel({ key: generateJobKey(id) });
   }
 
   /** Publishes the pages as a site (created on first deploy, updated after) at `<slug>.<sites host>`. */
   async deploy(p: Principal, id: string) {
     const d = await this.owned(p, id);
-    if (d.sections.length === 0) {
-      throw errors.badRequest(
-        'the document has no page yet: add sections first',
-        undefined,
-        'DocumentHasNoPages',
-      );
-    }
+    if (d.sections.length === 0) throw noPages(d);
     const files: SiteFile[] = [
       { path: 'index.html', data: Buffer.from(documentHtml(renderable(d), d.sections)) },
     ];
@@ -182,13 +215,7 @@ export class DocumentsService {
     }
     const d = await this.owned(p, id);
     const sections = pickSections(d.sections, q.sections);
-    if (sections.length === 0) {
-      throw errors.badRequest(
-        'the document has no page yet: add sections first',
-        undefined,
-        'DocumentHasNoPages',
-      );
-    }
+    if (sections.length === 0) throw noPages(d);
     const allowed = new Set(imageFileIds(sections).map(assetPath));
     const pdf = await this.deps.browser
       .pdf({
@@ -277,23 +304,31 @@ export class DocumentsService {
     return d;
   }
 
-  /** Sections from the input; a prompt alone needs the page writer (an LLM). Image files must be the caller's. */
-  private async sectionsOf(
-    p: Principal,
-    input: { prompt?: string; sections?: SectionInput[] },
-  ): Promise<StoredSection[]> {
-    let sections = input.sections;
-    if ((sections === undefined || sections.length === 0) && input.prompt) {
-      if (!this.deps.pageWriter) {
-        throw errors.badRequest(
-          `pages from a prompt need an LLM, and none is configured: set ${LLM_SETTING} (with NUBE_LLM_API_KEY and NUBE_LLM_MODEL), or send sections`,
-          [{ path: ['body', 'prompt'], message: `needs ${LLM_SETTING}` }],
-          'LlmNotConfigured',
-        );
-      }
-      sections = await this.deps.pageWriter.generate(input.prompt, { name: '', theme: DEFAULT_THEME });
-    }
-    const stored = normalizeSections(sections ?? []);
+  /**
+   * Whether the pages come from the prompt: a prompt and no sections. Then an LLM must serve the owner
+   * (400 naming the setting otherwise) and the plan must have tokens left (402), checked before
+   * anything is stored so the caller learns it at once rather than from a failed generation.
+   */
+  private async wantsGeneration(p: Principal, prompt?: string, sections?: SectionInput[]): Promise<boolean> {
+    if ((sections !== undefined && sections.length > 0) || !prompt?.trim()) return false;
+    if (!this.deps.pageWriter) throw llmNotConfigured();
+    await this.deps.pageWriter.assertReady(p.ownerId, p.plan);
+    return true;
+  }
+
+  private async enqueueGeneration(d: DocumentRow, generationId: string, db: Kysely<Tables>): Promise<void> {
+    const job: GenerateJob = { documentId: d.id, ownerId: d.ownerId, generationId };
+    // One pending generation per document: a newer prompt re-arms the queued job (or replaces a running one).
+    await this.deps.jobs.enqueue(GENERATE_JOB, job, {
+      key: generateJobKey(d.id),
+      onDuplicate: 'replace',
+      db,
+    });
+  }
+
+  /** Sections as stored; image files must be the caller's. */
+  private async sectionsOf(p: Principal, sections: SectionInput[] = []): Promise<StoredSection[]> {
+    const stored = normalizeSections(sections);
     const issues: { path: (string | number)[]; message: string }[] = [];
     for (const [i, s] of stored.entries()) {
       for (const [j, img] of (s.images ?? []).entries()) {
@@ -313,6 +348,17 @@ export class DocumentsService {
       throw errors.badRequest('an image names a file you do not have', issues, 'ImageNotFound');
     return stored;
   }
+}
+
+function noPages(d: DocumentRow) {
+  const g = d.generation;
+  const why =
+    g?.status === 'queued' || g?.status === 'running'
+      ? 'its pages are still being written from the prompt (see generation.status)'
+      : g?.status === 'failed'
+        ? `writing its pages from the prompt failed (${g.error ?? 'no reason given'}); send sections, or PATCH with sections: [] to try again`
+        : 'add sections first';
+  return errors.badRequest(`the document has no page yet: ${why}`, undefined, 'DocumentHasNoPages');
 }
 
 function renderable(d: DocumentRow): RenderDoc {

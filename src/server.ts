@@ -99,6 +99,10 @@ export async function buildServer(config: Config): Promise<Nube> {
     redis,
     log: app.log,
   };
+  // Cluster-wide like the job gauges (one table): aggregate with max across replicas.
+  metrics.sampled('nube_outbox_backlog', 'Events committed and not yet fanned out to webhook deliveries', [], async () => [
+    { value: await deps.events.backlog() },
+  ]);
   const services = await createServices(deps);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 

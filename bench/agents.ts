@@ -2,13 +2,16 @@
 // whose LLM upstream is the OpenAI-protocol stub (test/helpers/llm-stub.ts) in a child process. The
 // baseline, measured in the same run: the stub called directly (its time to first token, and its whole
 // streamed answer), which is the floor any agent turn pays. Rows: create -> running (template built),
-// /message time to first chunk, /try round trip, and 20 agents running at once each answering a turn.
+// /message time to first chunk, /try round trip, and 20 agents running at once each answering a turn;
+// for goose (when provisioned): create -> running against goose's own start on the host, and /try.
 // Writes bench/results/agents.json.
-import { fork } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { fork, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../src/config.js';
+import { GOOSE } from '../src/areas/sandboxes/runtime/namespaces/host-tools.js';
 import { BASE62, randomToken } from '../src/platform/ids.js';
 import { buildServer } from '../src/server.js';
 import { startLlmStub } from '../test/helpers/llm-stub.js';
@@ -19,6 +22,23 @@ const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
 const N = Number(process.env.BENCH_AGENTS_N ?? 40);
 const CREATES = Number(process.env.BENCH_AGENTS_CREATES ?? 10);
 const FLEET = 20;
+const GOOSE_CREATES = Number(process.env.BENCH_AGENTS_GOOSE ?? 5);
+
+/** goose itself on the host, no sandbox and no nube: spawn `goose acp`, ms until initialize is answered. */
+function gooseInitialize(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const home = mkdtempSync(join(tmpdir(), 'goose-bench-'));
+    const p = spawn(GOOSE.hostPath, ['acp'], { env: { PATH: process.env.PATH, HOME: home, GOOSE_DISABLE_KEYRING: '1', GOOSE_TELEMETRY_ENABLED: 'false' } });
+    p.stdout.once('data', () => {
+      resolve(performance.now() - t0);
+      p.kill();
+      rmSync(home, { recursive: true, force: true });
+    });
+    p.once('error', reject);
+    p.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1, clientCapabilities: {} } })}\n`);
+  });
+}
 
 if (process.argv[2] === 'stub') {
   // The stub in its own process: its timings are not disturbed by nube's event loop.
@@ -79,9 +99,9 @@ async function main() {
     // biome-ignore lint/suspicious/noExplicitAny: bench reads arbitrary JSON
     return { status: r.status, body: (await r.json()) as any };
   };
-  const createRunning = async (): Promise<{ id: string; ms: number }> => {
+  const createRunning = async (template = 'acp'): Promise<{ id: string; ms: number }> => {
     const t0 = performance.now();
-    const c = await call('POST', '/agents', { template: 'acp', env: {} });
+    const c = await call('POST', '/agents', { template, env: {} });
     if (c.status !== 200) throw new Error(`create: ${c.status} ${JSON.stringify(c.body)}`);
     for (;;) {
       const g = await call('GET', `/agents/${c.body.id}`);
@@ -186,10 +206,57 @@ async function main() {
       pass: answered === FLEET,
     });
     for (const a of fleet) await call('DELETE', `/agents/${a.id}`);
+
+    // goose: create -> running against goose itself started on the host (spawn -> ACP initialize answered).
+    if (existsSync(GOOSE.hostPath)) {
+      await nube.services.sandboxes.core.runtime.ensureTemplate('goose');
+      const warmGoose = await createRunning('goose');
+      await call('DELETE', `/agents/${warmGoose.id}`);
+      const direct: number[] = [];
+      for (let i = 0; i < GOOSE_CREATES; i++) direct.push(await gooseInitialize());
+      const gd = summarize(direct);
+      rows.push({ name: 'goose acp on the host: spawn -> initialize answered (direct, the baseline)', p50Ms: gd.p50Ms, p99Ms: gd.p99Ms });
+      const gooseCreates: number[] = [];
+      let gooseAgent = '';
+      for (let i = 0; i < GOOSE_CREATES; i++) {
+        const a = await createRunning('goose');
+        gooseCreates.push(a.ms);
+        if (gooseAgent) await call('DELETE', `/agents/${gooseAgent}`);
+        gooseAgent = a.id;
+      }
+      const gc = summarize(gooseCreates);
+      rows.push({
+        name: 'POST /agents (goose) -> GET shows running (goose template built)',
+        p50Ms: gc.p50Ms,
+        p99Ms: gc.p99Ms,
+        ratio: gc.p50Ms / gd.p50Ms,
+        ratioAgainst: 'goose acp on the host: spawn -> initialize answered (direct, the baseline)',
+      });
+      const s = (await call('POST', `/agents/${gooseAgent}/try`, { text: 'warm', reset: true })).body.session;
+      const gooseTries: number[] = [];
+      for (let i = 0; i < GOOSE_CREATES; i++) {
+        const t1 = performance.now();
+        const r = await call('POST', `/agents/${gooseAgent}/try`, { text: `hola ${i}`, session: s });
+        if (r.status !== 200) throw new Error(`goose try: ${r.status} ${JSON.stringify(r.body)}`);
+        gooseTries.push(performance.now() - t1);
+      }
+      const gt = summarize(gooseTries);
+      rows.push({
+        name: '/try round trip (goose, same session)',
+        p50Ms: gt.p50Ms,
+        p99Ms: gt.p99Ms,
+        ratio: gt.p50Ms / st.p50Ms,
+        ratioAgainst: 'stub: whole streamed answer (direct, the baseline)',
+      });
+      await call('DELETE', `/agents/${gooseAgent}`);
+    } else {
+      notes.push(`goose rows skipped: ${GOOSE.hostPath} is missing (scripts/install-goose.sh)`);
+    }
     notes.push(
       `load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}; ${N} sequential samples per latency row, ${CREATES} creates`,
       'create -> running: POST /agents returns `building`; a durable job creates the sandbox (base template, already built), copies in the bundled agent program, starts it as a /bg process and nube connects and sends ACP initialize; the row polls GET every 5 ms',
       '/message and /try go nube -> ACP (TCP to the sandbox) -> agent program (Node 18 in the sandbox) -> LLM gateway (bridge address) -> stub, and back',
+      'goose: create -> running includes the relay asking the gateway for the model and starting `goose acp` (the baseline row: that start alone, on the host); its /try goes nube -> relay -> goose (Rust) -> gateway -> stub; goose also asks for a session title on the first turns',
     );
   } catch (e) {
     console.error('bench agents failed:', e);

@@ -6,6 +6,9 @@
 # NUBE_TEMPLATES_DIR say where, as for `npm start`.
 set -eu
 cd "$(dirname "$0")/.."
-for t in ${NUBE_SETUP_TEMPLATES-base}; do
+# `goose` (base plus the goose binary, seconds) only when scripts/install-goose.sh put goose on the host.
+default=base
+[ -x /opt/nube/goose/1.52.0/goose ] && default="base goose"
+for t in ${NUBE_SETUP_TEMPLATES-$default}; do
   npm run --silent nube -- templates build "$t"
 done

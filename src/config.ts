@@ -126,9 +126,24 @@ const envSchema = z.object({
   NUBE_LLM_API_KEY: z.string().min(1).optional(),
   NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
   NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
+  // Fleet: boxes on this host (all fleets), turns a box runs at once, queued turns per running slot,
+  // idle seconds before a box is removed, transcript trimming, and messages carried to a new box.
+  NUBE_FLEET_MAX_BOXES: z.coerce.number().int().min(1).max(10_000).default(20),
+  NUBE_FLEET_TURNS_PER_BOX: z.coerce.number().int().min(1).max(64).default(1),
+  NUBE_FLEET_QUEUE_FACTOR: z.coerce.number().min(0).max(100).default(1),
+  NUBE_FLEET_IDLE_SECONDS: z.coerce.number().int().min(1).max(86_400 * 7).default(600),
+  NUBE_FLEET_TRANSCRIPT_MAX_MESSAGES: z.coerce.number().int().min(2).max(10_000_000).default(20_000),
+  NUBE_FLEET_TRANSCRIPT_MAX_DAYS: z.coerce.number().min(0.0001).max(3650).default(90),
+  NUBE_FLEET_CARRY_MESSAGES: z.coerce.number().int().min(0).max(1000).default(50),
+  NUBE_TELEGRAM_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),
   // GET /metrics (Prometheus text): off unless one of these is set.
   NUBE_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   NUBE_METRICS_PUBLIC: bool.default(false),
+  // Machines: who confirms the built-in checkout page, how often data paths are backed up.
+  NUBE_CHECKOUT_OPERATOR_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  NUBE_MACHINE_BACKUP_INTERVAL_S: z.coerce.number().int().min(5).max(7 * 86_400).default(86_400),
+  NUBE_MACHINE_BACKUP_KEEP_DAYS: z.coerce.number().int().min(1).max(365).default(7),
+  NUBE_EXTRA_CA_BUNDLE: z.string().min(1).optional(),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -196,6 +211,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
     metrics: metricsConfig(e),
+    machines: {
+      checkoutOperatorKey: e.NUBE_CHECKOUT_OPERATOR_KEY,
+      backupIntervalMs: e.NUBE_MACHINE_BACKUP_INTERVAL_S * 1000,
+      backupKeepMs: e.NUBE_MACHINE_BACKUP_KEEP_DAYS * 86_400_000,
+      extraCaBundle: e.NUBE_EXTRA_CA_BUNDLE ? resolve(e.NUBE_EXTRA_CA_BUNDLE) : undefined,
+    },
+    fleet: {
+      maxBoxes: e.NUBE_FLEET_MAX_BOXES,
+      turnsPerBox: e.NUBE_FLEET_TURNS_PER_BOX,
+      queueFactor: e.NUBE_FLEET_QUEUE_FACTOR,
+      idleMs: e.NUBE_FLEET_IDLE_SECONDS * 1000,
+      transcriptMaxMessages: e.NUBE_FLEET_TRANSCRIPT_MAX_MESSAGES,
+      transcriptMaxAgeMs: e.NUBE_FLEET_TRANSCRIPT_MAX_DAYS * 86_400_000,
+      carryMessages: e.NUBE_FLEET_CARRY_MESSAGES,
+      telegramApiUrl: e.NUBE_TELEGRAM_API_URL.replace(/\/$/, ''),
+    },
   };
 }
 

@@ -1,5 +1,4 @@
 import type { Browser as PwBrowser, BrowserContext, Page, Route } from 'playwright-core';
-import { chromium } from 'playwright-core';
 import { childrenRunning, treeMemory } from './processes.js';
 import {
   ASSET_ORIGIN,
@@ -158,6 +157,9 @@ export class ChromiumBrowser implements Browser {
 
   private async launch(): Promise<PwBrowser> {
     const before = new Set(await this.findPids());
+    // Loaded on the first render, not at start: playwright-core is the costliest module nube imports
+    // (about 0.6 s of CPU, a fifth of a built nube's start-up; docs/benchmarks.md, startup).
+    const { chromium } = await import('playwright-core');
     const b = await chromium
       .launch({ executablePath: this.opts.executablePath, headless: true, args: ARGS })
       .catch((e: Error) => {

@@ -34,6 +34,31 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  machines: MachinesConfig;
+  fleet: FleetConfig;
+}
+
+export interface MachinesConfig {
+  /** Key the operator types on the built-in checkout page to confirm a payment; unset: nobody can. */
+  checkoutOperatorKey?: string;
+  backupIntervalMs: number;
+  backupKeepMs: number;
+  /** PEM bundle of extra CAs machine boxes trust (an operator behind a TLS-inspecting proxy). */
+  extraCaBundle?: string;
+}
+
+/** The fleet's pool and conversation store. */
+export interface FleetConfig {
+  maxBoxes: number;
+  turnsPerBox: number;
+  /** Turns that may wait, per running slot of a fleet agent; beyond: 503 FleetFull. */
+  queueFactor: number;
+  idleMs: number;
+  transcriptMaxMessages: number;
+  transcriptMaxAgeMs: number;
+  carryMessages: number;
+  /** Telegram's Bot API base (a local server speaking it in tests). */
+  telegramApiUrl: string;
 }
 
 /** The warm browser behind the PDF export. */

@@ -2,7 +2,7 @@ import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../store/schema.js';
 
 /** Monthly metered quantities (AI credits, LLM tokens, web queries) and live gauges per owner. */
-export type CounterMetric = 'aiCredits' | 'llmTokens' | 'webQueries';
+export type CounterMetric = 'aiCredits' | 'llmTokens' | 'webQueries' | 'machineChargesCentavos';
 export type GaugeMetric = 'storageBytes' | 'databases' | 'boxes' | 'sandboxes' | 'agents';
 
 interface MeterTable {

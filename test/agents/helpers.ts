@@ -1,6 +1,7 @@
 // A nube with sandboxes (test bridge and templates), an LLM stub as the operator's upstream, and helpers
 // to create agents and read their SSE turns.
 import { mkdirSync, rmSync } from 'node:fs';
+import WebSocket from 'ws';
 import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
 import type { DialectName } from '../helpers/pg.js';
 import { callJson, startNube, type TestNube } from '../helpers/server.js';
@@ -41,13 +42,18 @@ export async function startAgentNube(
     async agent(body = {}, key) {
       const c = await call('POST', '/agents', { template: 'acp', env: {}, ...body }, key);
       if (c.status !== 200) throw new Error(`create answered ${c.status}: ${JSON.stringify(c.body)}`);
+      // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+      let last: any;
       for (let i = 0; i < 1200; i++) {
         const g = await call('GET', `/agents/${c.body.id}`, undefined, key);
+        last = g.body;
         if (g.body.status === 'running') return { ...g.body, embedToken: c.body.embedToken };
         if (g.body.status === 'lost') throw new Error(`agent build failed: ${g.body.error}`);
         await new Promise((r) => setTimeout(r, 50));
       }
-      throw new Error('agent did not start in 60 s');
+      // What it was doing, and its sandbox, say where it stuck.
+      const sbx = last?.sandboxId ? (await call('GET', `/sandboxes/${last.sandboxId}`, undefined, key)).body : null;
+      throw new Error(`agent did not start in 60 s: ${JSON.stringify(last)}; sandbox: ${JSON.stringify(sbx)}`);
     },
     async message(id, content, key) {
       const r = await fetch(`${t.baseUrl}/api/v2/agents/${id}/message`, {
@@ -78,3 +84,33 @@ export async function startAgentNube(
 
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
 export const textOf = (events: any[]) => events.filter((e) => e.type === 'chunk').map((e) => e.value).join('');
+
+/** An ACP client over an agent's wsUrl: every message kept in `inbox`, `request` waits for its answer. */
+// biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+export async function acpSocket(url: string, headers: Record<string, string>, onMessage?: (m: any, ws: WebSocket) => void) {
+  const ws = await new Promise<WebSocket>((resolve, reject) => {
+    const w = new WebSocket(url, { headers });
+    w.once('open', () => resolve(w));
+    w.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
+    w.once('error', reject);
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+  const inbox: any[] = [];
+  const waiters: (() => void)[] = [];
+  ws.on('message', (d) => {
+    const m = JSON.parse(String(d));
+    inbox.push(m);
+    onMessage?.(m, ws);
+    for (const w of waiters.splice(0)) w();
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
+  const request = async (id: number, method: string, params: unknown): Promise<any> => {
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    for (;;) {
+      const got = inbox.find((m) => m.id === id && !m.method);
+      if (got) return got;
+      await new Promise<void>((r) => waiters.push(r));
+    }
+  };
+  return { ws, inbox, request };
+}

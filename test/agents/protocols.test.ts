@@ -3,7 +3,7 @@
 // template's tools (a unified diff, the project's tests, git).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { type AgentNube, startAgentNube, textOf } from './helpers.js';
+import { type AgentNube, acpSocket, startAgentNube, textOf } from './helpers.js';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
@@ -73,28 +73,12 @@ describe('agents: ACP over WebSocket, MCP servers, code-agent', () => {
         ws.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
         ws.once('error', reject);
       });
-    const ws = await open({ authorization: `Bearer ${t.ownerKey}` });
-    // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
-    const inbox: any[] = [];
-    const waiters: (() => void)[] = [];
-    ws.on('message', (d) => {
-      const m = JSON.parse(String(d));
-      inbox.push(m);
+    const { ws, inbox, request } = await acpSocket(a.wsUrl, { authorization: `Bearer ${t.ownerKey}` }, (m, sock) => {
       if (m.method === 'session/request_permission') {
         // This client refuses every tool call.
-        ws.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { outcome: { outcome: 'selected', optionId: 'reject' } } }));
+        sock.send(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { outcome: { outcome: 'selected', optionId: 'reject' } } }));
       }
-      for (const w of waiters.splice(0)) w();
     });
-    // biome-ignore lint/suspicious/noExplicitAny: JSON-RPC messages
-    const request = async (id: number, method: string, params: unknown): Promise<any> => {
-      ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
-      for (;;) {
-        const got = inbox.find((m) => m.id === id && !m.method);
-        if (got) return got;
-        await new Promise<void>((r) => waiters.push(r));
-      }
-    };
     const init = await request(1, 'initialize', { protocolVersion: 1, clientCapabilities: {} });
     expect(init.result).toMatchObject({ protocolVersion: 1, agentCapabilities: { loadSession: true } });
     const ses = await request(2, 'session/new', { cwd: '/root/workspace', mcpServers: [] });

@@ -116,6 +116,34 @@ describe.each(DIALECTS)('LLM gateway (%s)', (dialect) => {
     expect(after - before).toBe(u.total_tokens);
   });
 
+  it('sends [DONE] only once the tokens are counted (a client may go on at [DONE], before the end)', async () => {
+    // A slow counter makes the order visible: without the hold-back, [DONE] would come 300 ms before it.
+    // biome-ignore lint/suspicious/noExplicitAny: reaching the service's usage store to slow it down
+    const usage = (t.nube.services.llm as any).d.usage as { add: (...a: unknown[]) => Promise<void> };
+    const add = usage.add.bind(usage);
+    usage.add = async (...a: unknown[]) => {
+      await new Promise((r) => setTimeout(r, 300));
+      await add(...a);
+    };
+    try {
+      const before = (await json(await caller(t)('GET', '/account/llm-tokens'))).used;
+      const r = await chat({ stream: true, messages: [{ role: 'user', content: 'hasta el final' }] });
+      const reader = r.body!.getReader();
+      let text = '';
+      while (!text.includes('data: [DONE]')) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString('utf8');
+      }
+      expect(text).toContain('data: [DONE]');
+      const after = (await json(await caller(t)('GET', '/account/llm-tokens'))).used;
+      expect(after).toBeGreaterThan(before);
+      await reader.cancel();
+    } finally {
+      usage.add = add;
+    }
+  });
+
   it('maps upstream failures: 429 passes, 500 becomes 502', async () => {
     stub.push({ status: 429, content: 'slow down' });
     let r = await chat({ messages: [{ role: 'user', content: 'x' }] });

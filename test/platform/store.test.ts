@@ -38,6 +38,21 @@ describe.each(DIALECTS)('metadata store on %s', (dialect) => {
     await cleanup();
   });
 
+  it('runs a migration added later that sorts before ones already applied (an upgrade)', async () => {
+    const { sql } = await import('kysely');
+    const late = {
+      '0000-test-late': {
+        up: async (db: import('kysely').Kysely<unknown>) => {
+          await sql`create table test_late_migration (id integer primary key)`.execute(db);
+        },
+      },
+    };
+    await migrateToLatest(store.db, { ...usageMigrations, ...areaMigrations, ...late });
+    await sql`insert into test_late_migration (id) values (1)`.execute(store.db);
+    const { rows } = await sql<{ n: number | string }>`select count(*) as n from test_late_migration`.execute(store.db);
+    expect(Number(rows[0]!.n)).toBe(1);
+  });
+
   it('creates accounts and resolves their keys; revoked and unknown keys resolve to nothing', async () => {
     const { account, secret } = await svc.createAccount({ name: 'a', plan: 'mega' });
     expect(secret).toMatch(/^nube_sk_live_[A-Za-z0-9]{40}$/);

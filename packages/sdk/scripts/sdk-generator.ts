@@ -13,7 +13,9 @@ export async function generateSdkFiles(): Promise<Record<string, string>> {
   const doc = buildOpenApi(registry, { title: 'nube', version: VERSION, serverUrl: SERVER_URL });
   const openapiJson = `${JSON.stringify(doc, null, 2)}\n`;
   const normalized = hoistLocalDefs(structuredClone(doc));
-  const ast = await openapiTS(normalized as never, { alphabetize: true, silent: true });
+  // defaultNonNullable off: a request field with a default (sandboxes.create's `template`) is optional to
+  // send. Answers are unaffected: their schemas list every field the server fills in as required.
+  const ast = await openapiTS(normalized as never, { alphabetize: true, silent: true, defaultNonNullable: false });
   const apiGen = `${HEADER}\n${astToString(ast)}`;
   const entries = collectEntries(doc, new Set(registry.map((o) => o.id)));
   return {

@@ -516,15 +516,35 @@ export interface paths {
         };
         /**
          * List fleet agents, each with its message token
-         * @description Needs a client credential. Listed under the historical key `pools`.
+         * @description Needs a client credential (POST /fleet-client-credentials). Listed under the historical key `pools`.
          */
         get: operations["fleet.list"];
         put?: never;
-        post?: never;
+        /** Create a fleet agent (its MESSAGE token is in the answer) */
+        post: operations["fleet.create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-agents/{fleetAgentId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a fleet agent with its token */
+        get: operations["fleet.get"];
+        put?: never;
+        post?: never;
+        /** Delete a fleet agent, its boxes and its conversations */
+        delete: operations["fleet.delete"];
+        options?: never;
+        head?: never;
+        /** Change a fleet agent (rotateToken issues a new token; the old one stops working) */
+        patch: operations["fleet.update"];
         trace?: never;
     };
     "/api/v2/fleet-agents/{fleetAgentId}/message": {
@@ -585,6 +605,119 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-agents/{fleetAgentId}/public-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue an ephemeral public key (`flt_pk_`) that reads one conversation
+         * @description Short-lived and read-only: a browser reads the conversation `groupId` with it (GET messages).
+         */
+        post: operations["fleet.publicKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-agents/{fleetAgentId}/telegram": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Connect a Telegram bot: its chats become conversations of this fleet agent
+         * @description nube registers its webhook with the bot (setWebhook, with a secret); each text message runs a turn in the conversation `tg-<chat id>` and the reply is sent with sendMessage. Read it with GET messages (groupId `tg-<chat id>`).
+         */
+        put: operations["fleet.telegram.connect"];
+        post?: never;
+        /** Disconnect the Telegram bot (deleteWebhook) */
+        delete: operations["fleet.telegram.disconnect"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-client-credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List client credentials (without their secret) */
+        get: operations["fleet.clientCredentials.list"];
+        put?: never;
+        /** Create a client credential (`nube_cc_`) that lists fleet agents with their tokens */
+        post: operations["fleet.clientCredentials.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-client-credentials/{credentialId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a client credential */
+        delete: operations["fleet.clientCredentials.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-config-groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List configuration groups */
+        get: operations["fleet.configGroups.list"];
+        put?: never;
+        /** Create a configuration group (a prompt and MCP connectors) */
+        post: operations["fleet.configGroups.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-config-groups/{configGroupId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a configuration group */
+        get: operations["fleet.configGroups.get"];
+        put?: never;
+        post?: never;
+        /** Delete a configuration group no fleet agent lists */
+        delete: operations["fleet.configGroups.delete"];
+        options?: never;
+        head?: never;
+        /** Change a configuration group (new conversations use it; running ones keep their connectors) */
+        patch: operations["fleet.configGroups.update"];
         trace?: never;
     };
     "/api/v2/images/crop": {
@@ -743,6 +876,26 @@ export interface paths {
         get: operations["machines.backups.list"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/machines/{id}/backups/{backupId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Put a backup's data paths back (the app is stopped meanwhile, then restarted)
+         * @description Replaces each path the backup holds with its copy; paths the backup does not hold are untouched.
+         */
+        post: operations["machines.backups.restore"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1422,16 +1575,22 @@ export interface components {
         /** @description Data: a daily copy of runspec.dataPaths (not the root filesystem) */
         Backup: {
             /**
-             * @description hot: copied while the app ran (crash-consistent); cold: the app was stopped during the copy
+             * @description hot: copied while the app ran (crash-consistent at best); consistent: see method
              * @enum {string}
              */
-            consistency: "hot" | "cold";
+            consistency: "hot" | "consistent";
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
+            error: string | null;
             /** @description Kept 7 days */
             expiresAt: string;
             id: string;
             machineId: string;
+            /**
+             * @description sqlite-backup-api: every file was a SQLite database copied with its backup API; app-paused: the app was frozen (SIGSTOP) during the copy; app-stopped: no app ran; hot-copy: copied while running
+             * @enum {string}
+             */
+            method: "sqlite-backup-api" | "app-paused" | "app-stopped" | "hot-copy";
             /** @description runspec.dataPaths copied */
             paths: string[];
             sizeBytes: number;
@@ -1658,17 +1817,57 @@ export interface components {
         };
         /** @description An agent of the elastic multichannel fleet */
         FleetAgent: {
+            /** @description Most boxes (sandboxes) the fleet agent grows to */
+            capacity: number;
             /** @description Channels it answers on (`web`, messaging channels) */
             channels: string[];
-            /** @description Configuration groups (prompt, MCP connectors) it can use */
+            /** @description Configuration groups (prompt, MCP connectors) it accepts; empty: any of yours */
             configGroupIds: string[];
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
             /** @description Fleet agent id (`fleetAgentId` in paths) */
             id: string;
+            /** @description Instructions given to the model at the start of every conversation */
+            instructions: string;
+            /** @description Model asked for; the LLM gateway's upstream decides (usage.model says which ran) */
+            model: string | null;
             name: string;
             /** @description Per-agent token with scope MESSAGE, for message, message-stream and messages */
             token: string;
+            /** @description ISO 8601 UTC timestamp */
+            updatedAt: string;
+        };
+        /** @description A unit of configuration: a prompt and MCP connectors */
+        FleetConfigGroup: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description `configGroupId` in message bodies */
+            id: string;
+            /** @description MCP connectors: stdio {name, command, args?, env?} or http {name, type: http, url, headers?} */
+            mcpServers: ({
+                args?: string[];
+                command: string;
+                env?: {
+                    [key: string]: string;
+                };
+                name: string;
+                /** @constant */
+                type?: "stdio";
+            } | {
+                headers?: {
+                    [key: string]: string;
+                };
+                name: string;
+                /** @constant */
+                type: "http";
+                /** Format: uri */
+                url: string;
+            })[];
+            name: string;
+            /** @description Prompt given to the model at the start of a conversation in this group */
+            prompt: string;
+            /** @description ISO 8601 UTC timestamp */
+            updatedAt: string;
         };
         FleetMessageBodyInput: {
             /** @description Always send it: the unit of configuration (prompt, MCP connectors). Without it the agent starts with no connectors and no visible error */
@@ -1717,14 +1916,19 @@ export interface components {
             buildLog: string;
             /** @description Domain attached, or null */
             domain: string | null;
+            /** @description Why the launch failed, or null */
+            error: string | null;
             machineId: string;
-            /** @description Recovery release published by the launch */
-            releaseId: string;
+            /** @description Release published by the launch (the first launch publishes the recovery release) */
+            releaseId: string | null;
             sandboxId: string;
-            /** @enum {string} */
-            status: "running" | "failed";
+            /**
+             * @description building: still building after the request waited (or a paid launch order); poll GET /machines/{id}
+             * @enum {string}
+             */
+            status: "running" | "failed" | "building";
             /** @description Public HTTPS URL of the app */
-            url: string;
+            url: string | null;
         };
         /** @description Always-on hosting: a persistent sandbox billed monthly */
         Machine: {
@@ -1744,6 +1948,10 @@ export interface components {
             /** @description Monthly price in MXN (tier, CPU mode and disk add-ons) */
             monthlyMxn: number;
             name: string;
+            /** @description Secrets changed with restart=false wait for POST /restart */
+            pendingRestart: boolean;
+            /** @description While a launch runs: queued, unpacking, building, starting, publishing (output in the logs) */
+            phase: string | null;
             /** @description The always-on sandbox behind the machine */
             sandboxId: string;
             /**
@@ -1891,12 +2099,12 @@ export interface components {
              * @description Suspend (snapshot) instead of destroying the sandbox when the timeout elapses
              * @default false
              */
-            suspendOnIdle: boolean;
+            suspendOnIdle?: boolean;
             /**
-             * @description Base template (default `base`; `code-interpreter` for run-cell)
+             * @description Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)
              * @default base
              */
-            template: string;
+            template?: string;
             /** @description Start from the derived template (key, hash); needs templateKey */
             templateHash?: string;
             /** @description Start from the derived template (key, hash); needs templateHash */
@@ -1905,7 +2113,7 @@ export interface components {
              * @description Lifetime in seconds (default 300); capped by the plan session length (Byte 1 h, Mega 4 h, Tera 24 h)
              * @default 300
              */
-            timeoutSeconds: number;
+            timeoutSeconds?: number;
         };
         SearchResult: {
             /** @description Snippet of the page, as the engine gave it */
@@ -2921,7 +3129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            /** @description TemplateUnavailable: The template is named but not installed on this nube (goose) */
+            /** @description TemplateUnavailable: The template's program is not provisioned on this host (goose: scripts/install-goose.sh) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5525,8 +5733,310 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "fleet.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Most boxes (default 2; at most NUBE_FLEET_MAX_BOXES) */
+                    capacity?: number;
+                    /** @description Channels: `web` (messaging channels such as Telegram are not available yet) */
+                    channels?: "web"[];
+                    configGroupIds?: string[];
+                    instructions?: string;
+                    model?: string | null;
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetAgent"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetAgent"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Most boxes (default 2; at most NUBE_FLEET_MAX_BOXES) */
+                    capacity?: number;
+                    /** @description Channels: `web` (messaging channels such as Telegram are not available yet) */
+                    channels?: "web"[];
+                    configGroupIds?: string[];
+                    instructions?: string;
+                    model?: string | null;
+                    name?: string;
+                    rotateToken?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetAgent"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5560,9 +6070,13 @@ export interface operations {
                     "application/json": {
                         /** @description Cursor after this turn, to pass as `since` to messages */
                         cursor?: string;
+                        /** @description True when the agent ran with blank memory (its box was lost) */
+                        memoryReset?: boolean;
                         reply: string;
                         /** @description Id of the turn (as in turn.completed) */
                         turnId?: string;
+                        /** @description Set when configGroupId was left out: the turn ran with no connectors */
+                        warning?: string;
                     };
                 };
             };
@@ -5577,6 +6091,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description InsufficientBalance: The plan's LLM tokens are used up */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5629,8 +6152,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+            /** @description The turn ended with no reply (body has turnId; turn.failed was sent) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5736,15 +6259,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "fleet.messages": {
@@ -5795,6 +6309,261 @@ export interface operations {
                     };
                 };
             };
+            /** @description InvalidCursor: since is not a cursor of this conversation */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.publicKey": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The conversation it reads: `web-<uuid>` */
+                    groupId: string;
+                    /** @description Lifetime (default 900 s) */
+                    ttlSeconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description ISO 8601 UTC timestamp */
+                        expiresAt: string;
+                        groupId: string;
+                        key: string;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.telegram.connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The token BotFather gave the bot */
+                    botToken: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        channel: "telegram";
+                        channels: string[];
+                        fleetAgentId: string;
+                        webhookUrl: string;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description TelegramError: Telegram refused setWebhook (wrong token, unreachable URL) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.telegram.disconnect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
             /** @description Invalid request: params, query or body failed validation, or malformed JSON */
             400: {
                 headers: {
@@ -5840,8 +6609,641 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "fleet.clientCredentials.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        clientCredentials: {
+                            /** @description ISO 8601 UTC timestamp */
+                            createdAt: string;
+                            /** @description `nube_cc_...`, shown only when created */
+                            credential: string | null;
+                            id: string;
+                            name: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.clientCredentials.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    name?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description ISO 8601 UTC timestamp */
+                        createdAt: string;
+                        /** @description `nube_cc_...`, shown only when created */
+                        credential: string | null;
+                        id: string;
+                        name: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.clientCredentials.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                credentialId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.configGroups.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        configGroups: components["schemas"]["FleetConfigGroup"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.configGroups.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description MCP connectors: stdio {name, command, args?, env?} or http {name, type: http, url, headers?} */
+                    mcpServers?: ({
+                        args?: string[];
+                        command: string;
+                        env?: {
+                            [key: string]: string;
+                        };
+                        name: string;
+                        /** @constant */
+                        type?: "stdio";
+                    } | {
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        name: string;
+                        /** @constant */
+                        type: "http";
+                        /** Format: uri */
+                        url: string;
+                    })[];
+                    name: string;
+                    prompt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetConfigGroup"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.configGroups.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                configGroupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetConfigGroup"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.configGroups.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                configGroupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ConfigGroupInUse: Fleet agents still list it (body has fleetAgentIds) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.configGroups.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                configGroupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description MCP connectors: stdio {name, command, args?, env?} or http {name, type: http, url, headers?} */
+                    mcpServers?: ({
+                        args?: string[];
+                        command: string;
+                        env?: {
+                            [key: string]: string;
+                        };
+                        name: string;
+                        /** @constant */
+                        type?: "stdio";
+                    } | {
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        name: string;
+                        /** @constant */
+                        type: "http";
+                        /** Format: uri */
+                        url: string;
+                    })[];
+                    name?: string;
+                    prompt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetConfigGroup"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6408,15 +7810,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.create": {
@@ -6515,15 +7908,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.get": {
@@ -6591,15 +7975,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.delete": {
@@ -6660,15 +8035,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6745,8 +8111,73 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
+        };
+    };
+    "machines.backups.restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                backupId: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        backupId: string;
+                        machineId: string;
+                        /** @constant */
+                        ok: true;
+                        restoredPaths: string[];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6828,15 +8259,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.releases.list": {
@@ -6899,15 +8321,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6998,15 +8411,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.restart": {
@@ -7073,15 +8477,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7178,15 +8573,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.secrets.get": {
@@ -7252,15 +8638,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7357,15 +8734,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.secrets.set": {
@@ -7455,15 +8823,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.launch": {
@@ -7542,15 +8901,6 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Not implemented yet in this nube release */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     "machines.tiers": {
@@ -7611,15 +8961,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Not implemented yet in this nube release */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };

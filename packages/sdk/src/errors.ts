@@ -62,10 +62,35 @@ export class RateLimitError extends NubeError {
 export class NotImplementedError extends NubeError {}
 /** 5xx: the server failed; retrying later may help. */
 export class ServerError extends NubeError {}
+/** 503: busy or not ready at this instant (a full fleet, a service still starting); wait `retryAfter` seconds. */
+export class ServiceUnavailableError extends ServerError {
+  constructor(
+    message: string,
+    details: ErrorDetails,
+    readonly retryAfter: number | undefined,
+  ) {
+    super(message, details);
+  }
+}
 /** The request did not finish within timeoutMs. */
 export class TimeoutError extends NubeError {}
 /** No HTTP answer at all: connection refused, DNS, TLS, reset. */
 export class ConnectionError extends NubeError {}
+
+/**
+ * Seconds to wait, from a Retry-After header (delay in seconds or an HTTP date) or else a `retryAfter`
+ * number in the body (nube's 503 for a full fleet carries it there).
+ */
+export function retryAfterSeconds(headers: Headers, body: unknown): number | undefined {
+  const header = headers.get('retry-after')?.trim();
+  if (header) {
+    if (/^\d+(\.\d+)?$/.test(header)) return Number(header);
+    const at = Date.parse(header);
+    if (Number.isFinite(at)) return Math.max(0, Math.ceil((at - Date.now()) / 1000));
+  }
+  const fromBody = (body as { retryAfter?: unknown } | undefined)?.retryAfter;
+  return typeof fromBody === 'number' && Number.isFinite(fromBody) && fromBody >= 0 ? fromBody : undefined;
+}
 
 const formatIssues = (issues: Issue[]) =>
   issues.map((i) => `  - ${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`).join('\n');
@@ -124,16 +149,18 @@ export function errorFromResponse(
         details,
       );
     case 429: {
-      const header = Number(headers.get('retry-after'));
-      const fromBody = (body as { retryAfter?: unknown } | undefined)?.retryAfter;
-      const retryAfter =
-        Number.isFinite(header) && headers.has('retry-after')
-          ? header
-          : typeof fromBody === 'number'
-            ? fromBody
-            : undefined;
+      const retryAfter = retryAfterSeconds(headers, body);
       const wait = retryAfter !== undefined ? `wait ${retryAfter} s` : 'wait a moment';
       return new RateLimitError(`${op}. Rate limited: ${wait} before retrying.`, details, retryAfter);
+    }
+    case 503: {
+      const retryAfter = retryAfterSeconds(headers, body);
+      const wait = retryAfter !== undefined ? `retry in ${retryAfter} s` : 'retry in a moment';
+      return new ServiceUnavailableError(
+        `${op}. The server is busy or not ready: ${wait}.`,
+        details,
+        retryAfter,
+      );
     }
     case 501:
       return new NotImplementedError(

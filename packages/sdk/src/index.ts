@@ -18,8 +18,13 @@ export interface NubeOptions {
   baseUrl?: string;
   /** A fetch implementation; default the global fetch. */
   fetch?: typeof fetch;
-  /** Per-request deadline in ms (0 = none). Default 60000. */
+  /** Deadline of one call in ms, its retries included (0 = none). Default 60000. */
   timeoutMs?: number;
+  /**
+   * How often an idempotent call (GET, PUT, DELETE) answered 429 or 503 is sent again, after the
+   * Retry-After the server gave or a growing backoff. POST is never retried. Default 2; 0 turns it off.
+   */
+  maxRetries?: number;
   /** Extra headers sent with every request. */
   headers?: Record<string, string>;
 }
@@ -49,6 +54,7 @@ export class Nube {
       baseUrl: this.baseUrl,
       fetch: f,
       timeoutMs: options.timeoutMs ?? 60_000,
+      maxRetries: options.maxRetries ?? 2,
       headers: options.headers ?? {},
     };
     Object.assign(

@@ -472,6 +472,138 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['files', 'update'],
   },
+  'fleet.clientCredentials.create': {
+    method: 'POST',
+    path: '/api/v2/fleet-client-credentials',
+    pathParams: [],
+    query: [],
+    body: 'optional',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'clientCredentials', 'create'],
+  },
+  'fleet.clientCredentials.delete': {
+    method: 'DELETE',
+    path: '/api/v2/fleet-client-credentials/{credentialId}',
+    pathParams: ['credentialId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'clientCredentials', 'delete'],
+  },
+  'fleet.clientCredentials.list': {
+    method: 'GET',
+    path: '/api/v2/fleet-client-credentials',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'clientCredentials', 'list'],
+  },
+  'fleet.configGroups.create': {
+    method: 'POST',
+    path: '/api/v2/fleet-config-groups',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'configGroups', 'create'],
+  },
+  'fleet.configGroups.delete': {
+    method: 'DELETE',
+    path: '/api/v2/fleet-config-groups/{configGroupId}',
+    pathParams: ['configGroupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'configGroups', 'delete'],
+  },
+  'fleet.configGroups.get': {
+    method: 'GET',
+    path: '/api/v2/fleet-config-groups/{configGroupId}',
+    pathParams: ['configGroupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'configGroups', 'get'],
+  },
+  'fleet.configGroups.list': {
+    method: 'GET',
+    path: '/api/v2/fleet-config-groups',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'configGroups', 'list'],
+  },
+  'fleet.configGroups.update': {
+    method: 'PATCH',
+    path: '/api/v2/fleet-config-groups/{configGroupId}',
+    pathParams: ['configGroupId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'configGroups', 'update'],
+  },
+  'fleet.create': {
+    method: 'POST',
+    path: '/api/v2/fleet-agents',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'create'],
+  },
+  'fleet.delete': {
+    method: 'DELETE',
+    path: '/api/v2/fleet-agents/{fleetAgentId}',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'delete'],
+  },
+  'fleet.get': {
+    method: 'GET',
+    path: '/api/v2/fleet-agents/{fleetAgentId}',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'get'],
+  },
   'fleet.list': {
     method: 'GET',
     path: '/api/v2/fleet-agents',
@@ -481,7 +613,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['fleet', 'list'],
   },
   'fleet.message': {
@@ -493,7 +625,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['fleet', 'message'],
   },
   'fleet.messageStream': {
@@ -505,7 +637,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'text/event-stream',
-    implemented: false,
+    implemented: true,
     ns: ['fleet', 'messageStream'],
   },
   'fleet.messages': {
@@ -517,8 +649,56 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['fleet', 'messages'],
+  },
+  'fleet.publicKey': {
+    method: 'POST',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/public-keys',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'publicKey'],
+  },
+  'fleet.telegram.connect': {
+    method: 'PUT',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/telegram',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'telegram', 'connect'],
+  },
+  'fleet.telegram.disconnect': {
+    method: 'DELETE',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/telegram',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'telegram', 'disconnect'],
+  },
+  'fleet.update': {
+    method: 'PATCH',
+    path: '/api/v2/fleet-agents/{fleetAgentId}',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'update'],
   },
   'images.crop': {
     method: 'POST',
@@ -589,8 +769,20 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'backups', 'list'],
+  },
+  'machines.backups.restore': {
+    method: 'POST',
+    path: '/api/v2/machines/{id}/backups/{backupId}/restore',
+    pathParams: ['id', 'backupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['machines', 'backups', 'restore'],
   },
   'machines.create': {
     method: 'POST',
@@ -601,7 +793,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'create'],
   },
   'machines.delete': {
@@ -613,7 +805,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'delete'],
   },
   'machines.get': {
@@ -625,7 +817,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'get'],
   },
   'machines.launch': {
@@ -637,7 +829,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'launch'],
   },
   'machines.list': {
@@ -649,7 +841,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'list'],
   },
   'machines.logs': {
@@ -661,7 +853,7 @@ export const OPERATIONS = {
     style: 'query',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'logs'],
   },
   'machines.releases.create': {
@@ -673,7 +865,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'releases', 'create'],
   },
   'machines.releases.list': {
@@ -685,7 +877,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'releases', 'list'],
   },
   'machines.restart': {
@@ -697,7 +889,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'restart'],
   },
   'machines.rollback': {
@@ -709,7 +901,7 @@ export const OPERATIONS = {
     style: 'body',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'rollback'],
   },
   'machines.secrets.get': {
@@ -721,7 +913,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'secrets', 'get'],
   },
   'machines.secrets.set': {
@@ -733,7 +925,7 @@ export const OPERATIONS = {
     style: 'split',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'secrets', 'set'],
   },
   'machines.secrets.set.put': {
@@ -745,7 +937,7 @@ export const OPERATIONS = {
     style: 'split',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: null,
   },
   'machines.tiers': {
@@ -757,7 +949,7 @@ export const OPERATIONS = {
     style: 'none',
     success: 200,
     contentType: 'application/json',
-    implemented: false,
+    implemented: true,
     ns: ['machines', 'tiers'],
   },
   'sandboxes.action': {
@@ -1430,6 +1622,72 @@ export interface OperationTypes {
     body: NonNullable<operations['files.update']['requestBody']>['content']['application/json'];
     response: operations['files.update']['responses'][200]['content']['application/json'];
   };
+  'fleet.clientCredentials.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['fleet.clientCredentials.create']['requestBody']>['content']['application/json'];
+    response: operations['fleet.clientCredentials.create']['responses'][200]['content']['application/json'];
+  };
+  'fleet.clientCredentials.delete': {
+    params: operations['fleet.clientCredentials.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.clientCredentials.delete']['responses'][200]['content']['application/json'];
+  };
+  'fleet.clientCredentials.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['fleet.clientCredentials.list']['responses'][200]['content']['application/json'];
+  };
+  'fleet.configGroups.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['fleet.configGroups.create']['requestBody']>['content']['application/json'];
+    response: operations['fleet.configGroups.create']['responses'][200]['content']['application/json'];
+  };
+  'fleet.configGroups.delete': {
+    params: operations['fleet.configGroups.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.configGroups.delete']['responses'][200]['content']['application/json'];
+  };
+  'fleet.configGroups.get': {
+    params: operations['fleet.configGroups.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.configGroups.get']['responses'][200]['content']['application/json'];
+  };
+  'fleet.configGroups.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['fleet.configGroups.list']['responses'][200]['content']['application/json'];
+  };
+  'fleet.configGroups.update': {
+    params: operations['fleet.configGroups.update']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['fleet.configGroups.update']['requestBody']>['content']['application/json'];
+    response: operations['fleet.configGroups.update']['responses'][200]['content']['application/json'];
+  };
+  'fleet.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['fleet.create']['requestBody']>['content']['application/json'];
+    response: operations['fleet.create']['responses'][200]['content']['application/json'];
+  };
+  'fleet.delete': {
+    params: operations['fleet.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.delete']['responses'][200]['content']['application/json'];
+  };
+  'fleet.get': {
+    params: operations['fleet.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.get']['responses'][200]['content']['application/json'];
+  };
   'fleet.list': {
     params: never;
     query: never;
@@ -1453,6 +1711,30 @@ export interface OperationTypes {
     query: NonNullable<operations['fleet.messages']['parameters']['query']>;
     body: never;
     response: operations['fleet.messages']['responses'][200]['content']['application/json'];
+  };
+  'fleet.publicKey': {
+    params: operations['fleet.publicKey']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['fleet.publicKey']['requestBody']>['content']['application/json'];
+    response: operations['fleet.publicKey']['responses'][200]['content']['application/json'];
+  };
+  'fleet.telegram.connect': {
+    params: operations['fleet.telegram.connect']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['fleet.telegram.connect']['requestBody']>['content']['application/json'];
+    response: operations['fleet.telegram.connect']['responses'][200]['content']['application/json'];
+  };
+  'fleet.telegram.disconnect': {
+    params: operations['fleet.telegram.disconnect']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.telegram.disconnect']['responses'][200]['content']['application/json'];
+  };
+  'fleet.update': {
+    params: operations['fleet.update']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['fleet.update']['requestBody']>['content']['application/json'];
+    response: operations['fleet.update']['responses'][200]['content']['application/json'];
   };
   'images.crop': {
     params: never;
@@ -1489,6 +1771,12 @@ export interface OperationTypes {
     query: never;
     body: never;
     response: operations['machines.backups.list']['responses'][200]['content']['application/json'];
+  };
+  'machines.backups.restore': {
+    params: operations['machines.backups.restore']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['machines.backups.restore']['responses'][200]['content']['application/json'];
   };
   'machines.create': {
     params: never;
@@ -1848,10 +2136,31 @@ export interface Namespaces {
     update(fileId: OperationTypes['files.update']['params']['fileId'], ...rest: NsRest<'files.update'>): Promise<OpOutput<'files.update'>>;
   };
   fleet: {
+    clientCredentials: {
+      create(...rest: NsRest<'fleet.clientCredentials.create'>): Promise<OpOutput<'fleet.clientCredentials.create'>>;
+      delete(credentialId: OperationTypes['fleet.clientCredentials.delete']['params']['credentialId'], ...rest: NsRest<'fleet.clientCredentials.delete'>): Promise<OpOutput<'fleet.clientCredentials.delete'>>;
+      list(...rest: NsRest<'fleet.clientCredentials.list'>): Promise<OpOutput<'fleet.clientCredentials.list'>>;
+    };
+    configGroups: {
+      create(...rest: NsRest<'fleet.configGroups.create'>): Promise<OpOutput<'fleet.configGroups.create'>>;
+      delete(configGroupId: OperationTypes['fleet.configGroups.delete']['params']['configGroupId'], ...rest: NsRest<'fleet.configGroups.delete'>): Promise<OpOutput<'fleet.configGroups.delete'>>;
+      get(configGroupId: OperationTypes['fleet.configGroups.get']['params']['configGroupId'], ...rest: NsRest<'fleet.configGroups.get'>): Promise<OpOutput<'fleet.configGroups.get'>>;
+      list(...rest: NsRest<'fleet.configGroups.list'>): Promise<OpOutput<'fleet.configGroups.list'>>;
+      update(configGroupId: OperationTypes['fleet.configGroups.update']['params']['configGroupId'], ...rest: NsRest<'fleet.configGroups.update'>): Promise<OpOutput<'fleet.configGroups.update'>>;
+    };
+    create(...rest: NsRest<'fleet.create'>): Promise<OpOutput<'fleet.create'>>;
+    delete(fleetAgentId: OperationTypes['fleet.delete']['params']['fleetAgentId'], ...rest: NsRest<'fleet.delete'>): Promise<OpOutput<'fleet.delete'>>;
+    get(fleetAgentId: OperationTypes['fleet.get']['params']['fleetAgentId'], ...rest: NsRest<'fleet.get'>): Promise<OpOutput<'fleet.get'>>;
     list(...rest: NsRest<'fleet.list'>): Promise<OpOutput<'fleet.list'>>;
     message(fleetAgentId: OperationTypes['fleet.message']['params']['fleetAgentId'], ...rest: NsRest<'fleet.message'>): Promise<OpOutput<'fleet.message'>>;
     messageStream(fleetAgentId: OperationTypes['fleet.messageStream']['params']['fleetAgentId'], ...rest: NsRest<'fleet.messageStream'>): Promise<OpOutput<'fleet.messageStream'>>;
     messages(fleetAgentId: OperationTypes['fleet.messages']['params']['fleetAgentId'], ...rest: NsRest<'fleet.messages'>): Promise<OpOutput<'fleet.messages'>>;
+    publicKey(fleetAgentId: OperationTypes['fleet.publicKey']['params']['fleetAgentId'], ...rest: NsRest<'fleet.publicKey'>): Promise<OpOutput<'fleet.publicKey'>>;
+    telegram: {
+      connect(fleetAgentId: OperationTypes['fleet.telegram.connect']['params']['fleetAgentId'], ...rest: NsRest<'fleet.telegram.connect'>): Promise<OpOutput<'fleet.telegram.connect'>>;
+      disconnect(fleetAgentId: OperationTypes['fleet.telegram.disconnect']['params']['fleetAgentId'], ...rest: NsRest<'fleet.telegram.disconnect'>): Promise<OpOutput<'fleet.telegram.disconnect'>>;
+    };
+    update(fleetAgentId: OperationTypes['fleet.update']['params']['fleetAgentId'], ...rest: NsRest<'fleet.update'>): Promise<OpOutput<'fleet.update'>>;
   };
   images: {
     crop(...rest: NsRest<'images.crop'>): Promise<OpOutput<'images.crop'>>;
@@ -1863,6 +2172,7 @@ export interface Namespaces {
   machines: {
     backups: {
       list(id: OperationTypes['machines.backups.list']['params']['id'], ...rest: NsRest<'machines.backups.list'>): Promise<OpOutput<'machines.backups.list'>>;
+      restore(id: OperationTypes['machines.backups.restore']['params']['id'], backupId: OperationTypes['machines.backups.restore']['params']['backupId'], ...rest: NsRest<'machines.backups.restore'>): Promise<OpOutput<'machines.backups.restore'>>;
     };
     create(...rest: NsRest<'machines.create'>): Promise<OpOutput<'machines.create'>>;
     delete(id: OperationTypes['machines.delete']['params']['id'], ...rest: NsRest<'machines.delete'>): Promise<OpOutput<'machines.delete'>>;

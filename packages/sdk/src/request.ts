@@ -1,4 +1,5 @@
 import { ConnectionError, errorFromResponse, NubeError, TimeoutError } from './errors.js';
+import { IDEMPOTENT_METHODS, retryDelayMs, sleep } from './retry.js';
 import { OPERATIONS } from './operations.gen.js';
 import { EventStream } from './sse.js';
 import type { RequestOptions } from './types.js';
@@ -9,6 +10,8 @@ export interface Transport {
   fetch: typeof fetch;
   timeoutMs: number;
   headers: Record<string, string>;
+  /** Retries of an idempotent call answered 429 or 503. */
+  maxRetries: number;
 }
 
 /** The untyped request: `{ params?, query?, body? }` as plain records. */
@@ -93,16 +96,55 @@ export async function send(
   }
   Object.assign(headers, options.headers);
 
-  const controller = new AbortController();
+  // timeoutMs bounds the whole call, retries and the waits between them included.
   const timeoutMs = options.timeoutMs ?? t.timeoutMs;
+  const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : Number.POSITIVE_INFINITY;
+  const retries = IDEMPOTENT_METHODS.has(entry.method) ? Math.max(0, options.maxRetries ?? t.maxRetries) : 0;
+  const request: Attempt = {
+    t,
+    operationId,
+    entry,
+    url,
+    init: { method: entry.method, headers, body },
+    options,
+  };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await sendOnce(request, timeoutMs, deadline);
+    } catch (err) {
+      if (!(err instanceof NubeError) || attempt >= retries) throw err;
+      const wait = retryDelayMs(err, attempt);
+      if (wait === undefined || Date.now() + wait >= deadline) throw err;
+      await sleep(wait, options.signal);
+    }
+  }
+}
+
+interface Attempt {
+  t: Transport;
+  operationId: string;
+  entry: OpTableEntry;
+  url: string;
+  init: { method: string; headers: Record<string, string>; body: string | undefined };
+  options: RequestOptions;
+}
+
+async function sendOnce(
+  { t, operationId, entry, url, init, options }: Attempt,
+  timeoutMs: number,
+  deadline: number,
+) {
+  const controller = new AbortController();
   let timedOut = false;
-  const timer =
-    timeoutMs > 0
-      ? setTimeout(() => {
+  const timer = Number.isFinite(deadline)
+    ? setTimeout(
+        () => {
           timedOut = true;
           controller.abort();
-        }, timeoutMs)
-      : undefined;
+        },
+        Math.max(0, deadline - Date.now()),
+      )
+    : undefined;
   const onAbort = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onAbort, { once: true });
   if (options.signal?.aborted) controller.abort(options.signal.reason);
@@ -134,7 +176,7 @@ export async function send(
 
   let res: Response;
   try {
-    res = await t.fetch(url, { method: entry.method, headers, body, signal: controller.signal });
+    res = await t.fetch(url, { ...init, signal: controller.signal });
   } catch (err) {
     return fail(err);
   }

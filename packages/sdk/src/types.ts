@@ -32,6 +32,8 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Overrides the client's timeoutMs for this request (0 disables it). */
   timeoutMs?: number;
+  /** Overrides the client's maxRetries for this request (idempotent calls only). */
+  maxRetries?: number;
   headers?: Record<string, string>;
 }
 

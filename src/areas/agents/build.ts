@@ -119,6 +119,8 @@ export class Builder {
     for (;;) {
       const v = await this.core.s.sandboxes.get(p, sandboxId);
       if (v.status === 'running') return;
+      // A sandbox that could not start (its template failed to build) says why; no use waiting.
+      if (v.status === 'failed') throw new Error(`the agent's sandbox could not start: ${v.error ?? 'unknown reason'}`);
       if (Date.now() > until) throw new Error('the sandbox did not start within 30 minutes');
       await new Promise((r) => setTimeout(r, 500));
     }

@@ -9,7 +9,7 @@ let bundled: Promise<Buffer> | undefined;
 
 export function agentProgram(): Promise<Buffer> {
   bundled ??= (async () => {
-    const ts = fileURLToPath(new URL('./program/main.ts', import.meta.url));
+    const ts = fileURLToPath(new URL('./program/entry.ts', import.meta.url));
     const entry = existsSync(ts) ? ts : ts.replace(/\.ts$/, '.js');
     const out = await build({
       entryPoints: [entry],

@@ -7,6 +7,7 @@ import { connect, type Socket } from 'node:net';
 import * as acp from '@agentclientprotocol/sdk';
 
 export const AGENT_PORT = 7700;
+const INITIALIZE_MS = 30_000;
 
 export type UpdateListener = (u: acp.SessionUpdate) => void;
 
@@ -38,10 +39,11 @@ export class AgentLink {
   onClose?: () => void;
 
   /** Opens the socket (retrying while the program starts, up to `waitMs`), sends the token, initializes. */
-  static async open(address: string, token: string, waitMs: number): Promise<AgentLink> {
+  static async open(address: string, token: string, waitMs: number, gateway?: string): Promise<AgentLink> {
     const socket = await connectWithRetry(address, AGENT_PORT, waitMs);
     socket.setNoDelay(true);
-    socket.write(`${JSON.stringify({ nube: token })}\n`);
+    // The gateway's URL in the first line: the goose relay starts goose with it, before any ACP.
+    socket.write(`${JSON.stringify({ nube: token, gateway })}\n`);
     const readable = new ReadableStream<Uint8Array>({
       start(c) {
         socket.on('data', (d: Buffer) => c.enqueue(new Uint8Array(d)));
@@ -66,15 +68,26 @@ export class AgentLink {
     const conn = app.connect(acp.ndJsonStream(writable, readable));
     socket.on('close', () => conn.close());
     link = new AgentLink(socket, conn);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await conn.agent.request(acp.methods.agent.initialize, {
-        protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-        clientInfo: { name: 'nube', version: '1' },
+      // An agent that accepted the connection but never answers initialize fails the link (and the
+      // build says why) instead of holding it forever.
+      const silent = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the agent did not answer initialize within ${INITIALIZE_MS / 1000} s`)), INITIALIZE_MS);
       });
+      await Promise.race([
+        conn.agent.request(acp.methods.agent.initialize, {
+          protocolVersion: acp.PROTOCOL_VERSION,
+          clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+          clientInfo: { name: 'nube', version: '1' },
+        }),
+        silent,
+      ]);
     } catch (e) {
       link.close();
       throw e;
+    } finally {
+      clearTimeout(timer);
     }
     return link;
   }

@@ -1,37 +1,14 @@
 // What the operations call: the lifecycle core plus turns (message, try, transcript) and revive.
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
-import type { AgentsCore } from './service.js';
-import { type TurnEvent, Turns } from './turns.js';
+import { Channel } from './channel.js';
+import type { AgentStatus } from './repo.js';
+import type { AgentsCore, McpInput } from './service.js';
+import { type TurnEvent, type TurnOptions, type TurnOutcome, Turns } from './turns.js';
 
 /** Turn events as SSE lines; the turn runs on when the reader goes away (the transcript keeps it). */
 async function* sse(events: AsyncIterable<TurnEvent>): AsyncGenerator<string> {
   for await (const e of events) yield `data: ${JSON.stringify(e)}\n\n`;
-}
-
-/** A one-reader queue: the turn pushes, the HTTP response pulls; nothing blocks the turn. */
-class Channel<T> {
-  private readonly items: T[] = [];
-  private wake: (() => void) | null = null;
-  private ended = false;
-  push(item: T) {
-    this.items.push(item);
-    this.wake?.();
-  }
-  end() {
-    this.ended = true;
-    this.wake?.();
-  }
-  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
-    for (;;) {
-      while (this.items.length) yield this.items.shift()!;
-      if (this.ended) return;
-      await new Promise<void>((r) => {
-        this.wake = r;
-      });
-      this.wake = null;
-    }
-  }
 }
 
 export class AgentsService {
@@ -68,5 +45,48 @@ export class AgentsService {
 
   async transcript(p: Principal, id: string, session?: string, limit?: number) {
     return this.turns.transcript(await this.core.own(p, id), session, limit);
+  }
+
+  // Fleet boxes: the fleet's pool runs its conversations on ordinary agents of the owner (ACP template),
+  // each conversation one session of a box. The fleet calls these, never the agents' tables.
+
+  /** A new box for the owner: an ACP agent (counted in the plan's simultaneous agents); its id. */
+  async createBox(ownerId: string, name: string): Promise<string> {
+    const p = await this.core.principalOf({ owner_id: ownerId });
+    return (await this.core.create(p, { template: 'acp', env: {}, name })).id;
+  }
+
+  /** The box's status (its sandbox checked), or null when the agent is gone. */
+  async boxStatus(agentId: string): Promise<AgentStatus | null> {
+    const row = await this.core.repo.get(agentId);
+    if (!row) return null;
+    return (await this.core.refresh(row)).status;
+  }
+
+  /**
+   * One turn on a box, in its session `sessionId` (a new session when null). `memoryLost`: the session
+   * had a model memory before and the turn ran in a fresh one (the box was rebuilt underneath).
+   */
+  async boxTurn(
+    agentId: string,
+    sessionId: string | null,
+    text: string,
+    emit: (e: TurnEvent) => void,
+    opts: TurnOptions & { mcpServers: McpInput[] },
+  ): Promise<{ session: string; outcome: TurnOutcome; memoryLost: boolean }> {
+    const row = await this.core.repo.get(agentId);
+    if (!row) throw errors.notFound('agent');
+    const session = sessionId ? ((await this.core.repo.session(sessionId)) ?? (await this.turns.session(row, undefined, true))) : await this.turns.session(row, undefined, true);
+    const before = session.acp_session_id;
+    const outcome = await this.turns.run(row, session, text, emit, opts);
+    const after = (await this.core.repo.session(session.id))?.acp_session_id ?? null;
+    return { session: session.id, outcome, memoryLost: before !== null && after !== before };
+  }
+
+  async deleteBox(ownerId: string, agentId: string): Promise<void> {
+    const p = await this.core.principalOf({ owner_id: ownerId });
+    await this.core.delete(p, agentId).catch((e: unknown) => {
+      if (!(e instanceof Error && 'status' in e && e.status === 404)) throw e;
+    });
   }
 }

@@ -38,14 +38,14 @@ export const Agent = z
   })
   .meta({ id: 'Agent', description: 'A persistent agent in its own microVM, with its own endpoint' });
 
-const McpStdio = z.object({
+export const McpStdio = z.object({
   name: z.string().min(1).max(64),
   type: z.literal('stdio').optional(),
   command: z.string().min(1).max(4096),
   args: z.array(z.string()).optional(),
   env: StringMap.optional(),
 });
-const McpHttp = z.object({
+export const McpHttp = z.object({
   name: z.string().min(1).max(64),
   type: z.literal('http'),
   url: z.url(),
@@ -98,7 +98,7 @@ export const agentsOperations = [
     }),
     response: Agent,
     errors: [
-      { status: 400, code: 'TemplateUnavailable', description: 'The template is named but not installed on this nube (goose)' },
+      { status: 400, code: 'TemplateUnavailable', description: 'The template\'s program is not provisioned on this host (goose: scripts/install-goose.sh)' },
       { status: 402, code: 'InsufficientBalance', description: "The plan's LLM tokens for this month are used up (Byte includes none)" },
       { status: 402, code: 'SessionTooLong', description: "timeoutSeconds is above the plan's session length (1 h / 4 h / 24 h)" },
       { status: 403, code: 'PlanLimitReached', description: 'The simultaneous agents allowance (4 / 8 / 20) is used up' },

@@ -98,7 +98,7 @@ export class AgentsCore {
     return row;
   }
 
-  async principalOf(row: AgentRow): Promise<Principal> {
+  async principalOf(row: Pick<AgentRow, 'owner_id'>): Promise<Principal> {
     return { scheme: 'owner', ownerId: row.owner_id, plan: await this.s.account.planOf(row.owner_id) };
   }
 
@@ -132,9 +132,13 @@ export class AgentsCore {
   async create(p: Principal, input: CreateAgentInput) {
     const t = templateFor(input.template);
     if (input.mcpServers?.length && !t.acceptsMcp) {
-      throw errors.badRequest(`mcpServers apply to ACP templates only (acp), not ${t.name}`, [
+      throw errors.badRequest(`mcpServers apply to ACP templates only (acp, goose), not ${t.name}`, [
         { path: ['body', 'mcpServers'], message: 'not accepted by this template' },
       ]);
+    }
+    const unavailable = await this.s.sandboxes.templateUnavailable(t.sandboxTemplate);
+    if (unavailable) {
+      throw errors.badRequest(`the ${t.name} template is not available on this nube: ${unavailable}`, [{ path: ['body', 'template'], message: 'template unavailable' }], 'TemplateUnavailable');
     }
     const seeds = input.seedFiles ?? [];
     const bad = seeds.flatMap((f, i) => (seedPath(f.name) ? [] : [{ path: ['body', 'seedFiles', i, 'name'], message: 'must be a relative path inside the workspace (no .., no leading /)' }]));
@@ -215,16 +219,17 @@ export class AgentsCore {
       const address = await this.s.sandboxes.addressOf(await this.principalOf(row), row.sandbox_id);
       const token = this.secrets(row).token;
       // Not answering within a second: the program may have ended (start it again) or still be starting.
-      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000)).catch(async () => {
+      const gateway = await this.s.llm.gatewayUrl();
+      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000), gateway).catch(async () => {
         const restarted = await this.builder.restartIfEnded(row).catch(() => false);
-        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000));
+        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000), gateway);
       });
       this.open.add(row.id);
       l.onClose = () => {
         this.open.delete(row.id);
         if (this.links.get(row.id) === pending) this.links.delete(row.id);
       };
-      await l.gateway(await this.s.llm.gatewayUrl());
+      await l.gateway(gateway);
       return l;
     })();
     this.links.set(row.id, pending);

@@ -1,9 +1,11 @@
 import { errors } from '../../platform/errors.js';
 
 // Agent templates: what runs in the agent's sandbox. `acp` and `code-agent` are nube's own ACP agent
-// (program/) on the `base` sandbox template; `goose` is named by the spec but not installed here.
+// (program/) on the `base` sandbox template; `goose` is AAIF's goose (`goose acp`) behind our relay
+// (program/goose-relay.ts) on the `goose` sandbox template (base plus the goose binary, one shared
+// read-only layer).
 
-export type AgentKind = 'acp' | 'code-agent';
+export type AgentKind = 'acp' | 'code-agent' | 'goose';
 
 /** Where the program is copied in the agent's sandbox, and the workspace (seed files, the agent's cwd). */
 export const PROGRAM_PATH = '/opt/nube/agent.js';
@@ -20,18 +22,13 @@ export interface AgentTemplate {
 const TEMPLATES: Record<string, AgentTemplate> = {
   acp: { name: 'acp', kind: 'acp', acceptsMcp: true, sandboxTemplate: 'base' },
   'code-agent': { name: 'code-agent', kind: 'code-agent', acceptsMcp: false, sandboxTemplate: 'base' },
-};
-
-const UNAVAILABLE: Record<string, string> = {
-  goose:
-    'the goose template is not installed on this nube: goose is a native binary (npm @aaif/goose-binary-linux-x64, ~280 MB) ' +
-    'that this release does not provision into sandboxes yet; use `acp` or `code-agent`',
+  // goose is an ACP agent too: the caller's mcpServers reach it through session/new.
+  goose: { name: 'goose', kind: 'goose', acceptsMcp: true, sandboxTemplate: 'goose' },
 };
 
 export function templateFor(name: string): AgentTemplate {
   const t = TEMPLATES[name];
   if (t) return t;
-  if (UNAVAILABLE[name]) throw errors.badRequest(UNAVAILABLE[name], [{ path: ['body', 'template'], message: 'template unavailable' }], 'TemplateUnavailable');
   throw errors.badRequest(`unknown template ${name}; available: ${Object.keys(TEMPLATES).join(', ')}`, [
     { path: ['body', 'template'], message: 'unknown template' },
   ]);

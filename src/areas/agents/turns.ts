@@ -7,7 +7,7 @@ import { ApiError, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { KeyedLock } from '../sandboxes/runtime/keyed-lock.js';
 import type { AgentRow, SessionRow, TurnRow } from './repo.js';
-import { acpMcpServers, type AgentsCore } from './service.js';
+import { acpMcpServers, type AgentsCore, type McpInput } from './service.js';
 import { WORKSPACE } from './templates.js';
 
 export interface TurnUsage {
@@ -30,6 +30,12 @@ export interface TurnOutcome {
   error: { code: string; message: string } | null;
   usage: TurnUsage | null;
   ms: number;
+}
+
+/** What the fleet adds to a turn: its configuration group's connectors, and the other ACP updates (tool calls). */
+export interface TurnOptions {
+  mcpServers?: McpInput[];
+  onUpdate?: (u: SessionUpdate) => void;
 }
 
 const TRY_WAIT_MS = 180_000;
@@ -64,7 +70,7 @@ export class Turns {
   }
 
   /** Queues a turn behind the session's earlier ones; `emit` gets chunks as they stream. */
-  async run(row: AgentRow, session: SessionRow, text: string, emit: (e: TurnEvent) => void): Promise<TurnOutcome> {
+  async run(row: AgentRow, session: SessionRow, text: string, emit: (e: TurnEvent) => void, opts: TurnOptions = {}): Promise<TurnOutcome> {
     const turn: TurnRow = {
       id: newId('turn'),
       agent_id: row.id,
@@ -83,7 +89,7 @@ export class Turns {
     this.pending.set(session.id, (this.pending.get(session.id) ?? 0) + 1);
     try {
       await this.core.repo.insertTurn(turn);
-      return await this.queue.run(session.id, () => this.execute(row.id, session.id, turn, emit));
+      return await this.queue.run(session.id, () => this.execute(row.id, session.id, turn, emit, opts));
     } finally {
       const n = (this.pending.get(session.id) ?? 1) - 1;
       if (n > 0) this.pending.set(session.id, n);
@@ -91,7 +97,7 @@ export class Turns {
     }
   }
 
-  private async execute(agentId: string, sessionId: string, turn: TurnRow, emit: (e: TurnEvent) => void): Promise<TurnOutcome> {
+  private async execute(agentId: string, sessionId: string, turn: TurnRow, emit: (e: TurnEvent) => void, opts: TurnOptions): Promise<TurnOutcome> {
     const started = Date.now();
     const repo = this.core.repo;
     await repo.updateTurn(turn.id, { status: 'running', started_at: started });
@@ -103,7 +109,7 @@ export class Turns {
     // sandbox went with its disk. Any other failure is the turn's error.
     for (let attempt = 1; ; attempt++) {
       try {
-        const res = await this.prompt(agentId, sessionId, turn.input, (text) => {
+        const res = await this.prompt(agentId, sessionId, turn.input, opts, (text) => {
           output += text;
           emit({ type: 'chunk', value: text });
         });
@@ -138,7 +144,7 @@ export class Turns {
   }
 
   /** Makes sure the agent runs (waiting for a build, reviving a lost one), then prompts its ACP session. */
-  private async prompt(agentId: string, sessionId: string, input: string, onText: (t: string) => void) {
+  private async prompt(agentId: string, sessionId: string, input: string, opts: TurnOptions, onText: (t: string) => void) {
     const repo = this.core.repo;
     let row = await repo.get(agentId);
     if (!row) throw errors.notFound('agent');
@@ -149,7 +155,8 @@ export class Turns {
     const ready = row;
     const [, link, session] = await Promise.all([this.core.s.llm.assertBalance(ready.owner_id), this.core.link(ready), repo.session(sessionId)]);
     if (!session) throw errors.notFound('session');
-    const mcp = acpMcpServers(this.core.secrets(ready).mcpServers);
+    // The fleet passes its configuration group's connectors per session; an agent uses its own.
+    const mcp = acpMcpServers(opts.mcpServers ?? this.core.secrets(ready).mcpServers);
     let acpId = session.acp_session_id;
     if (acpId && !(await link.loadSession(acpId, WORKSPACE, mcp))) acpId = null;
     if (!acpId) {
@@ -158,6 +165,7 @@ export class Turns {
     }
     return link.prompt(acpId, input, (u: SessionUpdate) => {
       if (u.sessionUpdate === 'agent_message_chunk' && u.content.type === 'text') onText(u.content.text);
+      else opts.onUpdate?.(u);
     });
   }
 

@@ -34,7 +34,9 @@ export function installAgentSocket(app: FastifyInstance, core: AgentsCore, auth:
       const address = await core.s.sandboxes.addressOf(await core.principalOf(row), row.sandbox_id);
       const upstream = await connectWithRetry(address, AGENT_PORT, 2_000);
       upstream.setNoDelay(true);
-      upstream.write(`${JSON.stringify({ nube: core.secrets(row).token })}\n`);
+      // The gateway's current URL too: the goose relay starts goose with it for this connection.
+      const gateway = await core.s.llm.gatewayUrl();
+      upstream.write(`${JSON.stringify({ nube: core.secrets(row).token, gateway })}\n`);
       wss.handleUpgrade(req, socket, head, (ws) => {
         let pending = '';
         upstream.on('data', (d: Buffer) => {

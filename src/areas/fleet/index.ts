@@ -1,7 +1,68 @@
+import { hmacHex } from '../../platform/crypto.js';
+import { newId } from '../../platform/ids.js';
 import type { AreaModule } from '../area.js';
+import { Signer } from './cursor.js';
+import { FleetService } from './facade.js';
 import { fleetOperations } from './operations.js';
+import { Pools } from './pool.js';
+import { fleetMigrations } from './migrations.js';
+import { FleetRepo } from './repo.js';
+import { FleetAdmin } from './service.js';
+import { TelegramChannel } from './telegram.js';
+import { FleetTurns } from './turns.js';
+import { installWidget } from './widget.js';
+
+export type { FleetService } from './facade.js';
 
 export const fleetArea: AreaModule = {
   name: 'fleet',
   operations: fleetOperations,
+  migrations: fleetMigrations,
+  async create(deps, other) {
+    const repo = new FleetRepo(deps.store.db);
+    const signer = new Signer(hmacHex(deps.config.secret, 'nube-fleet-signing'));
+    const admin = new FleetAdmin(repo, deps, signer, other.account!);
+    const agents = other.agents!;
+    const pools = new Pools(
+      deps.config.fleet,
+      {
+        // A box is an agent of the owner; its row lets a restart find it again.
+        async create(fleetAgentId) {
+          const fleet = await repo.agent(fleetAgentId);
+          if (!fleet) throw new Error('the fleet agent was deleted');
+          const agentId = await agents.createBox(fleet.owner_id, `fleet ${fleet.name} (${fleet.id})`);
+          const now = Date.now();
+          const id = newId('box');
+          await repo.insertBox({ id, owner_id: fleet.owner_id, fleet_agent_id: fleet.id, agent_id: agentId, created_at: now, last_used_at: now });
+          return { id, agentId, ownerId: fleet.owner_id };
+        },
+        async destroy() {},
+      },
+      (e) => deps.log.warn({ err: e }, 'fleet box removal failed'),
+    );
+    const turns = new FleetTurns(repo, admin, pools, agents, signer, deps);
+    const telegram = new TelegramChannel(repo, admin, deps);
+    turns.onReply((fleet, groupId, reply) => telegram.deliver(fleet, groupId, reply));
+    for (const b of await repo.boxes()) {
+      pools.restore({ id: b.id, agentId: b.agent_id, ownerId: b.owner_id, fleetAgentId: b.fleet_agent_id, lastUsed: Number(b.last_used_at) });
+    }
+    pools.startShrinking(async (box) => {
+      await repo.deleteBox(box.id);
+      await turns.deleteBoxAgent(box.ownerId, box.agentId);
+    });
+    deps.auth.register(admin.tokenResolver);
+    deps.auth.register(admin.clientResolver);
+    deps.auth.register(admin.publicResolver);
+    void turns.recover().catch((e: unknown) => deps.log.warn({ err: e }, 'fleet turn recovery failed'));
+    return { fleet: new FleetService(admin, turns, pools, repo, signer, telegram) };
+  },
+  routes(app, services) {
+    // Before the areas close (agents drop their connections): turns failing from now on are left to rerun.
+    app.addHook('onClose', async () => services.fleet.turns.stop());
+    services.fleet.telegram.routes(app, services.fleet.turns);
+    installWidget(app);
+  },
+  async close(services) {
+    services.fleet.pools.close();
+  },
 };

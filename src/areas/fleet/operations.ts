@@ -1,27 +1,17 @@
 import { z } from 'zod';
-import { defineOperation } from '../../platform/operation.js';
+import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, StringMap } from '../../platform/schemas.js';
+import { fleetAdminOperations } from './admin-operations.js';
+import type { FleetService } from './facade.js';
+import { FleetAgent, FleetAgentId, GROUP_ID_RE, tags } from './schemas.js';
 
-const tags = ['Fleet'];
+export { FleetAgent, GROUP_ID_RE } from './schemas.js';
 
-const FleetAgentId = z.object({ fleetAgentId: z.string().min(1).max(200).describe('Fleet agent id') });
-
-export const FleetAgent = z
-  .object({
-    id: z.string().describe('Fleet agent id (`fleetAgentId` in paths)'),
-    name: z.string(),
-    token: z
-      .string()
-      .describe('Per-agent token with scope MESSAGE, for message, message-stream and messages'),
-    channels: z.array(z.string()).describe('Channels it answers on (`web`, messaging channels)'),
-    configGroupIds: z.array(z.string()).describe('Configuration groups (prompt, MCP connectors) it can use'),
-    createdAt: IsoTime,
-  })
-  .meta({ id: 'FleetAgent', description: 'An agent of the elastic multichannel fleet' });
-
-/** Spec: "conversation id chosen by the caller, shape web-<uuid>". */
-export const GROUP_ID_RE =
-  /^web-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+declare module '../../platform/operation.js' {
+  interface Services {
+    fleet: FleetService;
+  }
+}
 
 export const FleetMessageBody = z
   .object({
@@ -57,15 +47,17 @@ const FleetMessage = z.object({
 });
 
 export const fleetOperations = [
+  ...fleetAdminOperations,
   defineOperation({
     id: 'fleet.list',
     method: 'GET',
     path: '/fleet-agents',
     summary: 'List fleet agents, each with its message token',
-    description: 'Needs a client credential. Listed under the historical key `pools`.',
+    description: 'Needs a client credential (POST /fleet-client-credentials). Listed under the historical key `pools`.',
     tags,
     auth: ['client'],
     response: z.object({ pools: z.array(FleetAgent) }),
+    handler: ({ services, principal }) => services.fleet.admin.list(principal),
   }),
   defineOperation({
     id: 'fleet.message',
@@ -83,8 +75,16 @@ export const fleetOperations = [
       reply: z.string(),
       turnId: z.string().optional().describe('Id of the turn (as in turn.completed)'),
       cursor: z.string().optional().describe('Cursor after this turn, to pass as `since` to messages'),
+      memoryReset: z.boolean().optional().describe('True when the agent ran with blank memory (its box was lost)'),
+      warning: z.string().optional().describe('Set when configGroupId was left out: the turn ran with no connectors'),
     }),
-    errors: [{ status: 403, description: 'The token does not belong to this fleet agent' }, FULL],
+    errors: [
+      { status: 403, description: 'The token does not belong to this fleet agent' },
+      { status: 402, code: 'InsufficientBalance', description: "The plan's LLM tokens are used up" },
+      { status: 502, description: 'The turn ended with no reply (body has turnId; turn.failed was sent)' },
+      FULL,
+    ],
+    handler: ({ services, principal, params, body }) => services.fleet.message(principal, params.fleetAgentId, body),
   }),
   defineOperation({
     id: 'fleet.messageStream',
@@ -101,6 +101,8 @@ export const fleetOperations = [
     produces: 'text/event-stream',
     response: z.string().describe('Server-Sent Events stream'),
     errors: [{ status: 403, description: 'The token does not belong to this fleet agent' }],
+    handler: async ({ services, principal, params, body }) =>
+      new RawResponse(await services.fleet.messageStream(principal, params.fleetAgentId, body), 'text/event-stream', { 'cache-control': 'no-cache' }),
   }),
   defineOperation({
     id: 'fleet.messages',
@@ -128,5 +130,7 @@ export const fleetOperations = [
       gapReason: z.enum(['cursor_too_old', 'context_reset']).optional(),
       resetAt: IsoTime.optional().describe('When the context was reset (gapReason context_reset)'),
     }),
+    errors: [{ status: 400, code: 'InvalidCursor', description: 'since is not a cursor of this conversation' }],
+    handler: ({ services, principal, params, query }) => services.fleet.messages(principal, params.fleetAgentId, query),
   }),
 ];

@@ -124,6 +124,10 @@ export async function relayCompletion(
   let pending = '';
   let lastId = '';
   let created = 0;
+  // `[DONE]` is held back until the tokens are counted: a client that acts on it without waiting for
+  // the response's end (goose does) would otherwise send its next request before the counter moved,
+  // and a turn past the allowance would get one more completion.
+  let done: string | null = null;
   // The usage-only chunk is dropped when the client did not ask for it (it may not expect a chunk
   // without choices); when it asked and the upstream sent none, an estimated one goes before [DONE].
   const handleEvent = (event: string): string | null => {
@@ -131,12 +135,13 @@ export async function relayCompletion(
     const line = event;
     const data = line.slice(5).trim();
     if (data === '[DONE]') {
+      done = line;
       if (clientWantsUsage && !usage) {
         usage = { promptTokens: estimate(promptChars(input.messages)), completionTokens: estimate(outChars), estimated: true };
         const chunk = { id: lastId, object: 'chat.completion.chunk', created, model, choices: [], usage: usageJson(usage) };
-        return `data: ${JSON.stringify(chunk)}\n\n${line}`;
+        return `data: ${JSON.stringify(chunk)}`;
       }
-      return line;
+      return null;
     }
     try {
       const j = JSON.parse(data) as {
@@ -182,6 +187,7 @@ export async function relayCompletion(
     usage ??= { promptTokens: estimate(promptChars(input.messages)), completionTokens: estimate(outChars), estimated: true };
     // Counted before the answer ends, so the caller's next request sees the balance it left.
     await onUsage(usage).catch(() => {});
+    if (done) sink.write(`${done}\n\n`);
     sink.end();
   }
   return { status: 200, model, usage };

@@ -1,7 +1,39 @@
 import type { AreaModule } from '../area.js';
+import { BACKUP_JOB } from './backups.js';
+import { MachinesService } from './facade.js';
+import { LAUNCH_JOB } from './launch.js';
 import { machinesOperations } from './operations.js';
+import { BuiltinCheckout, installCheckoutRoutes } from './payments.js';
+import { MachinesRepo, machinesMigrations } from './repo.js';
+import { MachinesCore } from './service.js';
 
 export const machinesArea: AreaModule = {
   name: 'machines',
   operations: machinesOperations,
+  migrations: machinesMigrations,
+  create(deps, other) {
+    const { sandboxes, account, files } = other;
+    if (!sandboxes || !account || !files) throw new Error('machines need the sandboxes, account and files services');
+    const core = new MachinesCore(
+      new MachinesRepo(deps.store.db),
+      deps,
+      { sandboxes, account },
+      new BuiltinCheckout(() => deps.publicUrl()),
+    );
+    // Backups go to the blob store the files area configured (its default location).
+    const machines = new MachinesService(core, () => files.stores.at());
+    deps.jobs.register<{ machineId: string }>(BACKUP_JOB, (j) => machines.backups.run(j), { maxAttempts: 3, concurrency: 1, leaseMs: 60_000 });
+    deps.jobs.register<{ machineId: string; commit: string | null }>(LAUNCH_JOB, (j) => machines.launcher.run(j), {
+      maxAttempts: 2,
+      concurrency: 2,
+      leaseMs: 60_000,
+    });
+    deps.usage.registerGauge('boxes', (ownerId) => core.repo.count(ownerId));
+    // In the background: a box's supervisor may take a moment; the server need not wait for it.
+    void machines.adopt(deps).catch((e: unknown) => deps.log.error({ err: e }, 'machines re-adoption failed'));
+    return { machines };
+  },
+  routes(app, services) {
+    installCheckoutRoutes(app, () => services.machines.core);
+  },
 };

@@ -2,100 +2,16 @@ import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
+import type { MachinesService } from './facade.js';
+import { Backup, Checkout, CpuMode, LaunchResult, Machine, MachineId, MachineTier, Release } from './schemas.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    machines: MachinesService;
+  }
+}
 
 const tags = ['Machines'];
-
-const MachineId = z.object({ id: z.string().min(1).max(200).describe('Machine id') });
-const CpuMode = z.enum(['shared', 'reserved']).describe('shared vCPU (default) or reserved cores');
-
-export const MachineTier = z
-  .object({
-    name: z.string().describe('Tier name (`nano`, `micro`, ...)'),
-    vcpus: z.number().describe('vCPUs'),
-    memoryMB: z.number().int(),
-    diskGB: z.number().int().describe('Included disk'),
-    monthlyMxn: z.number().describe('Price in MXN per month with shared CPU'),
-    reservedMonthlyMxn: z
-      .number()
-      .nullable()
-      .describe('Price in MXN per month with reserved CPU, or null if not offered'),
-    diskAddonMonthlyMxnPer100GB: z.number().describe('Price of each 100 GB disk add-on, MXN per month'),
-    canBuild: z.boolean().describe('False when the tier cannot sustain a build (nano)'),
-    notes: z
-      .string()
-      .nullable()
-      .describe('Guidance, e.g. micro is the practical minimum for an always-on Node app'),
-  })
-  .meta({ id: 'MachineTier', description: 'A machine size with its monthly price in MXN' });
-
-export const Machine = z
-  .object({
-    id: z.string(),
-    name: z.string(),
-    status: z
-      .enum(['provisioning', 'building', 'running', 'stopped', 'failed'])
-      .describe('provisioning -> building (launch) -> running; stopped; failed (see lastError)'),
-    tier: z.string(),
-    cpuMode: CpuMode,
-    diskAddonsGB: z.number().int(),
-    monthlyMxn: z.number().describe('Monthly price in MXN (tier, CPU mode and disk add-ons)'),
-    sandboxId: z.string().describe('The always-on sandbox behind the machine'),
-    template: z.string().nullable(),
-    url: z.string().nullable().describe('Public HTTPS URL of the app, once exposed'),
-    domains: z.array(z.string()).describe('Custom domains attached'),
-    currentReleaseId: z.string().nullable(),
-    lastError: z.string().nullable(),
-    createdAt: IsoTime,
-    updatedAt: IsoTime,
-  })
-  .meta({ id: 'Machine', description: 'Always-on hosting: a persistent sandbox billed monthly' });
-
-export const Release = z
-  .object({
-    id: z.string(),
-    machineId: z.string(),
-    version: z.number().int().describe('1, 2, 3... per machine'),
-    message: z.string().nullable(),
-    source: z.enum(['launch', 'manual', 'recovery']).describe('What published it'),
-    status: z.enum(['building', 'ready', 'failed']),
-    current: z.boolean().describe('Whether the machine runs this release'),
-    sizeBytes: z.number().int(),
-    createdAt: IsoTime,
-  })
-  .meta({ id: 'Release', description: 'Code: a published, prebuilt snapshot of the app (not its data)' });
-
-export const Backup = z
-  .object({
-    id: z.string(),
-    machineId: z.string(),
-    consistency: z
-      .enum(['hot', 'cold'])
-      .describe(
-        'hot: copied while the app ran (crash-consistent); cold: the app was stopped during the copy',
-      ),
-    paths: z.array(z.string()).describe('runspec.dataPaths copied'),
-    sizeBytes: z.number().int(),
-    status: z.enum(['running', 'completed', 'failed']),
-    createdAt: IsoTime,
-    expiresAt: IsoTime.describe('Kept 7 days'),
-  })
-  .meta({ id: 'Backup', description: 'Data: a daily copy of runspec.dataPaths (not the root filesystem)' });
-
-export const LaunchResult = z
-  .object({
-    machineId: z.string(),
-    sandboxId: z.string(),
-    releaseId: z.string().describe('Recovery release published by the launch'),
-    url: z.string().describe('Public HTTPS URL of the app'),
-    domain: z.string().nullable().describe('Domain attached, or null'),
-    status: z.enum(['running', 'failed']),
-    buildLog: z.string().describe('Tail of the build output'),
-  })
-  .meta({ id: 'LaunchResult' });
-
-const Checkout = z
-  .object({ checkoutUrl: z.string().describe('Pay here; the machine is created when the payment confirms') })
-  .meta({ id: 'Checkout', description: 'Returned instead when the account has no active plan' });
 
 const SecretName = z
   .string()
@@ -112,6 +28,7 @@ export const machinesOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ tiers: z.array(MachineTier) }),
+    handler: ({ services }) => services.machines.core.tiers(),
   }),
   defineOperation({
     id: 'machines.list',
@@ -121,6 +38,7 @@ export const machinesOperations = [
     tags,
     auth: ['owner'],
     response: z.object({ machines: z.array(Machine) }),
+    handler: ({ services, principal }) => services.machines.core.list(principal),
   }),
   defineOperation({
     id: 'machines.create',
@@ -153,6 +71,7 @@ export const machinesOperations = [
         .describe('Promote this sandbox (keeps its sandboxId)'),
     }),
     response: z.union([Machine, Checkout]),
+    handler: ({ services, principal, body }) => services.machines.core.create(principal, body),
   }),
   defineOperation({
     id: 'machines.launch',
@@ -205,6 +124,7 @@ export const machinesOperations = [
       })
       .meta({ id: 'Launch' }),
     response: z.union([LaunchResult, Checkout]),
+    handler: ({ services, principal, body }) => services.machines.launcher.launch(principal, body),
   }),
   defineOperation({
     id: 'machines.get',
@@ -215,6 +135,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: Machine,
+    handler: ({ services, principal, params }) => services.machines.core.get(principal, params.id),
   }),
   defineOperation({
     id: 'machines.delete',
@@ -226,6 +147,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: Ok,
+    handler: ({ services, principal, params }) => services.machines.delete(principal, params.id),
   }),
   defineOperation({
     id: 'machines.releases.list',
@@ -236,6 +158,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: z.object({ releases: z.array(Release) }),
+    handler: ({ services, principal, params }) => services.machines.releases.list(principal, params.id),
   }),
   defineOperation({
     id: 'machines.releases.create',
@@ -248,6 +171,8 @@ export const machinesOperations = [
     body: z.object({ message: z.string().max(500).optional().describe('Release note') }),
     bodyOptional: true,
     response: Release,
+    handler: ({ services, principal, params, body }) =>
+      services.machines.releases.publish(principal, params.id, body?.message ?? null),
   }),
   defineOperation({
     id: 'machines.rollback',
@@ -264,6 +189,7 @@ export const machinesOperations = [
       releaseId: z.string().describe('Release now running'),
       previousReleaseId: z.string().nullable(),
     }),
+    handler: ({ services, principal, params, body }) => services.machines.releases.rollback(principal, params.id, body.releaseId),
   }),
   defineOperation({
     id: 'machines.restart',
@@ -274,6 +200,7 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: z.object({ ok: z.literal(true), machineId: z.string(), restartedAt: IsoTime }),
+    handler: ({ services, principal, params }) => services.machines.apps.restart(principal, params.id),
   }),
   defineOperation({
     id: 'machines.secrets.get',
@@ -287,6 +214,7 @@ export const machinesOperations = [
       secretNames: z.array(z.string()).describe('Names in the runspec'),
       inVault: z.array(z.string()).describe('Names with an encrypted value stored'),
     }),
+    handler: ({ services, principal, params }) => services.machines.apps.getSecrets(principal, params.id),
   }),
   defineOperation({
     id: 'machines.secrets.set',
@@ -308,6 +236,8 @@ export const machinesOperations = [
       secretNames: z.array(z.string()),
       pendingRestart: z.boolean().describe('True when the new values wait for a restart'),
     }),
+    handler: ({ services, principal, params, query, body }) =>
+      services.machines.apps.setSecrets(principal, params.id, body, query.restart ?? true),
   }),
   defineOperation({
     id: 'machines.logs',
@@ -322,6 +252,7 @@ export const machinesOperations = [
       grep: z.string().min(1).max(500).optional().describe('Only lines containing this text'),
     }),
     response: z.object({ lines: z.array(z.string()) }),
+    handler: ({ services, principal, params, query }) => services.machines.apps.logs(principal, params.id, query),
   }),
   defineOperation({
     id: 'machines.backups.list',
@@ -333,5 +264,18 @@ export const machinesOperations = [
     auth: ['owner'],
     params: MachineId,
     response: z.object({ backups: z.array(Backup) }),
+    handler: ({ services, principal, params }) => services.machines.backups.list(principal, params.id),
+  }),
+  defineOperation({
+    id: 'machines.backups.restore',
+    method: 'POST',
+    path: '/machines/{id}/backups/{backupId}/restore',
+    summary: "Put a backup's data paths back (the app is stopped meanwhile, then restarted)",
+    description: 'Replaces each path the backup holds with its copy; paths the backup does not hold are untouched.',
+    tags,
+    auth: ['owner'],
+    params: MachineId.extend({ backupId: z.string().min(1).max(200) }),
+    response: z.object({ ok: z.literal(true), machineId: z.string(), backupId: z.string(), restoredPaths: z.array(z.string()) }),
+    handler: ({ services, principal, params }) => services.machines.backups.restore(principal, params.id, params.backupId),
   }),
 ];

@@ -51,8 +51,20 @@ export class SandboxesService {
     return this.core.runtime.addressOf((await this.core.own(p, id)).runtime_id);
   }
 
+  /** Why a sandbox template cannot be used on this host (not built, and a host program it takes is missing), or null. */
+  async templateUnavailable(name: string): Promise<string | null> {
+    if (await this.core.runtime.findTemplate(name).catch(() => null)) return null;
+    return this.core.runtime.templateUnavailable(name);
+  }
+
   create(p: Principal, input: CreateInput) {
     return this.core.create(p, input);
+  }
+
+  /** Makes the caller's sandbox one that never expires (machines: an always-on box). */
+  async keepAlive(p: Principal, id: string): Promise<void> {
+    await this.core.own(p, id);
+    await this.core.keepAlive(id);
   }
 
   async list(p: Principal) {

@@ -2,7 +2,7 @@
 // policy; and the ones that describe it: runtime, logs.
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
-import type { Bootstrap, SandboxesCore } from './service.js';
+import { type Bootstrap, neverExpires, type SandboxesCore } from './service.js';
 import { rt } from './views.js';
 
 const DEFAULT_BOOTSTRAP_TIMEOUT_S = 300;
@@ -13,6 +13,7 @@ export class Manage {
   async extend(p: Principal, id: string, extendSeconds?: number) {
     return this.core.locked(id, async () => {
       const r = await this.core.usable(p, id);
+      if (neverExpires(r)) return { ok: true, status: r.status, expiresAt: null, remainingSeconds: null };
       const add = (extendSeconds ?? r.timeout_seconds) * 1000;
       const now = Date.now();
       if (r.status === 'suspended') {
@@ -32,6 +33,7 @@ export class Manage {
   async idle(p: Principal, id: string, b: { suspendOnIdle: boolean; idleTtlSeconds?: number; hardTtlSeconds?: number }) {
     return this.core.locked(id, async () => {
       const r = await this.core.usable(p, id);
+      if (neverExpires(r)) throw errors.conflict("a machine's box never expires: it has no idle or hard TTL", 'InvalidState');
       const now = Date.now();
       const idleTtl = b.idleTtlSeconds ?? null;
       if (idleTtl !== null) this.core.assertSession(p, idleTtl);

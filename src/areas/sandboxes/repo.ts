@@ -1,4 +1,4 @@
-import type { Kysely, Migration } from 'kysely';
+import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../../store/schema.js';
 
 // Sandbox records (owner, lifecycle, clocks), derived templates and snapshots. The driver keeps its own
@@ -154,6 +154,17 @@ export const sandboxesMigrations: Record<string, Migration> = {
   '0101-sandboxes-failed': {
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('sandboxes').addColumn('error', 'text').execute();
+    },
+  },
+  // Machines' tiers give boxes a fraction of a core (0.25, 0.5). SQLite keeps 0.5 in an integer
+  // column as it is; PostgreSQL needs the column's type changed (SQLite has no ALTER COLUMN TYPE).
+  '0102-sandboxes-fractional-cpus': {
+    async up(db: Kysely<unknown>) {
+      const pg = await sql`select version() as v`.execute(db).then(
+        () => true,
+        () => false,
+      );
+      if (pg) await sql`alter table sandboxes alter column cpus type double precision`.execute(db);
     },
   },
 };

@@ -11,6 +11,8 @@ export interface CreateInput {
   name?: string;
   metadata?: Record<string, string>;
   env?: Record<string, string>;
+  /** CPU and memory of the box (machines' tiers); the driver's defaults otherwise. */
+  limits?: { cpus: number; memoryMb: number };
 }
 
 /** Seals a sandbox's environment for its row (the service's secret box). */
@@ -52,8 +54,8 @@ export function newRow(
     network_policy: from.parent?.network_policy ?? '{}',
     kernel_exec_id: null,
     error: null,
-    cpus: 1,
-    memory_mb: 1024,
+    cpus: input.limits?.cpus ?? 1,
+    memory_mb: input.limits?.memoryMb ?? 1024,
     events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created' }]),
     started_at: now,
     suspended_at: null,

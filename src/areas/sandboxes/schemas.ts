@@ -159,7 +159,7 @@ export const SandboxCreate = z
       .min(1)
       .max(128)
       .default('base')
-      .describe('Base template (default `base`; `code-interpreter` for run-cell)'),
+      .describe('Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)'),
     timeoutSeconds: z
       .number()
       .int()

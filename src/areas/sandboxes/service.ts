@@ -133,6 +133,8 @@ export class SandboxesCore {
         throw e;
       });
       built = t !== null;
+      const why = built ? null : await this.runtime.templateUnavailable(input.template);
+      if (why) throw errors.badRequest(why, [{ path: ['template'], message: 'template unavailable on this host' }], 'TemplateUnavailable');
     }
     const row = newRow((env) => this.seal(env), p, input, { derived });
     await this.repo.insert(row);
@@ -143,7 +145,7 @@ export class SandboxesCore {
       return this.describe(row);
     }
     try {
-      await this.launch(row, { snapshot: derived?.snapshot_id, env: input.env });
+      await this.launch(row, { snapshot: derived?.snapshot_id, env: input.env, limits: input.limits });
     } catch (e) {
       await this.repo.delete(row.id);
       throw e;
@@ -165,7 +167,7 @@ export class SandboxesCore {
         log.info({ sandbox: id, template: row.template }, `sandbox ${id} waits for template ${row.template} (a first build takes minutes)`);
       }
       await this.runtime.ensureTemplate(row.template, buildLogger(log, { sandbox: id, template: row.template }));
-      if ((await this.runtime.get(row.runtime_id)) === null) await this.launch(row, { env: this.env(row) });
+      if ((await this.runtime.get(row.runtime_id)) === null) await this.launch(row, { env: this.env(row), limits: limitsOf(row) });
       log.info({ sandbox: id }, `sandbox ${id} started`);
     } catch (e) {
       log.error({ err: e, sandbox: id }, `sandbox ${id} could not start; kept as failed until deleted or expired`);
@@ -183,13 +185,17 @@ export class SandboxesCore {
   }
 
   /** Start the driver's sandbox for a `starting` record, then run the bootstrap (a wake). */
-  async launch(row: SandboxRow, o: { snapshot?: string; env?: Record<string, string> }): Promise<BootstrapRun | null> {
+  async launch(
+    row: SandboxRow,
+    o: { snapshot?: string; env?: Record<string, string>; limits?: { cpus: number; memoryMb: number } },
+  ): Promise<BootstrapRun | null> {
     const info = await rt(
       this.runtime.create({
         id: row.runtime_id,
         template: row.template,
         snapshot: o.snapshot,
         env: o.env,
+        limits: o.limits,
         networkPolicy: JSON.parse(row.network_policy),
       }),
     );
@@ -204,7 +210,7 @@ export class SandboxesCore {
       cpus: info.limits.cpus,
       memory_mb: info.limits.memoryMb,
       started_at: now,
-      expires_at: now + row.timeout_seconds * 1000,
+      expires_at: neverExpires(row) ? null : now + row.timeout_seconds * 1000,
     };
     await this.repo.update(row.id, patch);
     const fresh = { ...row, ...patch };
@@ -260,7 +266,7 @@ export class SandboxesCore {
       const left = Math.max(r.remaining_ms ?? 0, idle ?? 0, 1000);
       const patch: Partial<SandboxRow> = {
         status: 'running',
-        expires_at: now + left,
+        expires_at: neverExpires(r) ? null : now + left,
         remaining_ms: null,
         suspended_at: null,
         started_at: now,
@@ -303,7 +309,39 @@ export class SandboxesCore {
     });
   }
 
+  /**
+   * A sandbox that never times out (a machine's box): no deadline, no idle clock, no TTL job. Its
+   * owner's DELETE (or the machine's) is the only end.
+   */
+  async keepAlive(id: string): Promise<void> {
+    await this.locked(id, async () => {
+      const row = await this.repo.get(id);
+      if (!row) throw errors.notFound('sandbox');
+      const patch: Partial<SandboxRow> = {
+        timeout_seconds: 0,
+        expires_at: null,
+        hard_expires_at: null,
+        idle_ttl_seconds: null,
+        suspend_on_idle: 0,
+        remaining_ms: null,
+      };
+      await this.repo.update(id, patch);
+      await this.clocks.arm({ ...row, ...patch });
+      await this.event(id, 'kept alive', { reason: 'machine' });
+    });
+  }
+
   async list(p: Principal): Promise<SandboxView[]> {
     return Promise.all((await this.repo.list(p.ownerId)).map((r) => this.describe(r)));
   }
+}
+
+/** `timeout_seconds` 0 marks a box kept alive (keepAlive): no clock ever runs for it. */
+export function neverExpires(r: SandboxRow): boolean {
+  return r.timeout_seconds === 0;
+}
+
+/** Limits a record asked for (a machine's tier), or none when it carries the defaults of newRow. */
+function limitsOf(row: SandboxRow): { cpus: number; memoryMb: number } | undefined {
+  return row.cpus === 1 && row.memory_mb === 1024 ? undefined : { cpus: row.cpus, memoryMb: row.memory_mb };
 }

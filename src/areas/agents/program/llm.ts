@@ -120,3 +120,15 @@ export async function complete(
   out.toolCalls = out.toolCalls.filter(Boolean).map((t, i) => ({ ...t, id: t.id || `call_${i}` }));
   return out;
 }
+
+/** The model the gateway answers with (the operator's or the account's), or null when it cannot say. */
+export async function gatewayModel(g: Gateway): Promise<string | null> {
+  try {
+    const r = await fetch(`${g.url}/models`, { headers: { authorization: `Bearer ${g.key}` }, signal: AbortSignal.timeout(5_000) });
+    if (!r.ok) return null;
+    const j = (await r.json()) as { data?: { id?: string }[] };
+    return j.data?.[0]?.id ?? null;
+  } catch {
+    return null;
+  }
+}

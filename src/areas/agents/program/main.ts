@@ -4,12 +4,12 @@
 // with its scoped credential. Each connection first sends one line `{"nube":"<connection token>"}`.
 // Sessions outlive connections (nube reconnects after its own restart with session/load) and are kept
 // on disk, so a restarted agent process loads them too.
-import { timingSafeEqual } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
-import { createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import * as acp from '@agentclientprotocol/sdk';
 import { type ChatMessage, complete, type Gateway, LlmError } from './llm.js';
+import { listenWithToken } from './listen.js';
 import type { AcpMcpServer, McpSet } from './mcp.js';
 import { BASE_TOOLS, CODE_TOOLS, type Tool } from './tools.js';
 
@@ -261,35 +261,12 @@ function serve(socket: Socket, first: Buffer): void {
   socket.on('close', () => conn.close());
 }
 
-// One failing tool or connection must not end the agent (and every session with it): log and go on.
-process.on('uncaughtException', (e) => process.stderr.write(`uncaught: ${e.stack ?? e}\n`));
-process.on('unhandledRejection', (e) => process.stderr.write(`unhandled rejection: ${(e as Error)?.stack ?? e}\n`));
-
-const server = createServer((socket) => {
-  socket.setNoDelay(true);
-  let head = Buffer.alloc(0);
-  const onData = (d: Buffer) => {
-    head = Buffer.concat([head, d]);
-    const nl = head.indexOf(10);
-    if (nl < 0) {
-      if (head.length > 4096) socket.destroy();
-      return;
-    }
-    socket.off('data', onData);
-    let token = '';
-    try {
-      token = String((JSON.parse(head.subarray(0, nl).toString('utf8')) as { nube?: unknown }).nube ?? '');
-    } catch {}
-    const given = Buffer.from(token);
-    if (TOKEN.length === 0 || given.length !== TOKEN.length || !timingSafeEqual(given, TOKEN)) {
-      socket.destroy();
-      return;
-    }
-    serve(socket, head.subarray(nl + 1));
-  };
-  socket.on('data', onData);
-  socket.on('error', () => {});
-});
-server.listen(PORT, '0.0.0.0', () => {
-  process.stdout.write(`nube ${KIND} agent listening on ${PORT}\n`);
-});
+listenWithToken(
+  PORT,
+  TOKEN,
+  (socket, first, hello) => {
+    if (hello.gateway) gateway.url = hello.gateway;
+    serve(socket, first);
+  },
+  () => process.stdout.write(`nube ${KIND} agent listening on ${PORT}\n`),
+);

@@ -136,6 +136,8 @@ export interface SandboxRuntime {
   ensureTemplate(name: string, onProgress?: ProgressFn): Promise<TemplateInfo>;
   /** The build of the current recipe if it exists; never builds (null: the first use would build it). */
   findTemplate(name: string): Promise<TemplateInfo | null>;
+  /** Why a template that is not built cannot be built on this host (a missing host program), or null. */
+  templateUnavailable(name: string): Promise<string | null>;
   /** The build of the current recipe under way on this host (in any process), or null. */
   templateProgress(name: string): Promise<BuildProgress | null>;
   /** Build (or return the cached build of) the current recipe of a template. */

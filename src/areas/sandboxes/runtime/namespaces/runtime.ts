@@ -30,7 +30,7 @@ import { takeSnapshot } from './snapshots.js';
 import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
-import { buildTemplate, readBuildProgress, readTemplate, recipeHash } from './templates.js';
+import { buildTemplate, readBuildProgress, readTemplate, recipeHash, templateUnavailable } from './templates.js';
 
 export interface NamespacesRuntimeOptions {
   /** Sandboxes, snapshots, compiled helper and (by default) templates live here. */
@@ -165,6 +165,10 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async findTemplate(name: string): Promise<TemplateInfo | null> {
     return readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
+  }
+
+  async templateUnavailable(name: string): Promise<string | null> {
+    return templateUnavailable(name);
   }
 
   async templateProgress(name: string): Promise<BuildProgress | null> {

@@ -4,13 +4,17 @@ import { lchown, chmod, lstat, mkdir, readdir, readFile, rename, rm, writeFile }
 import type { BuildProgress, ProgressFn, TemplateInfo } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { ProgressWriter, readProgress, SHIFT_STEP } from './build-progress.js';
+import { GOOSE_FILE } from './host-tools.js';
 import { isAlive, run } from './proc.js';
+import { buildDerived, type DerivedRecipe } from './derived-template.js';
 
-interface Recipe {
+interface DebianRecipe {
   suite: string;
   variant: string;
   packages: string[];
 }
+
+type Recipe = DebianRecipe | DerivedRecipe;
 
 const BASE_PACKAGES = [
   'python3',
@@ -32,14 +36,26 @@ export const RECIPES: Record<string, Recipe> = {
     variant: 'minbase',
     packages: [...BASE_PACKAGES, 'python3-ipykernel', 'python3-jupyter-client'],
   },
+  // `base` plus the goose binary (the `goose` agent template): built in seconds from base's tree.
+  goose: { from: 'base', hostFiles: [GOOSE_FILE] },
 };
 
 /** The build id: a template is rebuilt exactly when its recipe (or the uid shift) changes. */
 export function recipeHash(name: string, uidBase: number): string {
   const recipe = RECIPES[name];
   if (!recipe) throw new SandboxRuntimeError('NotFound', `unknown template ${name}`);
-  const text = JSON.stringify({ name, recipe, uidBase, v: 1 });
+  // A derived recipe is rebuilt when its parent's recipe changes too.
+  const parent = 'from' in recipe ? recipeHash(recipe.from, uidBase) : undefined;
+  const text = JSON.stringify({ name, recipe, uidBase, v: 1, ...(parent ? { parent } : {}) });
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
+}
+
+/** Why `name` cannot be built here: a host file its recipe takes is missing (checksums are checked at build). */
+export function templateUnavailable(name: string): string | null {
+  const recipe = RECIPES[name];
+  if (!recipe || !('from' in recipe)) return null;
+  const missing = recipe.hostFiles.find((f) => !existsSync(f.from));
+  return missing ? `template ${name} needs ${missing.from}, which is not on this host: install it with ${missing.installedBy}` : null;
 }
 
 export function templatePaths(templatesDir: string, name: string, build: string) {
@@ -124,7 +140,18 @@ export async function buildTemplate(
   opts: { force?: boolean; mirror?: string } = {},
 ): Promise<TemplateInfo> {
   const build = recipeHash(name, uidBase);
-  const recipe = RECIPES[name];
+  const recipe = RECIPES[name]!;
+  if ('from' in recipe) {
+    // The parent first (outside this template's lock: it has its own).
+    const parent = await buildTemplate(templatesDir, recipe.from, uidBase, onProgress, { mirror: opts.mirror });
+    const p = templatePaths(templatesDir, name, build);
+    await mkdir(`${templatesDir}/${name}`, { recursive: true });
+    return withLock(p.lock, async () => {
+      const cached = await readTemplate(templatesDir, name, build);
+      if (cached && !opts.force) return cached;
+      return buildDerived({ name, build, dir: p.dir, meta: p.meta, rootfs: p.rootfs }, recipe, parent, uidBase, onProgress);
+    }, onProgress);
+  }
   const p = templatePaths(templatesDir, name, build);
   await mkdir(`${templatesDir}/${name}`, { recursive: true });
   return withLock(p.lock, async () => {

@@ -1,0 +1,232 @@
+// One-call launch: fetch the source on the host (through the outbound guard) into the box, then a
+// durable job builds it inside the box as root there (never on the host), swaps it in as /app, starts
+// it under the supervisor, waits for its first answer and publishes a release (the first launch's is
+// the recovery release). The request waits for the job; GET /machines/{id} shows its phase meanwhile.
+import type { z } from 'zod';
+import type { Principal } from '../../platform/auth.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import type { MachineApps } from './app.js';
+import { type Fetched, fetchSource, type Source } from './fetch-source.js';
+import type { LaunchResult } from './schemas.js';
+import type { Releases } from './releases.js';
+import type { MachineRow, OrderRow } from './repo.js';
+import type { Overrides } from './runspec.js';
+import type { MachinesCore } from './service.js';
+import { APP_DIR, LOG_FILE } from './supervisor.js';
+import { tierNamed } from './tiers.js';
+
+export const LAUNCH_JOB = 'machines.launch';
+const INCOMING = '/opt/nube/incoming';
+const NEW_TREE = `${APP_DIR}.new`;
+/** How long a launch request waits for its build before answering what it has. */
+const WAIT_MS = 15 * 60_000;
+const BUILD_TIMEOUT_S = 600;
+
+export interface LaunchInput {
+  repo?: string;
+  ref?: string;
+  archiveUrl?: string;
+  sandboxId?: string;
+  tier?: string;
+  name?: string;
+  domain?: string;
+  port?: number;
+  buildCommand?: string;
+  startCommand?: string;
+  env?: Record<string, string>;
+}
+
+type Result = z.input<typeof LaunchResult>;
+const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+export class Launcher {
+  constructor(
+    private readonly core: MachinesCore,
+    private readonly apps: MachineApps,
+    private readonly releases: Releases,
+  ) {}
+
+  private get sbx() {
+    return this.core.s.sandboxes;
+  }
+
+  async launch(p: Principal, input: LaunchInput, orderId: string | null = null): Promise<Result | { checkoutUrl: string }> {
+    if (input.domain !== undefined) throw errors.notImplemented('attaching a custom domain at launch (custom domains)');
+    let m: MachineRow | null = null;
+    if (input.sandboxId !== undefined) {
+      const found = await this.core.repo.bySandbox(input.sandboxId);
+      if (!found || found.owner_id !== p.ownerId) throw errors.notFound('machine with that sandboxId');
+      m = found;
+      this.assertCanBuild(m.tier);
+      if (input.repo === undefined && input.archiveUrl === undefined && m.source === null) {
+        throw errors.validation([{ path: ['body', 'repo'], message: 'this machine was never launched from a source: give repo or archiveUrl' }]);
+      }
+    } else {
+      this.assertCanBuild(input.tier ?? 'micro');
+      this.core.tierOf({ tier: input.tier ?? 'micro', cpuMode: 'shared' });
+    }
+    const source: Source =
+      input.repo !== undefined
+        ? { kind: 'git', url: input.repo, ref: input.ref ?? null }
+        : input.archiveUrl !== undefined
+          ? { kind: 'archive', url: input.archiveUrl }
+          : (JSON.parse(m!.source!) as Source);
+    // The source first: a refused or unreachable one leaves no machine behind.
+    const fetched = await fetchSource(this.core.deps.outbound, source);
+    if (m === null) {
+      const tier = input.tier ?? 'micro';
+      const created = await this.core.create(p, { tier, cpuMode: 'shared', diskAddonsGB: 0, name: input.name }, orderId, 'launch', input);
+      if ('checkoutUrl' in created) return created;
+      m = (await this.core.repo.get(created.id))!;
+    }
+    m = await this.untilBoxRuns(p, m);
+    await this.deliver(p, m, fetched);
+    const overrides: Overrides = {
+      ...(input.startCommand ? { start: input.startCommand } : {}),
+      ...(input.buildCommand ? { build: input.buildCommand } : {}),
+      ...(input.port ? { port: input.port } : {}),
+      ...(input.env ? { env: input.env } : {}),
+    };
+    // `sandboxId` alone redeploys as before (same overrides); a new source starts from its own.
+    const fresh = input.repo !== undefined || input.archiveUrl !== undefined || Object.keys(overrides).length > 0;
+    const keep = fresh ? JSON.stringify(overrides) : m.overrides;
+    await this.core.repo.update(m.id, { source: JSON.stringify(source), overrides: keep, status: 'building', phase: 'queued', last_launch: null });
+    await this.core.deps.jobs.enqueue(LAUNCH_JOB, { machineId: m.id, commit: fetched.commit ?? null }, { key: `machine-launch:${m.id}`, onDuplicate: 'replace' });
+    if (orderId !== null) return { machineId: m.id, sandboxId: m.sandbox_id, releaseId: null, url: null, domain: null, status: 'building', buildLog: '', error: null };
+    return this.await(m.id);
+  }
+
+  assertCanBuild(tierName: string): void {
+    const tier = tierNamed(tierName);
+    if (tier && !tier.canBuild) {
+      throw errors.validation([
+        { path: ['body', 'tier'], message: `${tier.name} cannot sustain a build: launch onto micro or larger (a nano box can run a prebuilt app created with POST /machines)` },
+      ]);
+    }
+  }
+
+  private async untilBoxRuns(p: Principal, m: MachineRow): Promise<MachineRow> {
+    const end = Date.now() + 10 * 60_000;
+    for (;;) {
+      const r = await this.core.refresh(p, (await this.core.repo.get(m.id))!);
+      if (r.status !== 'provisioning') return r;
+      if (Date.now() > end) throw errors.conflict('the machine box did not start in time', 'MachineStarting');
+      await new Promise((res) => setTimeout(res, 250));
+    }
+  }
+
+  /** Writes the fetched bytes into the box (the job unpacks them; they survive a restart of nube). */
+  private async deliver(p: Principal, m: MachineRow, f: Fetched): Promise<void> {
+    await this.sbx.work.exec(p, m.sandbox_id, { command: `rm -rf ${INCOMING} && mkdir -p ${INCOMING}`, timeoutSeconds: 60 });
+    await this.sbx.work.file(p, m.sandbox_id, 'write', { path: `${INCOMING}/source.${f.kind}`, content: f.bytes.toString('base64'), encoding: 'base64' });
+  }
+
+  /** Waits for the launch job to finish and answers its result. */
+  async await(id: string): Promise<Result> {
+    const end = Date.now() + WAIT_MS;
+    for (;;) {
+      const r = await this.core.repo.get(id);
+      if (!r) throw errors.notFound('machine');
+      if (r.last_launch) return JSON.parse(r.last_launch) as Result;
+      if (Date.now() > end) {
+        return { machineId: r.id, sandboxId: r.sandbox_id, releaseId: null, url: r.url, domain: null, status: 'building', buildLog: '', error: null };
+      }
+      await new Promise((res) => setTimeout(res, 200));
+    }
+  }
+
+  /** A paid launch order: the machine is created and its launch runs in the background. */
+  async fulfil(p: Principal, o: OrderRow): Promise<string> {
+    const r = await this.launch(p, JSON.parse(o.input) as LaunchInput, o.id);
+    if ('checkoutUrl' in r) throw new Error('a paid order asked for payment again');
+    return r.machineId;
+  }
+
+  private async phase(id: string, phase: string | null): Promise<void> {
+    await this.core.repo.update(id, { phase });
+  }
+
+  private async sh(p: Principal, m: MachineRow, command: string, timeoutSeconds = 300) {
+    return this.sbx.work.exec(p, m.sandbox_id, { command, timeoutSeconds });
+  }
+
+  /** The job: unpack, build, swap in, start, check, publish. Rerun from the start after a crash. */
+  async run(job: { machineId: string; commit: string | null }): Promise<void> {
+    const m0 = await this.core.repo.get(job.machineId);
+    if (!m0 || m0.status === 'deleted') return;
+    const p = await this.core.principalOf(m0.owner_id);
+    let m = m0;
+    const fail = async (message: string, buildLog: string) => {
+      const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: m.current_release_id, url: m.url, domain: null, status: 'failed', buildLog, error: message };
+      await this.core.repo.update(m.id, {
+        status: m.supervisor_exec_id ? 'running' : 'failed',
+        phase: null,
+        last_error: message,
+        last_launch: JSON.stringify(result),
+      });
+    };
+    try {
+      await this.phase(m.id, 'unpacking');
+      const unpack = await this.sh(p, m, unpackScript(job.commit));
+      if (unpack.exitCode !== 0) return await fail(`could not unpack the source: ${unpack.stderr.slice(-500)}`, unpack.stderr.slice(-4000));
+      const spec = await this.apps.runspecOf(p, m, NEW_TREE);
+      await this.phase(m.id, 'building');
+      let buildLog = '';
+      if (spec.build) {
+        const b = await this.sbx.work.exec(p, m.sandbox_id, { command: buildScript(spec.build), timeoutSeconds: BUILD_TIMEOUT_S, env: this.core.caEnv() });
+        buildLog = b.stdout.slice(-4000);
+        if (b.exitCode !== 0) return await fail(`the build failed (exit ${b.exitCode ?? 'timeout'}); see the logs`, buildLog);
+      }
+      await this.phase(m.id, 'starting');
+      const swap = await this.sh(p, m, `set -e; rm -rf ${APP_DIR}.prev; if [ -e ${APP_DIR} ]; then mv ${APP_DIR} ${APP_DIR}.prev; fi; mv ${NEW_TREE} ${APP_DIR}; rm -rf ${APP_DIR}.prev`);
+      if (swap.exitCode !== 0) return await fail(`could not swap the new tree in: ${swap.stderr.slice(-500)}`, buildLog);
+      await this.apps.restart(p, m.id);
+      m = (await this.core.repo.get(m.id))!;
+      const port = m.port!;
+      const up = await this.sh(p, m, firstAnswerScript(port, spec.health ?? '/'), 120);
+      if (up.stdout.trim() === 'none') return await fail(`the app did not answer on port ${port} within 60 s; see the logs`, buildLog);
+      await this.phase(m.id, 'publishing');
+      const first = (await this.core.repo.releases(m.id)).length === 0;
+      const rel = await this.releases.publish(p, m.id, job.commit ? `launch ${job.commit.slice(0, 12)}` : 'launch', first ? 'recovery' : 'launch');
+      m = (await this.core.repo.get(m.id))!;
+      const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: rel.id, url: m.url, domain: null, status: 'running', buildLog, error: null };
+      await this.core.repo.update(m.id, { status: 'running', phase: null, last_error: null, last_launch: JSON.stringify(result) });
+    } catch (e) {
+      const message = e instanceof ApiError ? e.message : (e as Error).message;
+      await fail(message, '');
+    }
+  }
+}
+
+/** Unpacks /opt/nube/incoming/source.* into /app.new (one top-level directory is stripped). */
+function unpackScript(commit: string | null): string {
+  return `set -e
+rm -rf ${NEW_TREE}; mkdir -p ${NEW_TREE}; cd ${NEW_TREE}
+f=$(ls ${INCOMING}/source.* | head -n1)
+case "$f" in
+  *.tar.gz) tar -xzf "$f" --no-same-owner ;;
+  *.tar) tar -xf "$f" --no-same-owner ;;
+  *.zip) python3 -m zipfile -e "$f" . ;;
+  *.git-pack)
+    git init -q --bare ${INCOMING}/repo.git
+    git --git-dir=${INCOMING}/repo.git unpack-objects -q < "$f"
+    git --git-dir=${INCOMING}/repo.git archive ${q(commit ?? 'HEAD')} | tar -x --no-same-owner ;;
+esac
+if [ "$(ls -A | wc -l)" = 1 ] && [ -d "$(ls -A)" ]; then d=$(ls -A); mv "$d" ../.nube-strip; rmdir ${NEW_TREE}; mv ../.nube-strip ${NEW_TREE}; fi`;
+}
+
+/** Runs the build in the new tree; its output goes to the machine's log with a [build] prefix, and back. */
+function buildScript(build: string): string {
+  return `exec bash -c ${q(buildBash(build))}`;
+}
+
+function buildBash(build: string): string {
+  return `cd ${NEW_TREE} && mkdir -p $(dirname ${LOG_FILE}) && { printf '%s [build] $ %s\\n' "$(date -u +%FT%TZ)" ${q(build)}; } >> ${LOG_FILE}
+set -o pipefail
+bash -c ${q(build)} 2>&1 | while IFS= read -r line; do printf '%s [build] %s\\n' "$(date -u +%FT%TZ)" "$line" >> ${LOG_FILE}; printf '%s\\n' "$line"; done`;
+}
+
+/** Polls the app inside the box until it answers (any HTTP status), for up to 60 s; prints the status or none. */
+function firstAnswerScript(port: number, path: string): string {
+  return `for i in $(seq 1 600); do c=$(curl -s -o /dev/null -m 2 -w '%{http_code}' http://127.0.0.1:${port}${q(path)} 2>/dev/null || true); if [ -n "$c" ] && [ "$c" != "000" ]; then echo "$c"; exit 0; fi; sleep 0.1; done; echo none`;
+}

@@ -1,0 +1,334 @@
+// Machines: always-on boxes. A machine is a row here plus a sandbox (the sandboxes service's) that
+// never expires; what runs in it is the app layer's (app.ts). Knows nothing of HTTP.
+import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import type { z } from 'zod';
+import type { Principal } from '../../platform/auth.js';
+import { safeEqual, sha256Hex } from '../../platform/crypto.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import { BASE62, newId, randomToken } from '../../platform/ids.js';
+import type { Services } from '../../platform/operation.js';
+import { PLANS } from '../../platform/plans.js';
+import type { PlatformDeps } from '../deps.js';
+import type { Machine } from './schemas.js';
+import type { PaymentProvider } from './payments.js';
+import type { MachineRow, MachinesRepo, OrderRow } from './repo.js';
+import { type Tier, monthlyPrice, proratedCentavos, tierNamed, TIERS } from './tiers.js';
+
+export interface CreateMachineInput {
+  tier: string;
+  cpuMode: 'shared' | 'reserved';
+  diskAddonsGB: number;
+  template?: string;
+  name?: string;
+  fromSandboxId?: string;
+}
+
+export type MachineView = z.input<typeof Machine>;
+type Deps = Pick<Services, 'sandboxes' | 'account'>;
+
+const EXTRA_CA_PATH = '/usr/local/share/ca-certificates/nube-extra.crt';
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export class MachinesCore {
+  constructor(
+    readonly repo: MachinesRepo,
+    readonly deps: PlatformDeps,
+    readonly s: Deps,
+    readonly payments: PaymentProvider,
+  ) {}
+
+  tiers() {
+    return { tiers: TIERS };
+  }
+
+  async principalOf(ownerId: string): Promise<Principal> {
+    return { scheme: 'owner', ownerId, plan: await this.s.account.planOf(ownerId) };
+  }
+
+  /** The caller's live machine; another owner's, a deleted one or none at all is a 404. */
+  async own(p: Principal, id: string): Promise<MachineRow> {
+    const r = await this.repo.get(id);
+    if (!r || r.owner_id !== p.ownerId || r.status === 'deleted') throw errors.notFound('machine');
+    return r;
+  }
+
+  view(r: MachineRow): MachineView {
+    return {
+      id: r.id,
+      name: r.name,
+      status: r.status === 'deleted' ? 'stopped' : r.status,
+      tier: r.tier,
+      cpuMode: r.cpu_mode,
+      diskAddonsGB: r.disk_addons_gb,
+      monthlyMxn: r.monthly_centavos / 100,
+      sandboxId: r.sandbox_id,
+      template: r.template,
+      url: r.url,
+      domains: [],
+      currentReleaseId: r.current_release_id,
+      phase: r.phase,
+      pendingRestart: r.pending_restart === 1,
+      lastError: r.last_error,
+      createdAt: iso(r.created_at),
+      updatedAt: iso(r.updated_at),
+    };
+  }
+
+  /** A provisioning machine becomes running (or failed) when its box has started. */
+  async refresh(p: Principal, r: MachineRow): Promise<MachineRow> {
+    if (r.status !== 'provisioning') return r;
+    const sbx = await this.s.sandboxes.get(p, r.sandbox_id).catch(() => null);
+    if (!sbx) return r;
+    if (sbx.status === 'running') {
+      // The app tree and the log directory exist from the start, so files can be written to /app.
+      await this.s.sandboxes.work.exec(p, r.sandbox_id, { command: 'mkdir -p /app /var/log/nube /opt/nube', timeoutSeconds: 30 });
+      await this.trustExtraCas(p, r.sandbox_id);
+      await this.repo.update(r.id, { status: 'running' });
+      return { ...r, status: 'running' };
+    }
+    if (sbx.status === 'failed') {
+      const patch = { status: 'failed' as const, last_error: sbx.error ?? 'the box failed to start' };
+      await this.repo.update(r.id, patch);
+      return { ...r, ...patch };
+    }
+    return r;
+  }
+
+  /**
+   * The operator's extra CA certificates (NUBE_EXTRA_CA_BUNDLE) join the box's trust store, so `npm
+   * install` or `pip install` inside work behind a TLS-inspecting proxy; caEnv() points Node and
+   * Python at them too.
+   */
+  async trustExtraCas(p: Principal, sandboxId: string): Promise<void> {
+    const file = this.deps.config.machines.extraCaBundle;
+    if (!file) return;
+    const pem = await readFile(file, 'utf8');
+    await this.s.sandboxes.work.file(p, sandboxId, 'write', { path: EXTRA_CA_PATH, content: pem });
+    const out = await this.s.sandboxes.work.exec(p, sandboxId, {
+      command: `update-ca-certificates >/dev/null 2>&1 || cat ${EXTRA_CA_PATH} >> /etc/ssl/certs/ca-certificates.crt`,
+      timeoutSeconds: 60,
+    });
+    if (out.exitCode !== 0) throw errors.conflict(`could not add the extra CA bundle: ${out.stderr.slice(0, 300)}`, 'CaBundleFailed');
+  }
+
+  caEnv(): Record<string, string> {
+    if (!this.deps.config.machines.extraCaBundle) return {};
+    const all = '/etc/ssl/certs/ca-certificates.crt';
+    return { NODE_EXTRA_CA_CERTS: EXTRA_CA_PATH, SSL_CERT_FILE: all, REQUESTS_CA_BUNDLE: all, PIP_CERT: all };
+  }
+
+  async list(p: Principal) {
+    const rows = await this.repo.list(p.ownerId);
+    return { machines: await Promise.all(rows.map(async (r) => this.view(await this.refresh(p, r)))) };
+  }
+
+  async get(p: Principal, id: string) {
+    return this.view(await this.refresh(p, await this.own(p, id)));
+  }
+
+  tierOf(input: { tier: string; cpuMode: 'shared' | 'reserved' }): Tier {
+    const tier = tierNamed(input.tier);
+    if (!tier) {
+      throw errors.validation([{ path: ['body', 'tier'], message: `unknown tier; one of ${TIERS.map((t) => t.name).join(', ')}` }]);
+    }
+    if (input.cpuMode === 'reserved' && tier.reservedMonthlyMxn === null) {
+      throw errors.validation([{ path: ['body', 'cpuMode'], message: `tier ${tier.name} has no reserved CPU; use shared` }]);
+    }
+    return tier;
+  }
+
+  /**
+   * Reserved CPU on one host: the cores of all reserved boxes together never pass the host's cores,
+   * so a reserved box's quota is never oversubscribed by other reserved boxes.
+   */
+  async assertReservedCapacity(tier: Tier): Promise<void> {
+    const taken = (await this.repo.reservedRows()).reduce((n, r) => n + (tierNamed(r.tier)?.vcpus ?? 0), 0);
+    const cores = availableParallelism();
+    if (taken + tier.vcpus > cores) {
+      throw errors.conflict(
+        `no reserved CPU left on this host: ${taken} of ${cores} cores are reserved, ${tier.name} needs ${tier.vcpus}`,
+        'NoReservedCapacity',
+        { reservedCores: taken, hostCores: cores },
+      );
+    }
+  }
+
+  /** Whether the plan has a box left (machines paid through an order do not count against it). */
+  async hasBoxLeft(p: Principal): Promise<boolean> {
+    return (await this.repo.count(p.ownerId)) < PLANS[p.plan].boxes;
+  }
+
+  async create(
+    p: Principal,
+    input: CreateMachineInput,
+    orderId: string | null = null,
+    kind: OrderRow['kind'] = 'create',
+    orderInput: unknown = input,
+  ): Promise<MachineView | { checkoutUrl: string }> {
+    const tier = this.tierOf(input);
+    if (input.cpuMode === 'reserved') await this.assertReservedCapacity(tier);
+    if (input.fromSandboxId !== undefined) {
+      await this.s.sandboxes.get(p, input.fromSandboxId);
+      if (await this.repo.bySandbox(input.fromSandboxId)) {
+        throw errors.conflict('that sandbox is a machine already', 'AlreadyMachine');
+      }
+    }
+    const monthlyCentavos = Math.round(monthlyPrice(tier, input.cpuMode, input.diskAddonsGB) * 100);
+    if (orderId === null && !(await this.hasBoxLeft(p))) {
+      const what = kind === 'launch' ? ', launched from its source' : '';
+      return this.checkout(p, kind, orderInput, monthlyCentavos, `Machine ${tier.name} (${input.cpuMode} CPU)${what}, one month`);
+    }
+    const id = newId('mch');
+    const name = input.name ?? id;
+    let sandboxId: string;
+    if (input.fromSandboxId !== undefined) {
+      sandboxId = input.fromSandboxId;
+    } else {
+      const sbx = await this.s.sandboxes.create(p, {
+        template: input.template ?? 'base',
+        timeoutSeconds: 60,
+        suspendOnIdle: false,
+        name: `machine ${name}`,
+        metadata: { machineId: id },
+        env: {},
+        limits: { cpus: tier.vcpus, memoryMb: tier.memoryMB },
+      });
+      sandboxId = sbx.id;
+    }
+    const now = Date.now();
+    const row: MachineRow = {
+      id,
+      owner_id: p.ownerId,
+      name,
+      tier: tier.name,
+      cpu_mode: input.cpuMode,
+      disk_addons_gb: input.diskAddonsGB,
+      monthly_centavos: monthlyCentavos,
+      sandbox_id: sandboxId,
+      template: input.template ?? (input.fromSandboxId ? null : 'base'),
+      status: 'provisioning',
+      runspec: null,
+      secrets_sealed: null,
+      pending_restart: 0,
+      supervisor_exec_id: null,
+      port: null,
+      url: null,
+      current_release_id: null,
+      last_error: null,
+      order_id: orderId,
+      source: null,
+      overrides: null,
+      phase: null,
+      last_launch: null,
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.s.sandboxes.keepAlive(p, sandboxId);
+      await this.repo.insert(row);
+      await this.onCreated?.(id);
+    } catch (e) {
+      if (input.fromSandboxId === undefined) await this.s.sandboxes.delete(p, sandboxId).catch(() => {});
+      throw e;
+    }
+    return this.view(await this.refresh(p, row));
+  }
+
+  private async checkout(p: Principal, kind: 'create' | 'launch', input: unknown, amountCentavos: number, description: string) {
+    const token = randomToken(40, BASE62);
+    const order: OrderRow = {
+      id: newId('ord'),
+      owner_id: p.ownerId,
+      token_hash: sha256Hex(token),
+      kind,
+      input: JSON.stringify(input),
+      amount_centavos: amountCentavos,
+      description,
+      status: 'pending',
+      machine_id: null,
+      created_at: Date.now(),
+      paid_at: null,
+    };
+    await this.repo.insertOrder(order);
+    return { checkoutUrl: this.payments.checkoutUrl({ token, amountCentavos, description }) };
+  }
+
+  async describeOrder(token: string) {
+    const o = await this.repo.orderByToken(sha256Hex(token));
+    return o ? { description: o.description, amountCentavos: o.amount_centavos, status: o.status, machineId: o.machine_id } : null;
+  }
+
+  /**
+   * The operator confirms a payment on the checkout page: the order is marked paid (once), payment.paid
+   * goes out, and the machine the order was for is created.
+   */
+  async confirmOrder(token: string, operatorKey: string | undefined): Promise<{ machineId: string | null; alreadyPaid: boolean }> {
+    const o = await this.repo.orderByToken(sha256Hex(token));
+    if (!o) throw errors.notFound('checkout');
+    const expected = this.deps.config.machines.checkoutOperatorKey;
+    if (!expected) throw errors.forbidden('payments are not confirmable here: NUBE_CHECKOUT_OPERATOR_KEY is not set', 'CheckoutDisabled');
+    if (operatorKey === undefined || !safeEqual(operatorKey, expected)) throw errors.forbidden('wrong operator key', 'Forbidden');
+    const paidAt = Date.now();
+    if (!(await this.repo.markPaid(o.id, paidAt))) return { machineId: o.machine_id, alreadyPaid: true };
+    await this.paymentPaid({ ...o, status: 'paid', paid_at: paidAt });
+    const p = await this.principalOf(o.owner_id);
+    const created = await this.fulfil(p, o).catch((e: unknown) => {
+      this.deps.log.error({ err: e, order: o.id }, 'paid order: the machine could not be created');
+      throw e;
+    });
+    await this.repo.setOrderMachine(o.id, created);
+    return { machineId: created, alreadyPaid: false };
+  }
+
+  /** Called once a machine's row exists (its backup timer is armed there). */
+  onCreated: ((machineId: string) => Promise<void>) | null = null;
+
+  /** Runs what the order paid for; returns the machine's id. Launch orders are handled by the launcher. */
+  onFulfil: ((p: Principal, o: OrderRow) => Promise<string>) | null = null;
+
+  private async fulfil(p: Principal, o: OrderRow): Promise<string> {
+    if (o.kind === 'launch' && this.onFulfil) return this.onFulfil(p, o);
+    const m = await this.create(p, JSON.parse(o.input) as CreateMachineInput, o.id);
+    if ('checkoutUrl' in m) throw new Error('a paid order asked for payment again');
+    return m.id;
+  }
+
+  /**
+   * The one place payment.paid is emitted. Through the bus for now (webhooks subscribe to it); when the
+   * platform's outbox lands, this becomes a row written with the order in one transaction.
+   */
+  async paymentPaid(o: OrderRow): Promise<void> {
+    await this.deps.bus.publish({
+      event: 'payment.paid',
+      ownerId: o.owner_id,
+      data: {
+        orderId: o.id,
+        amountMxn: o.amount_centavos / 100,
+        currency: 'MXN',
+        description: o.description,
+        kind: o.kind,
+        provider: this.payments.name,
+        paidAt: iso(o.paid_at ?? Date.now()),
+      },
+    });
+  }
+
+  /**
+   * Idempotent: the first call stops the box, records the month's prorated charge and removes the
+   * releases (and backups); later calls find the tombstone and answer the same.
+   */
+  async delete(p: Principal, id: string, beforeDestroy?: (r: MachineRow) => Promise<void>) {
+    const r = await this.repo.get(id);
+    if (!r || r.owner_id !== p.ownerId) throw errors.notFound('machine');
+    if (r.status === 'deleted') return { ok: true as const };
+    if (!(await this.repo.markDeleted(id))) return { ok: true as const };
+    await beforeDestroy?.(r);
+    await this.s.sandboxes.delete(p, r.sandbox_id).catch((e: unknown) => {
+      if (!(e instanceof ApiError && e.status === 404)) throw e;
+    });
+    await this.repo.deleteReleases(id);
+    await this.deps.usage.add(p.ownerId, 'machineChargesCentavos', proratedCentavos(r.monthly_centavos / 100, r.created_at));
+    return { ok: true as const };
+  }
+}

@@ -4,12 +4,20 @@ import { join, resolve } from 'node:path';
 // The only place that reads process.env. Everything else receives a Config (its shape is in
 // platform/config-shape.ts, so no module imports this one but the entry points).
 import { z } from 'zod';
-import { type Config, FILE_REGION_NAMES, type FilesConfig, LOG_LEVELS, type MetricsConfig } from './platform/config-shape.js';
+import {
+  type Config,
+  type DatabasesConfig,
+  FILE_REGION_NAMES,
+  type FilesConfig,
+  LOG_LEVELS,
+  type MetricsConfig,
+} from './platform/config-shape.js';
 import { PLAN_NAMES } from './platform/plans.js';
 
 export type {
   CgroupChoice,
   Config,
+  DatabasesConfig,
   FilesConfig,
   LlmConfig,
   LogLevel,
@@ -126,6 +134,13 @@ const envSchema = z.object({
   NUBE_LLM_API_KEY: z.string().min(1).optional(),
   NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
   NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
+  // Databases: the executor pool (processes running user SQL). Unset: derived from the cores (README).
+  NUBE_DATABASE_EXECUTORS_MIN: z.coerce.number().int().min(1).max(256).optional(),
+  NUBE_DATABASE_EXECUTORS_MAX: z.coerce.number().int().min(1).max(1024).optional(),
+  NUBE_DATABASE_EXECUTORS_PER_OWNER: z.coerce.number().int().min(1).max(1024).optional(),
+  NUBE_DATABASE_QUEUE_PER_OWNER: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  NUBE_DATABASE_EXECUTOR_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(30_000),
+  NUBE_DATABASE_QUEUE_WAIT_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
   // Fleet: boxes on this host (all fleets), turns a box runs at once, queued turns per running slot,
   // idle seconds before a box is removed, transcript trimming, and messages carried to a new box.
   NUBE_FLEET_MAX_BOXES: z.coerce.number().int().min(1).max(10_000).default(20),
@@ -211,6 +226,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
     metrics: metricsConfig(e),
+    databases: databasesConfig(e),
     machines: {
       checkoutOperatorKey: e.NUBE_CHECKOUT_OPERATOR_KEY,
       backupIntervalMs: e.NUBE_MACHINE_BACKUP_INTERVAL_S * 1000,
@@ -227,6 +243,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       carryMessages: e.NUBE_FLEET_CARRY_MESSAGES,
       telegramApiUrl: e.NUBE_TELEGRAM_API_URL.replace(/\/$/, ''),
     },
+  };
+}
+
+function databasesConfig(e: z.infer<typeof envSchema>): DatabasesConfig {
+  const min = e.NUBE_DATABASE_EXECUTORS_MIN;
+  const max = e.NUBE_DATABASE_EXECUTORS_MAX;
+  if (min !== undefined && max !== undefined && max < min) {
+    throw new ConfigError('NUBE_DATABASE_EXECUTORS_MAX must be at least NUBE_DATABASE_EXECUTORS_MIN');
+  }
+  return {
+    executorsMin: min,
+    executorsMax: max,
+    executorsPerOwner: e.NUBE_DATABASE_EXECUTORS_PER_OWNER,
+    queuePerOwner: e.NUBE_DATABASE_QUEUE_PER_OWNER,
+    executorIdleMs: e.NUBE_DATABASE_EXECUTOR_IDLE_MS,
+    queueWaitMs: e.NUBE_DATABASE_QUEUE_WAIT_MS,
   };
 }
 

@@ -2,7 +2,8 @@
 //   api-server.ts nube   -> the real server from the NUBE_* environment (buildServer)
 //   api-server.ts bare   -> a bare Fastify route answering GET /api/v2/account with BENCH_BARE_BODY
 // Messages in: 'cpu' (reply with CPU time used so far), 'profile-start', 'profile-stop' (writes the CPU
-// profile of the span to BENCH_PROFILE_FILE), 'stop'. Messages out: { ready, address }, { cpu }, { profiled }.
+// profile of the span to BENCH_PROFILE_FILE), { account: name } (nube mode: a second account, whose key comes
+// back as { accountKey }), 'stop'. Messages out: { ready, address }, { cpu }, { profiled }, { accountKey }.
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import Fastify from 'fastify';
@@ -12,12 +13,17 @@ import { buildServer } from '../../src/server.js';
 interface Running {
   address: string;
   close(): Promise<void>;
+  createAccount?(name: string): Promise<string>;
 }
 
 async function start(mode: string): Promise<Running> {
   if (mode === 'nube') {
     const nube = await buildServer(loadConfig(process.env));
-    return { address: await nube.listen(), close: () => nube.close() };
+    return {
+      address: await nube.listen(),
+      close: () => nube.close(),
+      createAccount: async (name) => (await nube.services.account.createAccount({ name, plan: 'tera' })).secret,
+    };
   }
   if (mode === 'bare') {
     const body = JSON.parse(process.env.BENCH_BARE_BODY ?? '{}') as unknown;
@@ -34,6 +40,9 @@ send({ ready: true, address: running.address });
 const session = new Session();
 process.on('message', async (msg) => {
   if (msg === 'cpu') send({ cpu: process.cpuUsage() });
+  if (typeof msg === 'object' && msg !== null && 'account' in msg && running.createAccount) {
+    send({ accountKey: await running.createAccount(String(msg.account)) });
+  }
   if (msg === 'profile-start') {
     session.connect();
     await session.post('Profiler.enable');

@@ -34,8 +34,25 @@ export interface Config {
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  databases: DatabasesConfig;
   machines: MachinesConfig;
   fleet: FleetConfig;
+}
+
+/** The executor pool of user databases; unset counts are derived from the cores by the engine. */
+export interface DatabasesConfig {
+  /** Processes kept running (the pool's minimum). */
+  executorsMin?: number;
+  /** Upper bound of the pool. */
+  executorsMax?: number;
+  /** Executors one owner's requests may hold at once. */
+  executorsPerOwner?: number;
+  /** Requests one owner may have waiting for an executor; more answer 429. */
+  queuePerOwner: number;
+  /** Executors beyond the minimum idle this long are ended. */
+  executorIdleMs: number;
+  /** A request waiting this long for an executor answers 503 without having run. */
+  queueWaitMs: number;
 }
 
 export interface MachinesConfig {

@@ -21,6 +21,10 @@ describe('configuration', () => {
     ['NUBE_SITES_HOST', 'Sites.Example.com'],
     ['NUBE_PDF_PAGES', '0'],
     ['NUBE_PDF_MAX_MEMORY_MB', '10'],
+    ['NUBE_DATABASE_EXECUTORS_MIN', '0'],
+    ['NUBE_DATABASE_QUEUE_PER_OWNER', 'many'],
+    ['NUBE_DATABASE_EXECUTOR_IDLE_MS', '10'],
+    ['NUBE_DATABASE_QUEUE_WAIT_MS', '-1'],
   ])('a bad %s stops the start with a message naming it', (name, value) => {
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, [name]: value })).toThrow(name);
@@ -50,5 +54,36 @@ describe('configuration', () => {
     expect(c.llm).toEqual({ upstream: { baseUrl: 'http://127.0.0.1:8000/v1', apiKey: 'k', model: 'm' }, gatewayPort: 0 });
     expect(() => loadConfig({ ...base, NUBE_LLM_BASE_URL: 'ftp://x' })).toThrow(/NUBE_LLM_BASE_URL/);
     expect(() => loadConfig({ ...base, NUBE_LLM_GATEWAY_PORT: '70000' })).toThrow(/NUBE_LLM_GATEWAY_PORT/);
+  });
+
+  it('reads the database executor pool (counts from the cores unless set); a maximum below the minimum names both', () => {
+    expect(loadConfig(base).databases).toEqual({
+      executorsMin: undefined,
+      executorsMax: undefined,
+      executorsPerOwner: undefined,
+      queuePerOwner: 1000,
+      executorIdleMs: 30_000,
+      queueWaitMs: 60_000,
+    });
+    const c = loadConfig({
+      ...base,
+      NUBE_DATABASE_EXECUTORS_MIN: '2',
+      NUBE_DATABASE_EXECUTORS_MAX: '8',
+      NUBE_DATABASE_EXECUTORS_PER_OWNER: '3',
+      NUBE_DATABASE_QUEUE_PER_OWNER: '50',
+      NUBE_DATABASE_EXECUTOR_IDLE_MS: '5000',
+      NUBE_DATABASE_QUEUE_WAIT_MS: '20000',
+    });
+    expect(c.databases).toEqual({
+      executorsMin: 2,
+      executorsMax: 8,
+      executorsPerOwner: 3,
+      queuePerOwner: 50,
+      executorIdleMs: 5000,
+      queueWaitMs: 20_000,
+    });
+    expect(() => loadConfig({ ...base, NUBE_DATABASE_EXECUTORS_MIN: '4', NUBE_DATABASE_EXECUTORS_MAX: '2' })).toThrow(
+      /NUBE_DATABASE_EXECUTORS_MAX must be at least NUBE_DATABASE_EXECUTORS_MIN/,
+    );
   });
 });

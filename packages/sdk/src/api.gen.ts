@@ -301,7 +301,7 @@ export interface paths {
         put?: never;
         /**
          * Run SQL on a database: one statement, a batch of up to 20, or a bulk import of up to 10,000 rows
-         * @description Body is one of: `{ sql, args? }` -> QueryResult; `{ statements: [{sql, args?}] }` (max 20, one transaction) -> `{ results: QueryResult[] }`; `{ table, columns, rows, onConflict? }` (up to 10,000 rows) -> `{ imported, total }`. SQL errors answer 400 with SQLite's message and extended result code as `code` (e.g. SQLITE_CONSTRAINT_UNIQUE) and `statementIndex` for a batch. ATTACH, VACUUM INTO, load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in one transaction and return the last one's result.
+         * @description Body is one of: `{ sql, args? }` -> QueryResult; `{ statements: [{sql, args?}] }` (max 20, one transaction) -> `{ results: QueryResult[] }`; `{ table, columns, rows, onConflict? }` (up to 10,000 rows) -> `{ imported, total }`. SQL errors answer 400 with SQLite's message and extended result code as `code` (e.g. SQLITE_CONSTRAINT_UNIQUE) and `statementIndex` for a batch. ATTACH, VACUUM INTO, load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in one transaction and return the last one's result. Executors are shared fairly between accounts: an account's requests beyond its share wait in its own queue, a full queue answers 429 DatabaseQueueFull, and a request that waited too long 503 DatabaseBusy.
          */
         post: operations["databases.query"];
         delete?: never;
@@ -4222,7 +4222,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limited; see Retry-After */
+            /** @description DatabaseQueueFull: The account's share of the query executors is busy and its queue of waiting requests is full; retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4233,6 +4233,15 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DatabaseBusy: The request waited its allowance for an executor (the account's earlier requests held its share) and never ran */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

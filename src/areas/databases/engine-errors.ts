@@ -14,7 +14,7 @@ export interface MapContext {
 /**
  * Engine errors as API errors. Everything the caller's SQL or body caused is a 400 (SQLite's own
  * message and extended code, `statementIndex` for a batch); a full plan is 402 like every other
- * storage quota; only a crashed executor is a 500.
+ * storage quota; a full queue of the owner's requests is 429, a request that waited too long for an executor 503; only a crashed executor is a 500.
  */
 export function toApiError(err: unknown, ctx: MapContext): unknown {
   if (!(err instanceof DatabaseEngineError)) return err;
@@ -45,6 +45,12 @@ export function toApiError(err: unknown, ctx: MapContext): unknown {
       return errors.notFound('database');
     case 'DatabaseExists':
       return errors.conflict(err.message, 'DatabaseExists');
+    case 'QueueFull':
+      // The owner's own backlog is full (its share of executors busy, its queue at the limit).
+      return new ApiError(429, 'DatabaseQueueFull', err.message, { retryAfter: 1 }, { 'retry-after': '1' });
+    case 'QueueTimeout':
+      // Waited its whole allowance behind the account's own long-running requests; it never ran.
+      return new ApiError(503, 'DatabaseBusy', err.message, { retryAfter: 5 }, { 'retry-after': '5' });
     case 'EngineClosed':
       return errors.unavailable('the database engine is shutting down', 1);
     default:

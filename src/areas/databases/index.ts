@@ -17,9 +17,16 @@ export const databasesArea: AreaModule = {
   operations: databasesOperations,
   migrations: databasesMigrations,
   create(deps) {
+    const pool = deps.config.databases;
     const engine = new EmbeddedDatabaseEngine({
       dir: path.join(deps.config.dataDir, 'databases'),
       maxDatabaseBytes: ENGINE_CAP_BYTES,
+      workers: pool.executorsMin,
+      maxWorkers: pool.executorsMax,
+      maxWorkersPerOwner: pool.executorsPerOwner,
+      maxQueuedPerOwner: pool.queuePerOwner,
+      idleMs: pool.executorIdleMs,
+      maxQueueWaitMs: pool.queueWaitMs,
     });
     const databases = new DatabasesService(
       new DatabasesRepo(deps.store.db),

@@ -131,7 +131,8 @@ export const databasesOperations = [
       'as `code` (e.g. SQLITE_CONSTRAINT_UNIQUE) and `statementIndex` for a batch. ATTACH, VACUUM INTO, ' +
       'load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a ' +
       'time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in ' +
-      "one transaction and return the last one's result.",
+      "one transaction and return the last one's result. Executors are shared fairly between accounts: an " +
+      "account's requests beyond its share wait in its own queue, a full queue answers 429 DatabaseQueueFull, and a request that waited too long 503 DatabaseBusy.",
     tags,
     auth: ['owner'],
     params: DbId,
@@ -168,6 +169,17 @@ export const databasesOperations = [
         description: "A write needs more than the plan's storage",
       },
       { status: 403, code: 'DatabaseTooLarge', description: 'A write would pass the per-database size cap' },
+      {
+        status: 429,
+        code: 'DatabaseQueueFull',
+        description:
+          "The account's share of the query executors is busy and its queue of waiting requests is full; retry after Retry-After",
+      },
+      {
+        status: 503,
+        code: 'DatabaseBusy',
+        description: 'The request waited its allowance for an executor (the account\'s earlier requests held its share) and never ran',
+      },
     ],
     handler: ({ services, principal, params, body }) =>
       services.databases.query(principal, params.dbId, body),

@@ -68,7 +68,7 @@ export class DatabasesService {
     // The file first, then the row and database.created in one commit: a crash in between leaves an
     // unreferenced file, never a database (or an acknowledged create) without its event.
     try {
-      await this.engine.create(row.id);
+      await this.engine.create(row.id, { owner: p.ownerId });
     } catch (err) {
       throw this.map(err, p);
     }
@@ -101,7 +101,7 @@ export class DatabasesService {
 
   async query(p: Principal, id: string, body: QueryBody): Promise<QueryResult | BatchResult | ImportResult> {
     await this.assertOwned(p, id);
-    const limits = { maxBytes: await this.capFor(p, id) };
+    const limits = { maxBytes: await this.capFor(p, id), owner: p.ownerId };
     try {
       if ('statements' in body) return { results: await this.engine.batch(id, body.statements, limits) };
       if ('table' in body) return await this.engine.import(id, body, limits);
@@ -116,7 +116,7 @@ export class DatabasesService {
   async export(p: Principal, id: string): Promise<{ name: string; snapshot: DatabaseSnapshot }> {
     const row = await this.row(p, id);
     try {
-      return { name: row.name, snapshot: await this.engine.export(id) };
+      return { name: row.name, snapshot: await this.engine.export(id, { owner: p.ownerId }) };
     } catch (err) {
       throw this.map(err, p);
     }

@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { assertDbId, dbFile, dbFiles } from './db-id.js';
 import { DatabaseEngineError } from './errors.js';
-import { ExecutorPool } from './pool.js';
+import { ExecutorPool, type PoolStats } from './pool.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult } from './schemas.js';
 import type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions, RequestLimits } from './types.js';
 import { type DatabaseUsage, UsageCounters } from './usage.js';
@@ -30,7 +30,11 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     const workers = opts.workers ?? Math.max(3, availableParallelism() + 1);
     this.pool = new ExecutorPool({
       size: workers,
-      maxSize: Math.max(workers, opts.maxWorkers ?? workers * 4),
+      maxSize: Math.max(workers, opts.maxWorkers ?? workers * 2),
+      perOwner: opts.maxWorkersPerOwner,
+      maxQueuedPerOwner: opts.maxQueuedPerOwner,
+      idleMs: opts.idleMs,
+      maxWaitMs: opts.maxQueueWaitMs,
       settings: {
         synchronous: opts.synchronous ?? 'full',
         maxDatabaseBytes: opts.maxDatabaseBytes ?? 1024 ** 3,
@@ -44,12 +48,16 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     this.counters = new UsageCounters(this.dir);
   }
 
-  async create(id: string): Promise<void> {
+  async create(id: string, limits: Pick<RequestLimits, 'owner'> = {}): Promise<void> {
     const file = dbFile(this.dir, id);
-    await this.pool.exclusive(id, async () => {
-      if (existsSync(file)) throw new DatabaseEngineError('DatabaseExists', `database ${id} already exists`);
-      await this.pool.run({ op: 'create', db: id, path: file }, this.timeoutMs, null);
-    });
+    await this.pool.exclusive(
+      id,
+      async () => {
+        if (existsSync(file)) throw new DatabaseEngineError('DatabaseExists', `database ${id} already exists`);
+        await this.pool.run({ op: 'create', db: id, path: file }, this.timeoutMs, null, limits.owner);
+      },
+      limits.owner,
+    );
   }
 
   async delete(id: string): Promise<void> {
@@ -89,6 +97,7 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
       { op: 'query', db: id, path: dbFile(this.dir, id), req, maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
+      limits.owner,
     );
     this.counters.add(id, r.rowsRead, r.rowsWritten);
     return r;
@@ -100,6 +109,7 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
       { op: 'batch', db: id, path: file, statements, maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
+      limits.owner,
     );
     this.counters.add(
       id,
@@ -115,18 +125,19 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
       { op: 'import', db: id, path: file, req, maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
+      limits.owner,
     );
     this.counters.add(id, 0, r.imported);
     return r;
   }
 
   /** Not on the database's lane: VACUUM INTO reads a WAL snapshot while writes go on. */
-  async export(id: string): Promise<DatabaseSnapshot> {
+  async export(id: string, limits: Pick<RequestLimits, 'owner'> = {}): Promise<DatabaseSnapshot> {
     const file = dbFile(this.dir, id);
     if (!existsSync(file)) throw notFound(id);
     const target = path.join(this.exportDir, `${id}-${randomBytes(8).toString('hex')}.sqlite`);
     try {
-      await this.pool.run({ op: 'export', db: id, path: file, target }, this.exportTimeoutMs, null);
+      await this.pool.run({ op: 'export', db: id, path: file, target }, this.exportTimeoutMs, null, limits.owner);
     } catch (err) {
       await rm(target, { force: true });
       throw err;
@@ -136,8 +147,13 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   }
 
   /** Executor processes, how many are running a request, and requests waiting for one (GET /metrics). */
-  get poolStats(): { executors: number; busy: number; queued: number } {
+  get poolStats(): PoolStats {
     return this.pool.stats;
+  }
+
+  /** Process ids of the executors (tests check that ended ones are gone). */
+  get executorPids(): number[] {
+    return this.pool.pids;
   }
 
   async close(): Promise<void> {

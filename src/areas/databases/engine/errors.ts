@@ -14,6 +14,8 @@ export const ENGINE_ERROR_CODES = [
   'InvalidRequest',
   'EngineClosed',
   'EngineWorkerCrashed',
+  'QueueFull',
+  'QueueTimeout',
 ] as const;
 export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];
 

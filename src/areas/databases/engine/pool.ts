@@ -1,14 +1,26 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import type { Socket } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { DatabaseEngineError, deserializeError } from './errors.js';
-import { encodeFrame, FrameReader } from './framing.js';
+import {
+  armDeadline,
+  type ExecJob,
+  type Executor,
+  isIdle,
+  type Job,
+  lowerPriority,
+  restorePriority,
+  spawnExecutor,
+} from './executor-process.js';
+import { FairShare } from './fair-share.js';
+import { encodeFrame } from './framing.js';
 import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } from './protocol.js';
 
 /*
- * Executor pool. Design (docs/decisions.md, "Databases: engine"):
- * - `size` executor processes at start, growing to `maxSize` while every one is busy,
- *   so a slow query on one database never makes a query on another wait for it.
+ * Executor pool. Design (docs/decisions.md, "Databases: engine" and "Databases: fair executor pool"):
+ * - `size` executor processes at start, growing to `maxSize` while every one is busy, and back
+ *   down to `size` once the extra ones have been idle for `idleMs`.
+ * - Fair between owners (fair-share.ts): an owner holds at most `perOwner` executors at once, its
+ *   requests wait in its own queue (at most `maxQueuedPerOwner`, more are refused with
+ *   QueueFull), and a freed executor goes to the owner holding the fewest. One owner's runaway
+ *   queries therefore hold `perOwner` executors until their time limit, never the whole pool.
  * - One database's requests run one at a time in arrival order ("lane"): SQLite has one
  *   writer anyway, and it keeps connections of different executors from contending.
  * - A lane's first request goes to an idle executor, preferring one that already has the
@@ -16,6 +28,9 @@ import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } 
  *   are pipelined to that same executor (up to PIPELINE_DEPTH in flight): they would
  *   wait for it anyway, and this way they cost no round trip each. An executor only ever
  *   holds requests of one lane, so a slow query on A never sits in front of one on B.
+ * - A request running longer than LONG_REQUEST_MS lowers its executor's CPU priority (10 nice steps)
+ *   until it answers: a long query then takes the CPU only when nobody else wants it, and short
+ *   queries of other owners do not wait on the CPU behind it.
  * - Killing an executor on timeout (SIGKILL: the only way to stop a native sqlite3_step
  *   here) answers its running request with QueryTimeout; the requests pipelined behind it
  *   never started (the executor writes each answer before it reads the next request) and
@@ -26,18 +41,22 @@ import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } 
 export interface PoolOptions {
   size: number;
   maxSize: number;
+  /**
+   * Executors one owner may hold at once (default: size - 1, at least 1, so one owner never holds
+   * every resident executor and another owner's request finds one without waiting for a start).
+   */
+  perOwner?: number;
+  /** Requests one owner may have waiting for an executor (default 1000). */
+  maxQueuedPerOwner?: number;
+  /** Executors beyond `size` idle this long are ended (default 30 s). */
+  idleMs?: number;
+  /** A request waiting this long for an executor fails with QueueTimeout, having never run (default 60 s). */
+  maxWaitMs?: number;
   settings: ExecutorSettings;
 }
 
 /** Requests of one lane in flight on one executor at most. */
 export const PIPELINE_DEPTH = 64;
-
-type Settle = { resolve: (v: unknown) => void; reject: (e: Error) => void };
-type Job = Settle & { lane: string | null; timeoutMs: number } & (
-    | { kind: 'exec'; op: ExecutorOp }
-    | { kind: 'local'; fn: () => Promise<unknown> }
-  );
-type ExecJob = Job & { kind: 'exec' };
 
 interface Lane {
   /** Jobs not yet handed to an executor (or run locally), in arrival order. */
@@ -48,56 +67,68 @@ interface Lane {
   ex: Executor | null;
 }
 
-interface Executor {
-  proc: ChildProcess;
-  channel: Socket;
-  ready: boolean;
-  /** Requests sent and not answered, in order; the first one is running. */
-  inflight: { id: number; job: ExecJob }[];
-  /** The lane of the in-flight requests (null for lane-less ones, never pipelined). */
-  lane: string | null;
-  /** When the running request overruns its limit (performance.now() ms). */
-  deadline: number;
-  timer: NodeJS.Timeout | null;
-  timerAt: number;
-  /** Id of the request whose time limit killed this executor. */
-  killedFor: number | null;
-  exited: boolean;
-  controls: Map<number, () => void>;
-  dbs: Set<string>;
-  /** Databases whose connection here holds temp objects: they may run nowhere else. */
-  pinned: Set<string>;
+export interface PoolStats {
+  executors: number;
+  busy: number;
+  queued: number;
 }
-
-const isTs = import.meta.url.endsWith('.ts');
-const ENTRY = fileURLToPath(new URL(`./executor-main.${isTs ? 'ts' : 'js'}`, import.meta.url));
 
 export class ExecutorPool {
   private readonly executors: Executor[] = [];
   private readonly lanes = new Map<string, Lane>();
-  private readonly runnable: Job[] = [];
+  private readonly fair: FairShare<Job>;
+  private readonly idleMs: number;
+  private readonly maxWaitMs: number;
+  private readonly sweeper: NodeJS.Timeout;
   private nextId = 1;
   private closed = false;
 
   constructor(private readonly opts: PoolOptions) {
+    const perOwner = Math.min(opts.maxSize, Math.max(1, opts.perOwner ?? opts.size - 1));
+    this.fair = new FairShare<Job>(perOwner, Math.max(1, opts.maxQueuedPerOwner ?? 1000));
+    this.idleMs = opts.idleMs ?? 30_000;
+    this.maxWaitMs = opts.maxWaitMs ?? 60_000;
     for (let i = 0; i < opts.size; i++) this.spawn();
+    const every = Math.min(5000, Math.max(50, this.idleMs / 2), Math.max(50, this.maxWaitMs / 4));
+    this.sweeper = setInterval(() => {
+      this.expire();
+      this.shrink();
+    }, every);
+    this.sweeper.unref();
   }
 
-  /** Runs an op on an executor; `lane` serializes it with other requests on that database. */
-  run<T>(op: ExecutorOp, timeoutMs: number, lane: string | null): Promise<T> {
+  /**
+   * Runs an op on an executor; `lane` serializes it with other requests on that database, `owner`
+   * says whose share of executors it uses (default: the lane, else the database).
+   */
+  run<T>(op: ExecutorOp, timeoutMs: number, lane: string | null, owner?: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.submit({ kind: 'exec', op, lane, timeoutMs, resolve: resolve as (v: unknown) => void, reject });
+      const who = owner ?? lane ?? op.db;
+      this.submit({
+        kind: 'exec',
+        op,
+        lane,
+        owner: who,
+        timeoutMs,
+        waiting: false,
+        queuedAt: 0,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+      });
     });
   }
 
-  /** Runs `fn` in this process while holding the database's lane (used by delete). */
-  exclusive<T>(lane: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` in this process while holding the database's lane (used by create and delete). */
+  exclusive<T>(lane: string, fn: () => Promise<T>, owner?: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.submit({
         kind: 'local',
         fn,
         lane,
+        owner: owner ?? lane,
         timeoutMs: 0,
+        waiting: false,
+        queuedAt: 0,
         resolve: resolve as (v: unknown) => void,
         reject,
       });
@@ -123,16 +154,15 @@ export class ExecutorPool {
     return this.executors.flatMap((e) => (e.proc.pid === undefined ? [] : [e.proc.pid]));
   }
 
-  get stats(): { executors: number; busy: number; queued: number } {
+  get stats(): PoolStats {
     const busy = this.executors.filter((e) => e.inflight.length > 0).length;
-    return { executors: this.executors.length, busy, queued: this.runnable.length };
+    return { executors: this.executors.length, busy, queued: this.fair.queuedCount };
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    const err = new DatabaseEngineError('EngineClosed', 'database engine is closed');
-    for (const job of this.runnable.splice(0)) job.reject(err);
-    for (const lane of this.lanes.values()) for (const job of lane.queue.splice(0)) job.reject(err);
+    clearInterval(this.sweeper);
+    this.rejectWaiting();
     await Promise.all(
       this.executors.map(
         (ex) =>
@@ -150,27 +180,63 @@ export class ExecutorPool {
       job.reject(new DatabaseEngineError('EngineClosed', 'database engine is closed'));
       return;
     }
-    if (job.lane !== null) {
-      const lane = this.lanes.get(job.lane);
-      if (lane) {
-        // The lane is busy: ride along on its executor if nothing is queued ahead.
-        const ex = lane.ex;
-        if (job.kind === 'exec' && lane.queue.length === 0 && ex && this.canPipeline(ex, job.lane)) {
-          lane.active++;
-          this.send(ex, job);
-        } else {
-          lane.queue.push(job);
-        }
-        return;
-      }
-      this.lanes.set(job.lane, { queue: [], active: 1, ex: null });
+    const lane = job.lane === null ? undefined : this.lanes.get(job.lane);
+    // The lane is busy: ride along on its executor if nothing is queued ahead.
+    const ex = lane?.ex;
+    if (lane && job.kind === 'exec' && lane.queue.length === 0 && ex && this.canPipeline(ex, job.lane as string)) {
+      lane.active++;
+      this.send(ex, job);
+      return;
     }
-    this.runnable.push(job);
+    if (!this.fair.canQueue(job.owner)) {
+      job.reject(
+        new DatabaseEngineError(
+          'QueueFull',
+          `${this.fair.maxQueued} database requests of this account are already waiting for an executor; retry when some have answered`,
+        ),
+      );
+      return;
+    }
+    job.waiting = true;
+    job.queuedAt = performance.now();
+    this.fair.enqueue(job.owner);
+    if (lane) {
+      lane.queue.push(job);
+      return;
+    }
+    if (job.lane !== null) this.lanes.set(job.lane, { queue: [], active: 1, ex: null });
+    this.makeRunnable(job);
     this.pump();
   }
 
   private canPipeline(ex: Executor, lane: string): boolean {
     return ex.lane === lane && !ex.exited && ex.killedFor === null && ex.inflight.length < PIPELINE_DEPTH;
+  }
+
+  /** The job leaves its owner's queue: it is being sent or started locally. */
+  private unqueue(job: Job): void {
+    if (!job.waiting) return;
+    job.waiting = false;
+    this.fair.dequeue(job.owner);
+  }
+
+  /** A job at the head of its lane (or lane-less) may start: local ones need no executor. */
+  private makeRunnable(job: Job): void {
+    if (job.kind === 'exec') {
+      this.fair.pushRunnable(job.owner, job);
+      return;
+    }
+    this.unqueue(job);
+    // Not called from inside pump's or submit's bookkeeping: fn may submit requests of its own.
+    queueMicrotask(() => {
+      job
+        .fn()
+        .then(job.resolve, job.reject)
+        .finally(() => {
+          this.finish(job);
+          this.pump();
+        });
+    });
   }
 
   /** A job of a lane is done (answered, failed or handed back): the lane moves on when idle. */
@@ -184,60 +250,64 @@ export class ExecutorPool {
     const next = lane.queue.shift();
     if (next) {
       lane.active = 1;
-      this.runnable.push(next);
+      this.makeRunnable(next);
     } else {
       this.lanes.delete(job.lane);
     }
   }
 
+  /** Hands runnable jobs to idle executors, fairest owner first; starts a spare when needed. */
   private pump(): void {
-    // Local jobs need no executor: never leave them behind a job waiting for one.
-    for (let i = this.runnable.length - 1; i >= 0; i--) {
-      const job = this.runnable[i];
-      if (job.kind !== 'local') continue;
-      this.runnable.splice(i, 1);
-      job
-        .fn()
-        .then(job.resolve, job.reject)
-        .finally(() => {
-          this.finish(job);
-          this.pump();
-        });
-    }
-    let waiting = false;
-    for (let i = 0; i < this.runnable.length; ) {
-      const job = this.runnable[i] as ExecJob;
-      const db = job.op.db;
-      const pin = job.op.op === 'export' ? undefined : this.executors.find((e) => e.pinned.has(db));
-      const idle = this.executors.filter((e) => e.ready && !e.exited && e.inflight.length === 0);
-      const ex = pin
-        ? pin.ready && !pin.exited && pin.inflight.length === 0
-          ? pin
-          : undefined
-        : (idle.find((e) => e.dbs.has(db)) ?? idle[0]);
-      if (!ex) {
-        if (!pin) waiting = true;
-        i++;
-        continue;
+    let starved = false;
+    outer: while (this.fair.runnableCount > 0) {
+      const owners = this.fair.candidates();
+      if (owners.length === 0) break;
+      // Executors still at a lowered priority (restoring it was not allowed) come last.
+      const idle = this.executors.filter(isIdle).sort((a, b) => Number(a.niced) - Number(b.niced));
+      if (idle.length === 0) {
+        // Every job needs an idle executor (a pinned one too): no need to look at each.
+        starved = true;
+        break;
       }
-      this.runnable.splice(i, 1);
-      this.start(ex, job);
+      for (const o of owners) {
+        for (let i = 0; i < o.runnable.length; i++) {
+          const job = o.runnable[i] as ExecJob;
+          const db = job.op.db;
+          const pin = job.op.op === 'export' ? undefined : this.executors.find((e) => e.pinned.has(db));
+          const ex = pin
+            ? isIdle(pin)
+              ? pin
+              : undefined
+            : (idle.find((e) => e.dbs.has(db) && !e.niced) ?? idle[0]);
+          if (!ex) {
+            if (!pin) starved = true;
+            continue;
+          }
+          this.fair.takeRunnable(o, i);
+          this.start(ex, job);
+          continue outer;
+        }
+      }
+      break;
     }
     // Keep a spare: when no executor is idle any more, start one now rather than when the
-    // next request arrives (a process takes tens of ms to start, more under tsx).
+    // next request arrives (a process takes tens of ms to start, more under tsx). Nobody waits for
+    // a spare, so it starts at a lower CPU priority than the queries running meanwhile.
     const idle = this.executors.some((e) => e.inflight.length === 0 && !e.exited);
     if (
-      (waiting || !idle) &&
+      (starved || !idle) &&
       !this.executors.some((e) => !e.ready) &&
       this.executors.length < this.opts.maxSize
     ) {
-      this.spawn();
+      this.spawn(!starved);
     }
   }
 
   /** Hands a job to an idle executor, then pipelines whatever its lane has queued behind it. */
   private start(ex: Executor, job: ExecJob): void {
     ex.lane = job.lane;
+    ex.owner = job.owner;
+    this.fair.acquire(job.owner);
     this.send(ex, job);
     if (job.lane === null) return;
     const lane = this.lanes.get(job.lane);
@@ -250,78 +320,92 @@ export class ExecutorPool {
   }
 
   private send(ex: Executor, job: ExecJob): void {
+    this.unqueue(job);
     const id = this.nextId++;
     ex.inflight.push({ id, job });
-    if (ex.inflight.length === 1) this.armDeadline(ex);
+    if (ex.inflight.length === 1) armDeadline(ex);
     if (job.op.op !== 'export') ex.dbs.add(job.op.db);
     ex.channel.write(encodeFrame({ ...job.op, id } satisfies ExecutorRequest));
   }
 
-  /**
-   * The first in-flight request starts its time limit now (the one before it just answered).
-   * One timer per executor, re-armed only when it fires early or a shorter limit comes up,
-   * so a fast request costs no setTimeout/clearTimeout pair.
-   */
-  private armDeadline(ex: Executor): void {
-    const head = ex.inflight[0];
-    if (!head) return;
-    const now = performance.now();
-    ex.deadline = now + head.job.timeoutMs;
-    if (ex.timer && ex.timerAt <= ex.deadline) return;
-    if (ex.timer) clearTimeout(ex.timer);
-    ex.timerAt = ex.deadline;
-    ex.timer = setTimeout(() => this.checkDeadline(ex), head.job.timeoutMs);
+  /** The executor has nothing in flight any more: it no longer counts against its owner's share. */
+  private release(ex: Executor): void {
+    ex.idleSince = performance.now();
+    restorePriority(ex);
+    if (ex.owner === null) return;
+    this.fair.release(ex.owner);
+    ex.owner = null;
   }
 
-  private checkDeadline(ex: Executor): void {
-    ex.timer = null;
-    if (ex.inflight.length === 0 || ex.exited) return;
-    const left = ex.deadline - performance.now();
-    if (left <= 0) {
-      ex.killedFor = ex.inflight[0]?.id ?? null;
-      ex.proc.kill('SIGKILL');
-      return;
-    }
-    ex.timerAt = ex.deadline;
-    ex.timer = setTimeout(() => this.checkDeadline(ex), left);
-  }
-
-  private spawn(): void {
-    const proc = spawn(
-      process.execPath,
-      [...(isTs ? ['--import', 'tsx'] : []), ENTRY, JSON.stringify(this.opts.settings)],
-      { stdio: ['ignore', 'inherit', 'inherit', 'pipe'] },
+  private spawn(spare = false): void {
+    const ex = spawnExecutor(
+      this.opts.settings,
+      (e, msg) => this.onMessage(e, msg),
+      (e, code, signal) => this.onExit(e, code, signal),
     );
-    const channel = proc.stdio[3] as Socket;
-    const ex: Executor = {
-      proc,
-      channel,
-      ready: false,
-      inflight: [],
-      lane: null,
-      deadline: 0,
-      timer: null,
-      timerAt: 0,
-      killedFor: null,
-      exited: false,
-      controls: new Map(),
-      dbs: new Set(),
-      pinned: new Set(),
-    };
+    if (spare) lowerPriority(ex);
     this.executors.push(ex);
-    const reader = new FrameReader((json) => this.onMessage(ex, JSON.parse(json) as ExecutorResponse));
-    channel.on('data', (chunk: Buffer) => reader.push(chunk));
-    // A write to an executor that just died fails with EPIPE; its 'close' handles the rest.
-    channel.on('error', () => undefined);
-    // 'close' comes after the process exited and its channel was read to the end, so every
-    // answer it wrote has been seen.
-    proc.on('close', (code, signal) => this.onExit(ex, code, signal));
-    proc.on('error', () => undefined);
+  }
+
+  /**
+   * Ends executors beyond `size` that have been idle for `idleMs`, longest idle first (those
+   * without temp objects before those with: ending a connection drops its temp objects, as
+   * evicting it would). Closing the channel makes the executor exit at end of file.
+   */
+  private shrink(): void {
+    const extra = this.executors.length - this.opts.size;
+    if (extra <= 0 || this.closed) return;
+    const now = performance.now();
+    const idle = this.executors
+      .filter((e) => isIdle(e) && now - e.idleSince >= this.idleMs)
+      .sort(
+        (a, b) => Number(b.niced) - Number(a.niced) || a.pinned.size - b.pinned.size || a.idleSince - b.idleSince,
+      )
+      .slice(0, extra);
+    for (const ex of idle) {
+      this.executors.splice(this.executors.indexOf(ex), 1);
+      ex.channel.end();
+    }
+  }
+
+  /**
+   * Requests that have waited `maxWaitMs` for an executor while their owner's share is in use fail
+   * with QueueTimeout: they never ran,
+   * and a client that sent a backlog of runaways gets its answers (and its queue back) in bounded
+   * time instead of hours later. Oldest first within a lane, so the lane stays in order.
+   */
+  private expire(): void {
+    if (this.fair.queuedCount === 0 || this.closed) return;
+    const now = performance.now();
+    // Only while the owner's own requests hold its share: waiting for a process to start, or for
+    // other owners' requests when the pool is at its maximum, is not this owner's backlog.
+    const old = (j: Job | undefined) =>
+      j?.waiting === true && now - j.queuedAt >= this.maxWaitMs && this.fair.atShare(j.owner);
+    const behind: Job[] = [];
+    for (const lane of this.lanes.values()) while (old(lane.queue[0])) behind.push(lane.queue.shift() as Job);
+    const heads: Job[] = [];
+    for (const o of this.fair.slots()) {
+      for (let i = o.runnable.length - 1; i >= 0; i--) if (old(o.runnable[i])) heads.push(this.fair.takeRunnable(o, i));
+    }
+    for (const job of [...behind, ...heads]) {
+      this.unqueue(job);
+      job.reject(
+        new DatabaseEngineError(
+          'QueueTimeout',
+          `waited ${Math.round(now - job.queuedAt)} ms for a database executor and never ran (this account's earlier requests held its share of executors); retry later`,
+        ),
+      );
+    }
+    // A lane's runnable head gave up: the lane moves on (what is left in its queue is younger).
+    for (const job of heads) this.finish(job);
+    if (heads.length > 0) this.pump();
   }
 
   private onMessage(ex: Executor, msg: ExecutorResponse): void {
     if ('ready' in msg) {
       ex.ready = true;
+      ex.idleSince = performance.now();
+      restorePriority(ex);
       this.pump();
       return;
     }
@@ -339,13 +423,14 @@ export class ExecutorPool {
     const cur = ex.inflight[0];
     if (!cur || cur.id !== msg.id) return;
     ex.inflight.shift();
-    this.armDeadline(ex);
+    armDeadline(ex);
+    if (ex.inflight.length === 0) this.release(ex);
     const job = cur.job;
     if (msg.ok && msg.pinned && job.op.op !== 'export') ex.pinned.add(job.op.db);
     if (msg.ok) job.resolve(msg.result);
     else job.reject(deserializeError(msg.error));
     this.finish(job);
-    if (this.runnable.length > 0 || ex.inflight.length === 0) this.pump();
+    if (this.fair.runnableCount > 0 || ex.inflight.length === 0) this.pump();
   }
 
   private onExit(ex: Executor, code: number | null, signal: NodeJS.Signals | null): void {
@@ -357,12 +442,19 @@ export class ExecutorPool {
     for (const done of ex.controls.values()) done();
     ex.controls.clear();
     const [cur, ...notStarted] = ex.inflight.splice(0);
+    this.release(ex);
     if (cur) {
       // Requests pipelined behind the one that was running never started: back to the
-      // front of their lane, to run on another executor once the lane moves on.
+      // front of their lane (and their owner's queue), to run on another executor once the
+      // lane moves on.
       const lane = cur.job.lane === null ? undefined : this.lanes.get(cur.job.lane);
       if (lane && notStarted.length > 0) {
         lane.active -= notStarted.length;
+        for (const n of notStarted) {
+          n.job.waiting = true;
+          n.job.queuedAt = performance.now();
+          this.fair.enqueue(n.job.owner);
+        }
         lane.queue.unshift(...notStarted.map((n) => n.job));
       }
       cur.job.reject(
@@ -381,12 +473,19 @@ export class ExecutorPool {
       this.finish(cur.job);
     }
     if (this.closed) {
-      const err = new DatabaseEngineError('EngineClosed', 'database engine is closed');
-      for (const job of this.runnable.splice(0)) job.reject(err);
-      for (const lane of this.lanes.values()) for (const job of lane.queue.splice(0)) job.reject(err);
+      this.rejectWaiting();
       return;
     }
     if (this.executors.length < this.opts.size) this.spawn();
     this.pump();
+  }
+
+  private rejectWaiting(): void {
+    const err = new DatabaseEngineError('EngineClosed', 'database engine is closed');
+    const waiting = [...this.fair.drain(), ...[...this.lanes.values()].flatMap((l) => l.queue.splice(0))];
+    for (const job of waiting) {
+      this.unqueue(job);
+      job.reject(err);
+    }
   }
 }

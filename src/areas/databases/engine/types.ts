@@ -14,6 +14,11 @@ export interface DatabaseSnapshot {
 export interface RequestLimits {
   /** Size cap of the database for this request (e.g. what is left of the owner's storage plan). */
   maxBytes?: number;
+  /**
+   * Whose request this is (an owner id): executors are shared fairly between owners, each with its
+   * own queue and share. Default: the database id, i.e. every database is an owner of its own.
+   */
+  owner?: string;
 }
 
 /**
@@ -22,7 +27,7 @@ export interface RequestLimits {
  * Errors are `DatabaseEngineError` (see errors.ts).
  */
 export interface DatabaseEngine {
-  create(id: string): Promise<void>;
+  create(id: string, limits?: Pick<RequestLimits, 'owner'>): Promise<void>;
   /** Removes every file of the database (db, -wal, -shm); a no-op when absent. */
   delete(id: string): Promise<void>;
   exists(id: string): Promise<boolean>;
@@ -32,17 +37,25 @@ export interface DatabaseEngine {
   query(id: string, req: QueryRequest, limits?: RequestLimits): Promise<QueryResult>;
   batch(id: string, statements: QueryRequest[], limits?: RequestLimits): Promise<QueryResult[]>;
   import(id: string, req: ImportRequest, limits?: RequestLimits): Promise<ImportResult>;
-  export(id: string): Promise<DatabaseSnapshot>;
+  export(id: string, limits?: Pick<RequestLimits, 'owner'>): Promise<DatabaseSnapshot>;
   close(): Promise<void>;
 }
 
 export interface EmbeddedEngineOptions {
   /** Directory holding `<id>.sqlite` files; created if missing. */
   dir: string;
-  /** Executor processes kept running (default: available cores + 1, at least 3). */
+  /** Executor processes kept running, the pool's minimum (default: available cores + 1, at least 3). */
   workers?: number;
-  /** Upper bound when all are busy (default: 4 x workers). */
+  /** Upper bound when all are busy (default: 2 x workers). */
   maxWorkers?: number;
+  /** Executors one owner may hold at once (default: workers - 1, at least 1). */
+  maxWorkersPerOwner?: number;
+  /** Requests one owner may have waiting for an executor; more fail with QueueFull (default 1000). */
+  maxQueuedPerOwner?: number;
+  /** Executors beyond `workers` that have been idle this long are ended, in ms (default 30,000). */
+  idleMs?: number;
+  /** A request waiting this long for an executor fails with QueueTimeout, never run (ms, default 60,000). */
+  maxQueueWaitMs?: number;
   /** Time limit of query, batch and import in ms (default 10,000). */
   timeoutMs?: number;
   /** Time limit of export in ms (default 120,000). */

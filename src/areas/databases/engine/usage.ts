@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { rename, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+
+let tmpSeq = 0;
 
 export interface DatabaseUsage {
   rowsRead: number;
@@ -55,12 +57,21 @@ export class UsageCounters {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     const snapshot = JSON.stringify(Object.fromEntries(this.counts));
-    const tmp = `${this.file}.tmp`;
-    this.writing = this.writing.then(async () => {
-      await writeFile(tmp, snapshot);
-      await rename(tmp, this.file);
+    // A temp name of its own per write: two engines on one directory (a restart while the old one
+    // still flushes, tests) must not rename each other's half-written file away (ENOENT).
+    const tmp = `${this.file}.${process.pid}.${++tmpSeq}.tmp`;
+    // A failed write must not fail every later flush: the chain goes on from a settled promise.
+    const write = this.writing.then(async () => {
+      try {
+        await writeFile(tmp, snapshot);
+        await rename(tmp, this.file);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw err;
+      }
     });
-    await this.writing;
+    this.writing = write.catch(() => undefined);
+    await write;
   }
 
   private schedule(): void {

@@ -16,6 +16,7 @@ import { mountMcp } from './platform/mcp.js';
 import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute } from './platform/metrics-http.js';
 import { OutboundClient } from './platform/outbound.js';
+import { Outbox, outboxMigrations } from './platform/outbox.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
@@ -67,7 +68,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     dataDir: config.dataDir,
     onIdleError: (err) => app.log.warn({ err }, 'idle PostgreSQL connection lost; it will be replaced'),
   });
-  await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...areaMigrations });
+  await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...outboxMigrations, ...areaMigrations });
 
   let redis: Redis | undefined;
   let bus: Bus = new MemoryBus();
@@ -87,6 +88,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     config,
     store,
     bus,
+    events: new Outbox({ store, bus, log: app.log }),
     usage: new Usage(store.db),
     metrics,
     jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs }),
@@ -97,6 +99,10 @@ export async function buildServer(config: Config): Promise<Nube> {
     redis,
     log: app.log,
   };
+  // Cluster-wide like the job gauges (one table): aggregate with max across replicas.
+  metrics.sampled('nube_outbox_backlog', 'Events committed and not yet fanned out to webhook deliveries', [], async () => [
+    { value: await deps.events.backlog() },
+  ]);
   const services = await createServices(deps);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
@@ -158,14 +164,17 @@ export async function buildServer(config: Config): Promise<Nube> {
     async listen() {
       const address = await app.listen({ host: config.host, port: config.port });
       if (!config.publicUrlFixed) publicUrl = address;
-      if (config.runWorkers) deps.jobs.start();
+      if (config.runWorkers) {
+        deps.jobs.start();
+        deps.events.start();
+      }
       return address;
     },
     async close() {
       if (closing) return;
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
-      await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 })]);
+      await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();
       await bus.close();

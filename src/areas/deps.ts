@@ -8,6 +8,7 @@ import type { JobQueue } from '../platform/jobs.js';
 import type { RateLimiter } from '../platform/limits.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { OutboundClient } from '../platform/outbound.js';
+import type { Outbox } from '../platform/outbox.js';
 import type { Usage } from '../platform/usage.js';
 import type { Store } from '../store/db.js';
 
@@ -16,6 +17,11 @@ export interface PlatformDeps {
   config: Config;
   store: Store;
   bus: Bus;
+  /**
+   * Events (webhooks): record them in the transaction of the change they report,
+   * `events.atomically(async (trx, emit) => ...)` or `events.record(trx, e)` then `events.wake()`.
+   */
+  events: Outbox;
   usage: Usage;
   /** Prometheus series: areas add counters and scrape-time samples of what they hold (GET /metrics). */
   metrics: Metrics;

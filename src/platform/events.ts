@@ -8,14 +8,19 @@ export interface BusEvent {
   ownerId: string;
   timestamp: string;
   data: Record<string, unknown>;
+  /**
+   * Set on events recorded in the outbox (platform/outbox.ts), published once they were handed to the
+   * outbox's consumer: they are already durable, so a subscriber must not persist them again.
+   */
+  id?: string;
 }
 
 export type BusHandler = (e: BusEvent) => void | Promise<void>;
 
 /**
  * Publish/subscribe across the deployment. In-process by default; Redis pub/sub with REDIS_URL so
- * every replica sees every event. Durable work (webhook deliveries) is enqueued as jobs by the
- * subscriber, so the bus itself never needs to persist anything.
+ * every replica sees every event. Events that must not be lost go through the outbox (platform/outbox.ts),
+ * which publishes them here once they are durable (for live observers), so the bus persists nothing.
  */
 export interface Bus {
   publish(e: Omit<BusEvent, 'timestamp'> & { timestamp?: string }): Promise<void>;

@@ -3,6 +3,7 @@
 // the worker that took the job over.
 import { type ExpressionBuilder, type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import type { Dialect } from '../store/db.js';
+import { relaxCommit } from '../store/relaxed-commit.js';
 import type { Tables } from '../store/schema.js';
 import type { JobInfo } from './jobs-contract.js';
 import { type JobStatus, type JobsTable, PENDING_KEY_PREDICATE } from './jobs-migration.js';
@@ -145,6 +146,8 @@ export async function claim(
     // PostgreSQL: lock the picked rows and skip rows another worker has locked, so concurrent workers
     // each get distinct jobs instead of blocking on, or double-taking, the same ones.
     rows = await db.transaction().execute(async (trx) => {
+      // A claim lost with the server is a claim that never happened: the job is simply due again.
+      await relaxCommit(trx, dialect);
       const picked = await trx
         .selectFrom('jobs')
         .select('id')

@@ -121,6 +121,8 @@ describe.each(DIALECTS)('GET /metrics (%s)', (dialect) => {
     expect(value(all, `${h}_count`, { operation: 'GET /metrics', status_class: '4xx' })).toBeGreaterThanOrEqual(3);
 
     expect(value(all, 'nube_webhook_delivery_attempts_total', { outcome: 'success' })).toBe(1);
+    // The event of that upload went through the outbox, now empty.
+    expect(value(all, 'nube_outbox_backlog')).toBe(0);
     expect(value(all, 'nube_jobs_due', { type: 'test.orphan' })).toBe(1);
     expect(value(all, 'nube_jobs_oldest_due_age_seconds', { type: 'test.orphan' })).toBeGreaterThanOrEqual(59);
     expect(value(all, 'nube_jobs_scheduled', { type: 'test.later' })).toBe(1);

@@ -23,7 +23,7 @@ describe.each(DIALECTS)('webhook delivery (%s)', (dialect) => {
     return r.body as { id: string; secret: string };
   };
   const publish = (event: string, data: Record<string, unknown> = {}, owner = ownerId) =>
-    t.nube.deps.bus.publish({ event, ownerId: owner, data });
+    t.nube.deps.events.emit({ event, ownerId: owner, data });
   const deliveries = async (id: string, query = '') => (await api('GET', `/webhooks/${id}/deliveries${query}`)).body;
   beforeAll(async () => {
     t = await startNube({ dialect, env: FAST });
@@ -146,7 +146,7 @@ describe.each(DIALECTS)('webhook delivery (%s)', (dialect) => {
       const owner = (await call('GET', '/account')).id;
       rx.delayMs = 10_000;
       rx.delayFirst = 2;
-      await slow.nube.deps.bus.publish({ event: 'file.created', ownerId: owner, data: { id: 'slow' } });
+      await slow.nube.deps.events.emit({ event: 'file.created', ownerId: owner, data: { id: 'slow' } });
       const failed = await until(() => call('GET', `/webhooks/${w.id}`), (h) => h.failureCount >= 2, 60_000);
       expect(failed.failureCount).toBeGreaterThanOrEqual(2);
       expect(failed.lastError).toMatch(/timeout/);
@@ -173,7 +173,7 @@ describe.each(DIALECTS)('webhook delivery (%s)', (dialect) => {
       const w = await json(r);
       const owner = (await json(await fetch(`${short.baseUrl}/api/v2/account`, { headers: short.auth }))).id;
       rx.status = 503;
-      await short.nube.deps.bus.publish({ event: 'file.created', ownerId: owner, data: { id: 'doomed' } });
+      await short.nube.deps.events.emit({ event: 'file.created', ownerId: owner, data: { id: 'doomed' } });
       const get = async () =>
         json(await fetch(`${short.baseUrl}/api/v2/webhooks/${w.id}/deliveries`, { headers: short.auth }));
       const list = await until(get, (l) => l.items[0]?.status === 'failed');

@@ -38,7 +38,7 @@ describe.each(DIALECTS)('webhook delivery across a restart (%s)', (dialect) => {
     });
     const w = await json(created);
     const owner = (await json(await fetch(`${first.baseUrl}/api/v2/account`, { headers: first.auth }))).id;
-    await first.nube.deps.bus.publish({ event: 'file.created', ownerId: owner, data: { id: 'survivor' } });
+    await first.nube.deps.events.emit({ event: 'file.created', ownerId: owner, data: { id: 'survivor' } });
     const listFirst = async () =>
       json(await fetch(`${first.baseUrl}/api/v2/webhooks/${w.id}/deliveries`, { headers: first.auth }));
     const pending = await until(listFirst, (l) => l.items[0]?.attemptCount === 1);

@@ -31,7 +31,7 @@ export const databasesArea: AreaModule = {
     const databases = new DatabasesService(
       new DatabasesRepo(deps.store.db),
       engine,
-      deps.bus,
+      deps.events,
       deps.usage,
       ENGINE_CAP_BYTES,
     );

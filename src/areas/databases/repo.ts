@@ -65,12 +65,13 @@ export class DatabasesRepo {
     return Number(row?.n ?? 0);
   }
 
-  async insert(row: DatabaseRow): Promise<void> {
-    await this.db.insertInto('databases').values(row).execute();
+  /** Writes take an optional transaction: the service commits a change with its event (outbox). */
+  async insert(row: DatabaseRow, db: Kysely<Tables> = this.db): Promise<void> {
+    await db.insertInto('databases').values(row).execute();
   }
 
-  async delete(ownerId: string, id: string): Promise<boolean> {
-    const r = await this.db
+  async delete(ownerId: string, id: string, db: Kysely<Tables> = this.db): Promise<boolean> {
+    const r = await db
       .deleteFrom('databases')
       .where('owner_id', '=', ownerId)
       .where('id', '=', id)

@@ -1,5 +1,5 @@
 import type { Principal } from '../../platform/auth.js';
-import type { Bus } from '../../platform/events.js';
+import type { Outbox } from '../../platform/outbox.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { assertWithinAllowance } from '../../platform/limits.js';
@@ -41,7 +41,7 @@ export class DatabasesService {
   constructor(
     private readonly repo: DatabasesRepo,
     readonly engine: DatabaseEngine,
-    private readonly bus: Bus,
+    private readonly events: Outbox,
     private readonly usage: Usage,
     /** The engine's own per-database size cap. */
     readonly engineCapBytes: number,
@@ -65,20 +65,24 @@ export class DatabasesService {
       description: input.description ?? null,
       created_at: Date.now(),
     };
-    try {
-      await this.repo.insert(row);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw nameTaken(input.name);
-      throw err;
-    }
+    // The file first, then the row and database.created in one commit: a crash in between leaves an
+    // unreferenced file, never a database (or an acknowledged create) without its event.
     try {
       await this.engine.create(row.id, { owner: p.ownerId });
     } catch (err) {
-      await this.repo.delete(p.ownerId, row.id);
       throw this.map(err, p);
     }
     const db = await this.out(row);
-    await this.bus.publish({ event: 'database.created', ownerId: p.ownerId, data: { ...db } });
+    try {
+      await this.events.atomically(async (trx, emit) => {
+        await this.repo.insert(row, trx);
+        emit({ event: 'database.created', ownerId: p.ownerId, data: { ...db } });
+      });
+    } catch (err) {
+      await this.engine.delete(row.id).catch(() => {});
+      if (isUniqueViolation(err)) throw nameTaken(input.name);
+      throw err;
+    }
     return db;
   }
 
@@ -89,8 +93,9 @@ export class DatabasesService {
     this.owners.delete(id);
     this.caps.delete(id);
     await this.engine.delete(id);
-    await this.repo.delete(p.ownerId, id);
-    await this.bus.publish({ event: 'database.deleted', ownerId: p.ownerId, data: { ...db, sizeBytes: 0 } });
+    await this.events.atomically(async (trx, emit) => {
+      if (await this.repo.delete(p.ownerId, id, trx)) emit({ event: 'database.deleted', ownerId: p.ownerId, data: { ...db, sizeBytes: 0 } });
+    });
     return { ok: true };
   }
 

@@ -11,6 +11,7 @@ export interface FilesCore {
   readonly urls: FileUrls;
   now(): number;
   view(row: FileRow): File;
-  publish(event: string, ownerId: string, file: File): Promise<void>;
+  /** PENDING -> DONE with its file.created in one commit; false when the record went meanwhile. */
+  completeUpload(row: FileRow, sha256: string, file: File): Promise<boolean>;
   enqueueEmbed(fileId: string): Promise<void>;
 }

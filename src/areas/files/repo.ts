@@ -87,11 +87,12 @@ function norm(r: FilesTable): FileRow {
   };
 }
 
+// Writes take an optional transaction: the service commits a change together with its event (outbox).
 export class FilesRepo {
   constructor(private readonly db: Kysely<Tables>) {}
 
-  async insert(row: FilesTable): Promise<void> {
-    await this.db.insertInto('files').values(row).execute();
+  async insert(row: FilesTable, db: Kysely<Tables> = this.db): Promise<void> {
+    await db.insertInto('files').values(row).execute();
   }
 
   /** Any status, any owner: for routes that resolve a file from a signed token or a job. */
@@ -165,8 +166,8 @@ export class FilesRepo {
   }
 
   /** PENDING -> DONE; false if the record changed meanwhile (expired and removed). */
-  async completeUpload(id: string, sha256: string, now: number): Promise<boolean> {
-    const r = await this.db
+  async completeUpload(id: string, sha256: string, now: number, db: Kysely<Tables> = this.db): Promise<boolean> {
+    const r = await db
       .updateTable('files')
       .set({ status: 'DONE', sha256, upload_nonce: null, updated_at: now })
       .where('id', '=', id)
@@ -176,8 +177,8 @@ export class FilesRepo {
   }
 
   /** Guarded update: applies only while the row is still in `fromStatus`. */
-  async update(id: string, fromStatus: FileRowStatus, set: Partial<FilesTable>): Promise<boolean> {
-    const r = await this.db.updateTable('files').set(set).where('id', '=', id).where('status', '=', fromStatus).executeTakeFirst();
+  async update(id: string, fromStatus: FileRowStatus, set: Partial<FilesTable>, db: Kysely<Tables> = this.db): Promise<boolean> {
+    const r = await db.updateTable('files').set(set).where('id', '=', id).where('status', '=', fromStatus).executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }
 

@@ -4,6 +4,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
+import type { OutboxEvent } from '../../platform/outbox.js';
 import type { PlatformDeps } from '../deps.js';
 import { blobKey, type FileUrls } from './blobs.js';
 import type { FilesCore } from './core.js';
@@ -64,6 +65,13 @@ function newRow(ownerId: string, id: string, input: CreateInput, now: number, se
   };
 }
 
+type FileEvent = 'file.created' | 'file.updated' | 'file.deleted' | 'file.restored';
+const fileEvent = (event: FileEvent, ownerId: string, file: File): OutboxEvent => ({
+  event,
+  ownerId,
+  data: file as unknown as Record<string, unknown>,
+});
+
 export class FilesService implements FilesCore {
   #now: () => number = Date.now;
   /** Byte routes outside /api/v2 (PUT/GET of presigned URLs, public URLs, share links). */
@@ -74,7 +82,7 @@ export class FilesService implements FilesCore {
     readonly repo: FilesRepo,
     readonly stores: BlobStores,
     readonly urls: FileUrls,
-    private readonly deps: Pick<PlatformDeps, 'bus' | 'jobs' | 'publicUrl' | 'config' | 'outbound'>,
+    private readonly deps: Pick<PlatformDeps, 'events' | 'jobs' | 'publicUrl' | 'config' | 'outbound'>,
     /** The owner's current plan (from the account area). */
     readonly planOf: PlanOf,
     /** The owner's own AI key (from the account area), if set. */
@@ -169,14 +177,18 @@ export class FilesService implements FilesCore {
     // record pointing at nothing.
     if (moving) await store.copy(oldKey, newKey);
     set.updated_at = this.now();
-    if (!(await this.repo.update(row.id, 'DONE', set))) {
+    const updated = { ...row, ...set } as FileRow;
+    const file = this.view(updated);
+    const changed = await this.deps.events.atomically(async (trx, emit) => {
+      const ok = await this.repo.update(row.id, 'DONE', set, trx);
+      if (ok) emit(fileEvent('file.updated', p.ownerId, file));
+      return ok;
+    });
+    if (!changed) {
       if (moving) await store.delete(newKey);
       throw errors.conflict('the file changed meanwhile; try again', 'FileChanged');
     }
     if (moving) await store.delete(oldKey);
-    const updated = { ...row, ...set } as FileRow;
-    const file = this.view(updated);
-    await this.publish('file.updated', p.ownerId, file);
     if (set.name !== undefined || set.metadata !== undefined) await this.enqueueEmbed(row.id);
     return file;
   }
@@ -185,10 +197,13 @@ export class FilesService implements FilesCore {
     const row = await this.row(p, id);
     if (row.status === 'DELETED') return;
     const now = this.now();
-    if (!(await this.repo.update(row.id, 'DONE', { status: 'DELETED', deleted_at: now, updated_at: now }))) return;
     const deleted = { ...row, status: 'DELETED', deleted_at: now, updated_at: now };
-    await this.deps.jobs.enqueue(JOB_PURGE, { fileId: row.id }, { runAt: purgeAt(deleted), key: `${JOB_PURGE}:${row.id}`, onDuplicate: 'replace' });
-    await this.publish('file.deleted', p.ownerId, this.view(deleted));
+    await this.deps.events.atomically(async (trx, emit) => {
+      if (!(await this.repo.update(row.id, 'DONE', { status: 'DELETED', deleted_at: now, updated_at: now }, trx))) return;
+      const purge = { runAt: purgeAt(deleted), key: `${JOB_PURGE}:${row.id}`, onDuplicate: 'replace' as const, db: trx };
+      await this.deps.jobs.enqueue(JOB_PURGE, { fileId: row.id }, purge);
+      emit(fileEvent('file.deleted', p.ownerId, this.view(deleted)));
+    });
   }
 
   async restore(p: Principal, id: string): Promise<File> {
@@ -202,12 +217,15 @@ export class FilesService implements FilesCore {
       throw errors.conflict('the file was in the trash longer than 7 days and is being purged', 'RetentionExpired');
     }
     const now = this.now();
-    if (!(await this.repo.update(row.id, 'DELETED', { status: 'DONE', deleted_at: null, updated_at: now }))) {
-      throw errors.conflict('the file changed meanwhile; try again', 'FileChanged');
-    }
-    await this.deps.jobs.cancel({ key: `${JOB_PURGE}:${row.id}` });
     const restored = { ...row, status: 'DONE', deleted_at: null, updated_at: now };
-    await this.publish('file.restored', row.owner_id, this.view(restored));
+    const ok = await this.deps.events.atomically(async (trx, emit) => {
+      const won = await this.repo.update(row.id, 'DELETED', { status: 'DONE', deleted_at: null, updated_at: now }, trx);
+      if (won) emit(fileEvent('file.restored', row.owner_id, this.view(restored)));
+      return won;
+    });
+    if (!ok) throw errors.conflict('the file changed meanwhile; try again', 'FileChanged');
+    // A purge that still runs finds the record DONE and leaves it (repo.remove is guarded by status).
+    await this.deps.jobs.cancel({ key: `${JOB_PURGE}:${row.id}` });
     return restored;
   }
 
@@ -226,9 +244,8 @@ export class FilesService implements FilesCore {
     };
     const store = this.stores.at(row.region);
     await store.copy(blobKey(row.access, row.owner_id, row.id), blobKey(copy.access, copy.owner_id, copy.id));
-    await this.repo.insert(copy);
     const file = this.view(copy);
-    await this.publish('file.created', p.ownerId, file);
+    await this.insertReported(copy, file);
     await this.enqueueEmbed(copy.id);
     return file;
   }
@@ -245,9 +262,8 @@ export class FilesService implements FilesCore {
       .at(input.region)
       .put(blobKey(input.access, p.ownerId, id), Readable.from([input.data]), { contentType: input.contentType, expectedSize: input.data.byteLength });
     const row = newRow(p.ownerId, id, { ...input, size: put.size }, now, { status: 'DONE', sha256: put.sha256 });
-    await this.repo.insert(row);
     const file = this.view(row);
-    await this.publish('file.created', p.ownerId, file);
+    await this.insertReported(row, file);
     await this.enqueueEmbed(id);
     return file;
   }
@@ -259,8 +275,21 @@ export class FilesService implements FilesCore {
     return { row, stream: got.stream };
   }
 
-  async publish(event: string, ownerId: string, file: File): Promise<void> {
-    await this.deps.bus.publish({ event, ownerId, data: file as unknown as Record<string, unknown> });
+  /** A new DONE record and its `file.created`, committed together. */
+  private insertReported(row: FileRow, file: File): Promise<void> {
+    return this.deps.events.atomically(async (trx, emit) => {
+      await this.repo.insert(row, trx);
+      emit(fileEvent('file.created', row.owner_id, file));
+    });
+  }
+
+  /** PENDING -> DONE with its `file.created`, committed together; false if the record went meanwhile. */
+  completeUpload(row: FileRow, sha256: string, file: File): Promise<boolean> {
+    return this.deps.events.atomically(async (trx, emit) => {
+      const ok = await this.repo.completeUpload(row.id, sha256, this.now(), trx);
+      if (ok) emit(fileEvent('file.created', row.owner_id, file));
+      return ok;
+    });
   }
 
   async enqueueEmbed(fileId: string): Promise<void> {

@@ -34,15 +34,15 @@ export class FileTransfers {
       // Checked again now: other uploads may have completed since POST /files.
       assertStorageAvailable(await this.planOf(row.owner_id), await this.files.repo.storedBytes(row.owner_id), row.size);
       const put = await receiveUpload(this.files.stores.at(grant.location), { ...grant, method: 'PUT' }, body, headers);
-      if (!(await this.files.repo.completeUpload(id, put.sha256, this.files.now()))) {
+      const done: FileRow = { ...row, status: 'DONE', sha256: put.sha256, upload_nonce: null };
+      const file = this.files.view(done);
+      // The record turns DONE in the commit that records file.created: an acknowledged upload has its event.
+      if (!(await this.files.completeUpload(row, put.sha256, file))) {
         // The record expired while the bytes streamed in: nothing references the object any more.
         await this.files.stores.at(grant.location).delete(grant.key);
         throw errors.forbidden('the upload URL expired during the upload', 'UploadUrlExpired');
       }
       ok = true;
-      const done: FileRow = { ...row, status: 'DONE', sha256: put.sha256, upload_nonce: null };
-      const file = this.files.view(done);
-      await this.files.publish('file.created', row.owner_id, file);
       await this.files.enqueueEmbed(id);
       return file;
     } finally {

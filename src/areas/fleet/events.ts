@@ -1,8 +1,7 @@
-// The one place turn outcomes leave as events (turn.completed / turn.failed). Published first, then
-// marked: a crash in between republishes the same turnId at the next start (at-least-once, receivers
-// deduplicate on turnId), never a second outcome. Until the platform's transactional outbox lands this
-// goes through the bus (deps.bus.publish).
-import type { Bus } from '../../platform/events.js';
+// The one place turn outcomes leave as events (turn.completed / turn.failed). The event is recorded in
+// the outbox in the transaction that marks the turn emitted: exactly once per turn. A turn finished but
+// not yet marked (a crash in between) is emitted at the next start (turns.ts, unemitted).
+import type { Outbox } from '../../platform/outbox.js';
 import type { Signer } from './cursor.js';
 import type { FleetRepo, FleetTurnRow } from './repo.js';
 
@@ -20,7 +19,7 @@ export interface TurnEventContext {
   lastSeq: number;
 }
 
-export async function emitTurnOutcome(bus: Bus, repo: FleetRepo, signer: Signer, turn: FleetTurnRow, ctx: TurnEventContext): Promise<void> {
+export async function emitTurnOutcome(events: Outbox, repo: FleetRepo, signer: Signer, turn: FleetTurnRow, ctx: TurnEventContext): Promise<void> {
   const usage = turn.usage ? (JSON.parse(turn.usage) as Record<string, unknown>) : { model: null, inputTokens: 0, outputTokens: 0, toolCalls: 0 };
   const reply = turn.reply ?? '';
   const started = Number(turn.started_at ?? turn.created_at);
@@ -42,6 +41,7 @@ export async function emitTurnOutcome(bus: Bus, repo: FleetRepo, signer: Signer,
     usage,
   };
   if (turn.status === 'failed') data.error = { code: turn.error_code ?? 'TurnFailed', message: turn.error_message ?? 'the turn ended with no reply' };
-  await bus.publish({ event: turn.status === 'completed' ? 'turn.completed' : 'turn.failed', ownerId: turn.owner_id, data });
-  await repo.claimEmit(turn.id);
+  await events.atomically(async (trx, emit) => {
+    if (await repo.claimEmit(turn.id, trx)) emit({ event: turn.status === 'completed' ? 'turn.completed' : 'turn.failed', ownerId: turn.owner_id, data });
+  });
 }

@@ -317,8 +317,8 @@ export class FleetRepo {
     await this.db.updateTable('fleet_turns').set(patch).where('id', '=', id).execute();
   }
   /** Marks the outcome published; false when it already was (exactly one outcome per turn). */
-  async claimEmit(id: string): Promise<boolean> {
-    const r = await this.db.updateTable('fleet_turns').set({ emitted: 1 }).where('id', '=', id).where('emitted', '=', 0).executeTakeFirst();
+  async claimEmit(id: string, db: Kysely<Tables> = this.db): Promise<boolean> {
+    const r = await db.updateTable('fleet_turns').set({ emitted: 1 }).where('id', '=', id).where('emitted', '=', 0).executeTakeFirst();
     return Number(r.numUpdatedRows) === 1;
   }
   async hasExternal(fleetAgentId: string, externalId: string): Promise<boolean> {

@@ -272,7 +272,7 @@ export class FleetTurns {
         await this.repo.trim(fleet.id, turn.group_id, conv.last_seq, cfg.transcriptMaxMessages, now - cfg.transcriptMaxAgeMs);
       }
     }
-    await emitTurnOutcome(this.deps.bus, this.repo, this.signer, row, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq });
+    await emitTurnOutcome(this.deps.events, this.repo, this.signer, row, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq });
     for (const d of this.deliverers) {
       if (completed) void d(fleet, turn.group_id, reply).catch((e: unknown) => this.deps.log.warn({ err: e, turn: turn.id }, 'channel delivery failed'));
     }
@@ -297,7 +297,7 @@ export class FleetTurns {
     for (const t of await this.repo.unemitted()) {
       const fleet = await this.repo.agent(t.fleet_agent_id);
       const conv = await this.repo.conversation(t.fleet_agent_id, t.group_id);
-      if (fleet) await emitTurnOutcome(this.deps.bus, this.repo, this.signer, t, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq: conv?.last_seq ?? 0 });
+      if (fleet) await emitTurnOutcome(this.deps.events, this.repo, this.signer, t, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq: conv?.last_seq ?? 0 });
     }
     for (const t of await this.repo.unfinished()) {
       const fleet = await this.repo.agent(t.fleet_agent_id);

@@ -290,8 +290,8 @@ export class MachinesRepo {
   }
 
   /** Marks a pending order paid; false when it was paid already (a second confirmation). */
-  async markPaid(id: string, at: number): Promise<boolean> {
-    const r = await this.db
+  async markPaid(id: string, at: number, db: Kysely<Tables> = this.db): Promise<boolean> {
+    const r = await db
       .updateTable('machine_orders')
       .set({ status: 'paid', paid_at: at })
       .where('id', '=', id)

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { Principal } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import type { OutboxEvent } from '../../platform/outbox.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import type { Services } from '../../platform/operation.js';
 import { PLANS } from '../../platform/plans.js';
@@ -270,8 +271,13 @@ export class MachinesCore {
     if (!expected) throw errors.forbidden('payments are not confirmable here: NUBE_CHECKOUT_OPERATOR_KEY is not set', 'CheckoutDisabled');
     if (operatorKey === undefined || !safeEqual(operatorKey, expected)) throw errors.forbidden('wrong operator key', 'Forbidden');
     const paidAt = Date.now();
-    if (!(await this.repo.markPaid(o.id, paidAt))) return { machineId: o.machine_id, alreadyPaid: true };
-    await this.paymentPaid({ ...o, status: 'paid', paid_at: paidAt });
+    // The order turns paid in the commit that records payment.paid (the outbox).
+    const paid = await this.deps.events.atomically(async (trx, emit) => {
+      const won = await this.repo.markPaid(o.id, paidAt, trx);
+      if (won) emit(this.paymentPaid({ ...o, status: 'paid', paid_at: paidAt }));
+      return won;
+    });
+    if (!paid) return { machineId: o.machine_id, alreadyPaid: true };
     const p = await this.principalOf(o.owner_id);
     const created = await this.fulfil(p, o).catch((e: unknown) => {
       this.deps.log.error({ err: e, order: o.id }, 'paid order: the machine could not be created');
@@ -294,12 +300,9 @@ export class MachinesCore {
     return m.id;
   }
 
-  /**
-   * The one place payment.paid is emitted. Through the bus for now (webhooks subscribe to it); when the
-   * platform's outbox lands, this becomes a row written with the order in one transaction.
-   */
-  async paymentPaid(o: OrderRow): Promise<void> {
-    await this.deps.bus.publish({
+  /** The one place payment.paid is made; recorded with the order's paid mark in one transaction. */
+  paymentPaid(o: OrderRow): OutboxEvent {
+    return {
       event: 'payment.paid',
       ownerId: o.owner_id,
       data: {
@@ -311,7 +314,7 @@ export class MachinesCore {
         provider: this.payments.name,
         paidAt: iso(o.paid_at ?? Date.now()),
       },
-    });
+    };
   }
 
   /**

@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import type { Dialect } from '../../store/db.js';
 import type { Tables } from '../../store/schema.js';
 import type { AttemptRecord, DeliveryRow, DeliveryStatus, WebhookStatus } from './repo.js';
 
@@ -127,6 +128,47 @@ export class DeliveriesRepo {
     if (Number(res.numUpdatedRows) !== 1) return undefined;
     if (paused && !o.ok) await this.skipPending(trx, d.webhook_id, 'webhook paused', now);
     return { status, paused };
+  }
+
+  /**
+   * Records successful attempts of webhooks that had only successes in this batch: one statement per
+   * webhook and, on PostgreSQL, one for all the deliveries. The same outcome as recordAttempt for each,
+   * in far fewer round trips (a round trip to PostgreSQL costs more than the row it writes).
+   */
+  async recordSuccesses(trx: Db, dialect: Dialect, items: { d: DeliveryRow; record: AttemptRecord }[]): Promise<void> {
+    if (!items.length) return;
+    const endOf = (r: AttemptRecord) => Math.round(r.at + r.durationMs);
+    const lastByHook = new Map<string, number>();
+    for (const { d, record } of items) lastByHook.set(d.webhook_id, Math.max(lastByHook.get(d.webhook_id) ?? 0, endOf(record)));
+    for (const [id, at] of lastByHook) {
+      await trx.updateTable('webhooks').set({ failure_count: 0, last_delivery_at: at, last_error: null }).where('id', '=', id).execute();
+    }
+    const rows = items.map(({ d, record }) => ({
+      id: d.id,
+      attempt: record.attempt,
+      code: record.statusCode,
+      log: JSON.stringify([...(JSON.parse(d.log) as AttemptRecord[]), record].slice(-LOG_MAX)),
+      now: endOf(record),
+    }));
+    if (dialect === 'postgres') {
+      const values = sql.join(rows.map((r) => sql`(${r.id}::text, ${r.attempt}::int, ${r.code}::int, ${r.log}::text, ${r.now}::bigint)`));
+      // Guarded like recordAttempt: a row whose attempt is already recorded (a re-run job) is left alone.
+      await sql`UPDATE webhook_deliveries AS d
+        SET status = 'succeeded', attempts = v.attempt, next_attempt_at = NULL, last_status_code = v.code,
+            last_error = NULL, log = v.log, updated_at = v.now
+        FROM (VALUES ${values}) AS v(id, attempt, code, log, now)
+        WHERE d.id = v.id AND d.attempts = v.attempt - 1`.execute(trx);
+      return;
+    }
+    // SQLite runs in process: a statement per row costs microseconds.
+    for (const r of rows) {
+      await trx
+        .updateTable('webhook_deliveries')
+        .set({ status: 'succeeded', attempts: r.attempt, next_attempt_at: null, last_status_code: r.code, last_error: null, log: r.log, updated_at: r.now })
+        .where('id', '=', r.id)
+        .where('attempts', '=', r.attempt - 1)
+        .execute();
+    }
   }
 
   get(ownerId: string, webhookId: string, id: string): Promise<DeliveryRow | undefined> {

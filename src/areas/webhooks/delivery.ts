@@ -7,6 +7,9 @@
 import { createHash } from 'node:crypto';
 import type { BusEvent } from '../../platform/events.js';
 import type { JobContext, JobQueue } from '../../platform/jobs.js';
+import type { Dialect } from '../../store/db.js';
+import { relaxCommit } from '../../store/relaxed-commit.js';
+import type { RecordedEvent } from '../../platform/outbox.js';
 import type { AttemptOutcome, DeliveriesRepo, DeliveryTarget } from './delivery-repo.js';
 import { EVENT_NAMES } from './events.js';
 import { GroupCommit } from './group-commit.js';
@@ -25,6 +28,8 @@ export interface DeliverJob {
 const PER_JOB = 16;
 /** First attempts grouped into one job at most. */
 const JOB_BATCH = 64;
+/** First attempts run inline at once at most (as many as the delivery jobs' slots run); beyond, jobs. */
+const INLINE_MAX = 256;
 
 type Log = { warn(obj: Record<string, unknown>, msg?: string): void };
 
@@ -33,6 +38,9 @@ export interface DeliveryDeps {
   deliveries: DeliveriesRepo;
   jobs: JobQueue;
   sender: WebhookSender;
+  dialect: Dialect;
+  /** When the job behind an inline first attempt runs if the attempt was not recorded (process died). */
+  fallbackMs: number;
   openSecret(sealed: string): string;
   /** Waits before retry 1, 2, ... */
   retryMs: readonly number[];
@@ -42,12 +50,12 @@ export interface DeliveryDeps {
 const KNOWN = new Set<string>(EVENT_NAMES);
 
 /**
- * Delivery ids are derived from (webhook, event, timestamp, body): with the Redis bus every replica
- * receives every event, and the one whose insert wins is the one that enqueues. The time prefix keeps
- * ids sortable by event time for pagination.
+ * Delivery ids are derived from the webhook and the event (its outbox id; for events still published
+ * on the bus, its timestamp and body: with the Redis bus every replica receives every event, and the
+ * one whose insert wins is the one that enqueues). The time prefix keeps ids sortable by event time.
  */
-function deliveryId(webhookId: string, at: number, body: string): string {
-  const h = createHash('sha256').update(webhookId).update('\n').update(body).digest('hex').slice(0, 16);
+function deliveryId(webhookId: string, at: number, event: string): string {
+  const h = createHash('sha256').update(webhookId).update('\n').update(event).digest('hex').slice(0, 16);
   return `dlv_${at.toString(36).padStart(9, '0')}${h}`;
 }
 
@@ -61,23 +69,93 @@ type Db = DeliveriesRepo['db'];
 export class Deliverer {
   private readonly events = new GroupCommit<BusEvent>((batch) => this.writeFanOut(batch));
   private readonly records = new GroupCommit<Recorded>((batch) => this.writeRecords(batch));
+  /** First attempts of the outbox batch being committed, and how many inline attempts are under way. */
+  private inlineNext: { key: string; ids: string[] }[] = [];
+  private inlineCount = 0;
+  private dueNow = false;
+  private readonly inline = new Set<Promise<void>>();
+  private readonly stopping = new AbortController();
 
   constructor(private readonly d: DeliveryDeps) {}
 
   /** Bus subscriber: records a delivery for every webhook of the owner subscribed to the event. */
   fanOut(e: BusEvent): Promise<void> {
-    if (!KNOWN.has(e.event) || !e.ownerId) return Promise.resolve();
+    // An event with an id came from the outbox and already has its deliveries.
+    if (e.id !== undefined || !KNOWN.has(e.event) || !e.ownerId) return Promise.resolve();
     return this.events.submit(e);
   }
 
+  /**
+   * Outbox consumer: the deliveries (and their first jobs) of a batch of recorded events, written in
+   * the transaction that removes the events from the outbox. Ids derive from the event's own id, so a
+   * batch handled twice (never expected; the outbox deletes in the same commit) inserts nothing twice.
+   */
+  async fanOutRecorded(trx: Db, batch: RecordedEvent[]): Promise<void> {
+    this.releaseInline(); // a batch whose commit failed never started
+    const known = batch.filter((e) => KNOWN.has(e.event) && e.ownerId);
+    const rows = await this.deliveryRows(trx, known, (hookId, e, at) => deliveryId(hookId, at, e.id));
+    await this.insertAndEnqueue(trx, rows, true);
+  }
+
+  /**
+   * Outbox commit done: first attempts run here at once instead of waiting for a job claim (several
+   * store round trips and a poll). Their jobs wait `fallbackMs` as the durable fallback: cancelled once
+   * the attempts are recorded, run if this process died first.
+   */
+  committed(): void {
+    const groups = this.inlineNext;
+    this.inlineNext = [];
+    for (const g of groups) {
+      const run = this.runInline(g)
+        .catch((err: unknown) => this.d.log.warn({ err }, 'inline webhook delivery failed; its job will retry'))
+        .finally(() => this.inline.delete(run));
+      this.inline.add(run);
+    }
+    // Inline attempts' jobs are not due yet; a poll is only worth it for jobs that are.
+    if (this.dueNow) this.d.jobs.notify();
+    this.dueNow = false;
+  }
+
+  private async runInline(g: { key: string; ids: string[] }): Promise<void> {
+    try {
+      const targets = await this.d.deliveries.targets(g.ids);
+      await this.deliverAll(targets, () => 1, this.stopping.signal);
+      if (!this.stopping.signal.aborted) await this.d.jobs.cancel({ key: g.key });
+    } finally {
+      this.inlineCount -= g.ids.length;
+    }
+  }
+
+  private releaseInline(): void {
+    for (const g of this.inlineNext) this.inlineCount -= g.ids.length;
+    this.inlineNext = [];
+  }
+
+  /** Stops inline attempts and waits for them (unrecorded ones are left to their fallback jobs). */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await Promise.all(this.inline);
+  }
+
   private async writeFanOut(batch: BusEvent[]): Promise<void> {
+    const rows = await this.deliveryRows(this.d.hooks.db, batch, (hookId, _e, at, body) => deliveryId(hookId, at, body));
+    if (!rows.length) return;
+    await this.d.hooks.db.transaction().execute((trx) => this.insertAndEnqueue(trx, rows));
+    this.d.jobs.notify();
+  }
+
+  private async deliveryRows<E extends BusEvent>(
+    db: Db,
+    batch: E[],
+    idOf: (hookId: string, e: E, at: number, body: string) => string,
+  ): Promise<DeliveryRow[]> {
     const subsOf = new Map<string, Awaited<ReturnType<WebhooksRepo['subscriptions']>>>();
     const rows: DeliveryRow[] = [];
     const now = Date.now();
     for (const e of batch) {
       let subs = subsOf.get(e.ownerId);
       if (!subs) {
-        subs = await this.d.hooks.subscriptions(e.ownerId);
+        subs = await this.d.hooks.subscriptions(e.ownerId, db);
         subsOf.set(e.ownerId, subs);
       }
       const parsed = Date.parse(e.timestamp);
@@ -87,7 +165,7 @@ export class Deliverer {
         if (!(JSON.parse(s.events) as string[]).includes(e.event)) continue;
         const active = s.status === 'ACTIVE';
         rows.push({
-          id: deliveryId(s.id, at, body),
+          id: idOf(s.id, e, at, body),
           webhook_id: s.id,
           owner_id: e.ownerId,
           event: e.event,
@@ -105,27 +183,37 @@ export class Deliverer {
         });
       }
     }
+    return rows;
+  }
+
+  private async insertAndEnqueue(trx: Db, rows: DeliveryRow[], inline = false): Promise<void> {
     if (!rows.length) return;
-    await this.d.hooks.db.transaction().execute(async (trx) => {
-      const fresh = await this.d.deliveries.insertNew(trx, rows);
-      const byHook = new Map<string, string[]>();
-      for (const r of rows) {
-        if (r.status !== 'pending' || !fresh.has(r.id)) continue;
-        const ids = byHook.get(r.webhook_id) ?? [];
-        ids.push(r.id);
-        byHook.set(r.webhook_id, ids);
-      }
-      for (const ids of byHook.values()) {
-        for (let i = 0; i < ids.length; i += JOB_BATCH) {
-          const job: DeliverJob = { deliveries: ids.slice(i, i + JOB_BATCH).map((id) => ({ id, attempt: 1 })) };
+    const now = Date.now();
+    const fresh = await this.d.deliveries.insertNew(trx, rows);
+    const byHook = new Map<string, string[]>();
+    for (const r of rows) {
+      if (r.status !== 'pending' || !fresh.has(r.id)) continue;
+      const ids = byHook.get(r.webhook_id) ?? [];
+      ids.push(r.id);
+      byHook.set(r.webhook_id, ids);
+    }
+    for (const ids of byHook.values()) {
+      for (let i = 0; i < ids.length; i += JOB_BATCH) {
+        const some = ids.slice(i, i + JOB_BATCH);
+        const job: DeliverJob = { deliveries: some.map((id) => ({ id, attempt: 1 })) };
+        if (inline && this.inlineCount + some.length <= INLINE_MAX && !this.stopping.signal.aborted) {
+          const key = `${DELIVER_JOB}:first:${some[0]}`;
+          this.inlineCount += some.length;
+          this.inlineNext.push({ key, ids: some });
+          await this.d.jobs.enqueue(DELIVER_JOB, job, { db: trx, runAt: now + this.d.fallbackMs, key });
+        } else {
+          this.dueNow = true;
           await this.d.jobs.enqueue(DELIVER_JOB, job, { db: trx, runAt: now });
         }
       }
-    });
-    this.d.jobs.notify();
+    }
   }
 
-  /** One delivery's next attempt (a retry or a redelivery). */
   /** Wakes the job poller after a commit that enqueued deliveries inside a transaction. */
   notify(): void {
     this.d.jobs.notify();
@@ -141,17 +229,21 @@ export class Deliverer {
   readonly run = async (job: DeliverJob, ctx: JobContext<DeliverJob>): Promise<void> => {
     const wanted = new Map(job.deliveries.map((x) => [x.id, x.attempt]));
     const targets = await this.d.deliveries.targets([...wanted.keys()]);
-    let next = 0;
-    const lane = async () => {
-      while (next < targets.length && !ctx.signal.aborted) {
-        const t = targets[next++]!;
-        await this.attempt(t, wanted.get(t.id) ?? 1, ctx.signal);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(PER_JOB, targets.length) }, lane));
+    await this.deliverAll(targets, (id) => wanted.get(id) ?? 1, ctx.signal);
     // The queue is stopping or lost the lease: unrecorded attempts run again with the job.
     if (ctx.signal.aborted) throw new Error('delivery job interrupted');
   };
+
+  private async deliverAll(targets: DeliveryTarget[], attemptOf: (id: string) => number, signal: AbortSignal): Promise<void> {
+    let next = 0;
+    const lane = async () => {
+      while (next < targets.length && !signal.aborted) {
+        const t = targets[next++]!;
+        await this.attempt(t, attemptOf(t.id), signal);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PER_JOB, targets.length) }, lane));
+  }
 
   private async attempt(t: DeliveryTarget, attempt: number, signal: AbortSignal): Promise<void> {
     if (t.status !== 'pending' || t.attempts >= attempt) return;
@@ -178,8 +270,20 @@ export class Deliverer {
 
   /** Records attempts (in the order they finished, which the consecutive-failure count follows). */
   private async writeRecords(batch: Recorded[]): Promise<void> {
+    // Webhooks with only successes in the batch (the usual case) take the batched path; a webhook with
+    // any failure keeps the per-attempt path, whose order the consecutive-failure count follows.
+    const failing = new Set(batch.filter((r) => !r.outcome.ok).map((r) => r.t.webhook_id));
+    const quick = batch.filter((r) => !failing.has(r.t.webhook_id));
+    const slow = batch.filter((r) => failing.has(r.t.webhook_id));
     await this.d.hooks.db.transaction().execute(async (trx) => {
-      for (const { t, outcome } of batch) {
+      // An attempt record lost with the database server means the attempt is made again (at least once).
+      await relaxCommit(trx, this.d.dialect);
+      await this.d.deliveries.recordSuccesses(
+        trx,
+        this.d.dialect,
+        quick.map((r) => ({ d: r.t, record: r.outcome.record })),
+      );
+      for (const { t, outcome } of slow) {
         const rec = await this.d.deliveries.recordAttempt(trx, t, outcome, PAUSE_AFTER);
         const { at, durationMs, attempt } = outcome.record;
         if (rec?.status === 'pending') {
@@ -190,6 +294,7 @@ export class Deliverer {
         }
       }
     });
-    this.d.jobs.notify();
+    // A poll costs several statements (about 9 ms on SQLite here): only retries can have become due.
+    if (slow.length) this.d.jobs.notify();
   }
 }

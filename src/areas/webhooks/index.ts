@@ -22,6 +22,8 @@ export const webhooksArea: AreaModule = {
       deliveries,
       jobs: deps.jobs,
       sender,
+      dialect: deps.store.dialect,
+      fallbackMs: webhookTimeoutMs + 20_000,
       openSecret: (sealed) => deps.secretBox.open(sealed),
       retryMs: webhookRetryMs,
       log: deps.log,
@@ -34,18 +36,26 @@ export const webhooksArea: AreaModule = {
       concurrency: 16,
       leaseMs: webhookTimeoutMs + 20_000,
     });
+    // Events recorded in the outbox with their change become deliveries in the commit that removes them.
+    deps.events.consume({
+      handle: (trx, events) => deliverer.fanOutRecorded(trx, events),
+      committed: () => deliverer.committed(),
+    });
+    // Events still published on the bus (sources not yet moved to the outbox) are fanned out as before:
+    // at most once, lost if nube dies before the fan-out commits.
     const unsubscribe = deps.bus.subscribe((e) =>
       deliverer.fanOut(e).catch((err: unknown) => {
         deps.log.error({ err, event: e.event, owner: e.ownerId }, 'webhook fan-out failed; event not delivered');
       }),
     );
     return {
-      webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, () => {
+      webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, async () => {
         unsubscribe();
+        await deliverer.stop();
       }),
     };
   },
   async close(services) {
-    services.webhooks.close();
+    await services.webhooks.close();
   },
 };

@@ -149,8 +149,8 @@ export class WebhooksRepo {
   }
 
   /** Subscriptions the fan-out needs: id, status and events of every webhook of an owner. */
-  subscriptions(ownerId: string) {
-    return this.db
+  subscriptions(ownerId: string, db: Db = this.db) {
+    return db
       .selectFrom('webhooks')
       .select(['id', 'status', 'events'])
       .where('owner_id', '=', ownerId)

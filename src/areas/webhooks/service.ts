@@ -62,7 +62,7 @@ export class WebhooksService {
     private readonly box: SecretBox,
     private readonly allow: AllowList,
     /** Stops fan-out and closes the delivery sockets (area close, after the job queue stopped). */
-    readonly close: () => void = () => {},
+    readonly close: () => Promise<void> | void = () => {},
   ) {}
 
   /** The URL must be http(s) and resolve only to public addresses (or ones the operator allows). */

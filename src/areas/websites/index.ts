@@ -19,7 +19,7 @@ export const websitesArea: AreaModule = {
       // Site files live beside files, in the default region's store.
       store: files.stores.at(),
       files,
-      bus: deps.bus,
+      events: deps.events,
       planOf: async (ownerId) =>
         (await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' })).plan.name,
       storageUsed: (ownerId) => deps.usage.gauge('storageBytes', ownerId),

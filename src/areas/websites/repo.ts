@@ -100,8 +100,9 @@ const norm = (r: Summary): WebsiteRow => ({
 export class WebsitesRepo {
   constructor(private readonly db: Kysely<Tables>) {}
 
-  async insert(row: WebsiteRow, manifest: Manifest): Promise<void> {
-    await this.db
+  /** Writes take an optional transaction: the service commits a change with its event (outbox). */
+  async insert(row: WebsiteRow, manifest: Manifest, db: Kysely<Tables> = this.db): Promise<void> {
+    await db
       .insertInto('websites')
       .values({
         id: row.id,
@@ -185,8 +186,8 @@ export class WebsitesRepo {
     return Number(r?.bytes ?? 0);
   }
 
-  async delete(ownerId: string, id: string): Promise<boolean> {
-    const r = await this.db
+  async delete(ownerId: string, id: string, db: Kysely<Tables> = this.db): Promise<boolean> {
+    const r = await db
       .deleteFrom('websites')
       .where('id', '=', id)
       .where('owner_id', '=', ownerId)

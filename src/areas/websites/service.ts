@@ -4,8 +4,8 @@ import type { BlobStore } from '../../blob/index.js';
 import type { PlanName } from '../../platform/plans.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
-import type { Bus } from '../../platform/events.js';
 import { newId } from '../../platform/ids.js';
+import type { Outbox, OutboxEvent } from '../../platform/outbox.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
 import { PLANS } from '../../platform/plans.js';
 import { isUniqueViolation } from '../../store/unique.js';
@@ -20,7 +20,7 @@ export interface WebsitesDeps {
   /** Where site files live, by content hash: `sites/<website id>/<sha256>`. */
   store: BlobStore;
   files: FilesService;
-  bus: Bus;
+  events: Outbox;
   planOf(ownerId: string): Promise<PlanName>;
   /** Everything the owner stores (files and sites): sites count against the plan's storage. */
   storageUsed(ownerId: string): Promise<number>;
@@ -119,10 +119,14 @@ export class WebsitesService {
 
   async delete(p: Principal, id: string): Promise<void> {
     const site = await this.owned(p, id);
-    if (!(await this.deps.repo.delete(p.ownerId, id))) throw errors.notFound('website');
+    const gone = await this.deps.events.atomically(async (trx, emit) => {
+      const ok = await this.deps.repo.delete(p.ownerId, id, trx);
+      if (ok) emit(this.event('website.deleted', site));
+      return ok;
+    });
+    if (!gone) throw errors.notFound('website');
     this.forget(site.slug);
     for (const listener of this.deletedListeners) await listener(site);
-    await this.emit('website.deleted', site);
     // After the row is gone nothing serves these; a crash here leaves orphans, never a broken site.
     for await (const entry of this.deps.store.list(`sites/${site.id}/`))
       await this.deps.store.delete(entry.key);
@@ -225,14 +229,16 @@ export class WebsitesService {
       updatedAt: now,
     };
     try {
-      await this.deps.repo.insert(row, manifest);
+      await this.deps.events.atomically(async (trx, emit) => {
+        await this.deps.repo.insert(row, manifest, trx);
+        emit(this.event('website.created', row));
+      });
     } catch (e) {
       for await (const entry of this.deps.store.list(`sites/${id}/`)) await this.deps.store.delete(entry.key);
       if (isUniqueViolation(e)) throw slugTaken(slug);
       throw e;
     }
     this.forget(slug);
-    await this.emit('website.created', row);
     return row;
   }
 
@@ -293,13 +299,9 @@ export class WebsitesService {
     return manifest;
   }
 
-  /** The one place website events leave (the outbox replaces this call when it lands). */
-  private async emit(event: 'website.created' | 'website.deleted', site: WebsiteRow): Promise<void> {
-    await this.deps.bus.publish({
-      event,
-      ownerId: site.ownerId,
-      data: this.view(site) as unknown as Record<string, unknown>,
-    });
+  /** Website events, recorded in the commit of the change they report. */
+  private event(event: 'website.created' | 'website.deleted', site: WebsiteRow): OutboxEvent {
+    return { event, ownerId: site.ownerId, data: this.view(site) as unknown as Record<string, unknown> };
   }
 }
 

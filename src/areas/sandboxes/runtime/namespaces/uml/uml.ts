@@ -14,6 +14,18 @@ export function umlAvailable(): boolean {
   return existsSync(UML_KERNEL);
 }
 
+/**
+ * Why the guest could not run on this host, when the kernel says so: Debian 12's UML (6.1) cannot set
+ * the floating-point state of its processes on hosts whose CPUs have a larger xsave area (AMX, on
+ * newer Xeons), and its init dies at once. Nothing nube can change; the guest works elsewhere.
+ */
+export function umlHostProblem(console: string): string | null {
+  if (console.includes('ptrace set fp regs failed')) {
+    return "this host's CPU (xsave state with AMX) is not supported by Debian 12's user-mode-linux 6.1: the guest's init dies at start";
+  }
+  return null;
+}
+
 const REPO = fileURLToPath(new URL('../../../../../../', import.meta.url));
 const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 

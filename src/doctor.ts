@@ -1,13 +1,12 @@
 // `nube doctor`: the platform's checks and every area's, run at once, printed one line per finding.
-import { AREAS, areaMigrations } from './areas/index.js';
+import { AREAS } from './areas/index.js';
 import { ConfigError, type Config, loadConfig } from './config.js';
 import { type CheckReport, fail, formatReport, runChecks } from './platform/doctor.js';
 import { platformChecks } from './platform/doctor-checks.js';
-import { jobsMigrations } from './platform/jobs.js';
-import { usageMigrations } from './platform/usage.js';
+import { ALL_MIGRATIONS } from './migrations.js';
 
 /** Every migration this nube knows, by name (what a current store has applied). */
-const MIGRATIONS = Object.keys({ ...jobsMigrations, ...usageMigrations, ...areaMigrations });
+const MIGRATIONS = Object.keys(ALL_MIGRATIONS);
 
 export async function doctor(env: Record<string, string | undefined> = process.env): Promise<{ reports: CheckReport[]; exitCode: number }> {
   let config: Config;

@@ -2,12 +2,11 @@
 import { Command, Option } from 'commander';
 import { AccountRepo } from './areas/account/repo.js';
 import { AccountService } from './areas/account/service.js';
-import { areaMigrations } from './areas/index.js';
 import { makeRuntime } from './areas/sandboxes/index.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
 import { doctor, formatReport } from './doctor.js';
-import { jobsMigrations } from './platform/jobs.js';
-import { Usage, usageMigrations } from './platform/usage.js';
+import { ALL_MIGRATIONS } from './migrations.js';
+import { Usage } from './platform/usage.js';
 import { buildServer } from './server.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
@@ -30,7 +29,7 @@ async function withAccounts<T>(fn: (svc: AccountService) => Promise<T>): Promise
   const cfg = config();
   const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
   try {
-    await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...areaMigrations });
+    await migrateToLatest(store.db, ALL_MIGRATIONS);
     return await fn(new AccountService(new AccountRepo(store.db), new Usage(store.db), 0));
   } finally {
     await store.close();

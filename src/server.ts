@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Redis } from 'ioredis';
-import { AREAS, areaMigrations, createServices, operations } from './areas/index.js';
+import { AREAS, createServices, operations } from './areas/index.js';
 import type { PlatformDeps } from './areas/deps.js';
 import type { Config } from './config.js';
 import { Authenticator } from './platform/auth.js';
 import { buildCatalog } from './platform/catalog.js';
 import { SecretBox } from './platform/crypto.js';
 import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
-import { createJobQueue, jobsMigrations } from './platform/jobs.js';
+import { createJobQueue } from './platform/jobs.js';
 import { FlexibleRateLimiter, MemoryRateLimiter } from './platform/limits.js';
 import { errors } from './platform/errors.js';
 import { registerJobMetrics } from './platform/jobs-metrics.js';
@@ -16,12 +16,13 @@ import { mountMcp } from './platform/mcp.js';
 import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute } from './platform/metrics-http.js';
 import { OutboundClient } from './platform/outbound.js';
-import { Outbox, outboxMigrations } from './platform/outbox.js';
+import { ALL_MIGRATIONS } from './migrations.js';
+import { Outbox } from './platform/outbox.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
 import { API_PREFIX, installBodyParsing, mountOperations } from './platform/rest.js';
-import { Usage, usageMigrations } from './platform/usage.js';
+import { Usage } from './platform/usage.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { VERSION } from './version.js';
@@ -68,7 +69,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     dataDir: config.dataDir,
     onIdleError: (err) => app.log.warn({ err }, 'idle PostgreSQL connection lost; it will be replaced'),
   });
-  await migrateToLatest(store.db, { ...jobsMigrations, ...usageMigrations, ...outboxMigrations, ...areaMigrations });
+  await migrateToLatest(store.db, ALL_MIGRATIONS);
 
   let redis: Redis | undefined;
   let bus: Bus = new MemoryBus();

@@ -6,6 +6,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Most tests wait on servers, sandboxes, browsers and child processes rather than compute: three
+    // files at once on a 2-core machine keeps the whole suite well under CI's budget (one at a time,
+    // vitest's default there, took over 25 minutes for 111 files).
+    maxWorkers: 3,
+    minWorkers: 1,
     // CI runs the whole suite on 2 cores with real servers, sandboxes and PostgreSQL at once; a test
     // that fails there is run once more and the retry is reported. Known load-dependent flake: see
     // docs/decisions.md "Tests under load".

@@ -35,7 +35,7 @@ async function main() {
       NUBE_LOG_LEVEL: 'silent',
       NUBE_JOB_POLL_MS: '50',
       NUBE_TEMPLATES_DIR: `${ROOT}/templates`,
-      NUBE_SANDBOX_BRIDGE: 'nubem0:10.93.0.1/16',
+      NUBE_SANDBOX_BRIDGE: 'nubem0:10.84.0.1/16',
       NUBE_SANDBOX_CGROUP: 'nube-bench',
       NUBE_OUTBOUND_ALLOW: '127.0.0.1/32',
       NUBE_RATE_LIMIT_PER_MINUTE: '1000000',

@@ -4,9 +4,22 @@
 // its helper. Repeated authentication failures from one address are refused for a while.
 import ssh2 from 'ssh2';
 import type { Connection, ServerChannel, Session } from 'ssh2';
-import type { SshAccess } from './ssh-access.js';
-import type { RunHeader } from './ssh-helper-client.js';
+import type { Socket } from 'node:net';
+import type { PlatformDeps } from '../../deps.js';
+import type { HelperProcess, RunHeader } from './ssh-helper-client.js';
 import { SFTP_SERVER_PATH } from './ssh-helper-script.js';
+
+/** What the gateway needs of SSH access (declared here, so the gateway does not import it). */
+export interface SshBackend {
+  readonly core: { readonly deps: Pick<PlatformDeps, 'config' | 'log' | 'rateLimiter' | 'secretBox'> };
+  readonly repo: {
+    hostKey(name: string): Promise<string | null | undefined>;
+    putHostKey(name: string, sealed: string): Promise<string>;
+  };
+  authenticate(user: string, password: string): Promise<boolean>;
+  run(sandboxId: string, h: RunHeader): Promise<HelperProcess>;
+  forward(sandboxId: string, host: string, port: number): Promise<Socket>;
+}
 
 const HOST_KEY = 'ed25519';
 /** Failed authentications one client address may make per window; the next failure blocks it until the window ends. */
@@ -19,7 +32,7 @@ export class SshGateway {
   private readonly live = new Map<string, Set<Connection>>();
   private readonly blocked = new Map<string, number>();
 
-  constructor(private readonly access: SshAccess) {}
+  constructor(private readonly access: SshBackend) {}
 
   private get deps() {
     return this.access.core.deps;

@@ -6,19 +6,16 @@
 // for goose (when provisioned): create -> running against goose's own start on the host, and /try.
 // Writes bench/results/agents.json.
 import { fork, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from '../src/config.js';
 import { GOOSE } from '../src/areas/sandboxes/runtime/namespaces/host-tools.js';
-import { BASE62, randomToken } from '../src/platform/ids.js';
-import { buildServer } from '../src/server.js';
 import { startLlmStub } from '../test/helpers/llm-stub.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { summarize } from './lib/stats.js';
+import { startSandboxNube } from './lib/sandbox-nube.js';
 
-const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
 const N = Number(process.env.BENCH_AGENTS_N ?? 40);
 const CREATES = Number(process.env.BENCH_AGENTS_CREATES ?? 10);
 const FLEET = 20;
@@ -69,26 +66,13 @@ async function timedStream(url: string, headers: Record<string, string>, body: u
 async function main() {
   const child = fork(fileURLToPath(import.meta.url), ['stub'], { execArgv: ['--import', 'tsx'] });
   const stubUrl = await new Promise<string>((resolve) => child.once('message', (m: { url: string }) => resolve(m.url)));
-  const dataDir = `${ROOT}/bench-agents-${process.pid}`;
-  mkdirSync(dataDir, { recursive: true });
-  const key = `nube_sk_live_${randomToken(40, BASE62)}`;
-  const nube = await buildServer(
-    loadConfig({
-      NUBE_DATA_DIR: dataDir,
-      NUBE_PORT: '0',
-      NUBE_OWNER_KEY: key,
-      NUBE_LOG_LEVEL: 'silent',
-      NUBE_JOB_POLL_MS: '50',
-      NUBE_TEMPLATES_DIR: `${ROOT}/templates`,
-      NUBE_SANDBOX_BRIDGE: 'nubeb0:10.79.0.1/16',
-      NUBE_SANDBOX_CGROUP: 'nube-bench',
-      NUBE_LLM_BASE_URL: stubUrl,
-      NUBE_LLM_GATEWAY_PORT: '0',
-      // The bench polls GET /agents/{id} every 5 ms: the default 600 per minute would answer 429.
-      NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
-    }),
-  );
-  const base = `${await nube.listen()}/api/v2`;
+  const { nube, key, dataDir, baseUrl } = await startSandboxNube('agents', 'nubeb0:10.79.0.1/16', {
+    NUBE_LLM_BASE_URL: stubUrl,
+    NUBE_LLM_GATEWAY_PORT: '0',
+    // The bench polls GET /agents/{id} every 5 ms: the default 600 per minute would answer 429.
+    NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
+  });
+  const base = `${baseUrl}/api/v2`;
   const auth = { authorization: `Bearer ${key}` };
   const call = async (method: string, path: string, body?: unknown) => {
     const r = await fetch(`${base}${path}`, {

@@ -7,18 +7,15 @@
 // messages in the conversation. Writes bench/results/fleet.json.
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { FleetRepo } from '../src/areas/fleet/repo.js';
-import { loadConfig } from '../src/config.js';
-import { BASE62, randomToken } from '../src/platform/ids.js';
-import { buildServer } from '../src/server.js';
 import { defaultReply, startLlmStub } from '../test/helpers/llm-stub.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { summarize } from './lib/stats.js';
+import { startSandboxNube } from './lib/sandbox-nube.js';
 
-const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
 const LLM_MS = Number(process.env.BENCH_FLEET_LLM_MS ?? 200);
 const N = Number(process.env.BENCH_FLEET_N ?? 30);
 const CONVERSATIONS = 100;
@@ -40,26 +37,13 @@ if (process.argv[2] === 'stub') {
 async function main() {
   const child = fork(fileURLToPath(import.meta.url), ['stub'], { execArgv: ['--import', 'tsx'] });
   const stubUrl = await new Promise<string>((resolve) => child.once('message', (m: { url: string }) => resolve(m.url)));
-  const dataDir = `${ROOT}/bench-fleet-${process.pid}`;
-  mkdirSync(dataDir, { recursive: true });
-  const key = `nube_sk_live_${randomToken(40, BASE62)}`;
-  const nube = await buildServer(
-    loadConfig({
-      NUBE_DATA_DIR: dataDir,
-      NUBE_PORT: '0',
-      NUBE_OWNER_KEY: key,
-      NUBE_LOG_LEVEL: 'silent',
-      NUBE_JOB_POLL_MS: '50',
-      NUBE_TEMPLATES_DIR: `${ROOT}/templates`,
-      NUBE_SANDBOX_BRIDGE: 'nubeb1:10.80.0.1/16',
-      NUBE_SANDBOX_CGROUP: 'nube-bench',
-      NUBE_LLM_BASE_URL: stubUrl,
-      NUBE_LLM_GATEWAY_PORT: '0',
-      NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
-      NUBE_FLEET_IDLE_SECONDS: '3600',
-    }),
-  );
-  const base = `${await nube.listen()}/api/v2`;
+  const { nube, key, dataDir, baseUrl } = await startSandboxNube('fleet', 'nubeb1:10.80.0.1/16', {
+    NUBE_LLM_BASE_URL: stubUrl,
+    NUBE_LLM_GATEWAY_PORT: '0',
+    NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
+    NUBE_FLEET_IDLE_SECONDS: '3600',
+  });
+  const base = `${baseUrl}/api/v2`;
   const call = async (method: string, path: string, body?: unknown, token = key) => {
     const r = await fetch(`${base}${path}`, {
       method,

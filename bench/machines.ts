@@ -4,17 +4,14 @@
 // sandbox create (POST /sandboxes until running) and a Node process starting and listening inside a
 // box (exec). Rows: machine create -> running, launch -> first 200 on its URL, restart -> serving,
 // rollback -> serving, and 5 machines always on at once, each serving. Writes bench/results/machines.json.
-import { mkdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { loadavg } from 'node:os';
-import { loadConfig } from '../src/config.js';
-import { BASE62, randomToken } from '../src/platform/ids.js';
-import { buildServer } from '../src/server.js';
 import { startSourceServer, tarGz } from '../test/machines/source-server.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { summarize } from './lib/stats.js';
+import { startSandboxNube } from './lib/sandbox-nube.js';
 
-const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
 const N = Number(process.env.BENCH_MACHINES_N ?? 5);
 const ALWAYS_ON = 5;
 
@@ -24,24 +21,10 @@ const app = (v: string) => ({
 });
 
 async function main() {
-  const dataDir = `${ROOT}/bench-machines-${process.pid}`;
-  mkdirSync(dataDir, { recursive: true });
-  const key = `nube_sk_live_${randomToken(40, BASE62)}`;
-  const nube = await buildServer(
-    loadConfig({
-      NUBE_DATA_DIR: dataDir,
-      NUBE_PORT: '0',
-      NUBE_OWNER_KEY: key,
-      NUBE_LOG_LEVEL: 'silent',
-      NUBE_JOB_POLL_MS: '50',
-      NUBE_TEMPLATES_DIR: `${ROOT}/templates`,
-      NUBE_SANDBOX_BRIDGE: 'nubem0:10.84.0.1/16',
-      NUBE_SANDBOX_CGROUP: 'nube-bench',
-      NUBE_OUTBOUND_ALLOW: '127.0.0.1/32',
-      NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
-    }),
-  );
-  const baseUrl = await nube.listen();
+  const { nube, key, dataDir, baseUrl } = await startSandboxNube('machines', 'nubem0:10.84.0.1/16', {
+    NUBE_OUTBOUND_ALLOW: '127.0.0.1/32',
+    NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
+  });
   const port = Number(new URL(baseUrl).port);
   const src = await startSourceServer();
   const call = async (method: string, path: string, body?: unknown) => {

@@ -18,6 +18,8 @@ type Recipe = DebianRecipe | DerivedRecipe;
 
 const BASE_PACKAGES = [
   'python3',
+  // python3 -m venv, for machines launched from a requirements.txt or pyproject.toml (pip comes with it).
+  'python3-venv',
   'nodejs',
   'npm',
   'git',

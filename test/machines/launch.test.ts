@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { type MachineNube, startMachineNube, stopMachineNube, TEMPLATE_WAIT_MS, waitServing } from './helpers.js';
-import { type SourceServer, startSourceServer, tarGz, zip } from './source-server.js';
+import { type SourceServer, startSourceServer, tarGz, wheel, zip } from './source-server.js';
 
 const nodeApp = (version: string) => ({
   'package.json': JSON.stringify({ name: 'app', version: '1.0.0', scripts: { start: 'node server.js', build: 'echo building-the-app' } }),
@@ -36,6 +36,22 @@ http.server.HTTPServer(('0.0.0.0', int(os.environ['PORT'])), H).serve_forever()
 `,
       }),
     );
+    // requirements.txt naming a wheel shipped with the app: pip installs it into the build's venv with no index.
+    const greeting = wheel('greeting', '1.0', "def hello():\n    return 'hello from a venv'\n");
+    src.put(
+      '/pyreq.tar.gz',
+      tarGz({
+        'requirements.txt': `./vendor/${greeting.file}\n`,
+        [`vendor/${greeting.file}`]: greeting.bytes,
+        'main.py': `import http.server, os, greeting
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(greeting.hello().encode())
+http.server.HTTPServer(('0.0.0.0', int(os.environ['PORT'])), H).serve_forever()
+`,
+      }),
+    );
+    src.put('/wsgi.tar.gz', tarGz({ 'wsgi.py': "def application(environ, start_response):\n    start_response('200 OK', [('Content-Type', 'text/plain')])\n    return [b'hello wsgi']\n" }));
     src.put('/notes.txt', Buffer.from('not an archive'));
   }, TEMPLATE_WAIT_MS);
   afterAll(async () => {
@@ -116,6 +132,19 @@ http.server.HTTPServer(('0.0.0.0', int(os.environ['PORT'])), H).serve_forever()
     expect(lines.length).toBeLessThan(300);
     expect(lines.length).toBeGreaterThan(50);
   }, 180_000);
+
+  it('builds a Python app from its requirements.txt into a venv and runs it with the venv', async () => {
+    const r = await t.call('POST', '/machines/launch', { sandboxId: first.sandboxId, archiveUrl: `${src.base}/pyreq.tar.gz` });
+    expect(r.body, JSON.stringify(r.body)).toMatchObject({ status: 'running' });
+    expect(r.body.buildLog).toContain('Successfully installed greeting-1.0');
+    await waitServing(t, r.body.url, (b) => b === 'hello from a venv');
+    const py = await t.call('POST', `/sandboxes/${first.sandboxId}/exec`, { command: 'cd /app && .venv/bin/python -c "import greeting; print(greeting.__file__)"' });
+    expect(py.body.stdout).toMatch(/^\/app\/\.venv\/lib\/python3[.\d]*\/site-packages\/greeting\/__init__\.py\n$/);
+    // A WSGI app object with no server named: served by the standard library's wsgiref.
+    const w = await t.call('POST', '/machines/launch', { sandboxId: first.sandboxId, archiveUrl: `${src.base}/wsgi.tar.gz` });
+    expect(w.body, JSON.stringify(w.body)).toMatchObject({ status: 'running' });
+    await waitServing(t, w.body.url, (b) => b === 'hello wsgi');
+  }, 240_000);
 
   it('builds as root inside its box only: nothing it writes reaches the host', async () => {
     const marker = `/nube-build-escape-${Date.now()}`;

@@ -16,7 +16,7 @@ export interface SourceServer {
   close(): Promise<void>;
 }
 
-export function tree(files: Record<string, string>): string {
+export function tree(files: Record<string, string | Buffer>): string {
   const dir = mkdtempSync(join(tmpdir(), 'nube-src-'));
   for (const [name, content] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, name)), { recursive: true });
@@ -26,7 +26,7 @@ export function tree(files: Record<string, string>): string {
 }
 
 /** A .tar.gz whose entries sit under one top-level directory (as GitHub's archives do). */
-export function tarGz(files: Record<string, string>): Buffer {
+export function tarGz(files: Record<string, string | Buffer>): Buffer {
   const dir = tree(Object.fromEntries(Object.entries(files).map(([k, v]) => [`app-main/${k}`, v])));
   const out = execFileSync('tar', ['-czf', '-', '-C', dir, 'app-main']);
   rmSync(dir, { recursive: true, force: true });
@@ -41,6 +41,20 @@ export function zip(files: Record<string, string>): Buffer {
   rmSync(dir, { recursive: true, force: true });
   rmSync(file, { force: true });
   return bytes;
+}
+
+/** A pure-Python wheel of one module (`<name>/__init__.py` holding `code`), installable with no index. */
+export function wheel(name: string, version: string, code: string): { file: string; bytes: Buffer } {
+  const file = `${name}-${version}-py3-none-any.whl`;
+  const info = `${name}-${version}.dist-info`;
+  const entries: Record<string, string> = {
+    [`${name}/__init__.py`]: code,
+    [`${info}/METADATA`]: `Metadata-Version: 2.1\nName: ${name}\nVersion: ${version}\n`,
+    [`${info}/WHEEL`]: 'Wheel-Version: 1.0\nGenerator: nube-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
+  };
+  entries[`${info}/RECORD`] = `${[...Object.keys(entries), `${info}/RECORD`].map((f) => `${f},,`).join('\n')}\n`;
+  const script = 'import sys,json,zipfile,io\nb=io.BytesIO()\nz=zipfile.ZipFile(b,"w")\nfor k,v in json.load(sys.stdin).items(): z.writestr(k,v)\nz.close()\nsys.stdout.buffer.write(b.getvalue())';
+  return { file, bytes: execFileSync('python3', ['-c', script], { input: JSON.stringify(entries) }) };
 }
 
 export async function startSourceServer(): Promise<SourceServer> {

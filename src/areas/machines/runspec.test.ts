@@ -34,6 +34,20 @@ describe('runspec resolution', () => {
     expect(await resolveRunspec(tree({ 'index.html': '<p>' }), { start: 'custom', port: 5 })).toMatchObject({ start: 'custom', port: 5, detectedFrom: 'launch' });
   });
 
+  it('serves a WSGI/ASGI app object through the server its requirements name, else wsgiref', async () => {
+    const flask = 'from flask import Flask\napp = Flask(__name__)\n';
+    expect((await resolveRunspec(tree({ 'app.py': flask, 'requirements.txt': 'flask\ngunicorn==22.0\n' }))).start).toBe(
+      'exec .venv/bin/gunicorn --bind "0.0.0.0:$PORT" app:app',
+    );
+    expect((await resolveRunspec(tree({ 'main.py': 'app = FastAPI()\n', 'pyproject.toml': 'dependencies = ["fastapi", "uvicorn[standard]"]' }))).start).toBe(
+      'exec .venv/bin/uvicorn main:app --host 0.0.0.0 --port "$PORT"',
+    );
+    expect((await resolveRunspec(tree({ 'wsgi.py': 'def application(env, start):\n    pass\n' }))).start).toMatch(/^exec python3 -c ".*make_server.*wsgi\.application\)/);
+    // `gunicornish` is not gunicorn; a script without an app object runs as a script.
+    expect((await resolveRunspec(tree({ 'app.py': 'print(1)\n', 'requirements.txt': 'gunicornish' }))).start).toBe('.venv/bin/python app.py');
+    await expect(resolveRunspec(tree({ 'asgi.py': 'app = Starlette()\n' }))).rejects.toThrow(/needs an ASGI server/);
+  });
+
   it('says what is wrong with a tree it cannot run', async () => {
     await expect(resolveRunspec(tree({}))).rejects.toThrow(RunspecError);
     await expect(resolveRunspec(tree({ 'nube.json': '{' }))).rejects.toThrow(/not valid JSON/);

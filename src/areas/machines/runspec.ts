@@ -1,7 +1,8 @@
 // How an app tree runs: a `nube.json` runspec wins, then a Procfile's `web:` line, then detection
-// (Node's package.json, a Python app, a static site). The port is the runspec's, else PORT=8080 is
+// (Node's package.json, a Python app or WSGI/ASGI app object, a static site). The port is the runspec's, else PORT=8080 is
 // offered to the app and the first port it listens on is used.
 import { z } from 'zod';
+import { PythonAppError, pythonStart } from './python-app.js';
 
 export const DEFAULT_PORT = 8080;
 
@@ -80,12 +81,14 @@ async function detect(read: ReadApp): Promise<{ start: string; build: string | n
     if (pkg.main) return { start: `node ${shellWord(pkg.main)}`, build, detectedFrom: 'package.json' };
     if ((await read('server.js')) !== null) return { start: 'node server.js', build, detectedFrom: 'package.json' };
   }
-  for (const f of ['app.py', 'main.py', 'server.py']) {
-    if ((await read(f)) !== null) {
-      const py = python ? '.venv/bin/python' : 'python3';
-      return { start: `${py} ${f}`, build, detectedFrom: 'python' };
-    }
+  let pyStart: string | null;
+  try {
+    pyStart = await pythonStart(read, python);
+  } catch (e) {
+    if (e instanceof PythonAppError) throw new RunspecError(e.message);
+    throw e;
   }
+  if (pyStart) return { start: pyStart, build, detectedFrom: 'python' };
   if ((await read('index.html')) !== null) {
     // A shell word for the supervisor's bash, not a JS template.
     return { start: 'python3 -m http.server "$PORT" --bind 0.0.0.0', build: null, detectedFrom: 'static' };

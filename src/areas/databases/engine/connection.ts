@@ -38,6 +38,8 @@ export interface CachedStatement {
 export class Connection {
   readonly db: DatabaseSyncInstance;
   readonly policy: PolicyState = { trusted: false, tempTouched: false, lastDenied: null };
+  /** Held by one libSQL stream (its transaction may be open between requests): never evicted. */
+  stream = false;
   private readonly stmts = new Map<string, CachedStatement>();
   private readonly counters: StatementSyncInstance;
   private readonly countersBefore: StatementSyncInstance;

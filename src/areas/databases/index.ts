@@ -3,6 +3,7 @@ import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
 import { DatabasesRepo, databasesMigrations } from './repo.js';
+import { mountLibsql } from './hrana/routes.js';
 import { registerDatabaseMetrics } from './metrics.js';
 import { DatabasesService } from './service.js';
 
@@ -34,11 +35,15 @@ export const databasesArea: AreaModule = {
       deps.events,
       deps.usage,
       ENGINE_CAP_BYTES,
+      deps.publicUrl,
     );
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);
     return { databases };
+  },
+  routes(app, services, deps) {
+    mountLibsql(app, services.databases, deps);
   },
   async close(services) {
     await services.databases.engine.close();

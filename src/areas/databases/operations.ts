@@ -35,6 +35,12 @@ export const Database = z
       .int()
       .describe('Rows inserted, updated or deleted (with trigger actions), all time'),
     createdAt: IsoTime,
+    libsqlUrl: z
+      .string()
+      .describe(
+        'URL for libSQL clients (`createClient({ url: libsqlUrl, authToken })` from @libsql/client): ' +
+          'Hrana over HTTP; authToken is a nube key or a database token',
+      ),
   })
   .meta({ id: 'Database', description: 'An isolated SQLite database' });
 

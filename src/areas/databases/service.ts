@@ -9,6 +9,8 @@ import type {
   BatchResult,
   DatabaseEngine,
   DatabaseSnapshot,
+  HranaRequest,
+  HranaResult,
   ImportRequest,
   ImportResult,
   QueryRequest,
@@ -26,6 +28,7 @@ export interface DatabaseOut {
   rowsRead: number;
   rowsWritten: number;
   createdAt: string;
+  libsqlUrl: string;
 }
 
 export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRequest;
@@ -45,6 +48,8 @@ export class DatabasesService {
     private readonly usage: Usage,
     /** The engine's own per-database size cap. */
     readonly engineCapBytes: number,
+    /** Base URL clients reach nube at (for `libsqlUrl`). */
+    private readonly publicUrl: () => string = () => '',
   ) {}
 
   async list(p: Principal): Promise<{ items: DatabaseOut[] }> {
@@ -110,6 +115,32 @@ export class DatabasesService {
       this.caps.delete(id);
       throw this.map(err, p, limits.maxBytes);
     }
+  }
+
+  /**
+   * libSQL Hrana steps (hrana/pipeline.ts): same ownership check, storage cap, executors, limits and
+   * error mapping as `query`. SQL errors come back inside the result, per step, as Hrana wants them.
+   */
+  async hrana(p: Principal, id: string, req: HranaRequest): Promise<HranaResult> {
+    await this.assertAccess(p, id);
+    const limits = { maxBytes: await this.capFor(p, id), owner: p.ownerId };
+    try {
+      return await this.engine.hrana(id, req, limits);
+    } catch (err) {
+      this.caps.delete(id);
+      throw this.map(err, p, limits.maxBytes);
+    }
+  }
+
+  /** Ends a libSQL stream's connection (its open transaction rolls back). */
+  closeStream(id: string, stream: string): Promise<void> {
+    return this.engine.closeStream(id, stream);
+  }
+
+  /** 404 unless the database is the caller's (and, for a database token, the one it names). */
+  async assertAccess(p: Principal, id: string): Promise<void> {
+    if (p.resourceId !== undefined && p.resourceId !== id) throw errors.notFound('database');
+    await this.assertOwned(p, id);
   }
 
   /** A consistent copy of the file; the caller streams it and then calls `dispose()`. */
@@ -186,6 +217,7 @@ export class DatabasesService {
       rowsRead: usage.rowsRead,
       rowsWritten: usage.rowsWritten,
       createdAt: new Date(Number(r.created_at)).toISOString(),
+      libsqlUrl: `${this.publicUrl()}/libsql/${r.id}/`,
     };
   }
 }

@@ -179,6 +179,15 @@ export class Connection {
 
   close(): void {
     this.stmts.clear();
+    // A stream's connection may close inside its transaction: end it now, not whenever the
+    // statements are collected (until then SQLite keeps the connection, and its locks, alive).
+    if (this.db.isOpen && this.db.isTransaction) {
+      try {
+        this.engineExec('ROLLBACK');
+      } catch {
+        // Closing rolls back anyway once nothing holds the connection.
+      }
+    }
     if (this.db.isOpen) this.db.close();
   }
 }

@@ -12,7 +12,7 @@ describe.each(DIALECTS)('libSQL client against nube (%s)', (dialect) => {
   let dbId: string;
 
   beforeAll(async () => {
-    t = await startNube({ dialect, env: { NUBE_LIBSQL_STREAM_IDLE_MS: '400' } });
+    t = await startNube({ dialect, env: { NUBE_LIBSQL_STREAM_IDLE_MS: '400', NUBE_LIBSQL_STREAMS_PER_OWNER: '3' } });
     call = caller(t);
     const db = await json(await call('POST', '/databases', { name: 'libsql' }));
     dbId = db.id;
@@ -188,5 +188,51 @@ describe.each(DIALECTS)('libSQL client against nube (%s)', (dialect) => {
     });
     expect(bad.status).toBe(400);
     expect((await json(bad)).issues.length).toBeGreaterThan(0);
+  });
+
+  it('a database token works for its database only, and stops when revoked', async () => {
+    const created = await call('POST', `/databases/${dbId}/tokens`, { name: 'app' });
+    expect(created.status).toBe(201);
+    const tok = await json(created);
+    expect(tok.token).toMatch(/^nube_db_/);
+    expect(tok).toMatchObject({ databaseId: dbId, name: 'app' });
+    const c = client(tok.token);
+    expect((await c.execute('SELECT 41 + 1 AS n')).rows[0]?.n).toBe(42);
+    const tx = await c.transaction('write');
+    await tx.execute('SELECT 1');
+    await tx.commit();
+    // The same token on /query of its database, but no other operation.
+    const q = await call('POST', `/databases/${dbId}/query`, { sql: 'SELECT 1 AS one' }, tok.token);
+    expect(q.status).toBe(200);
+    expect((await call('GET', '/databases', undefined, tok.token)).status).toBe(403);
+    // Another database of the same owner is "not found" for it.
+    const other = await json(await call('POST', '/databases', { name: 'libsql-other' }));
+    const wrong = await createClient({ url: other.libsqlUrl, authToken: tok.token }).execute('SELECT 1').catch((e: unknown) => e);
+    expect((wrong as LibsqlError).message).toMatch(/not found/i);
+    expect((await call('POST', `/databases/${other.id}/query`, { sql: 'SELECT 1' }, tok.token)).status).toBe(404);
+    const list = await json(await call('GET', `/databases/${dbId}/tokens`));
+    expect(list.items.map((i: { id: string }) => i.id)).toEqual([tok.id]);
+    expect(JSON.stringify(list)).not.toContain(tok.token);
+    expect((await call('DELETE', `/databases/${dbId}/tokens/${tok.id}`)).status).toBe(200);
+    const revoked = await c.execute('SELECT 1').catch((e: unknown) => e);
+    expect((revoked as LibsqlError).message).toMatch(/401|unauthori/i);
+    c.close();
+  });
+
+  it('bounds open streams per owner', async () => {
+    const c = client();
+    const txs = [];
+    for (let i = 0; i < 3; i++) {
+      const tx = await c.transaction('deferred');
+      await tx.execute('SELECT 1');
+      txs.push(tx);
+    }
+    const over = await (await c.transaction('deferred')).execute('SELECT 1').catch((e: unknown) => e);
+    expect((over as LibsqlError).code).toBe('STREAM_LIMIT');
+    for (const tx of txs) await tx.rollback();
+    const again = await c.transaction('deferred');
+    await again.execute('SELECT 1');
+    await again.commit();
+    c.close();
   });
 });

@@ -2,7 +2,6 @@
 // POST /query in the same run. Both go over HTTP on loopback to a nube in this process, with the same
 // fetch (undici), sequentially (latency) and with 8 requests in flight (throughput). The physical
 // floor is the same SELECT on SQLite in this process (better-sqlite3, cached statement).
-// Flags: --iterations <n> (3000), --duration <s> (4).
 import { uptime } from 'node:os';
 import { execSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -12,15 +11,8 @@ import { startBenchNube } from './lib/nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize, timeIt } from './lib/stats.js';
 
-const argv = process.argv.slice(2);
-const num = (name: string, dflt: number) => {
-  const i = argv.indexOf(`--${name}`);
-  const v = i >= 0 ? Number(argv[i + 1]) : dflt;
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} wants a positive number`);
-  return v;
-};
-const ITERATIONS = Math.min(num('iterations', 3000), 100_000);
-const DURATION_MS = Math.min(num('duration', 4), 60) * 1000;
+const ITERATIONS = 3000;
+const DURATION_MS = 4000;
 const CONCURRENCY = 8;
 const ROWS = 10_000;
 const SQL = 'SELECT * FROM kv WHERE id = ?';
@@ -59,7 +51,9 @@ try {
   const local = new Database(join(n.nube.deps.config.dataDir, 'baseline.sqlite'));
   local.exec('CREATE TABLE kv (id INTEGER PRIMARY KEY, name TEXT, score REAL, email TEXT, grp INTEGER)');
   const ins = local.prepare('INSERT INTO kv VALUES (?, ?, ?, ?, ?)');
-  local.transaction(() => data.forEach((r) => ins.run(...r)))();
+  local.transaction(() => {
+    for (const r of data) ins.run(...r);
+  })();
   const stmt = local.prepare(SQL);
   const floor = await timeIt((i) => stmt.get(key(i)), { iterations: 200_000, warmup: 10_000, maxMs: 5000 });
   local.close();

@@ -145,8 +145,8 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     const file = dbFile(this.dir, id);
     const key = req.stream === undefined ? id : streamKey(id, req.stream);
     if (req.stream !== undefined) {
-      let open = this.streams.get(id);
-      if (!open) this.streams.set(id, (open = new Set()));
+      const open = this.streams.get(id) ?? new Set<string>();
+      this.streams.set(id, open);
       open.add(req.stream);
     }
     const stream = req.stream !== undefined;

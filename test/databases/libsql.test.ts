@@ -235,4 +235,19 @@ describe.each(DIALECTS)('libSQL client against nube (%s)', (dialect) => {
     await again.commit();
     c.close();
   });
+
+  it('keeps the time limit: a runaway query in a transaction is stopped and the stream ends', async () => {
+    const c = client();
+    await c.execute('CREATE TABLE slow (v TEXT)');
+    const tx = await c.transaction('write');
+    await tx.execute("INSERT INTO slow VALUES ('never')");
+    const runaway = 'WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r';
+    const err = await tx.execute(runaway).catch((e: unknown) => e);
+    expect((err as LibsqlError).code).toBe('QueryTimeout');
+    expect(tx.closed).toBe(true);
+    // Its transaction went with the executor: nothing was kept, and the database takes writes again.
+    await c.execute("INSERT INTO slow VALUES ('after')");
+    expect((await c.execute('SELECT v FROM slow')).rows.map((r) => r.v)).toEqual(['after']);
+    c.close();
+  }, 40_000);
 });

@@ -87,7 +87,9 @@ export async function runPipeline(
       if (stream) stream.ran = true;
     }
   }
-  if (stream && closed) await endStream(databases, streams, stream);
+  // Closing needs no answer before this one: the close goes onto the executor's channel now, ahead of
+  // anything sent to it later, so the COMMIT's answer does not wait for another round trip.
+  if (stream && closed) void endStream(databases, streams, stream).catch(() => undefined);
   const baton = stream && !closed ? streams.park(stream) : null;
   return { baton, base_url: null, results: results as StreamResult[] };
 }

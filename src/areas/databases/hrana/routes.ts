@@ -4,7 +4,7 @@ import type { Principal } from '../../../platform/auth.js';
 import { ApiError, errors } from '../../../platform/errors.js';
 import { parseOr400 } from '../../../platform/validate.js';
 import type { DatabasesService } from '../service.js';
-import { endStream, runPipeline } from './pipeline.js';
+import { runPipeline } from './pipeline.js';
 import { HranaStreams } from './streams.js';
 import { pipelineBodySchema } from './wire.js';
 
@@ -21,9 +21,7 @@ export function mountLibsql(app: FastifyInstance, databases: DatabasesService, d
   const streams = new HranaStreams(cfg.libsqlStreamIdleMs, cfg.libsqlStreamsPerOwner, (s) => {
     void databases.closeStream(s.dbId, s.id).catch((err: unknown) => deps.log.warn({ err }, 'closing an expired libSQL stream failed'));
   });
-  app.addHook('onClose', async () => {
-    for (const s of streams.all()) await endStream(databases, streams, s).catch(() => undefined);
-  });
+  // On shutdown the engine ends its executors, and every stream's connection (rolling back) with them.
 
   const authenticate = async (req: FastifyRequest): Promise<Principal> => {
     const p = await deps.auth.authenticate(

@@ -89,11 +89,6 @@ export class HranaStreams {
     else this.perOwner.set(s.ownerId, n);
   }
 
-  /** Every open stream (shutdown). */
-  all(): HranaStream[] {
-    return [...this.byBaton.values()];
-  }
-
   private expire(s: HranaStream): void {
     if (s.baton === null) return;
     const baton = s.baton;

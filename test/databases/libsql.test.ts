@@ -12,7 +12,7 @@ describe.each(DIALECTS)('libSQL client against nube (%s)', (dialect) => {
   let dbId: string;
 
   beforeAll(async () => {
-    t = await startNube({ dialect, env: { NUBE_LIBSQL_STREAM_IDLE_MS: '400', NUBE_LIBSQL_STREAMS_PER_OWNER: '3' } });
+    t = await startNube({ dialect, env: { NUBE_LIBSQL_STREAM_IDLE_MS: '1500', NUBE_LIBSQL_STREAMS_PER_OWNER: '3' } });
     call = caller(t);
     const db = await json(await call('POST', '/databases', { name: 'libsql' }));
     dbId = db.id;
@@ -117,7 +117,8 @@ describe.each(DIALECTS)('libSQL client against nube (%s)', (dialect) => {
     await c.execute('CREATE TABLE exp (v TEXT)');
     const tx = await c.transaction('write');
     await tx.execute("INSERT INTO exp VALUES ('lost')");
-    await new Promise((r) => setTimeout(r, 1200));
+    // Idle expiry is 1.5 s here (long enough that a busy machine does not expire the other tests' streams).
+    await new Promise((r) => setTimeout(r, 3500));
     const err = await tx.execute('SELECT 1').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LibsqlError);
     expect((err as LibsqlError).code).toBe('STREAM_EXPIRED');

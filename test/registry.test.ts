@@ -104,8 +104,14 @@ const WEBHOOK_EXTRAS = new Set(['webhooks.deliveries.list', 'webhooks.deliveries
 const webhooksSpecOps = webhooksOperations.filter((op) => !WEBHOOK_EXTRAS.has(op.id));
 const webhooksExtraOps = webhooksOperations.filter((op) => WEBHOOK_EXTRAS.has(op.id));
 
-// Beyond the spec, as D1 and Turso users expect: the database as a SQLite file.
-const DATABASE_EXTRAS = new Set(['databases.export']);
+// Beyond the spec, as D1 and Turso users expect: the database as a SQLite file, and tokens scoped to
+// one database (Turso's database tokens; the libSQL client's authToken).
+const DATABASE_EXTRAS = new Set([
+  'databases.export',
+  'databases.tokens.create',
+  'databases.tokens.list',
+  'databases.tokens.revoke',
+]);
 const databasesSpecOps = databasesOperations.filter((op) => !DATABASE_EXTRAS.has(op.id));
 const databasesExtraOps = databasesOperations.filter((op) => DATABASE_EXTRAS.has(op.id));
 

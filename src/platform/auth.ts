@@ -14,6 +14,7 @@ export const SCHEMES = {
   fleetPublic: { prefix: 'flt_pk_', description: 'Ephemeral fleet public key: read a conversation.' },
   share: { prefix: 'shr_', description: 'Share token, in query `token`, in place of the credential.' },
   client: { prefix: 'nube_cc_', description: 'Client credential: list fleet agents.' },
+  database: { prefix: 'nube_db_', description: 'Database token: SQL on one database (libSQL authToken, query).' },
 } as const;
 
 export type SchemeName = keyof typeof SCHEMES;

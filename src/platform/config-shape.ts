@@ -53,6 +53,10 @@ export interface DatabasesConfig {
   executorIdleMs: number;
   /** A request waiting this long for an executor answers 503 without having run. */
   queueWaitMs: number;
+  /** A libSQL (Hrana) stream unused this long is closed, rolling back its open transaction. */
+  libsqlStreamIdleMs: number;
+  /** libSQL streams (batons) one owner may hold open at once. */
+  libsqlStreamsPerOwner: number;
 }
 
 export interface MachinesConfig {

@@ -22,6 +22,7 @@ const SECURITY_SCHEMES: Record<string, JsonSchema> = {
   fleetPublicKey: { type: 'http', scheme: 'bearer', description: SCHEMES.fleetPublic.description },
   shareToken: { type: 'apiKey', in: 'query', name: 'token', description: SCHEMES.share.description },
   clientCredential: { type: 'http', scheme: 'bearer', description: SCHEMES.client.description },
+  databaseToken: { type: 'http', scheme: 'bearer', description: SCHEMES.database.description },
 };
 
 const SECURITY_BY_SCHEME: Record<Exclude<SchemeName, 'public'>, string[]> = {
@@ -31,6 +32,7 @@ const SECURITY_BY_SCHEME: Record<Exclude<SchemeName, 'public'>, string[]> = {
   fleetPublic: ['fleetPublicKey'],
   share: ['shareToken'],
   client: ['clientCredential'],
+  database: ['databaseToken'],
 };
 
 export interface OpenApiInfo {

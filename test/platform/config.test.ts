@@ -64,6 +64,8 @@ describe('configuration', () => {
       queuePerOwner: 1000,
       executorIdleMs: 30_000,
       queueWaitMs: 60_000,
+      libsqlStreamIdleMs: 10_000,
+      libsqlStreamsPerOwner: 64,
     });
     const c = loadConfig({
       ...base,
@@ -73,6 +75,8 @@ describe('configuration', () => {
       NUBE_DATABASE_QUEUE_PER_OWNER: '50',
       NUBE_DATABASE_EXECUTOR_IDLE_MS: '5000',
       NUBE_DATABASE_QUEUE_WAIT_MS: '20000',
+      NUBE_LIBSQL_STREAM_IDLE_MS: '2500',
+      NUBE_LIBSQL_STREAMS_PER_OWNER: '8',
     });
     expect(c.databases).toEqual({
       executorsMin: 2,
@@ -81,6 +85,8 @@ describe('configuration', () => {
       queuePerOwner: 50,
       executorIdleMs: 5000,
       queueWaitMs: 20_000,
+      libsqlStreamIdleMs: 2500,
+      libsqlStreamsPerOwner: 8,
     });
     expect(() => loadConfig({ ...base, NUBE_DATABASE_EXECUTORS_MIN: '4', NUBE_DATABASE_EXECUTORS_MAX: '2' })).toThrow(
       /NUBE_DATABASE_EXECUTORS_MAX must be at least NUBE_DATABASE_EXECUTORS_MIN/,

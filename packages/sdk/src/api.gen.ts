@@ -310,6 +310,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/databases/{dbId}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a database's tokens (previews, never the secrets) */
+        get: operations["databases.tokens.list"];
+        put?: never;
+        /**
+         * Create a database token: SQL on this database only (libSQL authToken, or Bearer for /query)
+         * @description The token (`nube_db_...`) is shown once; only its hash is stored. It runs SQL on this one database (POST /databases/{dbId}/query and libSQL Hrana at `libsqlUrl`) and nothing else. Revoke it with DELETE. At most 50 per database.
+         */
+        post: operations["databases.tokens.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/databases/{dbId}/tokens/{tokenId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a database token (it stops working within seconds) */
+        delete: operations["databases.tokens.revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/documents": {
         parameters: {
             query?: never;
@@ -1665,6 +1703,8 @@ export interface components {
             description: string | null;
             /** @description Database id (`dbId` in paths) */
             id: string;
+            /** @description URL for libSQL clients (`createClient({ url: libsqlUrl, authToken })` from @libsql/client): Hrana over HTTP; authToken is a nube key or a database token */
+            libsqlUrl: string;
             name: string;
             /** @description Rows returned by queries on this database, all time */
             rowsRead: number;
@@ -1672,6 +1712,17 @@ export interface components {
             rowsWritten: number;
             /** @description Bytes on disk (database file plus its WAL); counts against plan storage */
             sizeBytes: number;
+        };
+        /** @description A credential for SQL on one database */
+        DatabaseToken: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            databaseId: string;
+            /** @description Token id (for revoking) */
+            id: string;
+            name: string | null;
+            /** @description The first characters of the token */
+            preview: string;
         };
         /** @description A derived template snapshot (bootstrap already applied), identified by (key, hash) */
         DerivedTemplate: {
@@ -4243,6 +4294,246 @@ export interface operations {
             };
             /** @description DatabaseBusy: The request waited its allowance for an executor (the account's earlier requests held its share) and never ran */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "databases.tokens.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["DatabaseToken"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "databases.tokens.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description A label for you (which app holds it) */
+                    name?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description ISO 8601 UTC timestamp */
+                        createdAt: string;
+                        databaseId: string;
+                        /** @description Token id (for revoking) */
+                        id: string;
+                        name: string | null;
+                        /** @description The first characters of the token */
+                        preview: string;
+                        /** @description The secret, shown only in this response */
+                        token: string;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanLimitReached: The database has 50 tokens already */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "databases.tokens.revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+                tokenId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -280,6 +280,42 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['databases', 'query'],
   },
+  'databases.tokens.create': {
+    method: 'POST',
+    path: '/api/v2/databases/{dbId}/tokens',
+    pathParams: ['dbId'],
+    query: [],
+    body: 'optional',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['databases', 'tokens', 'create'],
+  },
+  'databases.tokens.list': {
+    method: 'GET',
+    path: '/api/v2/databases/{dbId}/tokens',
+    pathParams: ['dbId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['databases', 'tokens', 'list'],
+  },
+  'databases.tokens.revoke': {
+    method: 'DELETE',
+    path: '/api/v2/databases/{dbId}/tokens/{tokenId}',
+    pathParams: ['dbId', 'tokenId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['databases', 'tokens', 'revoke'],
+  },
   'documents.create': {
     method: 'POST',
     path: '/api/v2/documents',
@@ -1526,6 +1562,24 @@ export interface OperationTypes {
     body: NonNullable<operations['databases.query']['requestBody']>['content']['application/json'];
     response: operations['databases.query']['responses'][200]['content']['application/json'];
   };
+  'databases.tokens.create': {
+    params: operations['databases.tokens.create']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['databases.tokens.create']['requestBody']>['content']['application/json'];
+    response: operations['databases.tokens.create']['responses'][201]['content']['application/json'];
+  };
+  'databases.tokens.list': {
+    params: operations['databases.tokens.list']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['databases.tokens.list']['responses'][200]['content']['application/json'];
+  };
+  'databases.tokens.revoke': {
+    params: operations['databases.tokens.revoke']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['databases.tokens.revoke']['responses'][200]['content']['application/json'];
+  };
   'documents.create': {
     params: never;
     query: never;
@@ -2114,6 +2168,11 @@ export interface Namespaces {
     get(dbId: OperationTypes['databases.get']['params']['dbId'], ...rest: NsRest<'databases.get'>): Promise<OpOutput<'databases.get'>>;
     list(...rest: NsRest<'databases.list'>): Promise<OpOutput<'databases.list'>>;
     query(dbId: OperationTypes['databases.query']['params']['dbId'], ...rest: NsRest<'databases.query'>): Promise<OpOutput<'databases.query'>>;
+    tokens: {
+      create(dbId: OperationTypes['databases.tokens.create']['params']['dbId'], ...rest: NsRest<'databases.tokens.create'>): Promise<OpOutput<'databases.tokens.create'>>;
+      list(dbId: OperationTypes['databases.tokens.list']['params']['dbId'], ...rest: NsRest<'databases.tokens.list'>): Promise<OpOutput<'databases.tokens.list'>>;
+      revoke(dbId: OperationTypes['databases.tokens.revoke']['params']['dbId'], tokenId: OperationTypes['databases.tokens.revoke']['params']['tokenId'], ...rest: NsRest<'databases.tokens.revoke'>): Promise<OpOutput<'databases.tokens.revoke'>>;
+    };
   };
   documents: {
     create(...rest: NsRest<'documents.create'>): Promise<OpOutput<'documents.create'>>;

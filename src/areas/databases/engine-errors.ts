@@ -51,6 +51,8 @@ export function toApiError(err: unknown, ctx: MapContext): unknown {
     case 'QueueTimeout':
       // Waited its whole allowance behind the account's own long-running requests; it never ran.
       return new ApiError(503, 'DatabaseBusy', err.message, { retryAfter: 5 }, { 'retry-after': '5' });
+    case 'StreamLost':
+      return new ApiError(400, err.code, err.message, extra);
     case 'EngineClosed':
       return errors.unavailable('the database engine is shutting down', 1);
     default:

@@ -3,8 +3,11 @@ import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
 import { DatabasesRepo, databasesMigrations } from './repo.js';
+import { mountLibsql } from './hrana/routes.js';
 import { registerDatabaseMetrics } from './metrics.js';
 import { DatabasesService } from './service.js';
+import { DatabaseTokensRepo, databaseTokensMigrations } from './token-repo.js';
+import { DatabaseTokens } from './tokens.js';
 
 /**
  * Per-database size cap of the engine (Cloudflare D1's figure). Below it, each request is capped at
@@ -15,8 +18,10 @@ const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: databasesMigrations,
-  create(deps) {
+  migrations: { ...databasesMigrations, ...databaseTokensMigrations },
+  create(deps, other) {
+    const account = other.account;
+    if (!account) throw new Error('the databases area needs the account service to be created first');
     const pool = deps.config.databases;
     const engine = new EmbeddedDatabaseEngine({
       dir: path.join(deps.config.dataDir, 'databases'),
@@ -34,11 +39,17 @@ export const databasesArea: AreaModule = {
       deps.events,
       deps.usage,
       ENGINE_CAP_BYTES,
+      deps.publicUrl,
+      new DatabaseTokens(new DatabaseTokensRepo(deps.store.db), (ownerId) => account.planOf(ownerId), deps.config.authCacheMs),
     );
+    deps.auth.register(databases.tokens.resolver);
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);
     return { databases };
+  },
+  routes(app, services, deps) {
+    mountLibsql(app, services.databases, deps);
   },
   async close(services) {
     await services.databases.engine.close();

@@ -35,8 +35,24 @@ export const Database = z
       .int()
       .describe('Rows inserted, updated or deleted (with trigger actions), all time'),
     createdAt: IsoTime,
+    libsqlUrl: z
+      .string()
+      .describe(
+        'URL for libSQL clients (`createClient({ url: libsqlUrl, authToken })` from @libsql/client): ' +
+          'Hrana over HTTP; authToken is a nube key or a database token',
+      ),
   })
   .meta({ id: 'Database', description: 'An isolated SQLite database' });
+
+const DatabaseToken = z
+  .object({
+    id: z.string().describe('Token id (for revoking)'),
+    databaseId: z.string(),
+    name: z.string().nullable(),
+    preview: z.string().describe('The first characters of the token'),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'DatabaseToken', description: 'A credential for SQL on one database' });
 
 const VALUE_ENCODING =
   'Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> ' +
@@ -134,7 +150,7 @@ export const databasesOperations = [
       "one transaction and return the last one's result. Executors are shared fairly between accounts: an " +
       "account's requests beyond its share wait in its own queue, a full queue answers 429 DatabaseQueueFull, and a request that waited too long 503 DatabaseBusy.",
     tags,
-    auth: ['owner'],
+    auth: ['owner', 'database'],
     params: DbId,
     // SQL, its arguments and imported rows go to the user's own SQLite database, which stores any text.
     anyText: true,
@@ -183,6 +199,49 @@ export const databasesOperations = [
     ],
     handler: ({ services, principal, params, body }) =>
       services.databases.query(principal, params.dbId, body),
+  }),
+  defineOperation({
+    id: 'databases.tokens.create',
+    method: 'POST',
+    path: '/databases/{dbId}/tokens',
+    summary: 'Create a database token: SQL on this database only (libSQL authToken, or Bearer for /query)',
+    description:
+      'The token (`nube_db_...`) is shown once; only its hash is stored. It runs SQL on this one database ' +
+      '(POST /databases/{dbId}/query and libSQL Hrana at `libsqlUrl`) and nothing else. Revoke it with DELETE. ' +
+      'At most 50 per database.',
+    tags,
+    auth: ['owner'],
+    params: DbId,
+    body: z.object({ name: z.string().min(1).max(100).optional().describe('A label for you (which app holds it)') }),
+    bodyOptional: true,
+    successStatus: 201,
+    response: DatabaseToken.extend({ token: z.string().describe('The secret, shown only in this response') }),
+    errors: [{ status: 403, code: 'PlanLimitReached', description: 'The database has 50 tokens already' }],
+    handler: ({ services, principal, params, body }) =>
+      services.databases.createToken(principal, params.dbId, body.name),
+  }),
+  defineOperation({
+    id: 'databases.tokens.list',
+    method: 'GET',
+    path: '/databases/{dbId}/tokens',
+    summary: "List a database's tokens (previews, never the secrets)",
+    tags,
+    auth: ['owner'],
+    params: DbId,
+    response: z.object({ items: z.array(DatabaseToken) }),
+    handler: ({ services, principal, params }) => services.databases.listTokens(principal, params.dbId),
+  }),
+  defineOperation({
+    id: 'databases.tokens.revoke',
+    method: 'DELETE',
+    path: '/databases/{dbId}/tokens/{tokenId}',
+    summary: 'Revoke a database token (it stops working within seconds)',
+    tags,
+    auth: ['owner'],
+    params: DbId.extend({ tokenId: z.string().min(1).max(200).describe('Token id (dbt_...)') }),
+    response: Ok,
+    handler: ({ services, principal, params }) =>
+      services.databases.revokeToken(principal, params.dbId, params.tokenId),
   }),
   defineOperation({
     id: 'databases.export',

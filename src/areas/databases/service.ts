@@ -9,6 +9,8 @@ import type {
   BatchResult,
   DatabaseEngine,
   DatabaseSnapshot,
+  HranaRequest,
+  HranaResult,
   ImportRequest,
   ImportResult,
   QueryRequest,
@@ -17,6 +19,7 @@ import type {
 import { toApiError } from './engine-errors.js';
 import { isUniqueViolation } from '../../store/unique.js';
 import type { DatabaseRow, DatabasesRepo } from './repo.js';
+import type { DatabaseTokenOut, DatabaseTokens } from './tokens.js';
 
 export interface DatabaseOut {
   id: string;
@@ -26,6 +29,7 @@ export interface DatabaseOut {
   rowsRead: number;
   rowsWritten: number;
   createdAt: string;
+  libsqlUrl: string;
 }
 
 export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRequest;
@@ -45,6 +49,9 @@ export class DatabasesService {
     private readonly usage: Usage,
     /** The engine's own per-database size cap. */
     readonly engineCapBytes: number,
+    /** Base URL clients reach nube at (for `libsqlUrl`). */
+    private readonly publicUrl: () => string,
+    readonly tokens: DatabaseTokens,
   ) {}
 
   async list(p: Principal): Promise<{ items: DatabaseOut[] }> {
@@ -94,13 +101,14 @@ export class DatabasesService {
     this.caps.delete(id);
     await this.engine.delete(id);
     await this.events.atomically(async (trx, emit) => {
+      await this.tokens.deleteAll(p.ownerId, id, trx);
       if (await this.repo.delete(p.ownerId, id, trx)) emit({ event: 'database.deleted', ownerId: p.ownerId, data: { ...db, sizeBytes: 0 } });
     });
     return { ok: true };
   }
 
   async query(p: Principal, id: string, body: QueryBody): Promise<QueryResult | BatchResult | ImportResult> {
-    await this.assertOwned(p, id);
+    await this.assertAccess(p, id);
     const limits = { maxBytes: await this.capFor(p, id), owner: p.ownerId };
     try {
       if ('statements' in body) return { results: await this.engine.batch(id, body.statements, limits) };
@@ -110,6 +118,48 @@ export class DatabasesService {
       this.caps.delete(id);
       throw this.map(err, p, limits.maxBytes);
     }
+  }
+
+  /**
+   * libSQL Hrana steps (hrana/pipeline.ts): same ownership check, storage cap, executors, limits and
+   * error mapping as `query`. SQL errors come back inside the result, per step, as Hrana wants them.
+   */
+  async hrana(p: Principal, id: string, req: HranaRequest): Promise<HranaResult> {
+    await this.assertAccess(p, id);
+    const limits = { maxBytes: await this.capFor(p, id), owner: p.ownerId };
+    try {
+      return await this.engine.hrana(id, req, limits);
+    } catch (err) {
+      this.caps.delete(id);
+      throw this.map(err, p, limits.maxBytes);
+    }
+  }
+
+  /** Ends a libSQL stream's connection (its open transaction rolls back). */
+  closeStream(id: string, stream: string): Promise<void> {
+    return this.engine.closeStream(id, stream);
+  }
+
+  /** A token for SQL on this one database (shown once; only its hash is kept). */
+  async createToken(p: Principal, id: string, name?: string): Promise<DatabaseTokenOut & { token: string }> {
+    await this.row(p, id);
+    return this.tokens.create(p, id, name);
+  }
+
+  async listTokens(p: Principal, id: string): Promise<{ items: DatabaseTokenOut[] }> {
+    await this.row(p, id);
+    return this.tokens.list(p, id);
+  }
+
+  async revokeToken(p: Principal, id: string, tokenId: string): Promise<{ ok: true }> {
+    await this.row(p, id);
+    return this.tokens.revoke(p, id, tokenId);
+  }
+
+  /** 404 unless the database is the caller's (and, for a database token, the one it names). */
+  async assertAccess(p: Principal, id: string): Promise<void> {
+    if (p.resourceId !== undefined && p.resourceId !== id) throw errors.notFound('database');
+    await this.assertOwned(p, id);
   }
 
   /** A consistent copy of the file; the caller streams it and then calls `dispose()`. */
@@ -186,6 +236,7 @@ export class DatabasesService {
       rowsRead: usage.rowsRead,
       rowsWritten: usage.rowsWritten,
       createdAt: new Date(Number(r.created_at)).toISOString(),
+      libsqlUrl: `${this.publicUrl()}/libsql/${r.id}/`,
     };
   }
 }

@@ -38,6 +38,8 @@ export interface CachedStatement {
 export class Connection {
   readonly db: DatabaseSyncInstance;
   readonly policy: PolicyState = { trusted: false, tempTouched: false, lastDenied: null };
+  /** Held by one libSQL stream (its transaction may be open between requests): never evicted. */
+  stream = false;
   private readonly stmts = new Map<string, CachedStatement>();
   private readonly counters: StatementSyncInstance;
   private readonly countersBefore: StatementSyncInstance;
@@ -177,6 +179,15 @@ export class Connection {
 
   close(): void {
     this.stmts.clear();
+    // A stream's connection may close inside its transaction: end it now, not whenever the
+    // statements are collected (until then SQLite keeps the connection, and its locks, alive).
+    if (this.db.isOpen && this.db.isTransaction) {
+      try {
+        this.engineExec('ROLLBACK');
+      } catch {
+        // Closing rolls back anyway once nothing holds the connection.
+      }
+    }
     if (this.db.isOpen) this.db.close();
   }
 }

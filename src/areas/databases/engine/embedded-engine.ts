@@ -6,6 +6,7 @@ import path from 'node:path';
 import { assertDbId, dbFile, dbFiles } from './db-id.js';
 import { DatabaseEngineError } from './errors.js';
 import { ExecutorPool, type PoolStats } from './pool.js';
+import type { HranaRequest, HranaResult } from './hrana-types.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult } from './schemas.js';
 import type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions, RequestLimits } from './types.js';
 import { type DatabaseUsage, UsageCounters } from './usage.js';
@@ -18,6 +19,8 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   private readonly counters: UsageCounters;
   private readonly timeoutMs: number;
   private readonly exportTimeoutMs: number;
+  /** Open libSQL streams per database, so deleting a database closes their connections first. */
+  private readonly streams = new Map<string, Set<string>>();
 
   constructor(opts: EmbeddedEngineOptions) {
     this.dir = path.resolve(opts.dir);
@@ -63,6 +66,8 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   async delete(id: string): Promise<void> {
     assertDbId(id);
     await this.pool.exclusive(id, async () => {
+      for (const stream of this.streams.get(id) ?? []) await this.pool.closeEverywhere(streamKey(id, stream));
+      this.streams.delete(id);
       await this.pool.closeEverywhere(id);
       await Promise.all(dbFiles(this.dir, id).map((f) => rm(f, { force: true })));
       this.counters.remove(id);
@@ -131,6 +136,37 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     return r;
   }
 
+  /**
+   * A stream's steps run on its own connection, on its own lane (so the database's other requests
+   * are not queued behind an open transaction; SQLite's locks and busy timeout order them), pinned
+   * to one executor for the stream's life. Without a stream they run on the database's lane.
+   */
+  async hrana(id: string, req: HranaRequest, limits: RequestLimits = {}): Promise<HranaResult> {
+    const file = dbFile(this.dir, id);
+    const key = req.stream === undefined ? id : streamKey(id, req.stream);
+    if (req.stream !== undefined) {
+      const open = this.streams.get(id) ?? new Set<string>();
+      this.streams.set(id, open);
+      open.add(req.stream);
+    }
+    const stream = req.stream !== undefined;
+    const r = await this.pool.run<HranaResult>(
+      { op: 'hrana', db: key, path: file, steps: req.steps, stream, resume: req.resume === true, maxBytes: limits.maxBytes },
+      this.timeoutMs,
+      key,
+      limits.owner,
+    );
+    this.counters.add(id, r.rowsRead, r.rowsWritten);
+    return r;
+  }
+
+  async closeStream(id: string, stream: string): Promise<void> {
+    const open = this.streams.get(id);
+    if (!open?.delete(stream)) return;
+    if (open.size === 0) this.streams.delete(id);
+    await this.pool.closeEverywhere(streamKey(id, stream));
+  }
+
   /** Not on the database's lane: VACUUM INTO reads a WAL snapshot while writes go on. */
   async export(id: string, limits: Pick<RequestLimits, 'owner'> = {}): Promise<DatabaseSnapshot> {
     const file = dbFile(this.dir, id);
@@ -160,6 +196,10 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     await this.pool.close();
     await this.counters.flush();
   }
+}
+
+function streamKey(id: string, stream: string): string {
+  return `${id}~${stream}`;
 }
 
 function notFound(id: string): DatabaseEngineError {

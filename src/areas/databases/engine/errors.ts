@@ -16,6 +16,7 @@ export const ENGINE_ERROR_CODES = [
   'EngineWorkerCrashed',
   'QueueFull',
   'QueueTimeout',
+  'StreamLost',
 ] as const;
 export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];
 

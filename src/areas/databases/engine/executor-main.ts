@@ -2,6 +2,7 @@ import { readSync, writeSync } from 'node:fs';
 import { Connection } from './connection.js';
 import { DatabaseEngineError, serializeError } from './errors.js';
 import { batch, exportTo, importRows, query } from './executor.js';
+import { runHrana } from './hrana-exec.js';
 import { encodeFrame } from './framing.js';
 import { CHANNEL_FD, type ExecutorRequest, type ExecutorResponse, type ExecutorSettings } from './protocol.js';
 
@@ -27,8 +28,10 @@ function connection(db: string, path: string, create = false): Connection {
   const conn = new Connection(path, settings, create);
   open.set(db, conn);
   if (open.size > settings.maxOpenConnections) {
-    // Connections holding temp objects are kept while any other can go.
-    const victim = [...open.entries()].find(([, c]) => !c.policy.tempTouched) ?? open.entries().next().value;
+    // Connections holding temp objects are kept while any other can go; a stream's never (the
+    // engine bounds how many streams are open, and ends idle ones).
+    const entries = [...open.entries()].filter(([, c]) => !c.stream);
+    const victim = entries.find(([, c]) => !c.policy.tempTouched) ?? entries[0];
     if (victim) {
       open.delete(victim[0]);
       victim[1].close();
@@ -54,6 +57,18 @@ function handle(msg: ExecutorRequest): unknown {
     case 'export':
       exportTo(msg.path, msg.target, settings.busyTimeoutMs);
       return null;
+    case 'hrana': {
+      if (msg.resume && !open.has(msg.db)) {
+        throw new DatabaseEngineError(
+          'StreamLost',
+          'the connection of this stream is gone (its executor was stopped, e.g. by the time limit of a request); its transaction was rolled back',
+        );
+      }
+      const conn = connection(msg.db, msg.path);
+      conn.stream = msg.stream;
+      conn.limitSize(msg.maxBytes);
+      return runHrana(conn, { steps: msg.steps, stream: msg.stream ? msg.db : undefined });
+    }
     default: {
       const conn = connection(msg.db, msg.path);
       conn.limitSize(msg.maxBytes);
@@ -69,7 +84,8 @@ function answer(msg: ExecutorRequest): ExecutorResponse {
     const result = handle(msg);
     // Temp objects exist only on this connection: the pool must keep sending this
     // database here for as long as the connection lives.
-    const pinned = msg.op !== 'close' && msg.op !== 'export' && open.get(msg.db)?.policy.tempTouched === true;
+    const conn = msg.op !== 'close' && msg.op !== 'export' ? open.get(msg.db) : undefined;
+    const pinned = conn !== undefined && (conn.policy.tempTouched || conn.stream);
     return { id: msg.id, ok: true, result, pinned };
   } catch (err) {
     const e = err instanceof DatabaseEngineError ? err : serializeError(err);

@@ -10,8 +10,24 @@ type Bindings = ReturnType<typeof decodeArgs>;
 
 // The SQL work of one request, run synchronously inside an executor process.
 
+/** How result values are put on the wire: nube's own encoding, or libSQL Hrana's typed values. */
+export interface ValueEncoding<V> {
+  encode(v: unknown): V;
+  /** Rough wire size, for the result-size cap. */
+  size(v: V): number;
+}
+
+const NUBE_ENCODING: ValueEncoding<SqlValue> = { encode: encodeValue, size: encodedSize };
+
+export type StatementResult<V> = Omit<QueryResult, 'rows'> & { rows: V[][] };
+
 /** Runs one statement and encodes its result, enforcing the row and byte caps. */
 export function runStatement(conn: Connection, req: QueryRequest): QueryResult {
+  return runEncoded(conn, req, NUBE_ENCODING);
+}
+
+/** runStatement with the values encoded by `enc`. */
+export function runEncoded<V>(conn: Connection, req: QueryRequest, enc: ValueEncoding<V>): StatementResult<V> {
   const started = performance.now();
   const entry = conn.statement(req.sql);
   const stmt = entry.stmt;
@@ -19,13 +35,13 @@ export function runStatement(conn: Connection, req: QueryRequest): QueryResult {
   const [before, schema] = conn.readBefore();
   const fresh = entry.columns !== null && entry.schema === schema;
   let cols = fresh && entry.columns ? entry.columns : describe(stmt);
-  const rows: SqlValue[][] = [];
+  const rows: V[][] = [];
   if (cols.names.length === 0) {
     // No result set: run() reports SQLite's extended error code, iterate() does not.
     if (Array.isArray(args)) stmt.run(...args);
     else stmt.run(args);
   } else {
-    readRows(conn, stmt, args, rows);
+    readRows(conn, stmt, args, rows, enc);
   }
   if (!fresh) {
     // A cached statement may have been re-prepared after a schema change (SELECT *): its
@@ -53,7 +69,13 @@ function describe(stmt: StatementSyncInstance): ResultColumns {
   return { names: cols.map((c) => c.name), types: cols.map((c) => c.type) };
 }
 
-function readRows(conn: Connection, stmt: StatementSyncInstance, args: Bindings, rows: SqlValue[][]): void {
+function readRows<V>(
+  conn: Connection,
+  stmt: StatementSyncInstance,
+  args: Bindings,
+  rows: V[][],
+  enc: ValueEncoding<V>,
+): void {
   const { maxResultRows, maxResultBytes } = conn.settings;
   let bytes = 0;
   const it = (Array.isArray(args) ? stmt.iterate(...args) : stmt.iterate(args)) as IterableIterator<
@@ -61,8 +83,8 @@ function readRows(conn: Connection, stmt: StatementSyncInstance, args: Bindings,
   >;
   try {
     for (const raw of it) {
-      const row = raw.map(encodeValue);
-      for (const v of row) bytes += encodedSize(v);
+      const row = raw.map(enc.encode);
+      for (const v of row) bytes += enc.size(v);
       rows.push(row);
       if (rows.length > maxResultRows || bytes > maxResultBytes) {
         throw new DatabaseEngineError(

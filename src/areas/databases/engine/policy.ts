@@ -72,6 +72,14 @@ export interface PolicyState {
   tempTouched: boolean;
   /** Why the last statement was refused, appended to SQLite's "not authorized". */
   lastDenied: string | null;
+  /**
+   * A libSQL (Hrana) stream owns this connection for now: it may BEGIN/COMMIT/ROLLBACK and use
+   * savepoints, and switch foreign_keys (libSQL's migrate() does). The executor ends whatever a
+   * stream left open before the connection serves anything else (hrana-exec.ts).
+   */
+  hrana?: boolean;
+  /** A stream switched foreign_keys: the executor turns it back on before others use the connection. */
+  fkChanged?: boolean;
 }
 
 export function installPolicy(db: DatabaseSyncInstance, state: PolicyState): void {
@@ -83,6 +91,7 @@ export function installPolicy(db: DatabaseSyncInstance, state: PolicyState): voi
         return deny(state, 'ATTACH, DETACH and VACUUM INTO are not allowed');
       case A.TRANSACTION:
       case A.SAVEPOINT:
+        if (state.hrana) return OK;
         return deny(state, 'transaction control is not allowed; send a batch instead');
       case A.FUNCTION:
         return p2 !== null && DENIED_FUNCTIONS.has(p2.toLowerCase())
@@ -93,6 +102,10 @@ export function installPolicy(db: DatabaseSyncInstance, state: PolicyState): voi
           ? OK
           : deny(state, `virtual table module ${p2} is not allowed`);
       case A.PRAGMA:
+        if (state.hrana && p1?.toLowerCase() === 'foreign_keys' && p2 !== null) {
+          state.fkChanged = true;
+          return OK;
+        }
         return pragmaAllowed(p1, p2) ? OK : deny(state, `PRAGMA ${p1} is not allowed`);
       case A.CREATE_TEMP_INDEX:
       case A.CREATE_TEMP_TABLE:

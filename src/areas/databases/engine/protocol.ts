@@ -1,5 +1,6 @@
 import type { ConnectionSettings } from './connection.js';
 import type { SerializedError } from './errors.js';
+import type { HranaStep } from './hrana-types.js';
 import type { ImportRequest, QueryRequest } from './schemas.js';
 
 // Messages between the pool (parent) and an executor process: length-prefixed JSON frames
@@ -13,6 +14,8 @@ export type ExecutorOp =
   | { op: 'query'; db: string; path: string; req: QueryRequest; maxBytes?: number }
   | { op: 'batch'; db: string; path: string; statements: QueryRequest[]; maxBytes?: number }
   | { op: 'import'; db: string; path: string; req: ImportRequest; maxBytes?: number }
+  /** `db` is the connection's key: the database id, or `<id>~<stream>` for a stream's own connection. */
+  | { op: 'hrana'; db: string; path: string; steps: HranaStep[]; stream: boolean; resume: boolean; maxBytes?: number }
   | { op: 'create'; db: string; path: string }
   | { op: 'export'; db: string; path: string; target: string }
   | { op: 'close'; db: string };

@@ -1,3 +1,4 @@
+import type { HranaRequest, HranaResult } from './hrana-types.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult } from './schemas.js';
 import type { DatabaseUsage } from './usage.js';
 
@@ -38,6 +39,10 @@ export interface DatabaseEngine {
   batch(id: string, statements: QueryRequest[], limits?: RequestLimits): Promise<QueryResult[]>;
   import(id: string, req: ImportRequest, limits?: RequestLimits): Promise<ImportResult>;
   export(id: string, limits?: Pick<RequestLimits, 'owner'>): Promise<DatabaseSnapshot>;
+  /** libSQL Hrana steps, on the shared connection or on a stream's own (`req.stream`). */
+  hrana(id: string, req: HranaRequest, limits?: RequestLimits): Promise<HranaResult>;
+  /** Ends a stream: its connection closes, rolling back whatever transaction it had open. */
+  closeStream(id: string, stream: string): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -60,7 +60,7 @@ export class RawPorts {
       const had = await this.repo.get(id, port, protocol);
       if (had) {
         if (!this.listeners.has(keyOf(had.public_port, protocol))) await this.listen(had);
-        await this.forward(had, r.runtime_id);
+        if (r.status === 'running') await this.forward(had, r.runtime_id);
         return this.view(had);
       }
       const limit = RAW_PORTS_PER_PLAN[p.plan];
@@ -76,7 +76,8 @@ export class RawPorts {
       row.public_port = await this.allocate(row);
       try {
         await this.repo.insert(row);
-        await this.forward(row, r.runtime_id);
+        // Not yet running (starting, suspended): the relay serves until the sandbox runs.
+        if (r.status === 'running') await this.forward(row, r.runtime_id);
       } catch (e) {
         await this.stop(row.public_port, protocol);
         await this.repo.delete(id, port, protocol).catch(() => {});
@@ -167,6 +168,9 @@ export class RawPorts {
       // Traffic is activity: a suspended sandbox wakes, the idle clock re-arms.
       row = await this.core.ensureRunning(row);
       await this.core.clocks.touch(row);
+      // The relay got traffic of a running sandbox (it was still starting when exposed, or a rule was lost):
+      // hand the port to the kernel from the next connection on.
+      if (!woke) await this.forwardSandbox(row);
       return { address: await this.core.runtime.addressOf(row.runtime_id), port, woke };
     } catch (e) {
       this.core.deps.log.warn({ err: e, sandbox: sandboxId }, 'raw port: sandbox not available');

@@ -5,7 +5,7 @@
 // peer's address tells DNAT (the client's own address) from nube's relay (the bridge address), from
 // the host and from another network namespace acting as an outside host; suspended, the relay answers
 // and wakes the sandbox. Own bridge and outside namespaces in 10.104.0.0/16.
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -124,13 +124,17 @@ function outsideHost(i: number) {
   ip('-n', ns, 'link', 'set', 'eth0', 'up');
   ip('-n', ns, 'link', 'set', 'lo', 'up');
   ip('-n', ns, 'route', 'add', 'default', 'via', `${net}.1`);
-  /** One TCP or UDP exchange from inside the namespace to the host's address on its link. */
-  const ask = (protocol: 'tcp' | 'udp', port: number, text: string): string => {
+  /** One TCP or UDP exchange from inside the namespace to the host's address on its link (async: nube's relay runs in this process). */
+  const ask = (protocol: 'tcp' | 'udp', port: number, text: string): Promise<string> => {
     const py =
       protocol === 'tcp'
         ? 'import socket,sys\ntry:\n s=socket.create_connection((sys.argv[1],int(sys.argv[2])),20); s.sendall(sys.argv[3].encode()); print(s.recv(200).decode())\nexcept Exception as e: print(type(e).__name__)'
         : 'import socket,sys\nu=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.settimeout(3)\ntry:\n u.sendto(sys.argv[3].encode(),(sys.argv[1],int(sys.argv[2]))); print(u.recvfrom(200)[0].decode())\nexcept Exception as e: print(type(e).__name__)';
-    return execFileSync('ip', ['netns', 'exec', ns, 'python3', '-c', py, `${net}.1`, String(port), text], { encoding: 'utf8' }).trim();
+    return new Promise((resolve, reject) =>
+      execFile('ip', ['netns', 'exec', ns, 'python3', '-c', py, `${net}.1`, String(port), text], { encoding: 'utf8' }, (e, out) =>
+        e ? reject(e) : resolve(out.trim()),
+      ),
+    );
   };
   return { address: `${net}.2`, ask, down };
 }
@@ -225,10 +229,10 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
     expect(await tcpAsk(tcp, 'x')).toBe(`peer=${BRIDGE_IP}`);
     expect(await udpAsk(udp, 'x')).toBe(`peer=${BRIDGE_IP}`);
     // From another host: its own address arrives inside, and the answer finds its way back.
-    expect(outside.ask('tcp', tcp, 'x')).toBe(`peer=${outside.address}`);
-    expect(outside.ask('udp', udp, 'x')).toBe(`peer=${outside.address}`);
+    expect(await outside.ask('tcp', tcp, 'x')).toBe(`peer=${outside.address}`);
+    expect(await outside.ask('udp', udp, 'x')).toBe(`peer=${outside.address}`);
     // The echo ports too, from outside.
-    expect(outside.ask('tcp', ports, 'out')).toBe(`${a.host}:out`);
+    expect(await outside.ask('tcp', ports, 'out')).toBe(`${a.host}:out`);
   }, 120_000);
 
   it('suspended, the relay answers and wakes the sandbox; running again, DNAT is back', async () => {
@@ -240,10 +244,10 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
     expect(dnatElements()).not.toContain(`tcp . ${tcp} :`);
     expect(dnatElements()).not.toContain(`tcp . ${ports} :`);
     // The first connection wakes it through nube's relay (so the sandbox sees the bridge address).
-    expect(outside.ask('tcp', tcp, 'wake')).toBe(`peer=${BRIDGE_IP}`);
+    expect(await outside.ask('tcp', tcp, 'wake')).toBe(`peer=${BRIDGE_IP}`);
     expect((await t.call('GET', `/sandboxes/${a.id}`)).body.status).toBe('running');
     expect(dnatElements()).toContain(`tcp . ${tcp} : ${a.address} . 7002`);
-    expect(outside.ask('tcp', tcp, 'again')).toBe(`peer=${outside.address}`);
+    expect(await outside.ask('tcp', tcp, 'again')).toBe(`peer=${outside.address}`);
     expect(await until(() => tcpAsk(ports, 'echo'), ready, 30_000)).toBe(`${a.host}:echo`);
   }, 180_000);
 
@@ -303,12 +307,12 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
     // Restored in the kernel too: an outside client's address arrives inside.
     expect(dnatElements()).toContain(`tcp . ${ports} : ${a.address} . 7000`);
     const peerPort = (await t.call('POST', `/sandboxes/${a.id}/expose-raw`, { port: 7002 })).body.publicPort;
-    expect(outside.ask('tcp', peerPort, 'x')).toBe(`peer=${outside.address}`);
+    expect(await outside.ask('tcp', peerPort, 'x')).toBe(`peer=${outside.address}`);
     const udp = (await t.call('POST', `/sandboxes/${a.id}/expose-raw`, { port: 7001, protocol: 'udp' })).body.publicPort;
     expect(await until(() => udpAsk(udp, 'u'), ready, 30_000)).toBe(`${a.host}:u`);
     expect((await t.call('DELETE', `/sandboxes/${a.id}`)).status).toBe(200);
     expect(await tcpAsk(ports, 'gone')).toBe('ECONNREFUSED');
-    expect(outside.ask('tcp', peerPort, 'gone')).toBe('ConnectionRefusedError');
+    expect(await outside.ask('tcp', peerPort, 'gone')).toBe('ConnectionRefusedError');
     expect(dnatElements()).not.toContain(`: ${a.address} .`);
     expect(await t.nube.services.sandboxes.rawPorts.repo.ofSandbox(a.id)).toEqual([]);
     // The freed host port is handed out again.

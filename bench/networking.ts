@@ -22,7 +22,7 @@ import { newResult, printTable, type ResultRow, writeResult } from './lib/result
 import { percentile } from './lib/stats.js';
 
 const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
-const BRIDGE = 'nuben0:10.81.0.1/16';
+const BRIDGE = 'nubedb0:10.104.192.1/18';
 const RAW_FIRST = 42000;
 const RELAY_PORT = 42100;
 const BYTES = 128 * 1024 * 1024;

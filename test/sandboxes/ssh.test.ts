@@ -184,7 +184,7 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
       `        s = socket.create_connection(("127.0.0.1", ${inside}), 2); break`,
       '    except OSError: time.sleep(0.1)',
       'else: print("REFUSED"); raise SystemExit(0)',
-      's.sendall(b"hi"); print(s.recv(100).decode())',
+      's.settimeout(30); s.sendall(b"hi"); print(s.recv(100).decode())',
     ].join('\n');
     try {
       const tk = await ticket();

@@ -118,6 +118,11 @@ def listen(s, out, h):
     threading.Thread(target=accept_loop, daemon=True).start()
     while read_frame(s)[0] is not None:
         pass
+    # close() alone leaves a socket that another thread is accepting on listening: shutdown wakes it.
+    try:
+        lst.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
     lst.close()
     with PENDING_LOCK:
         left = [PENDING.pop(cid, None) for cid in mine]

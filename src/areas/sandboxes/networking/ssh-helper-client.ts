@@ -128,6 +128,9 @@ export async function forwardFromSandbox(address: string, port: number, token: s
       if (rest === null) return;
       s.off('data', onData);
       s.off('close', onClose);
+      // Paused until the caller pipes it: a stream left flowing without a listener drops what the
+      // other end sent first (with ssh -R the program inside often speaks before the channel opens).
+      s.pause();
       if (rest.length) s.unshift(rest);
       resolve(s);
     };

@@ -298,6 +298,27 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
     expect((await t.call('DELETE', `/sandboxes/${c.body.id}`, undefined, h)).status).toBe(200);
   }, 120_000);
 
+  it('traffic through the kernel counts as activity for the idle clock; silence still suspends', async () => {
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 3, suspendOnIdle: true });
+    expect(c.status).toBe(200);
+    const id = c.body.id;
+    await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/peer.py', content: PEER });
+    await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 /root/peer.py' });
+    const port = (await t.call('POST', `/sandboxes/${id}/expose-raw`, { port: 7002 })).body.publicPort;
+    const me = hostAddress();
+    expect(await until(() => tcpAsk(port, 'x', 5000, me), (v) => v === `peer=${me}`, 30_000)).toBe(`peer=${me}`);
+    // Only the kernel sees this traffic (the answer shows the client's own address, not the relay's).
+    const end = Date.now() + 9000;
+    while (Date.now() < end) {
+      expect(await tcpAsk(port, 'x', 5000, me)).toBe(`peer=${me}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect((await t.call('GET', `/sandboxes/${id}`)).body.status).toBe('running');
+    const s = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 60_000);
+    expect(s.body.status).toBe('suspended');
+    expect((await t.call('DELETE', `/sandboxes/${id}`)).status).toBe(200);
+  }, 120_000);
+
   it('raw ports are restored after a restart of nube and freed when the sandbox ends', async () => {
     await t.nube.close();
     expect(await tcpAsk(ports, 'down')).toBe('ECONNREFUSED');

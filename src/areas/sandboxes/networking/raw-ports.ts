@@ -188,13 +188,16 @@ export class RawPorts {
   async restore(): Promise<void> {
     for (const r of await this.repo.all()) {
       const sbx = await this.core.repo.get(r.sandbox_id);
+      // A nube that crashed left its rules in the kernel: they go unless the sandbox runs.
       if (!sbx) {
+        await this.unforward(r).catch(() => {});
         await this.repo.deleteSandbox(r.sandbox_id);
         continue;
       }
       try {
         await this.listen(r);
         if (sbx.status === 'running') await this.forward(r, sbx.runtime_id);
+        else await this.unforward(r);
       } catch (e) {
         this.core.deps.log.error({ err: e, sandbox: r.sandbox_id, publicPort: r.public_port }, 'raw port could not be reopened');
       }

@@ -1,36 +1,41 @@
 // Networking benchmark: `npm run bench -- networking`. A real nube (in process, SQLite) with one
-// sandbox running a TCP echo server and a TCP source inside. Measured in the same run:
-//   - host loopback (a source on 127.0.0.1): the physical limit of a TCP stream on this machine;
+// sandbox running TCP and UDP echo servers and a TCP source inside. Measured in the same run:
+//   - host loopback (servers on 127.0.0.1): the physical limit of this machine;
 //   - direct to the sandbox's bridge address (what every forwarder adds to);
-//   - the raw port (nube's in-process relay, what expose-raw uses);
-//   - an nftables DNAT rule to the same port (the alternative that was measured, not chosen).
-// Throughput (MB/s of a 128 MB download) and 1-byte round trips (p50/p99) for each. Writes
+//   - the raw port as expose-raw gives it (nftables DNAT while the sandbox runs);
+//   - nube's relay (what serves a raw port while the sandbox is suspended, and what raw ports were
+//     before DNAT), opened on a host port of its own to the same servers.
+// TCP throughput (MB/s of a 128 MB download), 1-byte round trips on one connection, connect latency
+// (a new connection to its first echoed byte) and UDP 1-byte round trips (p50/p99) for each. Writes
 // bench/results/networking.json.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
 import { createServer } from 'node:net';
 import { loadavg } from 'node:os';
 import { loadConfig } from '../src/config.js';
 import { BASE62, randomToken } from '../src/platform/ids.js';
 import type { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
+import { openRawListener } from '../src/areas/sandboxes/networking/raw-listener.js';
 import { buildServer } from '../src/server.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { percentile } from './lib/stats.js';
 
 const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
-const BRIDGE = 'nuben0:10.81.0.1/16';
-const HOST_IP = '10.81.0.1';
+const BRIDGE = 'nubedb0:10.104.192.1/18';
 const RAW_FIRST = 42000;
-const DNAT_PORT = 42100;
-const DNAT_TABLE = 'nube_bench_dnat';
+const RELAY_PORT = 42100;
 const BYTES = 128 * 1024 * 1024;
 const PINGS = 2000;
+const CONNECTS = 300;
 const dir = `${ROOT}/bench-networking-${process.pid}`;
 
-// Inside the sandbox: 7000 echoes, 7002 sends the number of bytes asked for (10 ASCII digits) and closes.
+// Inside the sandbox: 7000 echoes (TCP), 7001 echoes (UDP), 7002 sends the number of bytes asked for
+// (10 ASCII digits) and closes.
 const SERVERS = `
 const net = require('net');
 net.createServer((s) => { s.setNoDelay(true); s.pipe(s); }).listen(7000);
+const u = require('dgram').createSocket('udp4'); u.on('message', (m, r) => u.send(m, r.port, r.address)); u.bind(7001);
 const chunk = Buffer.alloc(1 << 20);
 net.createServer((s) => {
   s.once('data', (d) => {
@@ -56,6 +61,27 @@ if (mode === 'download') {
   s.on('data', (d) => (got += d.length));
   s.on('error', (e) => out({ error: e.message }));
   s.on('close', () => out(got === bytes ? { mbps: bytes / 2 ** 20 / ((performance.now() - t0) / 1000) } : { error: 'got ' + got }));
+} else if (mode === 'connect') {
+  (async () => {
+    const times = [];
+    for (let i = 0; i < Number(n); i++) {
+      const t0 = performance.now();
+      await new Promise((r, j) => { const s = net.connect({ host, port: Number(port), noDelay: true }, () => s.write('x')); s.once('data', () => { s.destroy(); r(); }); s.once('error', j); });
+      times.push(performance.now() - t0);
+    }
+    out({ times });
+  })().catch((e) => out({ error: e.message }));
+} else if (mode === 'udp') {
+  const s = require('dgram').createSocket('udp4');
+  s.connect(Number(port), host, async () => {
+    const times = [];
+    for (let i = 0; i < Number(n); i++) {
+      const t0 = performance.now();
+      const got = await new Promise((r) => { const t = setTimeout(() => r(false), 1000); s.once('message', () => { clearTimeout(t); r(true); }); s.send('x'); });
+      if (got) times.push(performance.now() - t0);
+    }
+    out(times.length ? { times, lost: Number(n) - times.length } : { error: 'no UDP answer' });
+  });
 } else {
   const s = net.connect({ host, port: Number(port), noDelay: true }, async () => {
     const times = [];
@@ -70,7 +96,7 @@ if (mode === 'download') {
 }
 `;
 
-function client<T>(mode: 'download' | 'ping', host: string, port: number, n: number): Promise<T> {
+function client<T>(mode: 'download' | 'ping' | 'connect' | 'udp', host: string, port: number, n: number): Promise<T> {
   return new Promise((resolve, reject) => {
     const c = spawn(process.execPath, ['-e', CLIENT, mode, host, String(port), String(n)]);
     let text = '';
@@ -86,9 +112,13 @@ const download = async (host: string, port: number, bytes: number) =>
   (await client<{ mbps: number }>('download', host, port, bytes)).mbps;
 const pings = async (host: string, port: number, n: number) =>
   (await client<{ times: number[] }>('ping', host, port, n)).times;
+const connects = async (host: string, port: number, n: number) =>
+  (await client<{ times: number[] }>('connect', host, port, n)).times;
+const udpPings = async (host: string, port: number, n: number) =>
+  (await client<{ times: number[] }>('udp', host, port, n)).times;
 
 /** A host-only source and echo on loopback: the same protocol without any sandbox. */
-function loopbackServers(): Promise<{ source: number; echo: number; close: () => void }> {
+function loopbackServers(): Promise<{ source: number; echo: number; udp: number; close: () => void }> {
   const chunk = Buffer.alloc(1 << 20);
   const src = createServer((s) => {
     s.once('data', (d) => {
@@ -108,23 +138,28 @@ function loopbackServers(): Promise<{ source: number; echo: number; close: () =>
     s.setNoDelay(true);
     s.pipe(s);
   });
+  const udp = createSocket('udp4');
+  udp.on('message', (m, r) => udp.send(m, r.port, r.address));
   return new Promise((resolve) => {
     src.listen(0, '127.0.0.1', () =>
       echo.listen(0, '127.0.0.1', () =>
-        resolve({
-          source: (src.address() as { port: number }).port,
-          echo: (echo.address() as { port: number }).port,
-          close: () => {
-            src.close();
-            echo.close();
-          },
-        }),
+        udp.bind(0, '127.0.0.1', () =>
+          resolve({
+            source: (src.address() as { port: number }).port,
+            echo: (echo.address() as { port: number }).port,
+            udp: udp.address().port,
+            close: () => {
+              src.close();
+              echo.close();
+              udp.close();
+            },
+          }),
+        ),
       ),
     );
   });
 }
 
-const nft = (input: string) => spawnSync('nft', ['-f', '-'], { input, encoding: 'utf8' });
 
 const rows: ResultRow[] = [];
 
@@ -200,6 +235,7 @@ const post = async (path: string, body: unknown) => {
   return json;
 };
 const loop = await loopbackServers();
+const cleanups: (() => Promise<unknown>)[] = [];
 try {
   await nube.services.sandboxes.core.runtime.ensureTemplate('base', (l) => console.log(l));
   const sbx = await post('/sandboxes', { timeoutSeconds: 1800 });
@@ -213,40 +249,48 @@ try {
     if (await download(addr, 7002, 1).then(() => true, () => false)) break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  // The alternative: the kernel rewrites the destination (output hook: the client is on this host).
-  const dnat = nft(`table ip ${DNAT_TABLE} {
-  chain out { type nat hook output priority -100; policy accept;
-    ip daddr ${HOST_IP} tcp dport ${DNAT_PORT} dnat to ${addr}:7002
-    ip daddr ${HOST_IP} tcp dport ${DNAT_PORT + 1} dnat to ${addr}:7000
-  }
-}
-`);
-  const hasDnat = dnat.status === 0;
-  if (!hasDnat) console.error(`nft DNAT rule refused: ${dnat.stderr}`);
+  const rawUdp = (await post(`/sandboxes/${id}/expose-raw`, { port: 7001, protocol: 'udp' })).publicPort as number;
+  // nube's relay, as it serves a raw port while the sandbox is suspended (here: always on, to compare).
+  const relays = await Promise.all(
+    ([['tcp', 7002, 0], ['tcp', 7000, 1], ['udp', 7001, 1]] as const).map(([protocol, port, off]) =>
+      openRawListener({ protocol, bind: '127.0.0.1', publicPort: RELAY_PORT + off, resolve: async () => ({ address: addr, port, woke: false }) }),
+    ),
+  );
+  cleanups.push(() => Promise.all(relays.map((r) => r.close())));
 
   const LOOP = 'host loopback (no sandbox)';
   const loopMb = await mbps('127.0.0.1', loop.source);
   const loopPing = await pings('127.0.0.1', loop.echo, PINGS);
+  const loopConnect = await connects('127.0.0.1', loop.echo, CONNECTS);
+  const loopUdp = await udpPings('127.0.0.1', loop.udp, PINGS);
   const tput = (name: string, mb: number, target = '-', pass?: boolean) =>
     rows.push({ name: `${name}: TCP download MB/s`, throughputPerSec: mb, ratio: mb / loopMb, ratioAgainst: LOOP, target, ...(pass === undefined ? {} : { pass }) });
-  const rtt = (name: string, s: number[]) =>
-    rows.push({ name: `${name}: 1-byte round trip`, p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), n: s.length, ratio: percentile(s, 50) / percentile(loopPing, 50), ratioAgainst: `${LOOP} (p50)` });
+  const lat = (name: string, what: string, s: number[], base: number[]) =>
+    rows.push({ name: `${name}: ${what}`, p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), n: s.length, ratio: percentile(s, 50) / percentile(base, 50), ratioAgainst: `${LOOP} (p50)` });
+  const latencies = async (name: string, host: string, echo: number, udp: number) => {
+    lat(name, '1-byte round trip', host === '127.0.0.1' && echo === loop.echo ? loopPing : await pings(host, echo, PINGS), loopPing);
+    lat(name, 'connect to first echoed byte', host === '127.0.0.1' && echo === loop.echo ? loopConnect : await connects(host, echo, CONNECTS), loopConnect);
+    lat(name, 'UDP 1-byte round trip', host === '127.0.0.1' && udp === loop.udp ? loopUdp : await udpPings(host, udp, PINGS), loopUdp);
+  };
   tput(LOOP, loopMb);
-  rtt(LOOP, loopPing);
+  await latencies(LOOP, '127.0.0.1', loop.echo, loop.udp);
+  const DIRECT = 'direct to the sandbox address';
   const directMb = await mbps(addr, 7002);
-  tput('direct to the sandbox address', directMb);
-  rtt('direct to the sandbox address', await pings(addr, 7000, PINGS));
+  tput(DIRECT, directMb);
+  await latencies(DIRECT, addr, 7000, 7001);
+  const RAW = 'raw port (nftables DNAT, what expose-raw gives a running sandbox)';
   const rawMb = await mbps('127.0.0.1', rawSrc);
-  tput('raw port (nube relay)', rawMb, '>= 0.5x host loopback', rawMb / loopMb >= 0.5);
-  rows.push({ name: 'raw port (nube relay) vs direct: MB/s ratio', ratio: rawMb / directMb, ratioAgainst: 'direct to the sandbox address' });
-  rtt('raw port (nube relay)', await pings('127.0.0.1', rawEcho, PINGS));
+  tput(RAW, rawMb, '>= 0.5x host loopback', rawMb / loopMb >= 0.5);
+  rows.push({ name: `${RAW} vs direct: MB/s ratio`, ratio: rawMb / directMb, ratioAgainst: DIRECT });
+  await latencies(RAW, '127.0.0.1', rawEcho, rawUdp);
+  const RELAY = "nube's relay (serves a suspended sandbox's raw port)";
+  const relayMb = await mbps('127.0.0.1', RELAY_PORT);
+  tput(RELAY, relayMb);
+  rows.push({ name: `${RELAY} vs direct: MB/s ratio`, ratio: relayMb / directMb, ratioAgainst: DIRECT });
+  await latencies(RELAY, '127.0.0.1', RELAY_PORT + 1, RELAY_PORT + 1);
   await sshRows(id, post);
-  if (hasDnat) {
-    tput('nftables DNAT (not chosen)', await mbps(HOST_IP, DNAT_PORT));
-    rtt('nftables DNAT (not chosen)', await pings(HOST_IP, DNAT_PORT + 1, PINGS));
-  }
 } finally {
-  nft(`delete table ip ${DNAT_TABLE}\n`);
+  for (const c of cleanups) await c();
   loop.close();
   const rt = nube.services.sandboxes.core.runtime;
   for (const s of await rt.list()) await rt.destroy(s.id).catch(() => {});
@@ -258,10 +302,11 @@ try {
 const result = newResult('networking', rows, [
   `load average at the end of the run: ${loadavg().map((x) => x.toFixed(2)).join(' ')} (2 cores shared with other work)`,
   `throughput: the best of 3 downloads of ${BYTES / 2 ** 20} MB after an 8 MB warm-up; the source inside the sandbox is node, as on the host`,
-  `round trips: ${PINGS} sequential 1-byte echoes on one connection`,
+  `round trips: ${PINGS} sequential 1-byte echoes on one connection (UDP: ${PINGS} sequential datagrams); connect: ${CONNECTS} new connections, each timed to its first echoed byte`,
   'the client (downloads, round trips) is a separate node process; sources and the relay run in the bench process, as nube would',
   'ssh row: a new OpenSSH connection each time (key exchange, password auth with a ticket, session, exec through the in-sandbox helper), timed to the first byte of output; the API row is the same command through POST exec in the same run',
-  'DNAT row: an nft output-hook DNAT from the bridge host address to the sandbox (the client is on this host); external clients would use the prerouting hook',
+  'raw port rows: the ports expose-raw answered, reached at 127.0.0.1 (nube DNATs them in the output hook and masquerades to the bridge address); clients on other machines take the prerouting hook',
+  "relay rows: nube's relay code (raw-listener.ts) in the bench process on ports of its own, to the same servers",
 ]);
 printTable(rows);
 console.log(`wrote ${writeResult(result)}`);

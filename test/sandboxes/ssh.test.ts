@@ -1,10 +1,11 @@
 // SSH into sandboxes through nube's gateway, driven by the real OpenSSH client (ssh, sftp, scp):
-// tickets, exec with exit status, a PTY shell, SFTP and scp both ways, local port forwarding, ticket
+// tickets, exec with exit status, a PTY shell, SFTP and scp both ways, local and remote (-R) port forwarding, ticket
 // expiry and scope, ssh-disable closing live sessions, host key kept across a restart, rate-limited
 // authentication failures.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -167,6 +168,42 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
       expect(body).toBe('forwarded');
     } finally {
       fwd.kill();
+    }
+  }, 120_000);
+
+  it('remote forwarding (ssh -R): a port inside the sandbox reaches a server on the client side', async () => {
+    // The "client machine" side: a server only the ssh client can reach (loopback of the test host).
+    const server = createServer((s) => s.once('data', (d) => s.end(`from-the-client:${d}`)));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const clientPort = (server.address() as { port: number }).port;
+    const inside = 9090 + (driver === 'gvisor' ? 1 : 0);
+    const probe = [
+      'import socket, time',
+      'for i in range(100):',
+      '    try:',
+      `        s = socket.create_connection(("127.0.0.1", ${inside}), 2); break`,
+      '    except OSError: time.sleep(0.1)',
+      'else: print("REFUSED"); raise SystemExit(0)',
+      's.settimeout(30); s.sendall(b"hi"); print(s.recv(100).decode())',
+    ].join('\n');
+    try {
+      const tk = await ticket();
+      const r = await ssh(tk, [`python3 -c '${probe}'`], undefined, tk.user, [
+        '-o',
+        'ExitOnForwardFailure=yes',
+        '-R',
+        `127.0.0.1:${inside}:127.0.0.1:${clientPort}`,
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout.trim()).toBe('from-the-client:hi');
+      // The port listened inside the sandbox, not on nube's host; it closed with the connection.
+      expect(await httpGet(inside)).toBe('ECONNREFUSED');
+      const after = await ssh(await ticket(), [
+        `python3 -c 'import socket\ntry: socket.create_connection(("127.0.0.1", ${inside}), 2); print("OPEN")\nexcept OSError: print("CLOSED")'`,
+      ]);
+      expect(after.stdout.trim()).toBe('CLOSED');
+    } finally {
+      server.close();
     }
   }, 120_000);
 

@@ -16,6 +16,8 @@ export interface ClockHost {
   readonly deps: Pick<PlatformDeps, 'jobs'>;
   destroy(id: string, reason: string): Promise<void>;
   suspend(id: string, reason: string): Promise<SandboxRow>;
+  /** Activity nube's API did not see (traffic through kernel-forwarded raw ports). */
+  activeLately(r: SandboxRow): Promise<boolean>;
 }
 
 export const TTL_JOB = 'sandboxes.ttl';
@@ -74,6 +76,12 @@ export class Clocks {
       return;
     }
     if (r.status === 'running' && r.expires_at !== null && r.expires_at <= now) {
+      // An idle deadline passes only when no forwarded traffic came either.
+      if (this.idleTtlMs(r) !== null && (await this.core.activeLately(r))) {
+        await this.touch(r);
+        await this.arm(r);
+        return;
+      }
       if (r.suspend_on_idle === 1) await this.core.suspend(id, 'timeout');
       else await this.core.destroy(id, 'timeout');
       return;

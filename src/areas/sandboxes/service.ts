@@ -31,6 +31,11 @@ export class SandboxesCore {
   readonly clocks: Clocks;
   /** Run after a sandbox's record is gone (networking frees its host ports). */
   readonly destroyHooks: ((row: SandboxRow) => Promise<void>)[] = [];
+  /** Run after a sandbox is suspended and after it runs again (raw ports swap DNAT and relay). */
+  readonly suspendHooks: ((row: SandboxRow) => Promise<void>)[] = [];
+  readonly resumeHooks: ((row: SandboxRow) => Promise<void>)[] = [];
+  /** Asked when the idle deadline passes: traffic the API did not see (raw ports' DNAT) is activity. */
+  readonly activityProbes: ((row: SandboxRow) => Promise<boolean>)[] = [];
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -252,6 +257,7 @@ export class SandboxesCore {
       await this.event(id, 'suspended', { reason });
       const fresh = { ...row, ...patch };
       await this.clocks.arm(fresh);
+      await this.runHooks(this.suspendHooks, fresh);
       return fresh;
     });
   }
@@ -278,9 +284,23 @@ export class SandboxesCore {
       await this.event(id, 'resumed', env ? { envRewritten: true } : {});
       const fresh = { ...r, ...patch };
       await this.clocks.arm(fresh);
+      await this.runHooks(this.resumeHooks, fresh);
       return fresh;
     });
     return { row, bootstrap: await this.runBootstrap(row) };
+  }
+
+  /** A hook's failure is logged: the lifecycle change it follows has happened. */
+  private async runHooks(hooks: ((row: SandboxRow) => Promise<void>)[], row: SandboxRow): Promise<void> {
+    for (const hook of hooks) {
+      await hook(row).catch((e: unknown) => this.deps.log.warn({ err: e, sandbox: row.id }, 'sandbox hook failed'));
+    }
+  }
+
+  /** Whether any probe saw activity the idle clock was not told about. */
+  async activeLately(row: SandboxRow): Promise<boolean> {
+    for (const probe of this.activityProbes) if (await probe(row).catch(() => false)) return true;
+    return false;
   }
 
   /** Activity on a suspended sandbox wakes it; a starting one is not ready yet, a failed one never. */

@@ -1,6 +1,8 @@
 // expose-raw / unexpose-raw: a host port from the configured range forwarded to a port inside the
-// sandbox by an in-process proxy (docs/decisions.md says why not nftables DNAT). Rows are durable;
-// listeners are reopened from them at start and closed, with their rows, when the sandbox ends.
+// sandbox. While the sandbox runs, the kernel forwards (nftables DNAT, driver.forwardPort); nube's relay
+// listener holds the port meanwhile and serves it alone while the sandbox is suspended, so traffic
+// wakes it (resume puts the DNAT rule back). docs/decisions.md says why. Rows are durable; listeners
+// and rules are reopened from them at start and removed, with their rows, when the sandbox ends.
 import type { Principal } from '../../../platform/auth.js';
 import { errors } from '../../../platform/errors.js';
 import type { PlanName } from '../../../platform/plans.js';
@@ -31,6 +33,9 @@ export class RawPorts {
   constructor(private readonly core: SandboxesCore) {
     this.repo = new RawPortsRepo(core.repo.db);
     core.destroyHooks.push((row) => this.freeSandbox(row.id));
+    core.suspendHooks.push((row) => this.unforwardSandbox(row.id));
+    core.resumeHooks.push((row) => this.forwardSandbox(row));
+    core.activityProbes.push(async (row) => (await this.repo.ofSandbox(row.id)).length > 0 && this.core.runtime.forwardedRecently(row.runtime_id));
   }
 
   private get cfg() {
@@ -55,6 +60,7 @@ export class RawPorts {
       const had = await this.repo.get(id, port, protocol);
       if (had) {
         if (!this.listeners.has(keyOf(had.public_port, protocol))) await this.listen(had);
+        if (r.status === 'running') await this.forward(had, r.runtime_id);
         return this.view(had);
       }
       const limit = RAW_PORTS_PER_PLAN[p.plan];
@@ -70,8 +76,11 @@ export class RawPorts {
       row.public_port = await this.allocate(row);
       try {
         await this.repo.insert(row);
+        // Not yet running (starting, suspended): the relay serves until the sandbox runs.
+        if (r.status === 'running') await this.forward(row, r.runtime_id);
       } catch (e) {
         await this.stop(row.public_port, protocol);
+        await this.repo.delete(id, port, protocol).catch(() => {});
         throw e;
       }
       await this.core.event(id, 'expose-raw', { port, protocol, publicPort: row.public_port });
@@ -119,8 +128,32 @@ export class RawPorts {
     this.listeners.set(keyOf(row.public_port, row.protocol), l);
   }
 
+  /** The kernel takes the port over from the relay (when the bind address allows). */
+  private async forward(row: RawPortRow, runtimeId: string): Promise<void> {
+    await this.core.runtime.forwardPort(runtimeId, {
+      protocol: row.protocol as RawProtocol,
+      bind: this.cfg.bind,
+      publicPort: row.public_port,
+      port: row.port,
+    });
+  }
+
+  private async unforward(row: RawPortRow): Promise<void> {
+    await this.core.runtime.unforwardPort({ protocol: row.protocol as RawProtocol, bind: this.cfg.bind, publicPort: row.public_port });
+  }
+
+  private async forwardSandbox(sbx: { id: string; runtime_id: string }): Promise<void> {
+    for (const r of await this.repo.ofSandbox(sbx.id)) await this.forward(r, sbx.runtime_id);
+  }
+
+  /** Suspended: the relay listener answers (and wakes the sandbox). */
+  private async unforwardSandbox(sandboxId: string): Promise<void> {
+    for (const r of await this.repo.ofSandbox(sandboxId)) await this.unforward(r);
+  }
+
   private async stop(publicPort: number, protocol: string): Promise<void> {
     const k = keyOf(publicPort, protocol);
+    await this.core.runtime.unforwardPort({ protocol: protocol as RawProtocol, bind: this.cfg.bind, publicPort });
     const l = this.listeners.get(k);
     this.listeners.delete(k);
     await l?.close();
@@ -135,6 +168,9 @@ export class RawPorts {
       // Traffic is activity: a suspended sandbox wakes, the idle clock re-arms.
       row = await this.core.ensureRunning(row);
       await this.core.clocks.touch(row);
+      // The relay got traffic of a running sandbox (it was still starting when exposed, or a rule was lost):
+      // hand the port to the kernel from the next connection on.
+      if (!woke) await this.forwardSandbox(row);
       return { address: await this.core.runtime.addressOf(row.runtime_id), port, woke };
     } catch (e) {
       this.core.deps.log.warn({ err: e, sandbox: sandboxId }, 'raw port: sandbox not available');
@@ -148,20 +184,31 @@ export class RawPorts {
     await this.repo.deleteSandbox(sandboxId);
   }
 
-  /** At start: reopen every recorded exposure; rows of sandboxes that no longer exist go. */
+  /** At start: reopen every recorded exposure (DNAT for running sandboxes); rows of sandboxes that no longer exist go. */
   async restore(): Promise<void> {
     for (const r of await this.repo.all()) {
-      if (!(await this.core.repo.get(r.sandbox_id))) {
+      const sbx = await this.core.repo.get(r.sandbox_id);
+      // A nube that crashed left its rules in the kernel: they go unless the sandbox runs.
+      if (!sbx) {
+        await this.unforward(r).catch(() => {});
         await this.repo.deleteSandbox(r.sandbox_id);
         continue;
       }
-      await this.listen(r).catch((e: unknown) =>
-        this.core.deps.log.error({ err: e, sandbox: r.sandbox_id, publicPort: r.public_port }, 'raw port could not be reopened'),
-      );
+      try {
+        await this.listen(r);
+        if (sbx.status === 'running') await this.forward(r, sbx.runtime_id);
+        else await this.unforward(r);
+      } catch (e) {
+        this.core.deps.log.error({ err: e, sandbox: r.sandbox_id, publicPort: r.public_port }, 'raw port could not be reopened');
+      }
     }
   }
 
+  /** nube stops: its ports close, in the kernel too (restore() opens them again). */
   async close(): Promise<void> {
+    for (const r of await this.repo.all().catch(() => [])) {
+      if (this.listeners.has(keyOf(r.public_port, r.protocol))) await this.unforward(r).catch(() => {});
+    }
     await Promise.all([...this.listeners.values()].map((l) => l.close()));
     this.listeners.clear();
   }

@@ -2,6 +2,7 @@
 // sandbox, and a process or a forwarded connection inside it (through the in-sandbox helper, started
 // on demand: after a resume or a restart of the sandbox it is simply started again).
 import { readFile } from 'node:fs/promises';
+import type { Socket } from 'node:net';
 import type { Principal } from '../../../platform/auth.js';
 import { hmacHex, sha256Hex } from '../../../platform/crypto.js';
 import { errors } from '../../../platform/errors.js';
@@ -9,7 +10,14 @@ import { newId, randomToken } from '../../../platform/ids.js';
 import type { SandboxRow } from '../repo.js';
 import { KeyedLock } from '../runtime/keyed-lock.js';
 import type { SandboxesCore } from '../service.js';
-import { forwardFromSandbox, type HelperProcess, type RunHeader, runInSandbox } from './ssh-helper-client.js';
+import {
+  forwardFromSandbox,
+  type HelperProcess,
+  listenInSandbox,
+  type RunHeader,
+  runInSandbox,
+  type SandboxListener,
+} from './ssh-helper-client.js';
 import { SFTP_SERVER_PATH, SSH_HELPER_PATH, SSH_HELPER_PORT, SSH_HELPER_SCRIPT } from './ssh-helper-script.js';
 import { SshGateway } from './ssh-gateway.js';
 import { SshRepo } from './ssh-repo.js';
@@ -155,6 +163,16 @@ export class SshAccess {
     return this.withHelper(sandboxId, (address, token) =>
       forwardFromSandbox(address, SSH_HELPER_PORT, token, { mode: 'forward', host, port }),
     );
+  }
+
+  /** Remote forwarding: a port listening inside the sandbox. */
+  listen(sandboxId: string, host: string, port: number): Promise<SandboxListener> {
+    return this.withHelper(sandboxId, (address, token) => listenInSandbox(address, SSH_HELPER_PORT, token, { host, port }));
+  }
+
+  /** One connection a listener accepted, as a socket. */
+  accept(sandboxId: string, id: string): Promise<Socket> {
+    return this.withHelper(sandboxId, (address, token) => forwardFromSandbox(address, SSH_HELPER_PORT, token, { mode: 'accept', id }));
   }
 
   async close(): Promise<void> {

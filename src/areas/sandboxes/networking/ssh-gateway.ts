@@ -1,12 +1,14 @@
 // The SSH gateway: one listening port for every sandbox (ssh2's server). The user name is the sandbox
 // id, a ticket from ssh-ticket is the password. Sessions get a shell or a command (with a PTY when
 // the client asks), the sftp subsystem, and direct-tcpip forwarding, all inside the sandbox through
-// its helper. Repeated authentication failures from one address are refused for a while.
+// its helper, and remote forwarding (ssh -R): a port listening inside the sandbox whose connections
+// come back to the client over the SSH connection. Repeated authentication failures from one address
+// are refused for a while.
 import ssh2 from 'ssh2';
 import type { Connection, ServerChannel, Session } from 'ssh2';
 import type { Socket } from 'node:net';
 import type { PlatformDeps } from '../../deps.js';
-import type { HelperProcess, RunHeader } from './ssh-helper-client.js';
+import type { HelperProcess, RunHeader, SandboxListener } from './ssh-helper-client.js';
 import { SFTP_SERVER_PATH } from './ssh-helper-script.js';
 
 /** What the gateway needs of SSH access (declared here, so the gateway does not import it). */
@@ -19,7 +21,12 @@ export interface SshBackend {
   authenticate(user: string, password: string): Promise<boolean>;
   run(sandboxId: string, h: RunHeader): Promise<HelperProcess>;
   forward(sandboxId: string, host: string, port: number): Promise<Socket>;
+  listen(sandboxId: string, host: string, port: number): Promise<SandboxListener>;
+  accept(sandboxId: string, id: string): Promise<Socket>;
 }
+
+/** Remote forwards one SSH connection may hold at once. */
+export const REMOTE_FORWARDS_PER_CONNECTION = 16;
 
 const HOST_KEY = 'ed25519';
 /** Failed authentications one client address may make per window; the next failure blocks it until the window ends. */
@@ -141,9 +148,51 @@ export class SshGateway {
           () => reject(),
         );
       });
-      // Remote forwarding (-R) would open ports on nube's host: not offered.
-      c.on('request', (_accept, reject) => reject?.());
+      this.remoteForwards(c, id);
     });
+  }
+
+  /** ssh -R: the port listens inside the sandbox (never on nube's host); each connection comes back. */
+  private remoteForwards(c: Connection, id: string): void {
+    const listeners = new Map<string, SandboxListener>();
+    c.on('close', () => {
+      for (const l of listeners.values()) l.close();
+      listeners.clear();
+    });
+    c.on('request', (accept, reject, name, info) => {
+      if (name === 'cancel-tcpip-forward') {
+        const key = `${info.bindAddr}:${info.bindPort}`;
+        listeners.get(key)?.close();
+        listeners.delete(key);
+        return accept?.();
+      }
+      if (name !== 'tcpip-forward' || listeners.size >= REMOTE_FORWARDS_PER_CONNECTION) return reject?.();
+      this.access.listen(id, info.bindAddr, info.bindPort).then(
+        (l) => {
+          listeners.set(`${info.bindAddr}:${l.port}`, l);
+          l.on('connection', (conn) => this.remoteConnection(c, id, info.bindAddr, l.port, conn));
+          accept?.(l.port);
+        },
+        (e: unknown) => {
+          this.deps.log.debug({ err: e, sandbox: id }, 'ssh: remote forward refused');
+          reject?.();
+        },
+      );
+    });
+  }
+
+  private remoteConnection(c: Connection, id: string, bindAddr: string, port: number, conn: { id: string; address: string; port: number }): void {
+    this.access.accept(id, conn.id).then(
+      (sock) => {
+        c.forwardOut(bindAddr, port, conn.address, conn.port, (err, ch) => {
+          if (err) return sock.destroy();
+          ch.pipe(sock).pipe(ch);
+          sock.on('error', () => ch.close());
+          ch.on('close', () => sock.destroy());
+        });
+      },
+      (e: unknown) => this.deps.log.debug({ err: e, sandbox: id }, 'ssh: remote forward connection lost'),
+    );
   }
 
   private session(s: Session, id: string): void {

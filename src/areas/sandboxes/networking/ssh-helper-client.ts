@@ -15,6 +15,16 @@ export interface ForwardHeader {
   host: string;
   port: number;
 }
+/** Picks up a connection a remote-forwarding listener accepted. */
+export interface AcceptHeader {
+  mode: 'accept';
+  id: string;
+}
+export interface AcceptedConnection {
+  id: string;
+  address: string;
+  port: number;
+}
 
 function frame(type: string, payload: Buffer | string = Buffer.alloc(0)): Buffer {
   const p = typeof payload === 'string' ? Buffer.from(payload) : payload;
@@ -102,8 +112,8 @@ export async function runInSandbox(address: string, port: number, token: string,
   return new HelperProcess(s);
 }
 
-/** A TCP connection opened from inside the sandbox to host:port; raw bytes once it resolves. */
-export async function forwardFromSandbox(address: string, port: number, token: string, h: ForwardHeader): Promise<Socket> {
+/** A TCP connection opened from inside the sandbox to host:port (or one a listener accepted); raw bytes once it resolves. */
+export async function forwardFromSandbox(address: string, port: number, token: string, h: ForwardHeader | AcceptHeader): Promise<Socket> {
   const s = await open(address, port, 5000);
   s.write(frame('h', JSON.stringify({ ...h, token })));
   return new Promise((resolve, reject) => {
@@ -118,6 +128,9 @@ export async function forwardFromSandbox(address: string, port: number, token: s
       if (rest === null) return;
       s.off('data', onData);
       s.off('close', onClose);
+      // Paused until the caller pipes it: a stream left flowing without a listener drops what the
+      // other end sent first (with ssh -R the program inside often speaks before the channel opens).
+      s.pause();
       if (rest.length) s.unshift(rest);
       resolve(s);
     };
@@ -125,5 +138,45 @@ export async function forwardFromSandbox(address: string, port: number, token: s
     s.on('data', onData);
     s.once('close', onClose);
     s.once('error', () => s.destroy());
+  });
+}
+
+/** A port listening inside the sandbox (ssh -R): `connection` for each client it accepts. */
+export class SandboxListener extends EventEmitter<{ connection: [AcceptedConnection]; close: [] }> {
+  constructor(
+    private readonly socket: Socket,
+    readonly port: number,
+  ) {
+    super();
+    socket.on('close', () => this.emit('close'));
+  }
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+/** Binds host:port inside the sandbox (port 0: any); resolves once it listens. */
+export async function listenInSandbox(address: string, port: number, token: string, bind: { host: string; port: number }): Promise<SandboxListener> {
+  const s = await open(address, port, 5000);
+  s.write(frame('h', JSON.stringify({ mode: 'listen', ...bind, token })));
+  return new Promise((resolve, reject) => {
+    let listener: SandboxListener | null = null;
+    const d = new Deframer();
+    s.on('data', (c: Buffer) =>
+      d.push(c, (t, p) => {
+        if (t === 'y' && !listener) {
+          listener = new SandboxListener(s, Number(p.toString()));
+          resolve(listener);
+        } else if (t === 'a' && listener) {
+          listener.emit('connection', JSON.parse(p.toString()) as AcceptedConnection);
+        } else if (!listener) {
+          s.destroy();
+          reject(new Error(t === 'n' ? p.toString() : 'helper refused'));
+        }
+        return false;
+      }),
+    );
+    s.once('close', () => reject(new Error('helper closed')));
+    s.on('error', () => s.destroy());
   });
 }

@@ -3,8 +3,12 @@
 // shell or a command (with a PTY when asked) or opens a TCP connection from inside (port forwarding).
 // Frames both ways are `type (1 byte) | length (4 bytes BE) | payload`:
 //   gateway -> helper: h header JSON (first), i stdin, e stdin EOF, w window {rows, cols}
-//   helper -> gateway: o stdout, x stderr, c exit status (decimal), y connected, n refused (reason)
-// After `y` a forwarded connection carries raw bytes. The token is derived from nube's secret and the
+//   helper -> gateway: o stdout, x stderr, c exit status (decimal), y connected, n refused (reason),
+//                      a accepted ({id, address, port} JSON, on a listen connection)
+// After `y` a forwarded (or accepted) connection carries raw bytes. Remote forwarding (ssh -R): a
+// `listen` connection binds a port inside and answers `y` with the port, then one `a` per connection
+// accepted there; the gateway picks each up with an `accept` connection naming its id. The listener
+// closes with its listen connection. The token is derived from nube's secret and the
 // sandbox id, so a restarted nube reaches a helper started by the previous one.
 
 export const SSH_HELPER_PORT = 65022;
@@ -84,6 +88,58 @@ def forward(s, out, h):
     threading.Thread(target=relay, args=(u, s), daemon=True).start()
     relay(s, u)
 
+PENDING = {}
+PENDING_LOCK = threading.Lock()
+
+def listen(s, out, h):
+    host = h.get('host') or ''
+    host = {'': '127.0.0.1', 'localhost': '127.0.0.1', '*': '0.0.0.0', '::': '0.0.0.0'}.get(host, host)
+    try:
+        lst = socket.socket()
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lst.bind((host, int(h['port'])))
+        lst.listen(64)
+    except OSError as e:
+        out.send(b'n', str(e).encode())
+        return
+    out.send(b'y', str(lst.getsockname()[1]).encode())
+    mine = set()
+    def accept_loop():
+        while True:
+            try:
+                c, a = lst.accept()
+            except OSError:
+                return
+            cid = os.urandom(16).hex()
+            with PENDING_LOCK:
+                PENDING[cid] = c
+                mine.add(cid)
+            out.send(b'a', json.dumps({'id': cid, 'address': a[0], 'port': a[1]}).encode())
+    threading.Thread(target=accept_loop, daemon=True).start()
+    while read_frame(s)[0] is not None:
+        pass
+    # close() alone leaves a socket that another thread is accepting on listening: shutdown wakes it.
+    try:
+        lst.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    lst.close()
+    with PENDING_LOCK:
+        left = [PENDING.pop(cid, None) for cid in mine]
+    for c in left:
+        if c is not None:
+            c.close()
+
+def accept(s, out, h):
+    with PENDING_LOCK:
+        c = PENDING.pop(str(h.get('id')), None)
+    if c is None:
+        out.send(b'n', b'no such connection')
+        return
+    out.send(b'y')
+    threading.Thread(target=relay, args=(c, s), daemon=True).start()
+    relay(s, c)
+
 def run(s, out, h):
     env = dict(os.environ)
     env.update({'HOME': '/root', 'USER': 'root', 'LOGNAME': 'root', 'SHELL': '/bin/bash'})
@@ -154,6 +210,10 @@ def handle(s):
             return
         if h.get('mode') == 'forward':
             forward(s, out, h)
+        elif h.get('mode') == 'listen':
+            listen(s, out, h)
+        elif h.get('mode') == 'accept':
+            accept(s, out, h)
         else:
             run(s, out, h)
     except Exception as e:

@@ -180,8 +180,25 @@ export interface SandboxRuntime {
   /** Let every sandbox reach this TCP port of the host at hostAddress() (the LLM gateway); nothing else. */
   openHostPort(port: number): Promise<void>;
   closeHostPort(port: number): Promise<void>;
+  /**
+   * Forward a host port to a port of this sandbox in the kernel (nftables DNAT); idempotent. False
+   * when the bind address cannot be served that way (the caller relays instead).
+   */
+  forwardPort(id: string, f: RawForward): Promise<boolean>;
+  unforwardPort(f: Omit<RawForward, 'port'>): Promise<void>;
+  /** Whether forwarded traffic reached or left this sandbox lately (activity for the idle clock). */
+  forwardedRecently(id: string): Promise<boolean>;
   /** Stop using host resources owned by this instance object (timers); sandboxes keep running. */
   close(): Promise<void>;
+}
+
+export interface RawForward {
+  protocol: 'tcp' | 'udp';
+  /** The host address of the public port; 0.0.0.0 for all of them. */
+  bind: string;
+  publicPort: number;
+  /** The port inside the sandbox. */
+  port: number;
 }
 
 export type SandboxErrorCode =

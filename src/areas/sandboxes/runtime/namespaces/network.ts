@@ -4,6 +4,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
 import type { NetworkPolicy } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import { PortForwards } from './port-forwards.js';
 import { run } from './proc.js';
 
 export interface BridgeConfig {
@@ -61,6 +62,8 @@ export class BridgeNetwork {
   readonly table: string;
   readonly hostIp: string;
   readonly prefix: number;
+  /** Raw ports as DNAT rules in this bridge's table. */
+  readonly forwards: PortForwards;
   private readonly first: number;
   private readonly size: number;
 
@@ -75,6 +78,7 @@ export class BridgeNetwork {
     this.size = 2 ** (32 - this.prefix);
     this.first = ipToInt(ip) - (ipToInt(ip) % this.size);
     this.table = `nube_${bridge.name.replace(/[^a-zA-Z0-9_]/g, '_')}`;
+    this.forwards = new PortForwards(this.table, bridge.name);
   }
 
   get subnet(): string {
@@ -127,6 +131,7 @@ export class BridgeNetwork {
       const has = await run('nft', ['list', 'table', 'inet', this.table], { allowFailure: true });
       if (has.code !== 0) await run('nft', ['-f', '-'], { input: this.baseRules() });
       else await this.ensureHostServices(has.stdout);
+      await this.forwards.ensure(has.code === 0 ? has.stdout : '');
     } finally {
       await rm(lock, { recursive: true, force: true });
     }

@@ -10,6 +10,7 @@ import type {
   ExecResult,
   FileEntry,
   NetworkPolicy,
+  RawForward,
   ProgressFn,
   SandboxInfo,
   SandboxLimits,
@@ -26,6 +27,7 @@ import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
 import { initAlive, isMounted, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
+import { dnatBindable } from './port-forwards.js';
 import { takeSnapshot } from './snapshots.js';
 import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
@@ -445,6 +447,24 @@ export class NamespacesRuntime implements SandboxRuntime {
   async closeHostPort(port: number): Promise<void> {
     await this.ready();
     await this.network.closeHostPort(port);
+  }
+
+  async forwardPort(id: string, f: RawForward): Promise<boolean> {
+    if (!dnatBindable(f.bind)) return false;
+    await this.ready();
+    await this.network.forwards.add({ ...f, address: await this.addressOf(id) });
+    return true;
+  }
+
+  async unforwardPort(f: Omit<RawForward, 'port'>): Promise<void> {
+    if (!dnatBindable(f.bind)) return;
+    await this.ready();
+    await this.network.forwards.remove(f);
+  }
+
+  async forwardedRecently(id: string): Promise<boolean> {
+    await this.ready();
+    return this.network.forwards.active(await this.addressOf(id));
   }
 
   async addressOf(id: string): Promise<string> {

@@ -68,6 +68,7 @@ export interface StreamExecOptions {
   cwd?: string;
   env?: Record<string, string>;
   timeoutMs?: number;
+  stdin?: Uint8Array;
   /** Aborting kills the command's process group. */
   signal?: AbortSignal;
 }

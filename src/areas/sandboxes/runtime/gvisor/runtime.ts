@@ -184,6 +184,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const r = await this.inside(rec, argv, {
       cwd: o.cwd,
       env: o.env,
+      stdin: o.stdin,
       timeoutMs: o.timeoutMs ?? 60_000,
       maxOutputBytes: this.opts.maxOutputBytes ?? 1024 * 1024,
     });

@@ -387,6 +387,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       cwd: o.cwd,
       env: o.env,
       timeoutMs: o.timeoutMs,
+      stdin: o.stdin,
       maxOutputBytes: 0,
       sinks,
       signal: o.signal,

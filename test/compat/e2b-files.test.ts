@@ -22,7 +22,7 @@ describe('e2b SDK: files', () => {
     expect(info).toMatchObject({ name: 'hello.txt', path: '/tmp/e2b/hello.txt' });
     expect(await sbx.files.read('/tmp/e2b/hello.txt')).toBe('hello world\n');
     const bytes = new Uint8Array([0, 1, 2, 250, 255]);
-    await sbx.files.write('data.bin', bytes);
+    await sbx.files.write('data.bin', bytes.buffer);
     expect(Array.from(await sbx.files.read('/root/data.bin', { format: 'bytes' }))).toEqual([0, 1, 2, 250, 255]);
     const many = await sbx.files.write([
       { path: '/tmp/many/a.txt', data: 'A' },

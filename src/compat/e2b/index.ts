@@ -117,20 +117,19 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
     scope.post('/execute', ipy((p, id, req, reply) => interpreter.execute(p, id, json(req), reply)));
     scope.get('/contexts', ipy(async (p, id, _req, reply) => {
       await sandboxes.get(p, id);
-      return reply.send(interpreter.contexts());
+      return reply.send(interpreter.list(id));
     }));
-    scope.post('/contexts', ipy(async (p, id, req) => {
+    scope.post('/contexts', ipy(async (p, id, req, reply) => {
       await sandboxes.get(p, id);
-      return interpreter.createContext(json(req));
+      return reply.send(interpreter.create(id, json(req)));
     }));
-    scope.delete('/contexts/:ctx', ipy(async (p, id) => {
+    scope.delete('/contexts/:ctx', ipy(async (p, id, req, reply) => {
       await sandboxes.get(p, id);
-      throw errors.notImplemented('removing contexts (nube runs one kernel per sandbox)');
+      interpreter.remove(id, (req.params as { ctx: string }).ctx);
+      return reply.code(204).send();
     }));
     scope.post('/contexts/:ctx/restart', ipy(async (p, id, req, reply) => {
-      const ctx = (req.params as { ctx: string }).ctx;
-      if (ctx !== 'default') throw errors.notFound(`context ${ctx}`);
-      await sandboxes.action(p, id, 'kernel-restart', {});
+      await interpreter.restart(p, id, (req.params as { ctx: string }).ctx);
       return reply.code(204).send();
     }));
   });

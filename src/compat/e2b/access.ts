@@ -5,6 +5,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PlatformDeps } from '../../areas/deps.js';
 import type { Principal } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
+import type { RateLimitRule } from '../../platform/operation.js';
 import type { PlanName } from '../../platform/plans.js';
 
 /** E2B sandbox ids go into DNS labels (`<port>-<id>.<domain>`): nube's `sbx_` is spelled `sbx-`. */
@@ -26,6 +28,18 @@ export class Access {
       { apiKey: one(headers['x-api-key']), authorization: one(headers.authorization) },
       ['owner'],
     );
+  }
+
+  /**
+   * The API's rate limits hold here too: `bucket` is shared with the matching nube operation where
+   * there is one (creating a sandbox counts against `sandboxes.create` whichever surface does it).
+   */
+  async limit(p: Principal, bucket: string, rule?: RateLimitRule): Promise<void> {
+    const r = await this.deps.rateLimiter.consume(
+      `${p.ownerId}:${bucket}`,
+      rule ?? { points: this.deps.config.rateLimitPerMinute, windowSeconds: 60 },
+    );
+    if (!r.allowed) throw errors.tooManyRequests(r.retryAfterSec);
   }
 
   /** The token handed to the SDK for one sandbox. */

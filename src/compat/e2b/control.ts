@@ -82,6 +82,7 @@ export class ControlPlane {
 
   async create(p: Principal, raw: unknown) {
     const b = parse(CreateBody, raw);
+    await this.access.limit(p, 'sandboxes.create', { points: 10, windowSeconds: 60 });
     const input = SandboxCreate.safeParse({
       template: nubeTemplate(b.templateID),
       timeoutSeconds: b.timeout ?? 300,
@@ -160,6 +161,7 @@ export class ControlPlane {
         handler: async (req, reply) => {
           try {
             const p = await this.access.owner(req.headers);
+            await this.access.limit(p, 'e2b.control');
             const r = await fn(p, req as Req);
             return r.body === undefined ? reply.code(r.status).send() : reply.code(r.status).send(r.body);
           } catch (e) {

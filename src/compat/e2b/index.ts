@@ -69,6 +69,7 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
         const who = inSandbox(req, reply, false);
         if (!who) return reply;
         try {
+          await access.limit(who.principal, 'e2b.envd');
           return await fn(who.principal, who.id, req, reply);
         } catch (e) {
           return files.error(reply, e, deps.log);
@@ -81,6 +82,13 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
         const who = inSandbox(req, reply, true);
         if (!who) return reply;
         const method = (req.params as { method: string }).method;
+        try {
+          await access.limit(who.principal, 'e2b.envd');
+        } catch (e) {
+          reply.hijack();
+          sendUnaryError(reply.raw, new ConnectError('resource_exhausted', (e as Error).message));
+          return reply;
+        }
         const streaming = service === 'process' ? method === 'Start' || method === 'Connect' : method === 'WatchDir';
         if (streaming && service === 'process') await rpc.stream(method, who.principal, who.id, req, reply);
         else await rpc.unary(service, method, who.principal, who.id, req, reply);

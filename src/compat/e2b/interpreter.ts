@@ -58,8 +58,8 @@ export class Interpreter {
     const b = (body ?? {}) as { language?: string | null; cwd?: string | null };
     if (!isPython(b.language)) throw errors.badRequest(`nube's kernel runs python, not ${b.language}`);
     const ctx = { id: randomUUID(), language: 'python', cwd: b.cwd || HOME };
-    let t = this.contexts.get(id);
-    if (!t) this.contexts.set(id, (t = new Map()));
+    const t = this.contexts.get(id) ?? new Map<string, { id: string; language: string; cwd: string }>();
+    this.contexts.set(id, t);
     t.set(ctx.id, ctx);
     return ctx;
   }

@@ -45,8 +45,8 @@ export class Processes {
   constructor(private readonly sandboxes: SandboxesService) {}
 
   private table(id: string): Map<number, Proc> {
-    let t = this.bySandbox.get(id);
-    if (!t) this.bySandbox.set(id, (t = new Map()));
+    const t = this.bySandbox.get(id) ?? new Map<number, Proc>();
+    this.bySandbox.set(id, t);
     return t;
   }
 

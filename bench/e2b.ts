@@ -3,11 +3,11 @@
 // commands.run result, and commands.run('true') on a warm sandbox, against nube's own REST exec of
 // `true` on the same sandbox and a bare `bwrap true` (the floor of starting a namespaced process), all
 // in the same run. Writes bench/results/e2b.json.
-import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { Sandbox } from 'e2b';
 import type { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
+import { bwrapTrue, time } from './lib/bare.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { startSandboxNube } from './lib/sandbox-nube.js';
 import { percentile, round } from './lib/stats.js';
@@ -15,17 +15,6 @@ import { percentile, round } from './lib/stats.js';
 const RUNS = Number(process.env.E2B_BENCH_RUNS ?? 200);
 const CREATES = Number(process.env.E2B_BENCH_CREATES ?? 24);
 
-const time = async (fn: () => Promise<unknown>) => {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
-};
-const bwrapTrue = () =>
-  new Promise<void>((resolve, reject) => {
-    const c = spawn('bwrap', ['--unshare-all', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', 'true']);
-    c.on('error', reject);
-    c.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exited ${code}`))));
-  });
 
 async function main() {
   const { nube, key, dataDir, baseUrl } = await startSandboxNube('e2b', 'nubee2b0:10.101.0.1/16', {});

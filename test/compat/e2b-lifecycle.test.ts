@@ -2,7 +2,8 @@
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxNube, TEMPLATE_WAIT_MS, stopSandboxNube } from '../sandboxes/helpers.js';
-import { getViaHost, startE2bNube } from './e2b-helpers.js';
+import { getUrl } from '../machines/helpers.js';
+import { startE2bNube } from './e2b-helpers.js';
 
 let t: SandboxNube;
 
@@ -59,7 +60,7 @@ describe('e2b SDK: sandbox lifecycle', () => {
     expect(host).toMatch(new RegExp(`^8000-${sbx.sandboxId}\\.`));
     let r = { status: 0, body: '' };
     for (let i = 0; i < 50; i++) {
-      r = await getViaHost(t.baseUrl, host, '/index.html');
+      r = await getUrl(t, `http://${host}`, '/index.html');
       if (r.status === 200) break;
       await new Promise((res) => setTimeout(res, 100));
     }

@@ -69,15 +69,21 @@ export class Workload {
     );
   }
 
-  /** Runs an argv with its output handed to `sinks` as it comes (the E2B adapter's process stream). */
+  /**
+   * Runs an argv with its output handed to `sinks` as it comes (the E2B adapter's process stream).
+   * `onReady` is called once the sandbox is found running, before the command starts: an error before
+   * then (no such sandbox) is the caller's to report as a failed start.
+   */
   async execStream(
     p: Principal,
     id: string,
     argv: string[],
     opts: StreamExecOptions,
     sinks: OutputSinks,
+    onReady?: () => void,
   ): Promise<StreamExecResult> {
     const row = await this.active(p, id);
+    onReady?.();
     return rt(this.core.runtime.execStream(row.runtime_id, argv, opts, sinks));
   }
 

@@ -36,7 +36,9 @@ export interface StartRequest {
 // The FIFO is opened read-write by the shell that runs the command, so writers come and go (one
 // `cat` per SendInput) without the command ever seeing end of input. $1: FIFO, the rest: the argv.
 const WITH_STDIN = 'f=$1; shift; mkfifo -m 600 "$f" || exit 126; "$@" <>"$f"; rc=$?; rm -f "$f"; exit $rc';
-const SEND_INPUT = '[ -p "$1" ] || exit 3; cat > "$1"';
+// Input may come right after the start event, before the command's shell made the FIFO: wait for it
+// a little (up to 2 s), not when it is gone because the command ended (then the wait runs out).
+const SEND_INPUT = 'i=0; while [ ! -p "$1" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done; [ -p "$1" ] || exit 3; cat > "$1"';
 
 export class Processes {
   private readonly bySandbox = new Map<string, Map<number, Proc>>();
@@ -73,19 +75,20 @@ export class Processes {
    * command ends, with whether it ran past `timeoutMs` (then it was killed).
    */
   async start(p: Principal, id: string, req: StartRequest, listener: Listener): Promise<{ timedOut: boolean }> {
-    // Errors (no such sandbox, not running) surface before a pid is handed out.
-    await this.sandboxes.work.active(p, id);
     const pid = this.nextPid++;
     const c = req.process;
     const fifo = req.stdin ? `/tmp/.e2b-stdin-${pid}-${randomBytes(4).toString('hex')}` : undefined;
     const argv = fifo ? ['/bin/sh', '-c', WITH_STDIN, 'sh', fifo, c.cmd, ...c.args] : [c.cmd, ...c.args];
     const proc: Proc = { pid, tag: req.tag, config: c, listeners: new Set([listener]), kill: new AbortController(), fifo };
     const table = this.table(id);
-    table.set(pid, proc);
     const emit = (msg: unknown) => {
       for (const l of proc.listeners) l(msg);
     };
-    emit({ event: { start: { pid } } });
+    // Errors before the command starts (no such sandbox, not running) come before a pid is handed out.
+    const ready = () => {
+      table.set(pid, proc);
+      emit({ event: { start: { pid } } });
+    };
     let killed = false;
     proc.kill.signal.addEventListener('abort', () => {
       killed = true;
@@ -100,6 +103,7 @@ export class Processes {
           stdout: (b) => emit({ event: { data: { stdout: b.toString('base64') } } }),
           stderr: (b) => emit({ event: { data: { stderr: b.toString('base64') } } }),
         },
+        ready,
       );
       const signalled = killed || r.timedOut;
       emit({

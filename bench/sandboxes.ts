@@ -2,7 +2,6 @@
 // same paths through nube's HTTP API (create -> first exec result, exec `true` round trip). Every
 // latency row has its ratio to a bare `bwrap true` (the floor of starting a namespaced process) timed
 // in the same run. Writes bench/results/sandboxes.json.
-import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { loadConfig } from '../src/config.js';
@@ -11,6 +10,7 @@ import { buildServer } from '../src/server.js';
 import type { SandboxRuntime } from '../src/areas/sandboxes/runtime/driver.js';
 import { GvisorRuntime } from '../src/areas/sandboxes/runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
+import { bwrapTrue, time } from './lib/bare.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { percentile, round } from './lib/stats.js';
 
@@ -26,17 +26,6 @@ const runtime = new NamespacesRuntime({
   defaultLimits: { memoryMb: 256, cpus: 1, pids: 256 },
 });
 
-const time = async (fn: () => Promise<unknown>) => {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
-};
-const bwrapTrue = () =>
-  new Promise<void>((resolve, reject) => {
-    const c = spawn('bwrap', ['--unshare-all', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', 'true']);
-    c.on('error', reject);
-    c.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exited ${code}`))));
-  });
 
 const rows: ResultRow[] = [];
 const BARE = 'bare bwrap true';

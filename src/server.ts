@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { Redis } from 'ioredis';
 import { AREAS, createServices, operations } from './areas/index.js';
+import { mountE2b } from './compat/e2b/index.js';
 import type { PlatformDeps } from './areas/deps.js';
 import type { Config } from './config.js';
 import { Authenticator } from './platform/auth.js';
@@ -145,6 +146,8 @@ export async function buildServer(config: Config): Promise<Nube> {
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
   });
+  // Before the areas' routes: its port-host hook must run before the sandboxes' port proxy.
+  mountE2b(app, services.sandboxes, deps);
   for (const area of AREAS) area.routes?.(app, services, deps);
   const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
   const catalog = buildCatalog(operations);

@@ -56,6 +56,23 @@ export class SandboxesService {
     return this.core.runtime.templateUnavailable(name);
   }
 
+  /**
+   * Exposes `port` of a sandbox whose metadata carries `marker: "true"` (created through a surface
+   * where every port is public, as on E2B), for the port proxy, which has no credential to go by.
+   * Answers whether the port is exposed now.
+   */
+  async exposeIfMarked(id: string, port: number, marker: string): Promise<boolean> {
+    return this.core.locked(id, async () => {
+      const row = await this.core.repo.get(id);
+      if (!row || (JSON.parse(row.metadata) as Record<string, string>)[marker] !== 'true') return false;
+      const ports = JSON.parse(row.exposed_ports) as number[];
+      if (!ports.includes(port)) {
+        await this.core.repo.update(id, { exposed_ports: JSON.stringify([...ports, port].sort((a, b) => a - b)) });
+      }
+      return true;
+    });
+  }
+
   create(p: Principal, input: CreateInput) {
     return this.core.create(p, input);
   }

@@ -5,7 +5,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { type SandboxFileOp, sandboxFileBodies } from './action-bodies.js';
 import type { SandboxRow } from './repo.js';
-import type { BackgroundDetail, BackgroundProcess, ExecResult } from './runtime/driver.js';
+import type { BackgroundDetail, BackgroundProcess, ExecResult, OutputSinks, StreamExecOptions, StreamExecResult } from './runtime/driver.js';
 import type { BgExec } from './schemas.js';
 import type { SandboxesCore } from './service.js';
 import { rt } from './views.js';
@@ -67,6 +67,24 @@ export class Workload {
     return execView(
       await rt(this.core.runtime.exec(row.runtime_id, b.command, { cwd: b.cwd, env: b.env, timeoutMs: b.timeoutSeconds * 1000 })),
     );
+  }
+
+  /**
+   * Runs an argv with its output handed to `sinks` as it comes (the E2B adapter's process stream).
+   * `onReady` is called once the sandbox is found running, before the command starts: an error before
+   * then (no such sandbox) is the caller's to report as a failed start.
+   */
+  async execStream(
+    p: Principal,
+    id: string,
+    argv: string[],
+    opts: StreamExecOptions,
+    sinks: OutputSinks,
+    onReady?: () => void,
+  ): Promise<StreamExecResult> {
+    const row = await this.active(p, id);
+    onReady?.();
+    return rt(this.core.runtime.execStream(row.runtime_id, argv, opts, sinks));
   }
 
   /** Writes the code to a fresh file under /tmp inside, runs the interpreter on it, removes it. */

@@ -64,6 +64,27 @@ export interface ExecResult {
   truncated: boolean;
 }
 
+export interface StreamExecOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  stdin?: Uint8Array;
+  /** Aborting kills the command's process group. */
+  signal?: AbortSignal;
+}
+
+export interface OutputSinks {
+  stdout(chunk: Buffer): void;
+  stderr(chunk: Buffer): void;
+}
+
+/** How a streamed command ended (its output went to the sinks). */
+export interface StreamExecResult {
+  exitCode: number;
+  durationMs: number;
+  timedOut: boolean;
+}
+
 export interface BackgroundProcess {
   execId: string;
   command: string;
@@ -159,6 +180,8 @@ export interface SandboxRuntime {
   fork(id: string, childIds: string[], opts?: { env?: Record<string, string> }): Promise<SandboxInfo[]>;
 
   exec(id: string, command: string, opts?: ExecOptions): Promise<ExecResult>;
+  /** Run an argv, handing its output to `sinks` as it comes (compatibility surfaces stream it). */
+  execStream(id: string, argv: string[], opts: StreamExecOptions, sinks: OutputSinks): Promise<StreamExecResult>;
   startBackground(id: string, command: string, opts?: { cwd?: string; env?: Record<string, string> }): Promise<string>;
   listBackground(id: string): Promise<BackgroundProcess[]>;
   getBackground(id: string, execId: string, query?: BackgroundLogsQuery): Promise<BackgroundDetail>;

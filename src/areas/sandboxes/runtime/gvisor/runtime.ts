@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
-import type { ExecOptions, ExecResult, SnapshotInfo } from '../driver.js';
+import type { ExecOptions, ExecResult, OutputSinks, SnapshotInfo, StreamExecOptions, StreamExecResult } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { files as bgFiles, launchDetached } from '../namespaces/background.js';
 import { sandboxEnv, toExecResult } from '../namespaces/exec.js';
@@ -173,6 +173,24 @@ export class GvisorRuntime extends NamespacesRuntime {
       const args = argv[3] === 'nube-files' ? ['/bin/sh', '-c', CANONICAL_DIRS, 'nube-files', argv[2], ...argv.slice(4)] : argv;
       return this.inside(rec, args, { cwd, stdin, timeoutMs: 120_000, maxOutputBytes: MAX_FILE_BYTES });
     };
+  }
+
+  /**
+   * `runsc exec` hands the output over when the command ends, so here the "stream" is one chunk each
+   * at the end, and an abort is not seen before then (the deadline still holds).
+   */
+  override async execStream(id: string, argv: string[], o: StreamExecOptions, sinks: OutputSinks): Promise<StreamExecResult> {
+    const rec = await this.running(id);
+    const r = await this.inside(rec, argv, {
+      cwd: o.cwd,
+      env: o.env,
+      stdin: o.stdin,
+      timeoutMs: o.timeoutMs ?? 60_000,
+      maxOutputBytes: this.opts.maxOutputBytes ?? 1024 * 1024,
+    });
+    if (r.stdout.length) sinks.stdout(r.stdout);
+    if (r.stderr.length) sinks.stderr(r.stderr);
+    return { exitCode: r.exitCode, durationMs: r.durationMs, timedOut: r.timedOut };
   }
 
   override async exec(id: string, command: string, o: ExecOptions = {}): Promise<ExecResult> {

@@ -12,6 +12,10 @@ export interface EnterOptions {
   timeoutMs?: number;
   stdin?: string | Uint8Array;
   maxOutputBytes: number;
+  /** Output handed over as it comes instead of captured (the result's stdout and stderr are then empty). */
+  sinks?: { stdout(c: Buffer): void; stderr(c: Buffer): void };
+  /** Aborting kills the command's process group. */
+  signal?: AbortSignal;
 }
 
 export interface RawResult {
@@ -82,7 +86,8 @@ export async function enterArgv(
       argv,
       stdin: opts.stdin,
     },
-    { stdout: (c) => out.push(c), stderr: (c) => err.push(c) },
+    opts.sinks ?? { stdout: (c) => out.push(c), stderr: (c) => err.push(c) },
+    opts.signal,
   );
   const m = /^(exit|signal) (\d+)( timeout)?$/.exec(status);
   return {

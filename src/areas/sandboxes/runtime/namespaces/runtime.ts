@@ -17,6 +17,9 @@ import type {
   SandboxRuntime,
   SnapshotInfo,
   TemplateInfo,
+  OutputSinks,
+  StreamExecOptions,
+  StreamExecResult,
 } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { KeyedLock } from '../keyed-lock.js';
@@ -378,6 +381,20 @@ export class NamespacesRuntime implements SandboxRuntime {
       maxOutputBytes: o.maxOutputBytes ?? this.opts.maxOutputBytes ?? 1024 * 1024,
     });
     return toExecResult(r);
+  }
+
+  async execStream(id: string, argv: string[], o: StreamExecOptions, sinks: OutputSinks): Promise<StreamExecResult> {
+    const rec = await this.running(id);
+    const r = await enterArgv(this.spawner, rec, this.cg(id), argv, {
+      cwd: o.cwd,
+      env: o.env,
+      timeoutMs: o.timeoutMs,
+      stdin: o.stdin,
+      maxOutputBytes: 0,
+      sinks,
+      signal: o.signal,
+    });
+    return { exitCode: r.exitCode, durationMs: r.durationMs, timedOut: r.timedOut };
   }
 
   async startBackground(id: string, command: string, o: { cwd?: string; env?: Record<string, string> } = {}) {

@@ -95,16 +95,19 @@ export class Spawner {
     return this.starting;
   }
 
-  /** Run one command; resolves with the last status line ("exit C", "signal S", + " timeout"). */
-  async run(req: SpawnRequest, sinks: SpawnSinks): Promise<string> {
+  /**
+   * Run one command; resolves with the last status line ("exit C", "signal S", + " timeout"). Aborting
+   * `signal` closes the connection, which kills the command's process group: it resolves "signal 9".
+   */
+  async run(req: SpawnRequest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
     const payload = encodeRequest(req, Buffer.from(req.stdin ?? ''));
     try {
-      return await this.connectAndRun(await this.start(), payload, req.timeoutMs, sinks);
+      return await this.connectAndRun(await this.start(), payload, req.timeoutMs, sinks, signal);
     } catch (e) {
       // The spawner died (or was killed) between two execs: start a new one, once. Nothing ran.
       if ((e as { notConnected?: boolean }).notConnected) {
         this.stopServer();
-        return this.connectAndRun(await this.start(), payload, req.timeoutMs, sinks);
+        return this.connectAndRun(await this.start(), payload, req.timeoutMs, sinks, signal);
       }
       throw e;
     }
@@ -115,9 +118,13 @@ export class Spawner {
     payload: Buffer,
     timeoutMs: number | undefined,
     sinks: SpawnSinks,
+    signal?: AbortSignal,
   ): Promise<string> {
     return new Promise((resolve, reject) => {
       const sock = connect(path);
+      const abort = () => sock.destroy();
+      if (signal?.aborted) abort();
+      else signal?.addEventListener('abort', abort, { once: true });
       let connected = false;
       let buf: Buffer = Buffer.alloc(0);
       let status = '';
@@ -146,8 +153,10 @@ export class Spawner {
       });
       sock.on('close', () => {
         if (guard) clearTimeout(guard);
+        signal?.removeEventListener('abort', abort);
         const last = status.trim().split('\n').pop() ?? '';
         if (/^(exit|signal) /.test(last)) resolve(last);
+        else if (signal?.aborted && connected) resolve('signal 9');
         else
           reject(
             failure ?? new Error(`nube-helper serve ended the exec without a status (${last || 'nothing'})`),

@@ -1,7 +1,6 @@
 // How a Python app tree is served: a WSGI/ASGI app object through the server its requirements name
 // (gunicorn, uvicorn or hypercorn), a `wsgi.py` with no server through the standard library's wsgiref,
 // else the first of app.py, main.py, server.py run as a script.
-import type { ReadApp } from './runspec.js';
 
 export class PythonAppError extends Error {}
 
@@ -10,7 +9,7 @@ const MODULES = ['wsgi', 'asgi', 'app', 'main', 'server'];
 const APP_OBJECT = /^(?:(?:async\s+)?def\s+(application|app)\s*\(|(application|app)\s*(?::[^=]+)?=)/m;
 
 /** `python` says whether the tree declares dependencies (requirements.txt or pyproject.toml): then a venv is built. */
-export async function pythonStart(read: ReadApp, python: boolean): Promise<string | null> {
+export async function pythonStart(read: (name: string) => Promise<string | null>, python: boolean): Promise<string | null> {
   const py = python ? '.venv/bin/python' : 'python3';
   const bin = (name: string) => (python ? `.venv/bin/${name}` : name);
   const deps = `${(await read('requirements.txt')) ?? ''}\n${(await read('pyproject.toml')) ?? ''}`.toLowerCase();

@@ -22,6 +22,7 @@ import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
 import { API_PREFIX, installBodyParsing, mountOperations } from './platform/rest.js';
+import { HttpsListener } from './platform/https-listener.js';
 import { Usage } from './platform/usage.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
@@ -82,10 +83,13 @@ export async function buildServer(config: Config): Promise<Nube> {
     bus = new RedisBus(redis, redis.duplicate());
   }
   let publicUrl = config.publicUrl;
+  // Known once the HTTPS listener listens (its port may be 0: any free one).
+  let httpsUrl: string | null = config.publicUrl.startsWith('https:') ? config.publicUrl : null;
   const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
   registerJobMetrics(metrics, store.db);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
+    httpsUrl: () => httpsUrl,
     config,
     store,
     bus,
@@ -156,6 +160,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   });
   mountMcp(app, operations, deps.auth, VERSION);
   mountMetricsRoute(app, metrics, config.metrics);
+  const https = config.tls.httpsPort === undefined ? null : new HttpsListener(app, services.domains.certificates);
 
   return {
     app,
@@ -165,6 +170,15 @@ export async function buildServer(config: Config): Promise<Nube> {
     async listen() {
       const address = await app.listen({ host: config.host, port: config.port });
       if (!config.publicUrlFixed) publicUrl = address;
+      if (https && config.tls.httpsPort !== undefined) {
+        const port = await https.listen(config.host, config.tls.httpsPort);
+        if (!httpsUrl) {
+          const u = new URL(publicUrl);
+          u.protocol = 'https:';
+          u.port = port === 443 ? '' : String(port);
+          httpsUrl = u.origin;
+        }
+      }
       if (config.runWorkers) {
         deps.jobs.start();
         deps.events.start();
@@ -175,7 +189,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       if (closing) return;
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
-      await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
+      await Promise.all([app.close(), https?.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();
       await bus.close();

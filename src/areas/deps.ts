@@ -35,4 +35,9 @@ export interface PlatformDeps {
   log: FastifyBaseLogger;
   /** Base URL for links handed to clients (presigned URLs, public URLs). */
   publicUrl(): string;
+  /**
+   * Base URL of nube's HTTPS listener (the public URL's host on the HTTPS port, or the public URL
+   * itself when it is https), or null when nube serves no HTTPS: links handed out use it when set.
+   */
+  httpsUrl(): string | null;
 }

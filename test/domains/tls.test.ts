@@ -3,54 +3,13 @@
 // sealed at rest, renewal by the durable job, removal. Security: an unverified domain routes nowhere
 // and gets no certificate; another owner cannot take a verified domain; Byte is refused.
 import { X509Certificate, createPublicKey } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { caller, json, startNube, type TestNube } from '../helpers/server.js';
 import { zipOf } from '../helpers/site.js';
+import { httpGet, httpsGet, httpsGetCert, until } from './clients.js';
 import { startDns, type TestDns } from './dns.js';
 import { freePort, type Pebble, startPebble } from './pebble.js';
-
-interface Got {
-  status: number;
-  body: string;
-  cert?: X509Certificate;
-}
-
-export function httpGet(port: number, host: string, path = '/'): Promise<Got> {
-  return new Promise((resolve, reject) => {
-    const r = httpRequest({ host: '127.0.0.1', port, path, headers: { host } }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    r.on('error', reject);
-    r.end();
-  });
-}
-
-export function httpsGet(port: number, host: string, ca: string, path = '/'): Promise<Got> {
-  return new Promise((resolve, reject) => {
-    const r = httpsRequest({ host: '127.0.0.1', port, path, servername: host, ca, headers: { host }, agent: false }, (res) => {
-      const raw = (res.socket as import('node:tls').TLSSocket).getPeerX509Certificate();
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, cert: raw }));
-    });
-    r.on('error', reject);
-    r.end();
-  });
-}
-
-const until = async <T>(f: () => Promise<T>, ok: (v: T) => boolean, ms = 60_000): Promise<T> => {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (ok(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-};
 
 describe.each(DIALECTS)('custom domains for sites with ACME certificates (%s)', (dialect) => {
   let t: TestNube;
@@ -205,16 +164,3 @@ describe.each(DIALECTS)('custom domains for sites with ACME certificates (%s)', 
     expect((await api('GET', `/domains/${DOMAIN}`)).status).toBe(404);
   });
 });
-
-/** The serial number of the certificate served for `host`, read without verifying the chain. */
-function httpsGetCert(port: number, host: string): Promise<string | null> {
-  return new Promise((resolve) => {
-    const r = httpsRequest({ host: '127.0.0.1', port, path: '/', servername: host, rejectUnauthorized: false, headers: { host }, agent: false }, (res) => {
-      const c = (res.socket as import('node:tls').TLSSocket).getPeerX509Certificate();
-      res.resume();
-      resolve(c?.serialNumber ?? null);
-    });
-    r.on('error', () => resolve(null));
-    r.end();
-  });
-}

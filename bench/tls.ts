@@ -6,8 +6,8 @@
 //   - handshakes per second (a new TLS connection per request) against new TCP connections per second
 //     on the HTTP port (the physical limit of connection setup here).
 // Writes bench/results/tls.json.
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config.js';
@@ -57,11 +57,20 @@ const get = (agent) => new Promise((res, rej) => {
 })().catch((e) => out({ error: e.message }));
 `;
 
-function client(args: string[]): Record<string, unknown> {
-  const r = spawnSync(process.execPath, ['-e', CLIENT, ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  const v = JSON.parse(r.stdout || '{}') as Record<string, unknown>;
-  if (!r.stdout || v.error) throw new Error(`client ${args.join(' ')}: ${String(v.error ?? r.stderr)}`);
-  return v;
+/** Runs the client in its own process (asynchronously: nube serves it from this process's event loop). */
+function client(args: string[]): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['-e', CLIENT, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.stderr.on('data', (d) => (err += d));
+    c.on('close', () => {
+      const v = JSON.parse(out || '{}') as Record<string, unknown>;
+      if (!out || v.error) reject(new Error(`client ${args.join(' ')}: ${String(v.error ?? err)}`));
+      else resolve(v);
+    });
+  });
 }
 
 async function main(): Promise<void> {
@@ -72,7 +81,6 @@ async function main(): Promise<void> {
   ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=sites', '-keyout', f('key.pem'), '-out', f('csr.pem'));
   writeFileSync(f('ext.cnf'), 'subjectAltName=DNS:*.sites.localhost\n');
   ssl('x509', '-req', '-in', f('csr.pem'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', f('ext.cnf'), '-out', f('cert.pem'));
-  readFileSync(f('cert.pem'));
   const ownerKey = `nube_sk_live_${randomToken(40, BASE62)}`;
   const nube = await buildServer(
     loadConfig({
@@ -100,16 +108,16 @@ async function main(): Promise<void> {
     const httpPort = new URL(base).port;
     const httpsPort = new URL(nube.deps.httpsUrl()!).port;
 
-    const lat = (proto: string, port: string) => summarize(client(['latency', proto, port, host, f('ca.pem'), String(SEQUENTIAL)]).ms as number[]);
-    const thr = (proto: string, port: string) => client(['throughput', proto, port, host, f('ca.pem'), String(SECONDS)]).perSec as number;
-    const conn = (proto: string, port: string) => client(['connect', proto, port, host, f('ca.pem'), String(SECONDS)]).perSec as number;
+    const lat = async (proto: string, port: string) => summarize((await client(['latency', proto, port, host, f('ca.pem'), String(SEQUENTIAL)])).ms as number[]);
+    const thr = async (proto: string, port: string) => (await client(['throughput', proto, port, host, f('ca.pem'), String(SECONDS)])).perSec as number;
+    const conn = async (proto: string, port: string) => (await client(['connect', proto, port, host, f('ca.pem'), String(SECONDS)])).perSec as number;
 
-    const httpLat = lat('http', httpPort);
-    const httpsLat = lat('https', httpsPort);
-    const httpThr = thr('http', httpPort);
-    const httpsThr = thr('https', httpsPort);
-    const tcpRate = conn('http', httpPort);
-    const tlsRate = conn('https', httpsPort);
+    const httpLat = await lat('http', httpPort);
+    const httpsLat = await lat('https', httpsPort);
+    const httpThr = await thr('http', httpPort);
+    const httpsThr = await thr('https', httpsPort);
+    const tcpRate = await conn('http', httpPort);
+    const tlsRate = await conn('https', httpsPort);
     const r = (n: number) => Math.round(n * 1000) / 1000;
     const rows: ResultRow[] = [
       { name: 'site GET over plain HTTP through nube (baseline)', p50Ms: r(httpLat.p50Ms), p99Ms: r(httpLat.p99Ms), throughputPerSec: Math.round(httpThr) },

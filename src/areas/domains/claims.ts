@@ -6,6 +6,7 @@
 import { Resolver } from 'node:dns/promises';
 import type { Principal } from '../../platform/auth.js';
 import type { Config } from '../../platform/config-shape.js';
+import type { Bus } from '../../platform/events.js';
 import { errors } from '../../platform/errors.js';
 import { randomToken } from '../../platform/ids.js';
 import { PLANS } from '../../platform/plans.js';
@@ -14,6 +15,8 @@ import type { Kysely } from 'kysely';
 import type { Tables } from '../../store/schema.js';
 
 export const CHALLENGE = '_nube-challenge';
+/** Bus event (not a webhook event) telling replicas a domain's route changed. */
+const ROUTES_CHANGED = 'domains.routes-changed';
 const NAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export interface Target {
@@ -49,8 +52,24 @@ export class DomainClaims {
   constructor(
     db: Kysely<Tables>,
     private readonly config: Config,
+    private readonly bus?: Bus,
   ) {
     this.repo = new ClaimsRepo(db);
+    // Every replica keeps its own route table: a change on one is announced on the bus (Redis when
+    // scaled out) and the others read that domain's row again.
+    bus?.subscribe((e) => {
+      if (e.event === ROUTES_CHANGED && typeof e.data.domain === 'string') void this.refresh(e.data.domain).catch(() => {});
+    });
+  }
+
+  private async refresh(domain: string): Promise<void> {
+    const d = await this.repo.verifiedHolder(domain);
+    if (d) this.setRoute(d);
+    else this.routes.delete(domain);
+  }
+
+  private changed(domain: string): void {
+    void this.bus?.publish({ event: ROUTES_CHANGED, ownerId: '', data: { domain } }).catch(() => {});
   }
 
   async load(): Promise<void> {
@@ -134,6 +153,7 @@ export class DomainClaims {
     };
     await this.repo.upsert(row);
     this.setRoute(row);
+    this.changed(domain);
     return row;
   }
 
@@ -158,6 +178,7 @@ export class DomainClaims {
     }
     const row = { ...d, verified_at: now };
     this.setRoute(row);
+    this.changed(d.domain);
     for (const f of this.onVerified) await f(d.domain);
     return { row };
   }
@@ -177,6 +198,7 @@ export class DomainClaims {
 
   private async forget(domain: string): Promise<void> {
     this.routes.delete(domain);
+    this.changed(domain);
     for (const f of this.onReleased) await f(domain);
   }
 
@@ -191,7 +213,10 @@ export class DomainClaims {
   async detachTarget(kind: TargetKind, id: string): Promise<void> {
     const rows = await this.repo.ofTarget(kind, id);
     await this.repo.detachTarget(kind, id);
-    for (const d of rows) this.routes.delete(d.domain);
+    for (const d of rows) {
+      this.routes.delete(d.domain);
+      this.changed(d.domain);
+    }
   }
 
   ofTarget(kind: TargetKind, id: string): Promise<ClaimRow[]> {

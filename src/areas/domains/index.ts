@@ -13,7 +13,7 @@ export const domainsArea: AreaModule = {
   operations: domainsOperations,
   migrations: { ...claimsMigrations, ...certsMigrations },
   async create(deps, other) {
-    const claims = new DomainClaims(deps.store.db, deps.config);
+    const claims = new DomainClaims(deps.store.db, deps.config, deps.bus);
     await claims.load();
     const certificates = new Certificates(deps, claims);
     await certificates.start();

@@ -31,11 +31,11 @@ export function freePort(): Promise<number> {
 export function makeCert(dir: string, prefix: string, names: string[]): { ca: string; cert: string; key: string } {
   const f = (n: string) => join(dir, `${prefix}-${n}`);
   const ssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', `/CN=${prefix} test CA`, '-keyout', f('ca.key'), '-out', f('ca.pem'));
+  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '90', '-subj', `/CN=${prefix} test CA`, '-keyout', f('ca.key'), '-out', f('ca.pem'));
   ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${names[0]}`, '-keyout', f('key.pem'), '-out', f('csr.pem'));
   const san = names.map((n) => (/^\d+\.\d+\.\d+\.\d+$/.test(n) ? `IP:${n}` : `DNS:${n}`)).join(',');
   writeFileSync(f('ext.cnf'), `subjectAltName=${san}\n`);
-  ssl('x509', '-req', '-in', f('csr.pem'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', f('ext.cnf'), '-out', f('cert.pem'));
+  ssl('x509', '-req', '-in', f('csr.pem'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '90', '-extfile', f('ext.cnf'), '-out', f('cert.pem'));
   return { ca: f('ca.pem'), cert: f('cert.pem'), key: f('key.pem') };
 }
 

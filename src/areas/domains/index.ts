@@ -3,6 +3,7 @@ import { Certificates } from './certificates.js';
 import { certsMigrations } from './certs-repo.js';
 import { DomainClaims } from './claims.js';
 import { claimsMigrations } from './claims-repo.js';
+import { tlsChecks } from './doctor.js';
 import { domainsOperations } from './operations.js';
 import { DomainsService } from './service.js';
 
@@ -20,6 +21,7 @@ export const domainsArea: AreaModule = {
     // `other` fills as later areas are created: sites and machines are looked up when a target is checked.
     return { domains: new DomainsService(claims, certificates, other) };
   },
+  doctor: tlsChecks,
   routes(app, services) {
     // HTTP-01: the ACME CA asks http://<domain>/.well-known/acme-challenge/<token> on nube's HTTP port.
     // Before the host routers (a verified domain's other paths go to its site or machine).

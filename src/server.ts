@@ -84,12 +84,15 @@ export async function buildServer(config: Config): Promise<Nube> {
   }
   let publicUrl = config.publicUrl;
   // Known once the HTTPS listener listens (its port may be 0: any free one).
-  let httpsUrl: string | null = config.publicUrl.startsWith('https:') ? config.publicUrl : null;
+  const publicIsHttps = config.publicUrl.startsWith('https:');
+  let httpsUrl: string | null = publicIsHttps ? config.publicUrl : null;
+  // Set once the services exist: whether nube's own listener can serve a name (a file certificate).
+  let covers: (host: string) => boolean = () => false;
   const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
   registerJobMetrics(metrics, store.db);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
-    httpsUrl: () => httpsUrl,
+    httpsUrl: (forHost) => (publicIsHttps || forHost === undefined || covers(forHost) ? httpsUrl : null),
     config,
     store,
     bus,
@@ -109,6 +112,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     { value: await deps.events.backlog() },
   ]);
   const services = await createServices(deps);
+  covers = (host) => services.domains.certificates.covers(host);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
   installBodyParsing(app);

@@ -36,8 +36,9 @@ export interface PlatformDeps {
   /** Base URL for links handed to clients (presigned URLs, public URLs). */
   publicUrl(): string;
   /**
-   * Base URL of nube's HTTPS listener (the public URL's host on the HTTPS port, or the public URL
-   * itself when it is https), or null when nube serves no HTTPS: links handed out use it when set.
+   * Base URL of nube's HTTPS listener (the public URL's host on the HTTPS port), or the public URL
+   * itself when it is https; null when nube serves no HTTPS, or, given `forHost`, when its listener
+   * has no certificate for that name (a handed-out https:// link must work).
    */
-  httpsUrl(): string | null;
+  httpsUrl(forHost?: string): string | null;
 }

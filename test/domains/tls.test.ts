@@ -45,7 +45,8 @@ describe.each(DIALECTS)('custom domains for sites with ACME certificates (%s)', 
     const zip = await zipOf({ 'index.html': '<html><body>tienda en línea</body></html>' });
     const site = await json(await api('POST', '/websites', { archiveBase64: zip.toString('base64'), name: 'Shop' }));
     siteId = site.id;
-    expect(site.url).toMatch(/^https:\/\//);
+    // HTTPS is on, but no certificate covers `*.sites.localhost`: the handed-out URL stays http://.
+    expect(site.url).toMatch(/^http:\/\//);
   }, 60_000);
 
   afterAll(async () => {

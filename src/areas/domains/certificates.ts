@@ -105,6 +105,11 @@ export class Certificates {
     return context ?? this.fileFor(name);
   }
 
+  /** Whether the file certificate covers `host` (handed-out URLs of nube's own hosts are https then). */
+  covers(host: string): boolean {
+    return this.fileFor(host.toLowerCase()) !== null;
+  }
+
   private fileFor(name: string): SecureContext | null {
     return this.file && this.file.cert.checkHost(name) !== undefined ? this.file.context : null;
   }

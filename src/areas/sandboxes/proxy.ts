@@ -6,6 +6,7 @@ import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { labelRequest } from '../../platform/metrics-http.js';
 import type { SandboxDomains } from './networking/domains.js';
+import type { Match } from './proxy-match.js';
 import type { SandboxesCore } from './service.js';
 
 export interface Target {
@@ -14,9 +15,6 @@ export interface Target {
   /** The request woke the sandbox: its server may need a moment (bootstrap) to listen again. */
   woke: boolean;
 }
-
-/** A port host or a sandbox domain (sandbox and port known), or a domain whose target is looked up. */
-export type Match = { id: string; port: number; domain?: boolean } | { via: Promise<{ sandboxId: string; port: number } | null> };
 
 const WAKE_RETRY_MS = 10_000;
 const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS']);

@@ -23,8 +23,8 @@ export const websitesArea: AreaModule = {
       planOf: async (ownerId) =>
         (await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' })).plan.name,
       storageUsed: (ownerId) => deps.usage.gauge('storageBytes', ownerId),
-      // Site URLs are https:// when nube serves HTTPS.
-      publicUrl: () => deps.httpsUrl() ?? deps.publicUrl(),
+      // Site URLs are https:// when nube's HTTPS listener has a certificate for the sites' names.
+      publicUrl: () => deps.httpsUrl(`site.${deps.config.sites.host}`) ?? deps.publicUrl(),
       sitesHost: deps.config.sites.host,
     });
     // A deleted site's domains stay the owner's (verified), attached to nothing.

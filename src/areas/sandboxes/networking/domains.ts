@@ -6,7 +6,7 @@ import type { Principal } from '../../../platform/auth.js';
 import { errors } from '../../../platform/errors.js';
 import type { DomainClaims } from '../../domains/claims.js';
 import type { ClaimRow } from '../../domains/claims-repo.js';
-import type { Match } from '../proxy.js';
+import type { Match } from '../proxy-match.js';
 import type { SandboxesCore } from '../service.js';
 
 export class SandboxDomains {

@@ -16,7 +16,8 @@ for arg in "$@"; do
   case $arg in
     --gvisor) PKGS="$PKGS runsc" ;;
     # The test suite: a User-mode Linux kernel, where cgroup v2 limits are tried on a real v2 kernel.
-    --test) PKGS="$PKGS user-mode-linux" ;;
+    # pebble: the ACME test CA the TLS tests get certificates from.
+    --test) PKGS="$PKGS user-mode-linux pebble" ;;
   esac
 done
 if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ]; then

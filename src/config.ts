@@ -178,6 +178,15 @@ const envSchema = z.object({
   NUBE_MACHINE_BACKUP_INTERVAL_S: z.coerce.number().int().min(5).max(7 * 86_400).default(86_400),
   NUBE_MACHINE_BACKUP_KEEP_DAYS: z.coerce.number().int().min(1).max(365).default(7),
   NUBE_EXTRA_CA_BUNDLE: z.string().min(1).optional(),
+  // HTTPS: the listener's port, a certificate given as files, the ACME CA for custom domains.
+  NUBE_HTTPS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  NUBE_TLS_CERT_FILE: z.string().min(1).optional(),
+  NUBE_TLS_KEY_FILE: z.string().min(1).optional(),
+  NUBE_ACME_DIRECTORY_URL: z.url({ protocol: /^https?$/, error: 'must be the http(s) URL of an ACME directory' }).optional(),
+  NUBE_ACME_CA_BUNDLE: z.string().min(1).optional(),
+  NUBE_ACME_EMAIL: z.email().optional(),
+  NUBE_TLS_RENEW_BEFORE_DAYS: z.coerce.number().int().min(1).max(80).default(30),
+  NUBE_TLS_RENEW_CHECK_S: z.coerce.number().int().min(1).default(12 * 3600),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -259,6 +268,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       backupIntervalMs: e.NUBE_MACHINE_BACKUP_INTERVAL_S * 1000,
       backupKeepMs: e.NUBE_MACHINE_BACKUP_KEEP_DAYS * 86_400_000,
       extraCaBundle: e.NUBE_EXTRA_CA_BUNDLE ? resolve(e.NUBE_EXTRA_CA_BUNDLE) : undefined,
+    },
+    tls: {
+      httpsPort: e.NUBE_HTTPS_PORT,
+      certFile: e.NUBE_TLS_CERT_FILE ? resolve(e.NUBE_TLS_CERT_FILE) : undefined,
+      keyFile: e.NUBE_TLS_KEY_FILE ? resolve(e.NUBE_TLS_KEY_FILE) : undefined,
+      acmeDirectoryUrl: e.NUBE_ACME_DIRECTORY_URL,
+      acmeCaBundle: e.NUBE_ACME_CA_BUNDLE ? resolve(e.NUBE_ACME_CA_BUNDLE) : undefined,
+      acmeEmail: e.NUBE_ACME_EMAIL,
+      renewBeforeMs: e.NUBE_TLS_RENEW_BEFORE_DAYS * 86_400_000,
+      renewCheckMs: e.NUBE_TLS_RENEW_CHECK_S * 1000,
     },
     fleet: {
       maxBoxes: e.NUBE_FLEET_MAX_BOXES,

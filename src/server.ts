@@ -23,6 +23,7 @@ import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
 import { API_PREFIX, installBodyParsing, mountOperations } from './platform/rest.js';
+import { HttpsListener } from './platform/https-listener.js';
 import { Usage } from './platform/usage.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
@@ -83,10 +84,16 @@ export async function buildServer(config: Config): Promise<Nube> {
     bus = new RedisBus(redis, redis.duplicate());
   }
   let publicUrl = config.publicUrl;
+  // Known once the HTTPS listener listens (its port may be 0: any free one).
+  const publicIsHttps = config.publicUrl.startsWith('https:');
+  let httpsUrl: string | null = publicIsHttps ? config.publicUrl : null;
+  // Set once the services exist: whether nube's own listener can serve a name (a file certificate).
+  let covers: (host: string) => boolean = () => false;
   const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
   registerJobMetrics(metrics, store.db);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
+    httpsUrl: (forHost) => (publicIsHttps || forHost === undefined || covers(forHost) ? httpsUrl : null),
     config,
     store,
     bus,
@@ -106,6 +113,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     { value: await deps.events.backlog() },
   ]);
   const services = await createServices(deps);
+  covers = (host) => services.domains.certificates.covers(host);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
   installBodyParsing(app);
@@ -159,6 +167,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   });
   mountMcp(app, operations, deps.auth, VERSION);
   mountMetricsRoute(app, metrics, config.metrics);
+  const https = config.tls.httpsPort === undefined ? null : new HttpsListener(app, services.domains.certificates);
 
   return {
     app,
@@ -168,6 +177,15 @@ export async function buildServer(config: Config): Promise<Nube> {
     async listen() {
       const address = await app.listen({ host: config.host, port: config.port });
       if (!config.publicUrlFixed) publicUrl = address;
+      if (https && config.tls.httpsPort !== undefined) {
+        const port = await https.listen(config.host, config.tls.httpsPort);
+        if (!httpsUrl) {
+          const u = new URL(publicUrl);
+          u.protocol = 'https:';
+          u.port = port === 443 ? '' : String(port);
+          httpsUrl = u.origin;
+        }
+      }
       if (config.runWorkers) {
         deps.jobs.start();
         deps.events.start();
@@ -178,7 +196,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       if (closing) return;
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
-      await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
+      await Promise.all([app.close(), https?.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();
       await bus.close();

@@ -35,4 +35,10 @@ export interface PlatformDeps {
   log: FastifyBaseLogger;
   /** Base URL for links handed to clients (presigned URLs, public URLs). */
   publicUrl(): string;
+  /**
+   * Base URL of nube's HTTPS listener (the public URL's host on the HTTPS port), or the public URL
+   * itself when it is https; null when nube serves no HTTPS, or, given `forHost`, when its listener
+   * has no certificate for that name (a handed-out https:// link must work).
+   */
+  httpsUrl(forHost?: string): string | null;
 }

@@ -37,6 +37,25 @@ export interface Config {
   databases: DatabasesConfig;
   machines: MachinesConfig;
   fleet: FleetConfig;
+  tls: TlsConfig;
+}
+
+/** HTTPS: nube's own listener, the certificates it serves, and the ACME CA it gets them from. */
+export interface TlsConfig {
+  /** Port of the HTTPS listener (NUBE_HTTPS_PORT, 0: any free one); unset: no HTTPS. */
+  httpsPort?: number;
+  /** A certificate (and its key) given as PEM files, e.g. a wildcard for `*.<public host>`. */
+  certFile?: string;
+  keyFile?: string;
+  /** The ACME directory custom domains get certificates from; unset: no certificates are requested. */
+  acmeDirectoryUrl?: string;
+  /** PEM bundle trusted for the ACME directory's TLS only (a test CA such as pebble's). */
+  acmeCaBundle?: string;
+  acmeEmail?: string;
+  /** A certificate is renewed this long before it expires. */
+  renewBeforeMs: number;
+  /** How often the durable renewal job looks for certificates to renew. */
+  renewCheckMs: number;
 }
 
 /** The executor pool of user databases; unset counts are derived from the cores by the engine. */

@@ -52,6 +52,11 @@ export interface OutboundInit {
   maxRedirects?: number;
   /** An operator-configured base URL whose origin is reached without the address check. */
   trustedOrigin?: string | URL;
+  /**
+   * PEM certificates to trust for the trusted origin's TLS instead of the system's (an operator's
+   * test CA, such as pebble's for ACME); never used for any other origin.
+   */
+  trustedCa?: string;
 }
 
 export type OutboundBody = Dispatcher.ResponseData['body'];
@@ -85,10 +90,14 @@ export class OutboundClient {
   private readonly guarded: Agent;
   /** For the trusted origin only: plain lookup. */
   private readonly trusted: Agent;
+  /** For the trusted origin with an operator's CA bundle: one pool per bundle. */
+  private readonly trustedWithCa = new Map<string, Agent>();
+  private readonly pool: { connections: number; keepAliveTimeout: number };
 
   constructor(opts: OutboundOptions) {
     this.allow = Array.isArray(opts.allow) ? parseAllowList(opts.allow as readonly string[]) : (opts.allow as AllowList);
     const pool = { connections: opts.connections ?? 64, keepAliveTimeout: 10_000 };
+    this.pool = pool;
     this.guarded = new Agent({ ...pool, connect: { lookup: safeLookup(this.allow, opts.resolve) as never } });
     this.trusted = new Agent(pool);
   }
@@ -110,7 +119,7 @@ export class OutboundClient {
     let hop = 0;
     try {
       for (; ; hop++) {
-        const { target, dispatcher } = await this.hop(url, trusted);
+        const { target, dispatcher } = await this.hop(url, trusted, init.trustedCa);
         const res = await dispatcher.request({
           origin: target.origin,
           path: target.pathname + target.search,
@@ -145,14 +154,22 @@ export class OutboundClient {
   }
 
   /** The hop's URL, checked, and the connection pool that will check its address again at connect. */
-  private async hop(url: string, trusted: string | undefined): Promise<{ target: URL; dispatcher: Agent }> {
+  private async hop(url: string, trusted: string | undefined, ca?: string): Promise<{ target: URL; dispatcher: Agent }> {
     let target: URL;
     try {
       target = new URL(url);
     } catch {
       throw new OutboundBlockedError('not a valid URL');
     }
-    if (trusted !== undefined && target.origin === trusted) return { target, dispatcher: this.trusted };
+    if (trusted !== undefined && target.origin === trusted) {
+      if (ca === undefined) return { target, dispatcher: this.trusted };
+      let agent = this.trustedWithCa.get(ca);
+      if (!agent) {
+        agent = new Agent({ ...this.pool, connect: { ca } });
+        this.trustedWithCa.set(ca, agent);
+      }
+      return { target, dispatcher: agent };
+    }
     const { url: checked } = await assertPublicUrl(target, this.allow, { dns: false });
     if (checked.username || checked.password) {
       throw new OutboundBlockedError('URLs carrying a user name or password are not fetched');
@@ -161,7 +178,7 @@ export class OutboundClient {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.guarded.close(), this.trusted.close()]);
+    await Promise.all([this.guarded.close(), this.trusted.close(), ...[...this.trustedWithCa.values()].map((a) => a.close())]);
   }
 }
 

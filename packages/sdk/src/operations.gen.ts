@@ -412,6 +412,90 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['documents', 'update'],
   },
+  'domains.attach': {
+    method: 'POST',
+    path: '/api/v2/domains/{domain}/attach',
+    pathParams: ['domain'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'attach'],
+  },
+  'domains.create': {
+    method: 'POST',
+    path: '/api/v2/domains',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'create'],
+  },
+  'domains.delete': {
+    method: 'DELETE',
+    path: '/api/v2/domains/{domain}',
+    pathParams: ['domain'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'delete'],
+  },
+  'domains.detach': {
+    method: 'POST',
+    path: '/api/v2/domains/{domain}/detach',
+    pathParams: ['domain'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'detach'],
+  },
+  'domains.get': {
+    method: 'GET',
+    path: '/api/v2/domains/{domain}',
+    pathParams: ['domain'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'get'],
+  },
+  'domains.list': {
+    method: 'GET',
+    path: '/api/v2/domains',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'list'],
+  },
+  'domains.verify': {
+    method: 'POST',
+    path: '/api/v2/domains/{domain}/verify',
+    pathParams: ['domain'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['domains', 'verify'],
+  },
   'files.create': {
     method: 'POST',
     path: '/api/v2/files',
@@ -1628,6 +1712,48 @@ export interface OperationTypes {
     body: NonNullable<operations['documents.update']['requestBody']>['content']['application/json'];
     response: operations['documents.update']['responses'][200]['content']['application/json'];
   };
+  'domains.attach': {
+    params: operations['domains.attach']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['domains.attach']['requestBody']>['content']['application/json'];
+    response: operations['domains.attach']['responses'][200]['content']['application/json'];
+  };
+  'domains.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['domains.create']['requestBody']>['content']['application/json'];
+    response: operations['domains.create']['responses'][201]['content']['application/json'];
+  };
+  'domains.delete': {
+    params: operations['domains.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['domains.delete']['responses'][200]['content']['application/json'];
+  };
+  'domains.detach': {
+    params: operations['domains.detach']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['domains.detach']['responses'][200]['content']['application/json'];
+  };
+  'domains.get': {
+    params: operations['domains.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['domains.get']['responses'][200]['content']['application/json'];
+  };
+  'domains.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['domains.list']['responses'][200]['content']['application/json'];
+  };
+  'domains.verify': {
+    params: operations['domains.verify']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['domains.verify']['responses'][200]['content']['application/json'];
+  };
   'files.create': {
     params: never;
     query: never;
@@ -2183,6 +2309,15 @@ export interface Namespaces {
     pdf(id: OperationTypes['documents.pdf']['params']['id'], ...rest: NsRest<'documents.pdf'>): Promise<OpOutput<'documents.pdf'>>;
     unpublish(id: OperationTypes['documents.unpublish']['params']['id'], ...rest: NsRest<'documents.unpublish'>): Promise<OpOutput<'documents.unpublish'>>;
     update(id: OperationTypes['documents.update']['params']['id'], ...rest: NsRest<'documents.update'>): Promise<OpOutput<'documents.update'>>;
+  };
+  domains: {
+    attach(domain: OperationTypes['domains.attach']['params']['domain'], ...rest: NsRest<'domains.attach'>): Promise<OpOutput<'domains.attach'>>;
+    create(...rest: NsRest<'domains.create'>): Promise<OpOutput<'domains.create'>>;
+    delete(domain: OperationTypes['domains.delete']['params']['domain'], ...rest: NsRest<'domains.delete'>): Promise<OpOutput<'domains.delete'>>;
+    detach(domain: OperationTypes['domains.detach']['params']['domain'], ...rest: NsRest<'domains.detach'>): Promise<OpOutput<'domains.detach'>>;
+    get(domain: OperationTypes['domains.get']['params']['domain'], ...rest: NsRest<'domains.get'>): Promise<OpOutput<'domains.get'>>;
+    list(...rest: NsRest<'domains.list'>): Promise<OpOutput<'domains.list'>>;
+    verify(domain: OperationTypes['domains.verify']['params']['domain'], ...rest: NsRest<'domains.verify'>): Promise<OpOutput<'domains.verify'>>;
   };
   files: {
     create(...rest: NsRest<'files.create'>): Promise<OpOutput<'files.create'>>;

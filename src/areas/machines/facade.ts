@@ -32,6 +32,8 @@ export class MachinesService {
       await this.apps.stop(p, r).catch(() => {});
       await this.core.deps.jobs.cancel({ key: `machine-backup:${r.id}` });
       await this.backups.prune(r.id, true);
+      // Its domains stay the owner's (verified), attached to nothing.
+      await this.core.s.domains.claims.detachTarget('machine', r.id);
     });
   }
 

@@ -12,12 +12,12 @@ export const machinesArea: AreaModule = {
   operations: machinesOperations,
   migrations: machinesMigrations,
   create(deps, other) {
-    const { sandboxes, account, files } = other;
-    if (!sandboxes || !account || !files) throw new Error('machines need the sandboxes, account and files services');
+    const { sandboxes, account, files, domains } = other;
+    if (!sandboxes || !account || !files || !domains) throw new Error('machines need the sandboxes, account, files and domains services');
     const core = new MachinesCore(
       new MachinesRepo(deps.store.db),
       deps,
-      { sandboxes, account },
+      { sandboxes, account, domains },
       new BuiltinCheckout(() => deps.publicUrl()),
     );
     // Backups go to the blob store the files area configured (its default location).
@@ -27,6 +27,11 @@ export const machinesArea: AreaModule = {
       maxAttempts: 2,
       concurrency: 2,
       leaseMs: 60_000,
+    });
+    // A machine's verified domain reaches its app's port (looked up per request: the port can change).
+    domains.claims.boxTargets.set('machine', async (id) => {
+      const r = await core.repo.get(id);
+      return r && r.status !== 'deleted' && r.port !== null ? { sandboxId: r.sandbox_id, port: r.port } : null;
     });
     deps.usage.registerGauge('boxes', (ownerId) => core.repo.count(ownerId));
     // In the background: a box's supervisor may take a moment; the server need not wait for it.

@@ -51,7 +51,8 @@ export class Launcher {
   }
 
   async launch(p: Principal, input: LaunchInput, orderId: string | null = null): Promise<Result | { checkoutUrl: string }> {
-    if (input.domain !== undefined) throw errors.notImplemented('attaching a custom domain at launch (custom domains)');
+    // The domain is checked before anything is built (plan, name, not another account's).
+    if (input.domain !== undefined) await this.core.s.domains.claims.precheck(p, input.domain, ['body', 'domain']);
     let m: MachineRow | null = null;
     if (input.sandboxId !== undefined) {
       const found = await this.core.repo.bySandbox(input.sandboxId);
@@ -79,6 +80,7 @@ export class Launcher {
       if ('checkoutUrl' in created) return created;
       m = (await this.core.repo.get(created.id))!;
     }
+    if (input.domain !== undefined) await this.core.s.domains.claims.claim(p, input.domain, { kind: 'machine', id: m.id, port: null });
     m = await this.untilBoxRuns(p, m);
     await this.deliver(p, m, fetched);
     const overrides: Overrides = {
@@ -189,7 +191,8 @@ export class Launcher {
       const first = (await this.core.repo.releases(m.id)).length === 0;
       const rel = await this.releases.publish(p, m.id, job.commit ? `launch ${job.commit.slice(0, 12)}` : 'launch', first ? 'recovery' : 'launch');
       m = (await this.core.repo.get(m.id))!;
-      const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: rel.id, url: m.url, domain: null, status: 'running', buildLog, error: null };
+      const [domain = null] = await this.core.domainsOf(m.id);
+      const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: rel.id, url: m.url, domain, status: 'running', buildLog, error: null };
       await this.core.repo.update(m.id, { status: 'running', phase: null, last_error: null, last_launch: JSON.stringify(result) });
     } catch (e) {
       const message = e instanceof ApiError ? e.message : (e as Error).message;

@@ -26,7 +26,7 @@ export interface CreateMachineInput {
 }
 
 export type MachineView = z.input<typeof Machine>;
-type Deps = Pick<Services, 'sandboxes' | 'account'>;
+type Deps = Pick<Services, 'sandboxes' | 'account' | 'domains'>;
 
 const EXTRA_CA_PATH = '/usr/local/share/ca-certificates/nube-extra.crt';
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -54,7 +54,12 @@ export class MachinesCore {
     return r;
   }
 
-  view(r: MachineRow): MachineView {
+  /** The custom domains attached to a machine (the domains area holds them). */
+  domainsOf(id: string): Promise<string[]> {
+    return this.s.domains.namesOf('machine', id);
+  }
+
+  view(r: MachineRow, domains: string[] = []): MachineView {
     return {
       id: r.id,
       name: r.name,
@@ -66,7 +71,7 @@ export class MachinesCore {
       sandboxId: r.sandbox_id,
       template: r.template,
       url: r.url,
-      domains: [],
+      domains,
       currentReleaseId: r.current_release_id,
       phase: r.phase,
       pendingRestart: r.pending_restart === 1,
@@ -121,11 +126,11 @@ export class MachinesCore {
 
   async list(p: Principal) {
     const rows = await this.repo.list(p.ownerId);
-    return { machines: await Promise.all(rows.map(async (r) => this.view(await this.refresh(p, r)))) };
+    return { machines: await Promise.all(rows.map(async (r) => this.view(await this.refresh(p, r), await this.domainsOf(r.id)))) };
   }
 
   async get(p: Principal, id: string) {
-    return this.view(await this.refresh(p, await this.own(p, id)));
+    return this.view(await this.refresh(p, await this.own(p, id)), await this.domainsOf(id));
   }
 
   tierOf(input: { tier: string; cpuMode: 'shared' | 'reserved' }): Tier {

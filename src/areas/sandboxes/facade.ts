@@ -8,6 +8,7 @@ import { Forks } from './forks.js';
 import { Kernel } from './kernel.js';
 import { Manage } from './manage.js';
 import { RawPorts } from './networking/raw-ports.js';
+import type { DomainClaims } from '../domains/claims.js';
 import { SandboxDomains } from './networking/domains.js';
 import { SshAccess } from './networking/ssh-access.js';
 import type { SandboxesRepo } from './repo.js';
@@ -27,7 +28,7 @@ export class SandboxesService {
   readonly ssh: SshAccess;
   readonly domains: SandboxDomains;
 
-  constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps) {
+  constructor(repo: SandboxesRepo, runtime: SandboxRuntime, deps: PlatformDeps, claims: DomainClaims) {
     this.core = new SandboxesCore(repo, runtime, deps);
     this.work = new Workload(this.core);
     this.manage = new Manage(this.core);
@@ -35,7 +36,7 @@ export class SandboxesService {
     this.kernel = new Kernel(this.core, this.work);
     this.rawPorts = new RawPorts(this.core);
     this.ssh = new SshAccess(this.core);
-    this.domains = new SandboxDomains(this.core);
+    this.domains = new SandboxDomains(this.core, claims);
   }
 
   /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */

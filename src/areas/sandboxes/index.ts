@@ -9,7 +9,6 @@ import { SandboxesService } from './facade.js';
 import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
 import { rawPortsMigrations } from './networking/raw-ports-repo.js';
-import { domainsMigrations } from './networking/domains-repo.js';
 import { sshMigrations } from './networking/ssh-repo.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
@@ -70,10 +69,11 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
 export const sandboxesArea: AreaModule = {
   name: 'sandboxes',
   operations: sandboxesOperations,
-  migrations: { ...sandboxesMigrations, ...rawPortsMigrations, ...sshMigrations, ...domainsMigrations },
-  async create(deps) {
+  migrations: { ...sandboxesMigrations, ...rawPortsMigrations, ...sshMigrations },
+  async create(deps, other) {
+    if (!other.domains) throw new Error('sandboxes need the domains service (custom domains) to be created first');
     const { runtime, dataDir } = makeRuntime(deps.config);
-    const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps);
+    const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps, other.domains.claims);
     deps.jobs.register<{ id: string }>(TTL_JOB, (p) => sandboxes.core.clocks.fire(p.id), { maxAttempts: 10 });
     deps.jobs.register<{ id: string }>(PROVISION_JOB, (p) => sandboxes.core.provision(p.id), {
       maxAttempts: 2,
@@ -84,7 +84,6 @@ export const sandboxesArea: AreaModule = {
     await reconcile(sandboxes, dataDir, deps);
     await sandboxes.rawPorts.restore();
     await sandboxes.ssh.restore();
-    await sandboxes.domains.load();
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
     for (const name of deps.config.sandboxes.prebuild) {

@@ -6,6 +6,7 @@ import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { labelRequest } from '../../platform/metrics-http.js';
 import type { SandboxDomains } from './networking/domains.js';
+import type { Match } from './proxy-match.js';
 import type { SandboxesCore } from './service.js';
 
 export interface Target {
@@ -36,13 +37,17 @@ export class PortProxy {
    * Sandbox id and port when the Host names a sandbox port or a verified custom domain, else null (a
    * normal API request). A domain's port needs no `expose`: verifying the domain was the consent.
    */
-  match(hostHeader: string | undefined): { id: string; port: number; domain?: boolean } | null {
+  match(hostHeader: string | undefined): Match | null {
     const m = hostHeader ? this.hostRe.exec(hostHeader) : null;
-    if (!m) {
-      const d = this.domains?.route(hostHeader);
-      return d ? { id: d.sandboxId, port: d.port, domain: true } : null;
-    }
+    if (!m) return this.domains?.route(hostHeader) ?? null;
     return { port: Number(m[1]), id: m[2]!.toLowerCase().replace('-', '_') };
+  }
+
+  /** A match's target (a machine's domain is looked up: its app's port can change). */
+  private async target(m: Match): Promise<Target | { status: number; error: string }> {
+    if (!('via' in m)) return this.resolve(m.id, m.port, m.domain);
+    const t = await m.via;
+    return t ? this.resolve(t.sandboxId, t.port, true) : { status: 404, error: 'nothing is served at this domain' };
   }
 
   /** Where to send the request, or a status to answer (404: no such sandbox or port not exposed). */
@@ -69,7 +74,7 @@ export class PortProxy {
       const m = this.match(req.headers.host);
       if (!m) return done();
       labelRequest(req, 'sandboxes.proxy');
-      this.resolve(m.id, m.port, m.domain).then(
+      this.target(m).then(
         (target) => {
           if ('status' in target) {
             reply.code(target.status).send({ error: target.error, code: target.status === 404 ? 'NotFound' : 'Unavailable' });
@@ -89,7 +94,7 @@ export class PortProxy {
         socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
         return;
       }
-      this.resolve(m.id, m.port, m.domain).then(
+      this.target(m).then(
         (t) => {
           if ('status' in t) {
             socket.end(`HTTP/1.1 ${t.status} ${t.error}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
@@ -102,7 +107,8 @@ export class PortProxy {
 
   private forwardHttp(req: IncomingMessage, res: import('node:http').ServerResponse, t: Target, retryUntil = 0): void {
     if (t.woke && retryUntil === 0 && BODYLESS.has(req.method ?? '')) retryUntil = Date.now() + WAKE_RETRY_MS;
-    const headers = { ...req.headers, 'x-forwarded-host': req.headers.host, 'x-forwarded-for': req.socket.remoteAddress };
+    const tls = 'encrypted' in req.socket && req.socket.encrypted === true;
+    const headers = { ...req.headers, 'x-forwarded-host': req.headers.host, 'x-forwarded-for': req.socket.remoteAddress, 'x-forwarded-proto': tls ? 'https' : 'http' };
     const up = httpRequest(
       { host: t.address, port: t.port, method: req.method, path: req.url, headers, timeout: 60_000 },
       (upRes) => {

@@ -53,7 +53,7 @@ export class SandboxesCore {
 
   view(r: SandboxRow, start?: StartPhase): SandboxView {
     const host = this.deps.config.sandboxes.publicHost;
-    return toSandbox(r, (port) => portUrl(this.deps.publicUrl(), host, r.id, port), start);
+    return toSandbox(r, (port) => portUrl(this.deps.httpsUrl(`${port}-${r.id.replace('_', '-')}.${host}`) ?? this.deps.publicUrl(), host, r.id, port), start);
   }
 
   /** The view with, for a starting sandbox, what it waits for (a template build, read from the host). */

@@ -9,9 +9,9 @@ export const websitesArea: AreaModule = {
   operations: websitesOperations,
   migrations: websitesMigrations,
   create(deps, other) {
-    const { files, account } = other;
-    if (!files || !account)
-      throw new Error('the websites area needs the files and account services to be created first');
+    const { files, account, domains } = other;
+    if (!files || !account || !domains)
+      throw new Error('the websites area needs the files, account and domains services to be created first');
     const repo = new WebsitesRepo(deps.store.db);
     deps.usage.registerGauge('storageBytes', (ownerId) => repo.storedBytes(ownerId));
     const websites = new WebsitesService({
@@ -23,12 +23,18 @@ export const websitesArea: AreaModule = {
       planOf: async (ownerId) =>
         (await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' })).plan.name,
       storageUsed: (ownerId) => deps.usage.gauge('storageBytes', ownerId),
-      publicUrl: deps.publicUrl,
+      // Site URLs are https:// when nube's HTTPS listener has a certificate for the sites' names.
+      publicUrl: () => deps.httpsUrl(`site.${deps.config.sites.host}`) ?? deps.publicUrl(),
       sitesHost: deps.config.sites.host,
     });
+    // A deleted site's domains stay the owner's (verified), attached to nothing.
+    websites.onDeleted((site) => domains.claims.detachTarget('site', site.id));
     return { websites };
   },
   routes(app, services) {
-    new SiteServer(services.websites).install(app);
+    new SiteServer(services.websites, (host) => {
+      const r = services.domains.claims.route(host);
+      return r?.kind === 'site' ? r.id : null;
+    }).install(app);
   },
 };

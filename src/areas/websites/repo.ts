@@ -136,6 +136,11 @@ export class WebsitesRepo {
     return r && { ...norm(r), manifest: JSON.parse(r.manifest) as Manifest };
   }
 
+  async slugOf(id: string): Promise<string | null> {
+    const r = await this.db.selectFrom('websites').select('slug').where('id', '=', id).executeTakeFirst();
+    return r?.slug ?? null;
+  }
+
   async slugTaken(slug: string): Promise<boolean> {
     return (
       (await this.db.selectFrom('websites').select('id').where('slug', '=', slug).executeTakeFirst()) !==

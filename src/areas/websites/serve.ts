@@ -49,7 +49,11 @@ export class SiteServer {
   private readonly cache = new Map<string, Buffer>();
   private cachedBytes = 0;
 
-  constructor(private readonly sites: WebsitesService) {
+  constructor(
+    private readonly sites: WebsitesService,
+    /** The site id a verified custom domain in a Host header serves, or null (the domains area's routes). */
+    private readonly domainSite: (host: string | undefined) => string | null = () => null,
+  ) {
     this.hostRe = new RegExp(
       `^([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\\.${escapeRe(sites.deps.sitesHost)}(?::\\d+)?$`,
       'i',
@@ -66,10 +70,16 @@ export class SiteServer {
     // A callback hook: every API request passes here and only site hosts wait on anything.
     app.addHook('onRequest', (req, reply, done) => {
       const slug = this.match(req.headers.host);
-      if (slug === null) return done();
+      const siteId = slug === null ? this.domainSite(req.headers.host) : null;
+      if (slug === null && siteId === null) return done();
       reply.hijack();
       const res = reply.raw;
-      this.serve(slug, req.method, req.url, req.headers['if-none-match'], res).catch((err) => {
+      const visit = async () => {
+        const s = slug ?? (await this.sites.slugOf(siteId!));
+        if (s === null) return plain(res, 404, 'no site here');
+        await this.serve(s, req.method, req.url, req.headers['if-none-match'], res);
+      };
+      visit().catch((err) => {
         req.log.error({ err, slug }, 'site request failed');
         if (!res.headersSent) plain(res, 500, 'internal error');
         else res.destroy();

@@ -156,6 +156,19 @@ export class WebsitesService {
     });
   }
 
+  /** A site's slug by id (slugs never change), for custom domains; null once the site is gone. */
+  async slugOf(id: string): Promise<string | null> {
+    const hit = this.slugs.get(id);
+    if (hit !== undefined) return hit;
+    const slug = await this.deps.repo.slugOf(id);
+    if (slug !== null) {
+      if (this.slugs.size > 10_000) this.slugs.clear();
+      this.slugs.set(id, slug);
+    }
+    return slug;
+  }
+  private readonly slugs = new Map<string, string>();
+
   /** The site at `slug` for the host router, or null; cached for LIVE_TTL_MS. */
   async liveSite(slug: string): Promise<LiveSite | null> {
     const hit = this.live.get(slug);

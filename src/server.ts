@@ -23,6 +23,7 @@ import type { Services } from './platform/operation.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
 import { API_PREFIX, installBodyParsing, mountOperations } from './platform/rest.js';
 import { Usage } from './platform/usage.js';
+import { mountWebSockets } from './platform/websocket.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { VERSION } from './version.js';
@@ -139,6 +140,13 @@ export async function buildServer(config: Config): Promise<Nube> {
   }
 
   mountOperations(app, {
+    operations,
+    auth: deps.auth,
+    rateLimiter: deps.rateLimiter,
+    services,
+    defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+  });
+  mountWebSockets(app, {
     operations,
     auth: deps.auth,
     rateLimiter: deps.rateLimiter,

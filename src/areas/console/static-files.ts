@@ -5,8 +5,14 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** console/dist at the project root: src/areas/console and dist/areas/console are both three levels down. */
-export const CONSOLE_DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'console', 'dist');
+/** console/dist beside the package.json above this module (src/areas/console, or dist/src/areas/console when built). */
+function consoleDist(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return join(dir, 'console', 'dist');
+}
+
+export const CONSOLE_DIST = consoleDist();
 
 export interface StaticFile {
   body: Buffer;

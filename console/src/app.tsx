@@ -90,6 +90,10 @@ export function App() {
   useEffect(() => {
     void check();
   }, []);
+  useEffect(() => {
+    // When the first real screen is on and takes input (the speed test reads this mark).
+    if (state !== 'checking' && performance.getEntriesByName('console-interactive').length === 0) performance.mark('console-interactive');
+  }, [state]);
   if (state === 'checking') return <p class="loading">Loading…</p>;
   if (state === 'out') return <SignIn onDone={check} />;
   const page = PAGES.find((p) => p.path === route[0]) ?? PAGES[0];
@@ -137,7 +141,7 @@ export function App() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1}>
-        <View sub={route.slice(1)} />
+        <View key={route.join('/')} sub={route.slice(1)} />
       </main>
     </div>
   );

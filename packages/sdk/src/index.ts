@@ -48,7 +48,8 @@ export class Nube {
 
   constructor(options: NubeOptions = {}) {
     this.baseUrl = options.baseUrl ?? env('NUBE_BASE_URL') ?? 'http://127.0.0.1:7070';
-    const f = options.fetch ?? globalThis.fetch;
+    // Bound: a browser's fetch called as a method of another object throws "Illegal invocation".
+    const f = options.fetch ?? globalThis.fetch?.bind(globalThis);
     if (typeof f !== 'function')
       throw new TypeError('no fetch available: pass the fetch option (Node 18+ has one)');
     this.#transport = {

@@ -65,7 +65,8 @@ describe('web console in Chromium', () => {
     await page.goto(`${t.baseUrl}/console`);
     await page.getByLabel('API key').waitFor();
     const load = await page.evaluate(() => {
-      const res = performance.getEntriesByType('resource') as PerformanceResourceTiming[];
+      // Browser globals, typed loosely: this file compiles against Node's lib.
+      const res = performance.getEntriesByType('resource') as unknown as { name: string; transferSize: number }[];
       return {
         interactiveMs: performance.getEntriesByName('console-interactive')[0]!.startTime,
         jsCssBytes: res.filter((r) => /\.(js|css)$/.test(r.name)).reduce((n, r) => n + r.transferSize, 0),
@@ -83,7 +84,10 @@ describe('web console in Chromium', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await page.getByRole('meter', { name: 'Storage' }).waitFor();
-    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+    const stored = await page.evaluate(() => {
+      const g = globalThis as unknown as { localStorage: object; sessionStorage: object; document: { cookie: string } };
+      return JSON.stringify({ ...g.localStorage }) + JSON.stringify({ ...g.sessionStorage }) + g.document.cookie;
+    });
     expect(stored).not.toContain(t.ownerKey);
     expect(stored).not.toContain('ncs_'); // the session cookie is HttpOnly
     await shot('overview');

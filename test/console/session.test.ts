@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/platform/crypto.js';
 import { DIALECTS } from '../helpers/pg.js';
-import { startNube, type TestNube } from '../helpers/server.js';
+import { json, startNube, type TestNube } from '../helpers/server.js';
 import { ensureConsoleBuilt } from './console-build.js';
 
 describe.each(DIALECTS)('console session (%s)', (dialect) => {
@@ -46,7 +46,7 @@ describe.each(DIALECTS)('console session (%s)', (dialect) => {
     expect((await signIn('nube_sk_live_notakey0000000000000000000000000')).status).toBe(401);
     const bad = await fetch(`${t.baseUrl}/console/session`, { method: 'POST', headers: { 'content-type': 'application/json', origin }, body: '{"key":5}' });
     expect(bad.status).toBe(400);
-    expect((await bad.json()).issues[0].path).toEqual(['body', 'key']);
+    expect((await json(bad)).issues[0].path).toEqual(['body', 'key']);
     const cross = await signIn(t.ownerKey, { origin: 'https://evil.example' });
     expect(cross.status).toBe(403);
     expect(cross.headers.get('set-cookie')).toBeNull();
@@ -59,17 +59,17 @@ describe.each(DIALECTS)('console session (%s)', (dialect) => {
     // A write with no Origin, or another site's, is refused although the cookie is good.
     const none = await api('POST', '/databases', { cookie }, { name: 'csrf-none' });
     expect(none.status).toBe(403);
-    expect((await none.json()).code).toBe('CrossSiteRequest');
+    expect((await json(none)).code).toBe('CrossSiteRequest');
     const evil = await api('POST', '/databases', { cookie, origin: 'http://evil.example' }, { name: 'csrf-evil' });
     expect(evil.status).toBe(403);
     const sameSite = await api('POST', '/databases', { cookie, 'sec-fetch-site': 'same-site' }, { name: 'csrf-same-site' });
     expect(sameSite.status).toBe(403);
-    const list = await (await api('GET', '/databases', { cookie })).json();
+    const list = await json(await api('GET', '/databases', { cookie }));
     expect(list.items.map((d: { name: string }) => d.name)).not.toContain('csrf-evil');
     // From the console's own page.
     const ok = await api('POST', '/databases', { cookie, origin }, { name: 'from-console' });
     expect(ok.status).toBe(201);
-    const fetchMeta = await api('DELETE', `/databases/${(await ok.json()).id}`, { cookie, 'sec-fetch-site': 'same-origin' });
+    const fetchMeta = await api('DELETE', `/databases/${(await json(ok)).id}`, { cookie, 'sec-fetch-site': 'same-origin' });
     expect(fetchMeta.status).toBe(200);
   });
 
@@ -90,13 +90,13 @@ describe.each(DIALECTS)('console session (%s)', (dialect) => {
     expect(crossOut.status).toBe(403);
     const out = await fetch(`${t.baseUrl}/console/session`, { method: 'DELETE', headers: { cookie, origin } });
     expect(out.status).toBe(200);
-    expect(await out.json()).toEqual({ ok: true, revoked: true });
+    expect(await json(out)).toEqual({ ok: true, revoked: true });
     expect(out.headers.get('set-cookie')).toMatch(/^nube_console=; .*Max-Age=0/);
     expect((await api('GET', '/account', { cookie })).status).toBe(401);
   });
 
   it('ends with the API key it was made from', async () => {
-    const created = await (await api('POST', '/account/keys', { authorization: `Bearer ${t.ownerKey}` }, { name: 'short-lived' })).json();
+    const created = await json(await api('POST', '/account/keys', { authorization: `Bearer ${t.ownerKey}` }, { name: 'short-lived' }));
     const cookie = cookieOf(await signIn(created.secret));
     expect((await api('GET', '/account', { cookie })).status).toBe(200);
     expect((await api('DELETE', `/account/keys/${created.id}`, { authorization: `Bearer ${t.ownerKey}` })).status).toBe(200);

@@ -80,17 +80,18 @@ describe('sandboxes.terminal (WebSocket PTY)', () => {
     const term = nube.openTerminal(id, { WebSocket: WebSocket as unknown as WebSocketClass });
     const out = reader(term);
     await term.ready;
-    term.write('stty -icanon; cat\r');
+    // Raw and without echo: one byte back per key, so each wait is for that key's own byte.
+    term.write('stty raw -echo; cat\r');
     await new Promise((r) => setTimeout(r, 500));
+    const base = out.text.length;
     const times: number[] = [];
     for (let i = 0; i < 60; i++) {
-      const ch = String.fromCharCode(97 + (i % 26));
-      const before = out.text.length;
       const t0 = performance.now();
-      term.write(ch);
-      while (out.text.length === before) await new Promise((r) => setImmediate(r));
+      term.write(String.fromCharCode(97 + (i % 26)));
+      while (out.text.length < base + i + 1) await new Promise((r) => setImmediate(r));
       times.push(performance.now() - t0);
     }
+    expect(out.text.length).toBe(base + 60);
     term.close();
     times.sort((a, b) => a - b);
     const p50 = times[Math.floor(times.length / 2)]!;

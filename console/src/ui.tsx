@@ -122,3 +122,59 @@ export function Progress({ value, label }: { value: number; label: string }) {
     </div>
   );
 }
+
+/** A secret the API shows once (a new key, a webhook's signing secret). */
+export function ShownOnce({ text, secret, onDone }: { text: string; secret: string | null; onDone: () => void }) {
+  if (!secret) return null;
+  return (
+    <div class="notice" role="status">
+      <p>{text}</p>
+      <code class="secret">{secret}</code>
+      <button type="button" onClick={onDone}>
+        Done
+      </button>
+    </div>
+  );
+}
+
+/** A list as a table with a caption for screen readers; an empty header is an actions column. */
+export function ListTable({ caption, headers, children }: { caption: string; headers: string[]; children: ComponentChildren }) {
+  return (
+    <table>
+      <caption class="sr-only">{caption}</caption>
+      <thead>
+        <tr>
+          {headers.map((h, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: headers are positional
+            <th key={i}>{h}</th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>{children}</tbody>
+    </table>
+  );
+}
+
+/** Pages of a list the API pages with cursors: the cursor of each page seen, to go back and forth. */
+export function useCursorPages() {
+  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
+  const [page, setPage] = useState(0);
+  return {
+    page,
+    cursor: cursors[page],
+    reset: () => {
+      setCursors([undefined]);
+      setPage(0);
+    },
+    pager: (data: { hasMore: boolean; nextCursor: string | null } | undefined) => (
+      <Pager
+        page={page}
+        hasMore={data?.hasMore}
+        onPage={(p) => {
+          if (p > page && data?.nextCursor) setCursors([...cursors.slice(0, p), data.nextCursor]);
+          setPage(p);
+        }}
+      />
+    ),
+  };
+}

@@ -132,6 +132,21 @@ describe('web console in Chromium', () => {
     await page.getByRole('cell', { name: '42' }).waitFor();
     expect(await page.locator('table.grid tbody tr').count()).toBe(2);
     await page.getByRole('button', { name: 'fruit' }).waitFor();
+    // CSV import (quotes and a doubled quote), then the export downloads the database file.
+    await page.getByLabel('Into table').fill('people');
+    const csv = 'name,city\r\nAna,"Mérida, Yuc."\r\n"Luis ""el grande""",CDMX\r\n';
+    await page.getByLabel('CSV file (first line: column names)').setInputFiles({ name: 'people.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+    await page.getByText('Imported 2 row(s) into people.').waitFor();
+    await page.getByLabel('SQL').fill('SELECT name, city FROM people ORDER BY name');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.getByRole('cell', { name: 'Mérida, Yuc.' }).waitFor();
+    await page.getByRole('cell', { name: 'Luis "el grande"' }).waitFor();
+    const href = await page.getByRole('link', { name: 'Export' }).getAttribute('href');
+    const exported = await page.evaluate(async (u) => {
+      const r = await fetch(u!);
+      return { status: r.status, head: new TextDecoder().decode((await r.arrayBuffer()).slice(0, 15)) };
+    }, href);
+    expect(exported).toEqual({ status: 200, head: 'SQLite format 3' });
     await shot('databases');
   });
 

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
-import { ErrorText, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ErrorText, ListTable, ShownOnce, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 export function ApiKeysPage(_: { sub: string[] }) {
   const keys = useLoad(() => nube.account.keys.list());
@@ -30,28 +30,9 @@ export function ApiKeysPage(_: { sub: string[] }) {
         </button>
       </form>
       <ErrorText error={create.error} />
-      {secret && (
-        <div class="notice" role="status">
-          <p>Copy this key now: it is shown once.</p>
-          <code class="secret">{secret}</code>
-          <button type="button" onClick={() => setSecret(null)}>
-            Done
-          </button>
-        </div>
-      )}
+      <ShownOnce text="Copy this key now: it is shown once." secret={secret} onDone={() => setSecret(null)} />
       <ErrorText error={keys.error ?? revoke.error} />
-      <table>
-        <caption class="sr-only">API keys</caption>
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Key</th>
-            <th>Created</th>
-            <th>Status</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
+      <ListTable caption="API keys" headers={['Name', 'Key', 'Created', 'Status', '']}>
           {rows.map((k) => (
             <tr key={k.id}>
               <td>{k.name}</td>
@@ -76,8 +57,7 @@ export function ApiKeysPage(_: { sub: string[] }) {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </ListTable>
       {pager}
     </Page>
   );

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { formatBytes, nube } from '../api.js';
 import { navigate } from '../app.js';
-import { ErrorText, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 type Cell = null | number | string | { integer: string } | { real: number | string } | { base64: string };
 interface Result {
@@ -233,17 +233,7 @@ export function DatabasesPage({ sub }: { sub: string[] }) {
       </form>
       <ErrorText error={create.error} id="db-error" />
       <ErrorText error={list.error ?? del.error} />
-      <table>
-        <caption class="sr-only">Databases</caption>
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Size</th>
-            <th>Created</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
+      <ListTable caption="Databases" headers={['Name', 'Size', 'Created', '']}>
           {rows.map((d) => (
             <tr key={d.id}>
               <td>
@@ -273,8 +263,7 @@ export function DatabasesPage({ sub }: { sub: string[] }) {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </ListTable>
       {pager}
     </Page>
   );

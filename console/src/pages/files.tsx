@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { formatBytes, nube } from '../api.js';
-import { ErrorText, Page, Pager, Progress, useAction, useLoad } from '../ui.js';
+import { ErrorText, ListTable, Page, Progress, useAction, useCursorPages, useLoad } from '../ui.js';
 
 type FileRow = Awaited<ReturnType<typeof nube.files.get>>;
 
@@ -92,8 +92,7 @@ export function FilesPage(_: { sub: string[] }) {
   const [trash, setTrash] = useState(false);
   const [q, setQ] = useState('');
   const [search, setSearch] = useState('');
-  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
-  const [page, setPage] = useState(0);
+  const pages = useCursorPages();
   const [preview, setPreview] = useState<FileRow | null>(null);
   const act = useAction();
   const list = useLoad(async () => {
@@ -101,12 +100,9 @@ export function FilesPage(_: { sub: string[] }) {
       const r = await nube.files.search({ q: search, limit: 50 });
       return { items: (r as { items: FileRow[] }).items, hasMore: false, nextCursor: null };
     }
-    return nube.files.list({ limit: 20, cursor: cursors[page], status: trash ? 'DELETED' : undefined });
-  }, [trash, search, page]);
-  const reset = () => {
-    setCursors([undefined]);
-    setPage(0);
-  };
+    return nube.files.list({ limit: 20, cursor: pages.cursor, status: trash ? 'DELETED' : undefined });
+  }, [trash, search, pages.page]);
+  const reset = pages.reset;
   return (
     <Page title="Files">
       {!trash && <Upload onDone={list.reload} />}
@@ -137,17 +133,7 @@ export function FilesPage(_: { sub: string[] }) {
         </label>
       </div>
       <ErrorText error={list.error ?? act.error} />
-      <table>
-        <caption class="sr-only">{trash ? 'Files in the trash' : 'Files'}</caption>
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Size</th>
-            <th>{trash ? 'Purged in' : 'Status'}</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
+      <ListTable caption={trash ? 'Files in the trash' : 'Files'} headers={['Name', 'Size', trash ? 'Purged in' : 'Status', '']}>
           {list.data?.items.map((f) => (
             <tr key={f.id}>
               <td class="wrap">{f.name}</td>
@@ -183,17 +169,9 @@ export function FilesPage(_: { sub: string[] }) {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </ListTable>
       {list.data?.items.length === 0 && <p>{trash ? 'The trash is empty.' : 'No files.'}</p>}
-      <Pager
-        page={page}
-        hasMore={list.data?.hasMore}
-        onPage={(p) => {
-          if (p > page && list.data?.nextCursor) setCursors([...cursors.slice(0, p), list.data.nextCursor]);
-          setPage(p);
-        }}
-      />
+      {pages.pager(list.data)}
       {preview && <Preview file={preview} onClose={() => setPreview(null)} />}
     </Page>
   );

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { formatBytes, nube } from '../api.js';
 import { navigate } from '../app.js';
 import { TerminalView } from '../terminal.js';
-import { ErrorText, Page, Progress, useAction, useLoad, usePaged } from '../ui.js';
+import { ErrorText, ListTable, Page, Progress, useAction, useLoad, usePaged } from '../ui.js';
 
 type Sandbox = Awaited<ReturnType<typeof nube.sandboxes.get>>;
 interface Entry {
@@ -199,17 +199,7 @@ export function SandboxesPage({ sub }: { sub: string[] }) {
       </form>
       <ErrorText error={create.error} id="sbx-error" />
       <ErrorText error={list.error} />
-      <table>
-        <caption class="sr-only">Sandboxes</caption>
-        <thead>
-          <tr>
-            <th>Sandbox</th>
-            <th>Status</th>
-            <th>Template</th>
-            <th>Created</th>
-          </tr>
-        </thead>
-        <tbody>
+      <ListTable caption="Sandboxes" headers={['Sandbox', 'Status', 'Template', 'Created']}>
           {rows.map((s) => (
             <tr key={s.id}>
               <td>
@@ -230,8 +220,7 @@ export function SandboxesPage({ sub }: { sub: string[] }) {
               <td>{new Date(s.createdAt).toLocaleString()}</td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </ListTable>
       {list.data?.sandboxes.length === 0 && <p>No sandboxes yet.</p>}
       {pager}
     </Page>

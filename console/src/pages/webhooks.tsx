@@ -1,14 +1,13 @@
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
-import { ErrorText, Page, Pager, useAction, useLoad, usePaged } from '../ui.js';
+import { ErrorText, ListTable, ShownOnce, Page, useAction, useCursorPages, useLoad, usePaged } from '../ui.js';
 
 const EVENTS = ['file.created', 'file.updated', 'file.deleted', 'file.restored', 'website.created', 'website.deleted', 'workspace.created', 'workspace.deleted', 'database.created', 'database.deleted', 'form.submitted', 'payment.paid', 'broadcast.sent', 'turn.completed', 'turn.failed'] as const;
 type Event = (typeof EVENTS)[number];
 
 function Deliveries({ webhookId }: { webhookId: string }) {
-  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
-  const [page, setPage] = useState(0);
-  const list = useLoad(() => nube.webhooks.deliveries.list(webhookId, { limit: 20, cursor: cursors[page] }), [webhookId, page]);
+  const pages = useCursorPages();
+  const list = useLoad(() => nube.webhooks.deliveries.list(webhookId, { limit: 20, cursor: pages.cursor }), [webhookId, pages.page]);
   const redeliver = useAction();
   const [open, setOpen] = useState<string | null>(null);
   return (
@@ -46,14 +45,7 @@ function Deliveries({ webhookId }: { webhookId: string }) {
           </li>
         ))}
       </ul>
-      <Pager
-        page={page}
-        hasMore={list.data?.hasMore}
-        onPage={(p) => {
-          if (p > page && list.data?.nextCursor) setCursors([...cursors.slice(0, p), list.data.nextCursor]);
-          setPage(p);
-        }}
-      />
+      {pages.pager(list.data)}
     </div>
   );
 }
@@ -105,28 +97,9 @@ export function WebhooksPage(_: { sub: string[] }) {
         </button>
         <ErrorText error={create.error} id="hook-error" />
       </form>
-      {secret && (
-        <div class="notice" role="status">
-          <p>Signing secret, shown once: keep it to verify deliveries.</p>
-          <code class="secret">{secret}</code>
-          <button type="button" onClick={() => setSecret(null)}>
-            Done
-          </button>
-        </div>
-      )}
+      <ShownOnce text="Signing secret, shown once: keep it to verify deliveries." secret={secret} onDone={() => setSecret(null)} />
       <ErrorText error={hooks.error ?? act.error} />
-      <table>
-        <caption class="sr-only">Webhooks</caption>
-        <thead>
-          <tr>
-            <th>URL</th>
-            <th>Events</th>
-            <th>Status</th>
-            <th>Failures</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
+      <ListTable caption="Webhooks" headers={['URL', 'Events', 'Status', 'Failures', '']}>
           {rows.map((w) => (
             <tr key={w.id}>
               <td class="wrap">{w.url}</td>
@@ -159,8 +132,7 @@ export function WebhooksPage(_: { sub: string[] }) {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </ListTable>
       {pager}
       {selected && <Deliveries webhookId={selected} />}
     </Page>

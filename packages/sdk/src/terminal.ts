@@ -90,7 +90,7 @@ export function openTerminal(
   if (options.rows) q.set('rows', String(options.rows));
   if (options.cols) q.set('cols', String(options.cols));
   if (options.term) q.set('term', options.term);
-  const base = new URL(baseUrl.replace(/\/+$/, '') + `/api/v2/sandboxes/${encodeURIComponent(sandboxId)}/terminal`);
+  const base = new URL(`${baseUrl.replace(/\/+$/, '')}/api/v2/sandboxes/${encodeURIComponent(sandboxId)}/terminal`);
   base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
   const qs = q.toString();
   const url = base.toString() + (qs ? `?${qs}` : '');

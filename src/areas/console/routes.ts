@@ -17,8 +17,9 @@ const CSP = [
   "script-src 'self'",
   // xterm.js and the charts set style attributes.
   "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' data: blob:",
-  "connect-src 'self'",
+  // Presigned upload and read URLs point at the blob store, another host in scale-out (S3).
+  "img-src 'self' data: blob: http: https:",
+  "connect-src 'self' http: https:",
   "frame-src 'self' blob: data:",
   "frame-ancestors 'none'",
   "base-uri 'none'",

@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // `npm run build`: compiles nube to dist/ (tsc, tests left out), copies the non-TypeScript files the
 // code reads beside itself, stamps dist/build-info.json with the sources' fingerprint, then builds the
-// SDK (packages/sdk/dist). The new tree is built aside and swapped in, so a failed build leaves the
+// SDK (packages/sdk/dist) and the web console (console/dist, scripts/build-console.mjs). The new tree is built aside and swapped in, so a failed build leaves the
 // previous one whole and two builds at once do not mix their files.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildConsole } from './build-console.mjs';
 import { fingerprint, isAsset, sourceFiles } from './source-fingerprint.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -39,4 +40,10 @@ try {
   process.exit(1);
 }
 execFileSync(process.execPath, [tsc, '-p', join(root, 'packages/sdk/tsconfig.build.json')], { stdio: 'inherit' });
-console.error(`built dist/ and packages/sdk/dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+try {
+  await buildConsole();
+} catch (e) {
+  console.error(`console build failed: ${e.message}`);
+  process.exit(1);
+}
+console.error(`built dist/, packages/sdk/dist/ and console/dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`);

@@ -25,6 +25,7 @@ import { clientErrorHandler, frameworkErrors, installErrorHandling } from './pla
 import { API_PREFIX, installBodyParsing, mountOperations } from './platform/rest.js';
 import { HttpsListener } from './platform/https-listener.js';
 import { Usage } from './platform/usage.js';
+import { mountWebSockets } from './platform/websocket.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { VERSION } from './version.js';
@@ -156,6 +157,13 @@ export async function buildServer(config: Config): Promise<Nube> {
   });
   // Before the areas' routes: its port-host hook must run before the sandboxes' port proxy.
   mountE2b(app, services.sandboxes, deps);
+  mountWebSockets(app, {
+    operations,
+    auth: deps.auth,
+    rateLimiter: deps.rateLimiter,
+    services,
+    defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+  });
   for (const area of AREAS) area.routes?.(app, services, deps);
   const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
   const catalog = buildCatalog(operations);

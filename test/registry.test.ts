@@ -99,6 +99,11 @@ DELETE /webhooks/{webhookId}
   .trim()
   .split('\n');
 
+// Beyond the spec, as E2B and Daytona users expect (issue 16): a PTY shell in a sandbox over a WebSocket.
+const SANDBOX_EXTRAS = new Set(['sandboxes.terminal']);
+const sandboxesSpecOps = sandboxesOperations.filter((op) => !SANDBOX_EXTRAS.has(op.id));
+const sandboxesExtraOps = sandboxesOperations.filter((op) => SANDBOX_EXTRAS.has(op.id));
+
 // Beyond the spec, as Svix and Stripe users expect: a webhook's deliveries and redelivery.
 const WEBHOOK_EXTRAS = new Set(['webhooks.deliveries.list', 'webhooks.deliveries.redeliver']);
 const webhooksSpecOps = webhooksOperations.filter((op) => !WEBHOOK_EXTRAS.has(op.id));
@@ -132,7 +137,7 @@ const fleetSpecOps = fleetOperations.filter((op) => FLEET_SPEC.has(op.id));
 const fleetExtraOps = fleetOperations.filter((op) => !FLEET_SPEC.has(op.id));
 
 const SPEC_OPS: AnyOperation[] = [
-  ...sandboxesOperations,
+  ...sandboxesSpecOps,
   ...webOperations,
   ...filesOperations,
   ...databasesSpecOps,
@@ -143,6 +148,7 @@ const SPEC_OPS: AnyOperation[] = [
   ...webhooksSpecOps,
 ];
 const EXTRA_OPS: AnyOperation[] = [
+  ...sandboxesExtraOps,
   ...imagesOperations,
   ...shareTokensOperations,
   ...websitesOperations,
@@ -169,7 +175,7 @@ describe('operation registry (the whole spec surface)', () => {
   it('has per-area counts as in the spec', () => {
     expect(
       [
-        sandboxesOperations,
+        sandboxesSpecOps,
         webOperations,
         filesOperations,
         databasesSpecOps,

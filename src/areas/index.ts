@@ -17,9 +17,10 @@ import { agentsArea } from './agents/index.js';
 import { fleetArea } from './fleet/index.js';
 import { webhooksArea } from './webhooks/index.js';
 import { domainsArea } from './domains/index.js';
+import { consoleArea } from './console/index.js';
 
 /** Every area, in catalogue order. Services are created in this order (an area may use earlier ones). */
-export const AREAS: AreaModule[] = [accountArea, webhooksArea, domainsArea, sandboxesArea, llmArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, websitesArea, documentsArea, agentsArea, fleetArea];
+export const AREAS: AreaModule[] = [accountArea, webhooksArea, domainsArea, sandboxesArea, llmArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, machinesArea, websitesArea, documentsArea, agentsArea, fleetArea, consoleArea];
 
 /** Every operation of the API: the one list REST, OpenAPI, MCP and the SDK derive from. */
 export const operations: AnyOperation[] = AREAS.flatMap((a) => a.operations);

@@ -32,6 +32,8 @@ export const errors = {
     new ApiError(400, code, message, issues ? { issues } : {}),
   validation: (issues: ErrorIssue[]) =>
     new ApiError(400, 'ValidationError', 'invalid request', { issues }),
+  upgradeRequired: (message = 'this operation is a WebSocket: connect with Upgrade: websocket') =>
+    new ApiError(426, 'UpgradeRequired', message, {}, { upgrade: 'websocket' }),
   unauthorized: (message = 'missing or invalid credential') => new ApiError(401, 'Unauthorized', message),
   paymentRequired: (message: string, code = 'PaymentRequired', extra: Record<string, unknown> = {}) =>
     new ApiError(402, code, message, extra),

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
+import type { WebSocket } from 'ws';
 import type { z } from 'zod';
 import type { Principal, SchemeName } from './auth.js';
 
@@ -80,6 +81,12 @@ export interface OperationSpec<
   /** Error statuses and codes this operation documents beyond 400/401/404/429/500. */
   errors?: { status: number; code?: string; description?: string }[];
   rateLimit?: RateLimitRule;
+  /**
+   * The operation is a WebSocket (`GET` with `Upgrade: websocket`): auth, rate limit and params/query
+   * validation run as for REST, then this returns what to do with the open socket. A plain GET of the
+   * path gets the handler's answer (426 UpgradeRequired). Errors before the upgrade leave as HTTP answers.
+   */
+  websocket?: (ctx: OpContext<Infer<PS>, Infer<QS>, undefined>) => Promise<(ws: WebSocket) => void>;
   /** Absent until the area is built: the operation answers 501 NotImplemented. */
   handler?: (
     ctx: OpContext<Infer<PS>, Infer<QS>, Infer<BS>>,

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator, Principal } from './auth.js';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Authenticator, CredentialSource, Principal } from './auth.js';
 import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
@@ -96,15 +97,19 @@ class RequestContext {
 
 function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply) {
   const query = (req.query ?? {}) as Record<string, unknown>;
-  const principal = deps.auth.authenticate(
-    {
-      authorization: req.headers.authorization,
-      apiKey: req.headers['x-api-key'],
-      queryToken: typeof query.token === 'string' ? query.token : undefined,
-    },
-    op.auth,
-  );
+  const principal = deps.auth.authenticate(credentialSource(req.headers, query, req.method !== 'GET' && req.method !== 'HEAD'), op.auth);
   return settled(principal) ? limited(op, deps, req, reply, principal) : principal.then((p) => limited(op, deps, req, reply, p));
+}
+
+/** The credentials a request to /api/v2 may carry, the console's session cookie included (with its CSRF facts). */
+export function credentialSource(headers: IncomingHttpHeaders, query: Record<string, unknown>, stateChanging: boolean): CredentialSource {
+  return {
+    authorization: headers.authorization,
+    apiKey: headers['x-api-key'],
+    queryToken: typeof query.token === 'string' ? query.token : undefined,
+    cookie: headers.cookie,
+    request: { stateChanging, host: headers.host, origin: headers.origin, secFetchSite: headers['sec-fetch-site'] },
+  };
 }
 
 function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {

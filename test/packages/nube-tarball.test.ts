@@ -68,6 +68,7 @@ describe('the nube package', () => {
       'dist/src/areas/databases/engine/executor-main.js',
       'dist/src/areas/web/parser-main.js',
       'scripts/install-host-deps.sh',
+      'console/dist/index.html',
       'README.md',
     ]) {
       expect(files).toContain(f);
@@ -118,6 +119,10 @@ describe('the nube package', () => {
     const call = (method: string, path: string, body?: unknown) => callJson(baseUrl, method, path, body, auth);
 
     expect((await call('GET', '/account')).body.plan.name).toBe('mega');
+    // The web console, built into the package and found beside its dist/.
+    const consolePage = await fetch(`${baseUrl}/console`);
+    expect(consolePage.status).toBe(200);
+    expect(await consolePage.text()).toContain('/console/assets/');
     const db = await call('POST', '/databases', { name: 'packed' });
     expect(db.status).toBe(201);
     const q = await call('POST', `/databases/${db.body.id}/query`, { sql: 'SELECT 6 * 7 AS answer' });

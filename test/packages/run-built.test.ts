@@ -20,7 +20,7 @@ const start = () =>
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'nube-run-built-'));
-  for (const f of ['build.mjs', 'run-built.mjs', 'source-fingerprint.mjs']) {
+  for (const f of ['build.mjs', 'build-console.mjs', 'run-built.mjs', 'source-fingerprint.mjs']) {
     cpSync(join(REPO, 'scripts', f), join(root, 'scripts', f));
   }
   symlinkSync(join(REPO, 'node_modules'), join(root, 'node_modules'));

@@ -47,6 +47,7 @@ const EXCEPTIONS: Record<string, string> = {
     "the raw TCP/UDP port relay: connects only to a sandbox's own address on nube's bridge, which nube assigned",
   'areas/sandboxes/runtime/namespaces/spawner.ts': "connects to nube-helper's Unix socket in nube's data directory",
   'areas/agents/connection.ts': "connects to the agent program in an agent's own sandbox, at the address nube assigned on its bridge",
+  'platform/websocket.ts': "imports ws for its WebSocketServer (the registry's WebSocket operations): it accepts connections and opens none",
   'areas/agents/ws.ts': "imports ws for its WebSocketServer (the agents' wsUrl endpoint): it accepts connections and opens none",
   'areas/agents/program/llm.ts': "runs inside the agent's sandbox (bundled there), not in nube: it calls nube's LLM gateway, under the sandbox's network policy",
   'areas/agents/program/mcp.ts': "runs inside the agent's sandbox, not in nube: the caller's MCP servers, reached under the sandbox's network policy",

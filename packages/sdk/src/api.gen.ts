@@ -1358,6 +1358,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/sandboxes/{id}/terminal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Open an interactive shell with a PTY in a sandbox (WebSocket)
+         * @description A WebSocket: connect with `Upgrade: websocket` (a plain GET answers 426). Binary messages carry the terminal's bytes both ways; text messages from the client are JSON controls, `{"type":"resize","rows":R,"cols":C}` (or `{"type":"input","data":"..."}`); when the shell ends nube sends `{"type":"exit","code":N}` and closes. A suspended sandbox is resumed. The SDK opens it with `nube.openTerminal(sandboxId)`.
+         */
+        get: operations["sandboxes.terminal"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/share-tokens": {
         parameters: {
             query?: never;
@@ -11013,6 +11033,98 @@ export interface operations {
             };
             /** @description The body is not sent as application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "sandboxes.terminal": {
+        parameters: {
+            query?: {
+                /** @description Terminal width in columns */
+                cols?: number;
+                /** @description Terminal height in rows */
+                rows?: number;
+                /** @description TERM inside the sandbox */
+                term?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The sandbox is not running and cannot be resumed */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UpgradeRequired: Called without Upgrade: websocket */
+            426: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -2,10 +2,12 @@ import { buildNamespaces } from './namespaces.js';
 import type { Namespaces } from './operations.gen.js';
 import { OPERATIONS } from './operations.gen.js';
 import { type RawInput, send, type Transport } from './request.js';
+import { openTerminal, type Terminal, type TerminalOptions } from './terminal.js';
 import type { InputArgs, OperationId, OpInput, OpOutput, RequestOptions } from './types.js';
 
 export * from './errors.js';
 export { EventStream, type SseEvent } from './sse.js';
+export { Terminal, type TerminalOptions, type WebSocketClass, type WebSocketLike } from './terminal.js';
 export type { InputArgs, NsInput, NsRest, OperationId, OpInput, OpOutput, RequestOptions } from './types.js';
 export type { Namespaces, OperationTypes } from './operations.gen.js';
 export type { components, operations, paths } from './api.gen.js';
@@ -46,7 +48,8 @@ export class Nube {
 
   constructor(options: NubeOptions = {}) {
     this.baseUrl = options.baseUrl ?? env('NUBE_BASE_URL') ?? 'http://127.0.0.1:7070';
-    const f = options.fetch ?? globalThis.fetch;
+    // Bound: a browser's fetch called as a method of another object throws "Illegal invocation".
+    const f = options.fetch ?? globalThis.fetch?.bind(globalThis);
     if (typeof f !== 'function')
       throw new TypeError('no fetch available: pass the fetch option (Node 18+ has one)');
     this.#transport = {
@@ -61,6 +64,14 @@ export class Nube {
       this,
       buildNamespaces((id, input, opts) => send(this.#transport, id, input, opts)),
     );
+  }
+
+  /**
+   * Opens a shell with a PTY in a sandbox (the `sandboxes.terminal` WebSocket operation): write
+   * keystrokes, `resize(rows, cols)`, read output with `onData`. In Node pass `{ WebSocket }` from `ws`.
+   */
+  openTerminal(sandboxId: string, options: TerminalOptions = {}): Terminal {
+    return openTerminal(this.baseUrl, this.#transport.apiKey, sandboxId, options);
   }
 
   /** Calls any operation by its id with `{ params?, query?, body? }`; resolves to the typed success answer. */

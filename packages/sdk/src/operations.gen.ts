@@ -1264,6 +1264,18 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['sandboxes', 'templateSnapshots', 'list'],
   },
+  'sandboxes.terminal': {
+    method: 'GET',
+    path: '/api/v2/sandboxes/{id}/terminal',
+    pathParams: ['id'],
+    query: ['rows', 'cols', 'term'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['sandboxes', 'terminal'],
+  },
   'shareTokens.create': {
     method: 'POST',
     path: '/api/v2/share-tokens',
@@ -2138,6 +2150,12 @@ export interface OperationTypes {
     body: never;
     response: operations['sandboxes.templateSnapshots.list']['responses'][200]['content']['application/json'];
   };
+  'sandboxes.terminal': {
+    params: operations['sandboxes.terminal']['parameters']['path'];
+    query: NonNullable<operations['sandboxes.terminal']['parameters']['query']>;
+    body: never;
+    response: operations['sandboxes.terminal']['responses'][200]['content']['application/json'];
+  };
   'shareTokens.create': {
     params: never;
     query: never;
@@ -2409,6 +2427,7 @@ export interface Namespaces {
       get(id: OperationTypes['sandboxes.templateSnapshots.get']['params']['id'], ...rest: NsRest<'sandboxes.templateSnapshots.get'>): Promise<OpOutput<'sandboxes.templateSnapshots.get'>>;
       list(...rest: NsRest<'sandboxes.templateSnapshots.list'>): Promise<OpOutput<'sandboxes.templateSnapshots.list'>>;
     };
+    terminal(id: OperationTypes['sandboxes.terminal']['params']['id'], ...rest: NsRest<'sandboxes.terminal'>): Promise<OpOutput<'sandboxes.terminal'>>;
   };
   shareTokens: {
     create(...rest: NsRest<'shareTokens.create'>): Promise<OpOutput<'shareTokens.create'>>;

@@ -127,6 +127,17 @@ export class AccountRepo {
       .execute();
   }
 
+  /** The key's account and plan while the key is not revoked. */
+  async liveKey(id: string) {
+    return this.db
+      .selectFrom('api_keys')
+      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+      .select(['api_keys.account_id as accountId', 'accounts.plan as plan'])
+      .where('api_keys.id', '=', id)
+      .where('api_keys.revoked_at', 'is', null)
+      .executeTakeFirst();
+  }
+
   async listKeys(accountId?: string): Promise<KeyRow[]> {
     let q = this.db.selectFrom('api_keys').selectAll().orderBy('created_at');
     if (accountId) q = q.where('account_id', '=', accountId);

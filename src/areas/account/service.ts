@@ -160,6 +160,12 @@ export class AccountService {
   }
 
   /** The account's plan, for work done on its behalf without a request (the LLM gateway). */
+  /** The owner a key (by id) stands for while it is not revoked, or null: the console's sessions end with their key. */
+  async principalOfKey(keyId: string): Promise<Principal | null> {
+    const row = await this.repo.liveKey(keyId);
+    return row ? { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: keyId } : null;
+  }
+
   async planOf(ownerId: string): Promise<PlanName> {
     return (await this.account(ownerId)).plan as PlanName;
   }

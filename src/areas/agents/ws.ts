@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { WebSocketServer } from 'ws';
 import type { Authenticator } from '../../platform/auth.js';
 import { ApiError } from '../../platform/errors.js';
+import { claimedUpgrades } from '../../platform/websocket.js';
 import { AGENT_PORT, connectWithRetry } from './connection.js';
 import type { AgentsCore } from './service.js';
 
@@ -22,7 +23,11 @@ export function installAgentSocket(app: FastifyInstance, core: AgentsCore, auth:
   app.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     if (!req.url?.startsWith('/api/')) return; // the sandboxes' port proxy takes the others
     const m = PATH.exec(req.url);
-    if (!m) return refuse(socket, 404, 'Not Found');
+    if (!m) {
+      // The registry's WebSocket operations (platform/websocket.ts) took theirs already.
+      if (!claimedUpgrades.has(req)) refuse(socket, 404, 'Not Found');
+      return;
+    }
     const id = decodeURIComponent(m[1]!);
     const token = new URL(req.url, 'http://x').searchParams.get('token') ?? undefined;
     (async () => {

@@ -23,6 +23,7 @@ import {
   SandboxId,
 } from './schemas.js';
 import { templateSnapshotOperations } from './template-operations.js';
+import { openTerminal, TerminalQuery } from './terminal.js';
 
 export { SANDBOX_ACTIONS, SANDBOX_FILE_OPS, sandboxActionBodies, sandboxFileBodies } from './action-bodies.js';
 export type { SandboxAction, SandboxFileOp } from './action-bodies.js';
@@ -112,6 +113,32 @@ export const sandboxesOperations = [
     body: ExecBody,
     response: ExecResult,
     handler: ({ principal, services, params, body }) => services.sandboxes.work.exec(principal, params.id, body),
+  }),
+  defineOperation({
+    id: 'sandboxes.terminal',
+    method: 'GET',
+    path: '/sandboxes/{id}/terminal',
+    summary: 'Open an interactive shell with a PTY in a sandbox (WebSocket)',
+    description:
+      'A WebSocket: connect with `Upgrade: websocket` (a plain GET answers 426). Binary messages carry the ' +
+      "terminal's bytes both ways; text messages from the client are JSON controls, " +
+      '`{"type":"resize","rows":R,"cols":C}` (or `{"type":"input","data":"..."}`); when the shell ends nube ' +
+      'sends `{"type":"exit","code":N}` and closes. A suspended sandbox is resumed. The SDK opens it with ' +
+      '`nube.openTerminal(sandboxId)`.',
+    tags,
+    auth: ['owner'],
+    params: SandboxId,
+    query: TerminalQuery,
+    response: z.object({}).describe('Never sent: the answer is the 101 upgrade'),
+    errors: [
+      { status: 409, description: 'The sandbox is not running and cannot be resumed' },
+      { status: 426, code: 'UpgradeRequired', description: 'Called without Upgrade: websocket' },
+    ],
+    rateLimit: { points: 60, windowSeconds: 60 },
+    handler: () => {
+      throw errors.upgradeRequired();
+    },
+    websocket: ({ principal, services, params, query }) => openTerminal(services.sandboxes, principal, params.id, query),
   }),
   defineOperation({
     id: 'sandboxes.runCode',

@@ -16,6 +16,8 @@ import { mountMcp } from './platform/mcp.js';
 import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute } from './platform/metrics-http.js';
 import { OutboundClient } from './platform/outbound.js';
+import { NodeForwarder } from './platform/node-forward.js';
+import { NodeRegistry } from './platform/nodes.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { Outbox } from './platform/outbox.js';
 import { buildOpenApi } from './platform/openapi.js';
@@ -84,6 +86,8 @@ export async function buildServer(config: Config): Promise<Nube> {
   let publicUrl = config.publicUrl;
   const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
   registerJobMetrics(metrics, store.db);
+  const nodes = new NodeRegistry(store.db, config.nodes, { driver: config.sandboxes.driver, version: VERSION }, app.log);
+  const forwarder = new NodeForwarder(nodes, config.secret);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
     config,
@@ -97,6 +101,8 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
     outbound: new OutboundClient({ allow: config.outboundAllow }),
+    nodes,
+    forwarder,
     redis,
     log: app.log,
   };
@@ -114,6 +120,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     const e = errors.unavailable('nube is shutting down; retry on another replica or after it restarts');
     void reply.code(e.status).header('connection', 'close').send(e.toBody());
   });
+  forwarder.install(app);
   app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
     // A response finishing during shutdown closes its keep-alive connection, or close() would wait on it.
@@ -144,6 +151,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimiter: deps.rateLimiter,
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+    forwarder,
   });
   for (const area of AREAS) area.routes?.(app, services, deps);
   const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
@@ -165,6 +173,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     async listen() {
       const address = await app.listen({ host: config.host, port: config.port });
       if (!config.publicUrlFixed) publicUrl = address;
+      await nodes.start(address);
       if (config.runWorkers) {
         deps.jobs.start();
         deps.events.start();
@@ -175,7 +184,9 @@ export async function buildServer(config: Config): Promise<Nube> {
       if (closing) return;
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
+      nodes.stop();
       await Promise.all([app.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
+      await forwarder.close();
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();
       await bus.close();

@@ -37,6 +37,20 @@ export interface Config {
   databases: DatabasesConfig;
   machines: MachinesConfig;
   fleet: FleetConfig;
+  nodes: NodesConfig;
+}
+
+/** This process as a node of a many-host nube (platform/nodes.ts). */
+export interface NodesConfig {
+  /** Stable id (NUBE_NODE_ID, else generated once into the data directory). */
+  id: string;
+  /** `worker` holds sandboxes and databases; `api` holds none and relays every such request. */
+  role: 'worker' | 'api';
+  /** Base URL other replicas reach this node at; unset: the listen address. */
+  address?: string;
+  heartbeatMs: number;
+  /** A node whose last heartbeat is older than this is down. */
+  downAfterMs: number;
 }
 
 /** The executor pool of user databases; unset counts are derived from the cores by the engine. */

@@ -5,6 +5,8 @@ import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
 import type { OperationRouteConfig } from './metrics-http.js';
+import { isRelayed, type NodeForwarder } from './node-forward.js';
+import { ElsewhereError, runPinned } from './nodes.js';
 import {
   type AnyOperation,
   fastifyPath,
@@ -24,6 +26,8 @@ export interface RestDeps {
   rateLimiter: RateLimiter;
   services: Services;
   defaultRateLimit: RateLimitRule;
+  /** Relays a request whose work belongs on another node (ElsewhereError); absent: served here only. */
+  forwarder?: NodeForwarder;
 }
 
 /** Mounts every operation of the registry as a REST route under /api/v2. */
@@ -35,7 +39,17 @@ export function mountOperations(app: FastifyInstance, deps: RestDeps): void {
         url: API_PREFIX + fastifyPath(path),
         config: { operationId: op.id } satisfies OperationRouteConfig,
         handler: (req, reply) => {
-          const done = runOperation(op, deps, req, reply);
+          const done = isRelayed(req) ? runPinned(() => runOperation(op, deps, req, reply)) : runOperation(op, deps, req, reply);
+          // Work placed on (or held by) another node goes there over the internal channel.
+          if (deps.forwarder && done instanceof Promise) {
+            const fw = deps.forwarder;
+            return done.catch((e: unknown) => {
+              if (!(e instanceof ElsewhereError)) throw e;
+              // A relayed request is never relayed again: the nodes disagree, so answer and let the client retry.
+              if (isRelayed(req)) throw errors.unavailable(`this resource is moving to node ${e.nodeId}; retry`, 1);
+              return fw.forward(req, reply, e.nodeId, 'parsed');
+            });
+          }
           // Fastify treats a returned non-promise as a payload: a reply already sent returns nothing.
           return settled(done) ? undefined : done;
         },

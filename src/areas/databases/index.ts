@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
+import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
 import { DatabasesRepo, databasesMigrations } from './repo.js';
 import { registerDatabaseMetrics } from './metrics.js';
 import { DatabasesService } from './service.js';
@@ -15,8 +16,8 @@ const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: databasesMigrations,
-  create(deps) {
+  migrations: { ...databasesMigrations, ...databaseNodeMigrations },
+  async create(deps) {
     const pool = deps.config.databases;
     const engine = new EmbeddedDatabaseEngine({
       dir: path.join(deps.config.dataDir, 'databases'),
@@ -34,7 +35,11 @@ export const databasesArea: AreaModule = {
       deps.events,
       deps.usage,
       ENGINE_CAP_BYTES,
+      new DatabasePlacement(deps.store.db, deps.nodes),
     );
+    await databases.placement.claimUnplaced(path.join(deps.config.dataDir, 'databases'));
+    deps.forwarder.addLocator(databases.placement.locator());
+    databases.placement.report();
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);

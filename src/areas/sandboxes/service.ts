@@ -6,6 +6,7 @@ import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
 import { buildLogger } from './build-log.js';
 import { Clocks } from './clocks.js';
+import { SandboxPlacement } from './placement.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
 import { type CreateInput, newRow } from './rows.js';
 import { collectSnapshots } from './snapshot-gc.js';
@@ -31,6 +32,7 @@ export class SandboxesCore {
   readonly clocks: Clocks;
   /** Run after a sandbox's record is gone (networking frees its host ports). */
   readonly destroyHooks: ((row: SandboxRow) => Promise<void>)[] = [];
+  readonly placement: SandboxPlacement;
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -39,6 +41,7 @@ export class SandboxesCore {
     readonly deps: PlatformDeps,
   ) {
     this.clocks = new Clocks(this);
+    this.placement = new SandboxPlacement(deps.store.db, deps);
   }
 
   /** Serialize lifecycle changes of one sandbox (API, timers, proxy wake-ups). */
@@ -86,6 +89,7 @@ export class SandboxesCore {
   async usable(p: Principal, id: string): Promise<SandboxRow> {
     const r = await this.own(p, id);
     if (r.status === 'failed') throw failedError(r);
+    await this.placement.assertHere(r.node_id);
     return r;
   }
 
@@ -117,6 +121,8 @@ export class SandboxesCore {
 
   async create(p: Principal, input: CreateInput): Promise<SandboxView> {
     this.assertSession(p, input.timeoutSeconds);
+    // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
+    const nodeId = await this.placement.place(p.ownerId, input.template);
     // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
     await rt(this.runtime.checkHost());
     let derived: TemplateRow | undefined;
@@ -138,11 +144,11 @@ export class SandboxesCore {
       const why = built ? null : await this.runtime.templateUnavailable(input.template);
       if (why) throw errors.badRequest(why, [{ path: ['template'], message: 'template unavailable on this host' }], 'TemplateUnavailable');
     }
-    const row = newRow((env) => this.seal(env), p, input, { derived });
+    const row = newRow((env) => this.seal(env), p, input, { derived, nodeId });
     await this.repo.insert(row);
     if (!built) {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.
-      await this.deps.jobs.enqueue(PROVISION_JOB, { id: row.id }, { key: `sandbox-provision:${row.id}` });
+      await this.deps.jobs.enqueue(this.deps.nodes.jobType(PROVISION_JOB, row.node_id), { id: row.id }, { key: `sandbox-provision:${row.id}` });
       await this.clocks.arm(row);
       return this.describe(row);
     }
@@ -237,6 +243,7 @@ export class SandboxesCore {
     return this.locked(id, async () => {
       const row = await this.repo.get(id);
       if (!row) throw errors.notFound('sandbox');
+      await this.placement.assertHere(row.node_id);
       if (row.status === 'suspended') return row;
       if (row.status !== 'running') throw errors.conflict(`sandbox is ${row.status}`, 'InvalidState');
       await rt(this.runtime.suspend(row.runtime_id));
@@ -260,6 +267,7 @@ export class SandboxesCore {
     const row = await this.locked(id, async () => {
       const r = await this.repo.get(id);
       if (!r) throw errors.notFound('sandbox');
+      await this.placement.assertHere(r.node_id);
       if (r.status !== 'suspended') throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
       await rt(this.runtime.resume(r.runtime_id, env ? { env } : {}));
       const now = Date.now();
@@ -302,6 +310,7 @@ export class SandboxesCore {
     await this.locked(id, async () => {
       const row = await this.repo.get(id);
       if (!row) return;
+      await this.placement.assertHere(row.node_id);
       const info = await this.runtime.get(row.runtime_id);
       if (info) await rt(this.runtime.destroy(row.runtime_id));
       await this.repo.delete(id);

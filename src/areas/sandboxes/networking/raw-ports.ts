@@ -151,10 +151,13 @@ export class RawPorts {
   /** At start: reopen every recorded exposure; rows of sandboxes that no longer exist go. */
   async restore(): Promise<void> {
     for (const r of await this.repo.all()) {
-      if (!(await this.core.repo.get(r.sandbox_id))) {
+      const sandbox = await this.core.repo.get(r.sandbox_id);
+      if (!sandbox) {
         await this.repo.deleteSandbox(r.sandbox_id);
         continue;
       }
+      // Another node's sandbox: that node listens for it.
+      if (sandbox.node_id && sandbox.node_id !== this.core.placement.here) continue;
       await this.listen(r).catch((e: unknown) =>
         this.core.deps.log.error({ err: e, sandbox: r.sandbox_id, publicPort: r.public_port }, 'raw port could not be reopened'),
       );

@@ -16,6 +16,8 @@ import type { NodeRegistry } from './nodes.js';
 /** Header carrying the internal credential; a request with a valid one was relayed by another node. */
 export const NODE_TOKEN_HEADER = 'x-nube-node-token';
 const FROM_HEADER = 'x-nube-node-from';
+/** On a relayed create: the receiving node already counted it against the caller's rate limit. */
+const COUNTED_HEADER = 'x-nube-node-counted';
 const RELAYED = Symbol('relayedByNode');
 
 const HOP_BY_HOP = new Set([
@@ -48,6 +50,11 @@ export function nodeToken(secret: string): string {
 /** True while serving a request another node relayed here (placement keeps it here; no re-forward). */
 export function isRelayed(req: FastifyRequest | IncomingMessage): boolean {
   return (req as unknown as Record<symbol, unknown>)[RELAYED] === true;
+}
+
+/** A request relayed after the sending node applied the rate limit: not counted twice. */
+export function alreadyCounted(req: FastifyRequest): boolean {
+  return isRelayed(req) && req.headers[COUNTED_HEADER] === '1';
 }
 
 export class NodeForwarder {
@@ -125,9 +132,11 @@ export class NodeForwarder {
       payload = hasBody ? req.raw : undefined;
     } else if (req.body !== undefined) {
       payload = JSON.stringify(req.body);
+      headers[COUNTED_HEADER] = '1';
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(Buffer.byteLength(payload));
     } else {
+      headers[COUNTED_HEADER] = '1';
       delete headers['content-length'];
     }
     const ac = new AbortController();
@@ -157,6 +166,7 @@ export class NodeForwarder {
     headers['x-forwarded-for'] = incoming['x-forwarded-for'] ? `${incoming['x-forwarded-for']}, ${ip}` : ip;
     headers[NODE_TOKEN_HEADER] = this.token;
     headers[FROM_HEADER] = this.nodes.id;
+    delete headers[COUNTED_HEADER];
     return headers;
   }
 

@@ -5,7 +5,7 @@ import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
 import type { OperationRouteConfig } from './metrics-http.js';
-import { isRelayed, type NodeForwarder } from './node-forward.js';
+import { alreadyCounted, isRelayed, type NodeForwarder } from './node-forward.js';
 import { ElsewhereError, runPinned } from './nodes.js';
 import {
   type AnyOperation,
@@ -122,6 +122,7 @@ function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, rep
 }
 
 function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
+  if (alreadyCounted(req)) return handle(op, deps, req, reply, principal);
   const rule = op.rateLimit ?? deps.defaultRateLimit;
   const who = principal.ownerId || `ip:${req.ip}`;
   const rl = deps.rateLimiter.consume(`${who}:${op.id}`, rule);

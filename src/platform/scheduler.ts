@@ -36,14 +36,6 @@ export function loadOf(n: NodeLoad): number {
   return (n.sandboxes + n.databases * DATABASE_WEIGHT) / Math.max(1, n.cores);
 }
 
-function score(n: NodeLoad, req: PlacementRequest): number {
-  let s = (n.sandboxes + n.databases * DATABASE_WEIGHT + (req.kind === 'sandbox' ? 1 : DATABASE_WEIGHT)) / Math.max(1, n.cores);
-  if (req.kind === 'sandbox' && req.template && !n.templates.includes(req.template)) s += TEMPLATE_MISSING;
-  const mine = req.ownerCounts?.[n.id] ?? 0;
-  if (mine > 0) s -= AFFINITY * Math.min(mine, AFFINITY_CAP);
-  return s;
-}
-
 /**
  * The node with the lowest score (free capacity per core, template built, owner's affinity); ties are
  * broken at random so replicas deciding from the same heartbeat do not all pick the same node.
@@ -53,9 +45,19 @@ export function choose(nodes: readonly NodeLoad[], req: PlacementRequest, random
   let best: string | undefined;
   let bestScore = Number.POSITIVE_INFINITY;
   let ties = 0;
-  for (const n of nodes) {
+  // Hoisted out of the loop: it runs over every node for every placement.
+  const added = req.kind === 'sandbox' ? 1 : DATABASE_WEIGHT;
+  const template = req.kind === 'sandbox' ? req.template : undefined;
+  const owner = req.ownerCounts;
+  for (let i = 0; i < nodes.length; i++) {
+    const n = nodes[i]!;
     if (!n.eligible) continue;
-    const s = score(n, req);
+    let s = (n.sandboxes + n.databases * DATABASE_WEIGHT + added) / (n.cores > 1 ? n.cores : 1);
+    if (template !== undefined && !n.templates.includes(template)) s += TEMPLATE_MISSING;
+    if (owner !== undefined) {
+      const mine = owner[n.id];
+      if (mine !== undefined && mine > 0) s -= AFFINITY * Math.min(mine, AFFINITY_CAP);
+    }
     if (s < bestScore - 1e-9) {
       best = n.id;
       bestScore = s;

@@ -1,0 +1,87 @@
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
+import { type Cluster, startCluster } from './cluster.js';
+
+// Sandboxes on three nodes: each node has its own bridge (on this suite's subnets 10.107-109.0.0/16),
+// cgroup parent, raw port range and data directory; templates are shared on disk as in the sandbox
+// tests. Creates spread over the nodes, every request reaches the sandbox's node from any node.
+describe('sandboxes over three nodes', () => {
+  let c: Cluster;
+  const root = join(TEST_ROOT, `nodes-${process.pid}`);
+  beforeAll(async () => {
+    mkdirSync(root, { recursive: true });
+    c = await startCluster({
+      dataRoot: root,
+      env: (i) => ({
+        ...SANDBOX_ENV,
+        NUBE_SANDBOX_BRIDGE: `nubn${i}:10.${107 + i}.0.1/16`,
+        NUBE_SANDBOX_CGROUP: `nube-nodes-${i}`,
+        NUBE_RAW_PORTS: `${41000 + i * 20}-${41019 + i * 20}`,
+        NUBE_LLM_GATEWAY_PORT: '0',
+      }),
+    });
+    // The base template is built (or its build waited for) before any create, as in the sandbox tests.
+    await c.nodes[0]!.nube.services.sandboxes.core.runtime.ensureTemplate('base', () => {});
+    for (const n of c.nodes) await n.nube.deps.nodes.heartbeat();
+    for (const n of c.nodes) await n.nube.deps.nodes.refresh();
+  }, TEMPLATE_WAIT_MS);
+  afterAll(async () => {
+    if (c) {
+      const list = await c.call('GET', '/sandboxes', undefined, 0);
+      for (const s of list.body?.sandboxes ?? []) await c.call('DELETE', `/sandboxes/${s.id}`, undefined, 1);
+      for (const n of c.nodes) {
+        const rt = n.nube.services.sandboxes.core.runtime;
+        for (const s of await rt.list().catch(() => [])) await rt.destroy(s.id).catch(() => {});
+      }
+      await c.close();
+    }
+    rmSync(root, { recursive: true, force: true });
+  }, 120_000);
+
+  it('spreads creates over the nodes; exec, files and delete work from every node', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await c.call('POST', '/sandboxes', { timeoutSeconds: 300 }, i % 3);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(r.body.status).toBe('running');
+      ids.push(r.body.id);
+    }
+    const rows = await c.nodes[0]!.nube.deps.store.db.selectFrom('sandboxes').select(['id', 'node_id']).where('id', 'in', ids).execute();
+    const nodesUsed = new Set(rows.map((r) => r.node_id));
+    expect(nodesUsed).toEqual(new Set(['node-0', 'node-1', 'node-2']));
+    const nodeOf = new Map(rows.map((r) => [r.id, r.node_id]));
+
+    for (const id of ids) {
+      for (let i = 0; i < 3; i++) {
+        const r = await c.call('POST', `/sandboxes/${id}/exec`, { command: 'hostname; ip -4 -o addr show eth0 | awk "{print \\$4}"' }, i);
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        const [host, addr] = String(r.body.stdout).trim().split('\n');
+        expect(host).toBe(id.replace('_', '-'));
+        // The sandbox sits on its own node's bridge.
+        const n = Number(nodeOf.get(id)!.slice(-1));
+        expect(addr).toMatch(new RegExp(`^10\\.${107 + n}\\.`));
+      }
+    }
+    for (const id of ids) expect((await c.call('DELETE', `/sandboxes/${id}`, undefined, 2)).status).toBe(200);
+    const left = await c.call('GET', '/sandboxes', undefined, 1);
+    expect(left.body.sandboxes).toEqual([]);
+    for (const n of c.nodes) expect(await n.nube.services.sandboxes.core.runtime.list()).toEqual([]);
+  }, 300_000);
+
+  it('a cordoned node gets no new sandbox', async () => {
+    await c.nodes[1]!.nube.deps.nodes.setState('node-2', 'cordoned');
+    for (const n of c.nodes) await n.nube.deps.nodes.refresh();
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await c.call('POST', '/sandboxes', { timeoutSeconds: 300 }, i % 3);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      ids.push(r.body.id);
+    }
+    const rows = await c.nodes[0]!.nube.deps.store.db.selectFrom('sandboxes').select('node_id').where('id', 'in', ids).execute();
+    expect(rows.filter((r) => r.node_id === 'node-2')).toEqual([]);
+    for (const id of ids) expect((await c.call('DELETE', `/sandboxes/${id}`)).status).toBe(200);
+    await c.nodes[1]!.nube.deps.nodes.setState('node-2', 'active');
+  }, 300_000);
+});

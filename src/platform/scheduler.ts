@@ -52,7 +52,7 @@ export function choose(nodes: readonly NodeLoad[], req: PlacementRequest, random
   for (let i = 0; i < nodes.length; i++) {
     const n = nodes[i]!;
     if (!n.eligible) continue;
-    let s = (n.sandboxes + n.databases * DATABASE_WEIGHT + added) / (n.cores > 1 ? n.cores : 1);
+    let s = (n.sandboxes + n.databases * DATABASE_WEIGHT + added) / Math.max(n.cores, 1);
     if (template !== undefined && !n.templates.includes(template)) s += TEMPLATE_MISSING;
     if (owner !== undefined) {
       const mine = owner[n.id];

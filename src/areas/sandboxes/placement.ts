@@ -55,6 +55,14 @@ export class SandboxPlacement {
     if (other) throw new ElsewhereError(other);
   }
 
+  /** Why a sandbox is lost (its node is down or gone), or null while its node is up (or it is here). */
+  async lostReason(nodeId: string | null): Promise<string | null> {
+    if (!nodeId || nodeId === this.here) return null;
+    const node = await this.deps.nodes.get(nodeId);
+    if (!node) return `its node ${nodeId} is no longer registered`;
+    return node.status === 'down' ? `its node ${nodeId} is down: no heartbeat since ${node.heartbeatAt}` : null;
+  }
+
   async nodeOf(id: string): Promise<string | null | undefined> {
     if (this.cache.has(id)) return this.cache.get(id);
     const r = await this.db.selectFrom('sandboxes').select('node_id').where('id', '=', id).executeTakeFirst();

@@ -56,6 +56,8 @@ export class SandboxesCore {
 
   /** The view with, for a starting sandbox, what it waits for (a template build, read from the host). */
   async describe(r: SandboxRow): Promise<SandboxView> {
+    const lost = await this.placement.lostReason(r.node_id);
+    if (lost) return { ...this.view(r), status: 'lost', phase: null, progress: null, error: lost };
     return this.view(r, r.status === 'starting' ? await this.startPhase(r) : undefined);
   }
 
@@ -293,6 +295,8 @@ export class SandboxesCore {
 
   /** Activity on a suspended sandbox wakes it; a starting one is not ready yet, a failed one never. */
   async ensureRunning(row: SandboxRow): Promise<SandboxRow> {
+    // Work on a sandbox runs on its node: relayed there, or 503 while that node is down.
+    await this.placement.assertHere(row.node_id);
     if (row.status === 'running') return row;
     if (row.status === 'starting') throw startingError();
     if (row.status === 'failed') throw failedError(row);
@@ -310,6 +314,14 @@ export class SandboxesCore {
     await this.locked(id, async () => {
       const row = await this.repo.get(id);
       if (!row) return;
+      // A lost sandbox's record goes now; its node destroys what is left of it when it is back (reconcile).
+      if (await this.placement.lostReason(row.node_id)) {
+        await this.repo.delete(id);
+        await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });
+        for (const hook of this.destroyHooks) await hook(row);
+        this.deps.log.info({ sandbox: id, reason, node: row.node_id }, 'lost sandbox record removed');
+        return;
+      }
       await this.placement.assertHere(row.node_id);
       const info = await this.runtime.get(row.runtime_id);
       if (info) await rt(this.runtime.destroy(row.runtime_id));

@@ -128,7 +128,9 @@ export class NodeForwarder {
     const headers = this.outgoingHeaders(req.headers, req.ip);
     let payload: string | IncomingMessage | undefined;
     if (body === 'stream') {
-      const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
+      // Without a length (chunked, or an in-process inject), a method that may carry one streams what comes.
+      const len = req.headers['content-length'];
+      const hasBody = len !== undefined ? len !== '0' : req.method !== 'GET' && req.method !== 'HEAD';
       payload = hasBody ? req.raw : undefined;
     } else if (req.body !== undefined) {
       payload = JSON.stringify(req.body);

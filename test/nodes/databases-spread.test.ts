@@ -1,3 +1,5 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Cluster, startCluster } from './cluster.js';
 
@@ -59,6 +61,32 @@ describe('databases over three nodes', () => {
     // Deleting through any node deletes it where it lives.
     for (const [k, id] of ids.entries()) expect((await c.call('DELETE', `/databases/${id}`, undefined, (k + 2) % 3)).status).toBe(200);
     expect((await c.call('GET', '/databases')).body.items).toEqual([]);
+  });
+
+  it('MCP tool calls reach databases on every node, from any node', async () => {
+    const tag = Date.now().toString(36);
+    const clients: Client[] = [];
+    for (const n of c.nodes) {
+      const client = new Client({ name: 'nube-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${n.baseUrl}/api/mcp`), { requestInit: { headers: { authorization: `Bearer ${c.ownerKey}` } } }));
+      clients.push(client);
+    }
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await clients[i % 3]!.callTool({ name: 'databases_create', arguments: { name: `m${tag}${i}` } });
+      expect(r.isError, JSON.stringify(r.structuredContent)).toBe(false);
+      ids.push((r.structuredContent as { id: string }).id);
+    }
+    const rows = await c.nodes[0]!.nube.deps.store.db.selectFrom('databases').select('node_id').where('id', 'in', ids).execute();
+    expect(new Set(rows.map((r) => r.node_id)).size).toBeGreaterThan(1);
+    for (const [k, id] of ids.entries()) {
+      const q = await clients[(k + 1) % 3]!.callTool({ name: 'databases_query', arguments: { dbId: id, body: { sql: 'select 40 + 2 as v' } } });
+      expect(q.isError, JSON.stringify(q.structuredContent)).toBe(false);
+      expect(JSON.stringify(q.structuredContent)).toContain('42');
+      const d = await clients[(k + 2) % 3]!.callTool({ name: 'databases_delete', arguments: { dbId: id } });
+      expect(d.isError, JSON.stringify(d.structuredContent)).toBe(false);
+    }
+    for (const client of clients) await client.close();
   });
 
   it('places nothing on a cordoned node, and a forged node credential is refused', async () => {

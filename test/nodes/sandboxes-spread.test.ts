@@ -1,4 +1,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
@@ -7,6 +9,40 @@ import { type Cluster, startCluster } from './cluster.js';
 // Sandboxes on three nodes: each node has its own bridge (on this suite's subnets 10.107-109.0.0/16),
 // cgroup parent, raw port range and data directory; templates are shared on disk as in the sandbox
 // tests. Creates spread over the nodes, every request reaches the sandbox's node from any node.
+// A WebSocket-style server inside: answers the upgrade with 101 and echoes every byte after it.
+const WS_SERVER = `
+const http = require('http');
+const crypto = require('crypto');
+const s = http.createServer((req, res) => res.end('plain'));
+s.on('upgrade', (req, sock) => {
+  const accept = crypto.createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+  sock.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: ' + accept + '\\r\\n\\r\\n');
+  sock.on('data', (d) => sock.write(d));
+});
+s.listen(9001);
+`;
+
+function get(port: number, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (x) => (body += x));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function waitForHttp(port: number, host: string): Promise<{ status: number; body: string }> {
+  for (let i = 0; i < 100; i++) {
+    const r = await get(port, host);
+    if (r.status === 200) return r;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  return get(port, host);
+}
+
 describe('sandboxes over three nodes', () => {
   let c: Cluster;
   const root = join(TEST_ROOT, `nodes-${process.pid}`);
@@ -74,7 +110,7 @@ describe('sandboxes over three nodes', () => {
     await c.nodes[1]!.nube.deps.nodes.setState('node-2', 'cordoned');
     for (const n of c.nodes) await n.nube.deps.nodes.refresh();
     const ids: string[] = [];
-    // (Sandbox creates are limited to 10 a minute per owner, across nodes: this file makes 9.)
+    // (Sandbox creates are limited to 10 a minute per owner, across nodes: this file makes 10.)
     for (let i = 0; i < 2; i++) {
       const r = await c.call('POST', '/sandboxes', { timeoutSeconds: 300 }, i % 3);
       expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -84,6 +120,60 @@ describe('sandboxes over three nodes', () => {
     expect(rows.filter((r) => r.node_id === 'node-2')).toEqual([]);
     for (const id of ids) expect((await c.call('DELETE', `/sandboxes/${id}`)).status).toBe(200);
     await c.nodes[1]!.nube.deps.nodes.setState('node-2', 'active');
+  }, 300_000);
+
+  it("exposed ports on another node's sandbox: HTTP and a WebSocket upgrade pass through any node", async () => {
+    const reg = c.nodes[0]!.nube.deps.nodes;
+    await reg.setState('node-0', 'cordoned');
+    await reg.setState('node-1', 'cordoned');
+    for (const n of c.nodes) await n.nube.deps.nodes.refresh();
+    const r = await c.call('POST', '/sandboxes', { timeoutSeconds: 300 }, 0);
+    await reg.setState('node-0', 'active');
+    await reg.setState('node-1', 'active');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const id = r.body.id as string;
+    expect(await c.nodes[0]!.nube.services.sandboxes.core.placement.nodeOf(id)).toBe('node-2');
+    await c.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/www/index.html', content: '<h1>on node 2</h1>' }, 0);
+    await c.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/ws.js', content: WS_SERVER }, 1);
+    await c.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 -m http.server 8080 --bind 0.0.0.0', cwd: '/root/www' }, 0);
+    await c.call('POST', `/sandboxes/${id}/bg`, { command: 'exec node /root/ws.js' }, 1);
+    expect((await c.call('POST', `/sandboxes/${id}/expose`, { port: 8080 }, 0)).status).toBe(200);
+    expect((await c.call('POST', `/sandboxes/${id}/expose`, { port: 9001 }, 1)).status).toBe(200);
+    // Node 0 holds nothing of it: the port host is forwarded to node 2.
+    const port0 = Number(new URL(c.nodes[0]!.baseUrl).port);
+    const page = await waitForHttp(port0, `8080-${id}.sandbox.localhost:${port0}`);
+    expect(page.status).toBe(200);
+    expect(page.body).toContain('on node 2');
+    await waitForHttp(port0, `9001-${id}.sandbox.localhost:${port0}`);
+    const sock = await new Promise<Socket>((resolve, reject) => {
+      const req = request({
+        host: '127.0.0.1',
+        port: port0,
+        path: '/chat',
+        headers: {
+          host: `9001-${id}.sandbox.localhost:${port0}`,
+          connection: 'Upgrade',
+          upgrade: 'websocket',
+          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          'sec-websocket-version': '13',
+        },
+      });
+      req.on('upgrade', (res, sk) => {
+        expect(res.statusCode).toBe(101);
+        expect(res.headers['sec-websocket-accept']).toBe('s3pPLMBiTxaQ9kYGzzhZRbK+xOo=');
+        resolve(sk);
+      });
+      req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+      req.on('error', reject);
+      req.end();
+    });
+    const echoed = await new Promise<string>((resolve) => {
+      sock.once('data', (d) => resolve(d.toString()));
+      sock.write('ping across nodes');
+    });
+    expect(echoed).toBe('ping across nodes');
+    sock.destroy();
+    expect((await c.call('DELETE', `/sandboxes/${id}`, undefined, 0)).status).toBe(200);
   }, 300_000);
 
   it("a down node's sandbox shows lost with the reason; other calls answer 503; delete removes its record", async () => {

@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callJson, startNube } from '../helpers/server.js';
 import { type Cluster, startCluster } from './cluster.js';
 
 // Databases on three nodes: creates are placed over all of them, and every request, whichever node it
@@ -103,6 +104,26 @@ describe('databases over three nodes', () => {
       headers: { authorization: `Bearer ${c.ownerKey}`, 'x-nube-node-token': 'forged' },
     });
     expect(forged.status).toBe(401);
+  });
+
+  it('an API-only replica registers nothing and forwards every database request', async () => {
+    const api = await startNube({
+      dataDir: `${c.nodes[0]!.dataDir}-api`,
+      env: { DATABASE_URL: c.nodes[0]!.nube.deps.config.databaseUrl!, REDIS_URL: 'redis://127.0.0.1:6379', NUBE_SECRET: 'n'.repeat(40), NUBE_OWNER_KEY: c.ownerKey, NUBE_NODE_ID: 'api-0', NUBE_NODE_ROLE: 'api' },
+    });
+    try {
+      expect((await api.nube.deps.nodes.list()).map((n) => n.id)).not.toContain('api-0');
+      const auth = { authorization: `Bearer ${c.ownerKey}` };
+      const made = await callJson(api.baseUrl, 'POST', '/databases', { name: `api${Date.now().toString(36)}` }, auth);
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      const row = await api.nube.deps.store.db.selectFrom('databases').select('node_id').where('id', '=', made.body.id).executeTakeFirst();
+      expect(row?.node_id).toMatch(/^node-/);
+      const q = await callJson(api.baseUrl, 'POST', `/databases/${made.body.id}/query`, { sql: 'select 1 as one' }, auth);
+      expect(q.status).toBe(200);
+      expect((await callJson(api.baseUrl, 'DELETE', `/databases/${made.body.id}`, undefined, auth)).status).toBe(200);
+    } finally {
+      await api.close();
+    }
   });
 
   it('marks a silent node down and keeps placing on the others', async () => {

@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 // The only place that reads process.env. Everything else receives a Config (its shape is in
@@ -11,6 +12,7 @@ import {
   type FilesConfig,
   LOG_LEVELS,
   type MetricsConfig,
+  type NodesConfig,
 } from './platform/config-shape.js';
 import { PLAN_NAMES } from './platform/plans.js';
 
@@ -22,6 +24,7 @@ export type {
   LlmConfig,
   LogLevel,
   MetricsConfig,
+  NodesConfig,
   PdfConfig,
   SandboxesConfig,
   WebConfig,
@@ -187,6 +190,12 @@ const envSchema = z.object({
   NUBE_ACME_EMAIL: z.email().optional(),
   NUBE_TLS_RENEW_BEFORE_DAYS: z.coerce.number().int().min(1).max(80).default(30),
   NUBE_TLS_RENEW_CHECK_S: z.coerce.number().int().min(1).default(12 * 3600),
+  // Many hosts: this node's id, role, internal address, heartbeat period, and when a silent node is down.
+  NUBE_NODE_ID: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and dashes').optional(),
+  NUBE_NODE_ROLE: z.enum(['worker', 'api']).default('worker'),
+  NUBE_NODE_ADDRESS: z.url({ protocol: /^https?$/, error: 'must be the http(s) base URL other replicas reach this node at' }).optional(),
+  NUBE_NODE_HEARTBEAT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  NUBE_NODE_DOWN_AFTER_MS: z.coerce.number().int().min(300).max(86_400_000).default(30_000),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -289,6 +298,21 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       carryMessages: e.NUBE_FLEET_CARRY_MESSAGES,
       telegramApiUrl: e.NUBE_TELEGRAM_API_URL.replace(/\/$/, ''),
     },
+    nodes: nodesConfig(e, dataDir),
+  };
+}
+
+function nodesConfig(e: z.infer<typeof envSchema>, dataDir: string): NodesConfig {
+  if (e.NUBE_NODE_DOWN_AFTER_MS <= e.NUBE_NODE_HEARTBEAT_MS) {
+    throw new ConfigError('NUBE_NODE_DOWN_AFTER_MS must be longer than NUBE_NODE_HEARTBEAT_MS (a few heartbeats)');
+  }
+  return {
+    // Stable across restarts without a file: the host name and the data directory name the node.
+    id: e.NUBE_NODE_ID ?? `node-${createHash('sha256').update(`${hostname()}\0${dataDir}`).digest('hex').slice(0, 12)}`,
+    role: e.NUBE_NODE_ROLE,
+    address: e.NUBE_NODE_ADDRESS?.replace(/\/$/, ''),
+    heartbeatMs: e.NUBE_NODE_HEARTBEAT_MS,
+    downAfterMs: e.NUBE_NODE_DOWN_AFTER_MS,
   };
 }
 

@@ -6,6 +6,7 @@ import { makeRuntime } from './areas/sandboxes/index.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
 import { doctor, formatReport } from './doctor.js';
 import { ALL_MIGRATIONS } from './migrations.js';
+import { NodeRegistry, type NodeState } from './platform/nodes.js';
 import { Usage } from './platform/usage.js';
 import { buildServer } from './server.js';
 import { openStore } from './store/db.js';
@@ -114,6 +115,39 @@ keys
       console.log(`revoked ${keyId}`);
     }),
   );
+
+/** The node registry straight on the store (the deployment's DATABASE_URL), without starting a node. */
+async function withNodes<T>(fn: (nodes: NodeRegistry) => Promise<T>): Promise<T> {
+  const cfg = config();
+  const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
+  try {
+    await migrateToLatest(store.db, ALL_MIGRATIONS);
+    return await fn(new NodeRegistry(store.db, cfg.nodes, { driver: cfg.sandboxes.driver, version: VERSION }, console));
+  } finally {
+    await store.close();
+  }
+}
+
+const nodes = program.command('nodes').description('the nodes of a many-host nube (processes holding sandboxes and databases)');
+nodes
+  .command('list')
+  .description('list nodes: state (active, cordoned, draining), up or down, capacity and what each holds')
+  .action(() => withNodes(async (reg) => console.log(JSON.stringify(await reg.list(), null, 2))));
+const setState = (state: NodeState, done: string) => (id: string) =>
+  withNodes(async (reg) => {
+    if (!(await reg.setState(id, state))) {
+      console.error(`nube: no node ${id} (see nube nodes list)`);
+      process.exitCode = 1;
+      return;
+    }
+    console.log(`${done} ${id}`);
+  });
+nodes.command('cordon <id>').description('place no new sandbox or database on a node').action(setState('cordoned', 'cordoned'));
+nodes
+  .command('drain <id>')
+  .description('place nothing new on a node and mark it draining (moving its databases is not implemented yet)')
+  .action(setState('draining', 'draining'));
+nodes.command('uncordon <id>').description('let a cordoned or draining node take new resources again').action(setState('active', 'uncordoned'));
 
 program
   .command('templates')

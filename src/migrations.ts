@@ -3,6 +3,7 @@
 import type { Migration } from 'kysely';
 import { areaMigrations } from './areas/index.js';
 import { jobsMigrations } from './platform/jobs.js';
+import { nodesMigrations } from './platform/nodes-migration.js';
 import { outboxMigrations } from './platform/outbox.js';
 import { usageMigrations } from './platform/usage.js';
 
@@ -10,5 +11,6 @@ export const ALL_MIGRATIONS: Record<string, Migration> = {
   ...jobsMigrations,
   ...usageMigrations,
   ...outboxMigrations,
+  ...nodesMigrations,
   ...areaMigrations,
 };

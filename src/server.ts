@@ -17,6 +17,8 @@ import { mountMcp } from './platform/mcp.js';
 import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute } from './platform/metrics-http.js';
 import { OutboundClient } from './platform/outbound.js';
+import { NodeForwarder } from './platform/node-forward.js';
+import { NodeRegistry } from './platform/nodes.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { Outbox } from './platform/outbox.js';
 import { buildOpenApi } from './platform/openapi.js';
@@ -92,6 +94,8 @@ export async function buildServer(config: Config): Promise<Nube> {
   let covers: (host: string) => boolean = () => false;
   const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
   registerJobMetrics(metrics, store.db);
+  const nodes = new NodeRegistry(store.db, config.nodes, { driver: config.sandboxes.driver, version: VERSION }, app.log);
+  const forwarder = new NodeForwarder(nodes, config.secret);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
     httpsUrl: (forHost) => (publicIsHttps || forHost === undefined || covers(forHost) ? httpsUrl : null),
@@ -106,6 +110,8 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
     outbound: new OutboundClient({ allow: config.outboundAllow }),
+    nodes,
+    forwarder,
     redis,
     log: app.log,
   };
@@ -124,6 +130,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     const e = errors.unavailable('nube is shutting down; retry on another replica or after it restarts');
     void reply.code(e.status).header('connection', 'close').send(e.toBody());
   });
+  forwarder.install(app);
   app.addHook('onSend', (req, reply, payload, done) => {
     reply.header('x-request-id', req.id);
     // A response finishing during shutdown closes its keep-alive connection, or close() would wait on it.
@@ -154,6 +161,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimiter: deps.rateLimiter,
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+    forwarder,
   });
   // Before the areas' routes: its port-host hook must run before the sandboxes' port proxy.
   mountE2b(app, services.sandboxes, deps);
@@ -194,6 +202,7 @@ export async function buildServer(config: Config): Promise<Nube> {
           httpsUrl = u.origin;
         }
       }
+      await nodes.start(address);
       if (config.runWorkers) {
         deps.jobs.start();
         deps.events.start();
@@ -204,7 +213,9 @@ export async function buildServer(config: Config): Promise<Nube> {
       if (closing) return;
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
+      nodes.stop();
       await Promise.all([app.close(), https?.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
+      await forwarder.close();
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();
       await bus.close();

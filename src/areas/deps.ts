@@ -7,6 +7,8 @@ import type { Bus } from '../platform/events.js';
 import type { JobQueue } from '../platform/jobs.js';
 import type { RateLimiter } from '../platform/limits.js';
 import type { Metrics } from '../platform/metrics.js';
+import type { NodeForwarder } from '../platform/node-forward.js';
+import type { NodeRegistry } from '../platform/nodes.js';
 import type { OutboundClient } from '../platform/outbound.js';
 import type { Outbox } from '../platform/outbox.js';
 import type { Usage } from '../platform/usage.js';
@@ -31,6 +33,13 @@ export interface PlatformDeps {
   secretBox: SecretBox;
   /** The only way to make HTTP requests to outside hosts (platform/outbound.ts). */
   outbound: OutboundClient;
+  /**
+   * This process as a node: placement of new sandboxes and databases (`nodes.place`), where a held
+   * resource's work runs (`nodes.route`), and what this node holds (`nodes.report`).
+   */
+  nodes: NodeRegistry;
+  /** Areas register how to find the node holding a resource a request addresses. */
+  forwarder: NodeForwarder;
   redis?: Redis;
   log: FastifyBaseLogger;
   /** Base URL for links handed to clients (presigned URLs, public URLs). */

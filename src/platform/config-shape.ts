@@ -38,6 +38,7 @@ export interface Config {
   machines: MachinesConfig;
   fleet: FleetConfig;
   tls: TlsConfig;
+  nodes: NodesConfig;
 }
 
 /** HTTPS: nube's own listener, the certificates it serves, and the ACME CA it gets them from. */
@@ -56,6 +57,19 @@ export interface TlsConfig {
   renewBeforeMs: number;
   /** How often the durable renewal job looks for certificates to renew. */
   renewCheckMs: number;
+}
+
+/** This process as a node of a many-host nube (platform/nodes.ts). */
+export interface NodesConfig {
+  /** Stable id (NUBE_NODE_ID, else generated once into the data directory). */
+  id: string;
+  /** `worker` holds sandboxes and databases; `api` holds none and relays every such request. */
+  role: 'worker' | 'api';
+  /** Base URL other replicas reach this node at; unset: the listen address. */
+  address?: string;
+  heartbeatMs: number;
+  /** A node whose last heartbeat is older than this is down. */
+  downAfterMs: number;
 }
 
 /** The executor pool of user databases; unset counts are derived from the cores by the engine. */

@@ -1,4 +1,5 @@
 // The polling worker behind JobQueue (see jobs.ts for the contract and the at-least-once rule).
+import { runPinned } from './nodes.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../store/schema.js';
@@ -270,7 +271,8 @@ export class SqlJobQueue implements JobQueue {
       } catch (err) {
         throw new PermanentJobError('job payload is not valid JSON', { cause: err });
       }
-      await h.handler(info.payload, { ...info, signal });
+      // Background work runs on the node that leased it: placement keeps what it creates here.
+      await runPinned(() => h.handler(info.payload, { ...info, signal }));
     } catch (err) {
       failure = { err };
     }

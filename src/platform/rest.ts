@@ -6,6 +6,8 @@ import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
 import type { OperationRouteConfig } from './metrics-http.js';
+import { alreadyCounted, isRelayed, type NodeForwarder } from './node-forward.js';
+import { ElsewhereError, runPinned } from './nodes.js';
 import {
   type AnyOperation,
   fastifyPath,
@@ -25,6 +27,8 @@ export interface RestDeps {
   rateLimiter: RateLimiter;
   services: Services;
   defaultRateLimit: RateLimitRule;
+  /** Relays a request whose work belongs on another node (ElsewhereError); absent: served here only. */
+  forwarder?: NodeForwarder;
 }
 
 /** Mounts every operation of the registry as a REST route under /api/v2. */
@@ -36,7 +40,17 @@ export function mountOperations(app: FastifyInstance, deps: RestDeps): void {
         url: API_PREFIX + fastifyPath(path),
         config: { operationId: op.id } satisfies OperationRouteConfig,
         handler: (req, reply) => {
-          const done = runOperation(op, deps, req, reply);
+          const done = isRelayed(req) ? runPinned(() => runOperation(op, deps, req, reply)) : runOperation(op, deps, req, reply);
+          // Work placed on (or held by) another node goes there over the internal channel.
+          if (deps.forwarder && done instanceof Promise) {
+            const fw = deps.forwarder;
+            return done.catch((e: unknown) => {
+              if (!(e instanceof ElsewhereError)) throw e;
+              // A relayed request is never relayed again: the nodes disagree, so answer and let the client retry.
+              if (isRelayed(req)) throw errors.unavailable(`this resource is moving to node ${e.nodeId}; retry`, 1);
+              return fw.forward(req, reply, e.nodeId, 'parsed');
+            });
+          }
           // Fastify treats a returned non-promise as a payload: a reply already sent returns nothing.
           return settled(done) ? undefined : done;
         },
@@ -113,6 +127,7 @@ export function credentialSource(headers: IncomingHttpHeaders, query: Record<str
 }
 
 function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
+  if (alreadyCounted(req)) return handle(op, deps, req, reply, principal);
   const rule = op.rateLimit ?? deps.defaultRateLimit;
   const who = principal.ownerId || `ip:${req.ip}`;
   const rl = deps.rateLimiter.consume(`${who}:${op.id}`, rule);

@@ -37,6 +37,8 @@ const EXCEPTIONS: Record<string, string> = {
   'blob/s3.ts': "the S3 client: the endpoint is the operator's (NUBE_S3_ENDPOINT), never a user's",
   'blob/stores.ts': "builds that S3 client for the operator's endpoint",
   'platform/jobs-test-kit.ts': 'test support: creates the temporary PostgreSQL databases of the job queue tests',
+  'platform/node-forward.ts':
+    "the internal channel between nube's own nodes: connects only to addresses nodes registered for themselves in the nodes table (NUBE_NODE_ADDRESS or their listen address), with the credential derived from NUBE_SECRET",
   'store/db.ts': "the metadata store: PostgreSQL at the operator's DATABASE_URL",
   'server.ts': "Redis at the operator's REDIS_URL",
   'platform/doctor-checks.ts': "nube doctor probes the operator's own PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)",

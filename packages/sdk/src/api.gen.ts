@@ -2268,10 +2268,10 @@ export interface components {
             /** @description While its template is being built; null otherwise */
             progress: components["schemas"]["StartProgress"] | null;
             /**
-             * @description starting: creation not finished (see phase and progress); running; suspended: stopped with its disk kept (snapshot); failed: it could not start (see error): only get, list, logs and delete act on it, other calls answer 409 SandboxFailed; it stays until deleted or its timeout passes
+             * @description starting: creation not finished (see phase and progress); running; suspended: stopped with its disk kept (snapshot); failed: it could not start (see error): only get, list, logs and delete act on it, other calls answer 409 SandboxFailed; it stays until deleted or its timeout passes; lost: the node holding it is down (see error): other calls answer 503 until the node is back, delete removes the record
              * @enum {string}
              */
-            status: "starting" | "running" | "suspended" | "failed";
+            status: "starting" | "running" | "suspended" | "failed" | "lost";
             /** @description When it was suspended, or null */
             suspendedAt: string | null;
             /** @description When true the sandbox is suspended (not destroyed) when its timeout or idle TTL expires */

@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
+import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
 import { DatabasesRepo, databasesMigrations } from './repo.js';
 import { mountLibsql } from './hrana/routes.js';
 import { registerDatabaseMetrics } from './metrics.js';
@@ -18,8 +19,8 @@ const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: { ...databasesMigrations, ...databaseTokensMigrations },
-  create(deps, other) {
+  migrations: { ...databasesMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations },
+  async create(deps, other) {
     const account = other.account;
     if (!account) throw new Error('the databases area needs the account service to be created first');
     const pool = deps.config.databases;
@@ -41,8 +42,12 @@ export const databasesArea: AreaModule = {
       ENGINE_CAP_BYTES,
       deps.publicUrl,
       new DatabaseTokens(new DatabaseTokensRepo(deps.store.db), (ownerId) => account.planOf(ownerId), deps.config.authCacheMs),
+      new DatabasePlacement(deps.store.db, deps.nodes),
     );
     deps.auth.register(databases.tokens.resolver);
+    await databases.placement.claimUnplaced(path.join(deps.config.dataDir, 'databases'));
+    deps.forwarder.addLocator(databases.placement.locator());
+    databases.placement.report();
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);

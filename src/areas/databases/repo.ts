@@ -8,6 +8,8 @@ interface DatabasesTable {
   name: string;
   description: string | null;
   created_at: number;
+  /** The node whose disk holds the file (placement.ts); null on rows made before nodes existed. */
+  node_id: string | null;
 }
 
 declare module '../../store/schema.js' {

@@ -18,6 +18,7 @@ import type {
 } from './engine/index.js';
 import { toApiError } from './engine-errors.js';
 import { isUniqueViolation } from '../../store/unique.js';
+import type { DatabasePlacement } from './placement.js';
 import type { DatabaseRow, DatabasesRepo } from './repo.js';
 import type { DatabaseTokenOut, DatabaseTokens } from './tokens.js';
 
@@ -38,7 +39,10 @@ export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRe
 const CAP_TTL_MS = 1000;
 
 export class DatabasesService {
-  /** dbId -> owner, for rows this process has seen; DELETE evicts. Saves a store round trip per query. */
+  /**
+   * dbId -> owner, for rows of this node this process has seen; DELETE evicts. Saves a store round
+   * trip per query.
+   */
   private readonly owners = new Map<string, string>();
   private readonly caps = new Map<string, { cap: number; until: number }>();
 
@@ -52,6 +56,7 @@ export class DatabasesService {
     /** Base URL clients reach nube at (for `libsqlUrl`). */
     private readonly publicUrl: () => string,
     readonly tokens: DatabaseTokens,
+    readonly placement: DatabasePlacement,
   ) {}
 
   async list(p: Principal): Promise<{ items: DatabaseOut[] }> {
@@ -65,12 +70,15 @@ export class DatabasesService {
 
   async create(p: Principal, input: { name: string; description?: string }): Promise<DatabaseOut> {
     assertWithinAllowance(p.plan, 'databases', await this.repo.count(p.ownerId));
+    // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
+    const nodeId = await this.placement.place(p.ownerId);
     const row: DatabaseRow = {
       id: newId('db'),
       owner_id: p.ownerId,
       name: input.name,
       description: input.description ?? null,
       created_at: Date.now(),
+      node_id: nodeId,
     };
     // The file first, then the row and database.created in one commit: a crash in between leaves an
     // unreferenced file, never a database (or an acknowledged create) without its event.
@@ -96,6 +104,7 @@ export class DatabasesService {
   /** Files first, row last: a failure in between leaves a row whose DELETE can be retried. */
   async delete(p: Principal, id: string): Promise<{ ok: true }> {
     const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id);
     const db = await this.out(row);
     this.owners.delete(id);
     this.caps.delete(id);
@@ -165,6 +174,7 @@ export class DatabasesService {
   /** A consistent copy of the file; the caller streams it and then calls `dispose()`. */
   async export(p: Principal, id: string): Promise<{ name: string; snapshot: DatabaseSnapshot }> {
     const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id);
     try {
       return { name: row.name, snapshot: await this.engine.export(id, { owner: p.ownerId }) };
     } catch (err) {
@@ -186,13 +196,14 @@ export class DatabasesService {
   private async row(p: Principal, id: string): Promise<DatabaseRow> {
     const row = await this.repo.get(p.ownerId, id);
     if (!row) throw errors.notFound('database');
-    this.owners.set(id, row.owner_id);
+    if (!row.node_id || row.node_id === this.placement.here) this.owners.set(id, row.owner_id);
     return row;
   }
 
   private async assertOwned(p: Principal, id: string): Promise<void> {
     if (this.owners.get(id) === p.ownerId) return;
-    await this.row(p, id);
+    const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id);
   }
 
   /**

@@ -13,7 +13,7 @@ import type { SandboxesRepo, SandboxRow } from './repo.js';
 /** What the clocks need of the sandboxes service: its rows, the job queue, and the two ends of a clock. */
 export interface ClockHost {
   readonly repo: SandboxesRepo;
-  readonly deps: Pick<PlatformDeps, 'jobs'>;
+  readonly deps: Pick<PlatformDeps, 'jobs' | 'nodes'>;
   destroy(id: string, reason: string): Promise<void>;
   suspend(id: string, reason: string): Promise<SandboxRow>;
   /** Activity nube's API did not see (traffic through kernel-forwarded raw ports). */
@@ -49,7 +49,7 @@ export class Clocks {
       await this.core.deps.jobs.cancel({ key });
       return;
     }
-    await this.core.deps.jobs.enqueue(TTL_JOB, { id: r.id }, { runAt: at, key, onDuplicate: 'replace' });
+    await this.core.deps.jobs.enqueue(this.core.deps.nodes.jobType(TTL_JOB, r.node_id), { id: r.id }, { runAt: at, key, onDuplicate: 'replace' });
   }
 
   /** Activity (API calls on the sandbox, exec, proxied traffic) re-arms the idle clock. */

@@ -10,6 +10,7 @@ import { registerSandboxMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
 import { rawPortsMigrations } from './networking/raw-ports-repo.js';
 import { sshMigrations } from './networking/ssh-repo.js';
+import { sandboxNodeMigrations } from './placement.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
@@ -42,8 +43,11 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
  * sandbox, so servers that do not use sandboxes never touch the host's network or cgroups.
  */
 async function reconcile(svc: SandboxesService, runtimeDir: string, deps: PlatformDeps): Promise<void> {
-  const { repo, runtime } = svc.core;
-  if ((await repo.count()) === 0 && !existsSync(join(runtimeDir, 'sandboxes'))) return;
+  const { repo, runtime, placement } = svc.core;
+  const hasRuntime = existsSync(join(runtimeDir, 'sandboxes'));
+  // Records from before nodes existed are this data directory's when it holds sandboxes.
+  if (hasRuntime) await placement.claimUnplaced();
+  if (!hasRuntime && (await repo.countOnNode(placement.here)) === 0) return;
   const infos = await runtime.recover();
   const seen = new Set<string>();
   for (const info of infos) {
@@ -56,7 +60,7 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
     seen.add(row.id);
     if (row.status !== 'starting' && row.status !== info.state) await repo.update(row.id, { status: info.state });
   }
-  for (const row of await repo.all()) {
+  for (const row of await repo.allOnNode(placement.here)) {
     // A starting record's job is still to run; a failed one has no sandbox and stays until it expires.
     if (row.status !== 'starting' && row.status !== 'failed' && !seen.has(row.id)) {
       deps.log.warn({ sandbox: row.id }, 'record without a sandbox: removed');
@@ -69,16 +73,20 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
 export const sandboxesArea: AreaModule = {
   name: 'sandboxes',
   operations: sandboxesOperations,
-  migrations: { ...sandboxesMigrations, ...rawPortsMigrations, ...sshMigrations },
+  migrations: { ...sandboxesMigrations, ...sandboxNodeMigrations, ...rawPortsMigrations, ...sshMigrations },
   async create(deps, other) {
     if (!other.domains) throw new Error('sandboxes need the domains service (custom domains) to be created first');
     const { runtime, dataDir } = makeRuntime(deps.config);
     const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps, other.domains.claims);
-    deps.jobs.register<{ id: string }>(TTL_JOB, (p) => sandboxes.core.clocks.fire(p.id), { maxAttempts: 10 });
-    deps.jobs.register<{ id: string }>(PROVISION_JOB, (p) => sandboxes.core.provision(p.id), {
-      maxAttempts: 2,
-      concurrency: 2,
-    });
+    // A sandbox's clocks and provisioning run on its node (node-local job types); the plain types are
+    // those queued before nodes existed.
+    for (const type of [TTL_JOB, deps.nodes.jobType(TTL_JOB, null)]) {
+      deps.jobs.register<{ id: string }>(type, (p) => sandboxes.core.clocks.fire(p.id), { maxAttempts: 10 });
+    }
+    for (const type of [PROVISION_JOB, deps.nodes.jobType(PROVISION_JOB, null)]) {
+      deps.jobs.register<{ id: string }>(type, (p) => sandboxes.core.provision(p.id), { maxAttempts: 2, concurrency: 2 });
+    }
+    sandboxes.core.placement.reportTo(runtime);
     deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
     registerSandboxMetrics(deps.metrics, sandboxes.core.repo);
     await reconcile(sandboxes, dataDir, deps);
@@ -95,8 +103,15 @@ export const sandboxesArea: AreaModule = {
     return { sandboxes };
   },
   doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
-  routes(app, services) {
-    new PortProxy(services.sandboxes.core, services.sandboxes.domains).install(app);
+  routes(app, services, deps) {
+    const proxy = new PortProxy(services.sandboxes.core, services.sandboxes.domains);
+    // A machine's domain is looked up asynchronously (its app's port can change): it is served where it is asked.
+    const sandboxOf = (host: string | undefined) => {
+      const m = proxy.match(host);
+      return m && 'id' in m ? { id: m.id } : null;
+    };
+    for (const l of services.sandboxes.core.placement.locators(sandboxOf)) deps.forwarder.addLocator(l);
+    proxy.install(app);
   },
   async close(services) {
     await services.sandboxes.rawPorts.close();

@@ -41,6 +41,8 @@ interface SandboxesTable {
   started_at: number;
   suspended_at: number | null;
   created_at: number;
+  /** The node holding the sandbox (placement.ts); null on rows made before nodes existed. */
+  node_id: string | null;
 }
 
 interface SandboxTemplatesTable {
@@ -201,8 +203,12 @@ export class SandboxesRepo {
     const rows = await this.db.selectFrom('sandboxes').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
     return rows.map((r) => num(r, SBX_NUM));
   }
-  async all(): Promise<SandboxRow[]> {
-    return (await this.db.selectFrom('sandboxes').selectAll().execute()).map((r) => num(r, SBX_NUM));
+  async allOnNode(nodeId: string): Promise<SandboxRow[]> {
+    return (await this.db.selectFrom('sandboxes').selectAll().where('node_id', '=', nodeId).execute()).map((r) => num(r, SBX_NUM));
+  }
+  async countOnNode(nodeId: string): Promise<number> {
+    const r = await this.db.selectFrom('sandboxes').select((eb) => eb.fn.countAll<number>().as('n')).where('node_id', '=', nodeId).executeTakeFirstOrThrow();
+    return Number(r.n);
   }
   /** Sandboxes an owner holds (starting, running or suspended: destroyed ones have no row). */
   async countFor(ownerId: string): Promise<number> {

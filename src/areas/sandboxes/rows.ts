@@ -23,7 +23,7 @@ export function newRow(
   seal: SealEnv,
   p: Principal,
   input: CreateInput,
-  from: { derived?: TemplateRow; parent?: SandboxRow; templateBuild?: string } = {},
+  from: { derived?: TemplateRow; parent?: SandboxRow; templateBuild?: string; nodeId?: string } = {},
 ): SandboxRow {
   const id = newId('sbx');
   const now = Date.now();
@@ -60,5 +60,7 @@ export function newRow(
     started_at: now,
     suspended_at: null,
     created_at: now,
+    // A fork lives where its parent's layers are.
+    node_id: from.parent?.node_id ?? from.nodeId ?? null,
   };
 }

@@ -23,11 +23,12 @@ export const Port = z.number().int().min(1).max(65535).describe('Port inside the
 export const ExecTimeout = z.number().int().min(1).max(600);
 
 export const SandboxStatus = z
-  .enum(['starting', 'running', 'suspended', 'failed'])
+  .enum(['starting', 'running', 'suspended', 'failed', 'lost'])
   .describe(
     'starting: creation not finished (see phase and progress); running; suspended: stopped with its disk ' +
       'kept (snapshot); failed: it could not start (see error): only get, list, logs and delete act on it, ' +
-      'other calls answer 409 SandboxFailed; it stays until deleted or its timeout passes',
+      'other calls answer 409 SandboxFailed; it stays until deleted or its timeout passes; lost: the node ' +
+      'holding it is down (see error): other calls answer 503 until the node is back, delete removes the record',
   );
 
 export const StartProgress = z

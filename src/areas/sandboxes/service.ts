@@ -6,6 +6,7 @@ import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
 import { buildLogger } from './build-log.js';
 import { Clocks } from './clocks.js';
+import { SandboxPlacement } from './placement.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
 import { type CreateInput, newRow } from './rows.js';
 import { collectSnapshots } from './snapshot-gc.js';
@@ -36,6 +37,7 @@ export class SandboxesCore {
   readonly resumeHooks: ((row: SandboxRow) => Promise<void>)[] = [];
   /** Asked when the idle deadline passes: traffic the API did not see (raw ports' DNAT) is activity. */
   readonly activityProbes: ((row: SandboxRow) => Promise<boolean>)[] = [];
+  readonly placement: SandboxPlacement;
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -44,6 +46,7 @@ export class SandboxesCore {
     readonly deps: PlatformDeps,
   ) {
     this.clocks = new Clocks(this);
+    this.placement = new SandboxPlacement(deps.store.db, deps);
   }
 
   /** Serialize lifecycle changes of one sandbox (API, timers, proxy wake-ups). */
@@ -58,6 +61,8 @@ export class SandboxesCore {
 
   /** The view with, for a starting sandbox, what it waits for (a template build, read from the host). */
   async describe(r: SandboxRow): Promise<SandboxView> {
+    const lost = await this.placement.lostReason(r.node_id);
+    if (lost) return { ...this.view(r), status: 'lost', phase: null, progress: null, error: lost };
     return this.view(r, r.status === 'starting' ? await this.startPhase(r) : undefined);
   }
 
@@ -91,6 +96,7 @@ export class SandboxesCore {
   async usable(p: Principal, id: string): Promise<SandboxRow> {
     const r = await this.own(p, id);
     if (r.status === 'failed') throw failedError(r);
+    await this.placement.assertHere(r.node_id);
     return r;
   }
 
@@ -122,6 +128,8 @@ export class SandboxesCore {
 
   async create(p: Principal, input: CreateInput): Promise<SandboxView> {
     this.assertSession(p, input.timeoutSeconds);
+    // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
+    const nodeId = await this.placement.place(p.ownerId, input.template);
     // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
     await rt(this.runtime.checkHost());
     let derived: TemplateRow | undefined;
@@ -143,11 +151,11 @@ export class SandboxesCore {
       const why = built ? null : await this.runtime.templateUnavailable(input.template);
       if (why) throw errors.badRequest(why, [{ path: ['template'], message: 'template unavailable on this host' }], 'TemplateUnavailable');
     }
-    const row = newRow((env) => this.seal(env), p, input, { derived });
+    const row = newRow((env) => this.seal(env), p, input, { derived, nodeId });
     await this.repo.insert(row);
     if (!built) {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.
-      await this.deps.jobs.enqueue(PROVISION_JOB, { id: row.id }, { key: `sandbox-provision:${row.id}` });
+      await this.deps.jobs.enqueue(this.deps.nodes.jobType(PROVISION_JOB, row.node_id), { id: row.id }, { key: `sandbox-provision:${row.id}` });
       await this.clocks.arm(row);
       return this.describe(row);
     }
@@ -242,6 +250,7 @@ export class SandboxesCore {
     return this.locked(id, async () => {
       const row = await this.repo.get(id);
       if (!row) throw errors.notFound('sandbox');
+      await this.placement.assertHere(row.node_id);
       if (row.status === 'suspended') return row;
       if (row.status !== 'running') throw errors.conflict(`sandbox is ${row.status}`, 'InvalidState');
       await rt(this.runtime.suspend(row.runtime_id));
@@ -266,6 +275,7 @@ export class SandboxesCore {
     const row = await this.locked(id, async () => {
       const r = await this.repo.get(id);
       if (!r) throw errors.notFound('sandbox');
+      await this.placement.assertHere(r.node_id);
       if (r.status !== 'suspended') throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
       await rt(this.runtime.resume(r.runtime_id, env ? { env } : {}));
       const now = Date.now();
@@ -305,6 +315,8 @@ export class SandboxesCore {
 
   /** Activity on a suspended sandbox wakes it; a starting one is not ready yet, a failed one never. */
   async ensureRunning(row: SandboxRow): Promise<SandboxRow> {
+    // Work on a sandbox runs on its node: relayed there, or 503 while that node is down.
+    await this.placement.assertHere(row.node_id);
     if (row.status === 'running') return row;
     if (row.status === 'starting') throw startingError();
     if (row.status === 'failed') throw failedError(row);
@@ -322,6 +334,15 @@ export class SandboxesCore {
     await this.locked(id, async () => {
       const row = await this.repo.get(id);
       if (!row) return;
+      // A lost sandbox's record goes now; its node destroys what is left of it when it is back (reconcile).
+      if (await this.placement.lostReason(row.node_id)) {
+        await this.repo.delete(id);
+        await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });
+        for (const hook of this.destroyHooks) await hook(row);
+        this.deps.log.info({ sandbox: id, reason, node: row.node_id }, 'lost sandbox record removed');
+        return;
+      }
+      await this.placement.assertHere(row.node_id);
       const info = await this.runtime.get(row.runtime_id);
       if (info) await rt(this.runtime.destroy(row.runtime_id));
       await this.repo.delete(id);

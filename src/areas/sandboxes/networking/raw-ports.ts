@@ -194,6 +194,8 @@ export class RawPorts {
         await this.repo.deleteSandbox(r.sandbox_id);
         continue;
       }
+      // Another node's sandbox: that node listens for it.
+      if (sbx.node_id && sbx.node_id !== this.core.placement.here) continue;
       try {
         await this.listen(r);
         if (sbx.status === 'running') await this.forward(r, sbx.runtime_id);

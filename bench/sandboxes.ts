@@ -11,6 +11,7 @@ import { buildServer } from '../src/server.js';
 import type { SandboxRuntime } from '../src/areas/sandboxes/runtime/driver.js';
 import { GvisorRuntime } from '../src/areas/sandboxes/runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
+import { execProfile } from './lib/exec-profile.js';
 import { density } from './lib/sandbox-density.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { percentile, round } from './lib/stats.js';
@@ -271,6 +272,11 @@ try {
   const execs: number[] = [];
   for (let i = 0; i < 200; i++) execs.push(await time(() => runtime.exec(id, 'true')));
   row('runtime: exec true', execs, '<= 0.25x bare', 0.25 * bareP50);
+  const prof = await execProfile(runtime, id, 60);
+  row('exec profile: spawner, /bin/true, no cgroup joined', prof.none!, '-');
+  row('exec profile: + the sandbox cgroups joined (3 on v1)', prof.joins!, '-');
+  row("exec profile: + the exec's own pids cgroup", prof.execCgroup!, '-');
+  row('exec profile: + /bin/sh -c (= runtime exec minus Node)', prof.shell!, '-');
 
   await apiRows();
   await apiPoolRows();

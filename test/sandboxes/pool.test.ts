@@ -50,6 +50,9 @@ describe.each(DRIVERS)('%s: warm pool', (driver) => {
     // The hit: the pooled sandbox was started under the id the record now has.
     expect(pooledIds).toContain(firstId.replace('_', '-'));
     expect((await ready(t))?.hits).toBe(1);
+    // Two creations within seconds: the pool aims past its size, up to its max.
+    expect((await ready(t))?.target).toBe(2);
+    expect((await t.nube.services.sandboxes.core.pool.status()).memoryCap).toBeGreaterThan(2);
     expect(Date.parse(c.body.expiresAt)).toBeGreaterThan(Date.now() + 250_000);
     const logs = await t.call('POST', `/sandboxes/${firstId}/logs`);
     expect(logs.body.events[0]).toMatchObject({ event: 'created', warmPool: true });

@@ -313,6 +313,7 @@ try {
     hostMbPerIdleSandbox: d.hostMbPerSandbox,
     cgroupMbPerIdleSandbox: d.cgroupMbPerSandbox,
     driverRssGrowthMb: d.driverRssGrowthMb,
+    driverHeapGrowthMb: d.driverHeapGrowthMb,
   });
   for (const m of many) await runtime.destroy(m);
 
@@ -323,7 +324,7 @@ try {
     newResult('sandboxes', rows, [
       `Template ready in ${round(tpl)} ms (cached build). Load average at the start: ${load0}, at the end: ${loadavg().map(round).join(', ')} on this 2-core VM (other suites may run at the same time).`,
       'pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one, so every create is a hit: hits/misses columns); runtime ones claim a sandbox created ahead (runtime.claim: env and limits), then exec `true`.',
-      `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb = this process (the runtime, as in nube) after all answered.`,
+      `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb / driverHeapGrowthMb = this process (the runtime, as in nube) after all answered (garbage collection moves both; RSS can shrink).`,
       'gvisor rows call GvisorRuntime directly (runsc 0.0~20221219, ptrace platform: /dev/kvm here is nested and hangs).',
       'runtime rows call NamespacesRuntime directly; API rows go through nube over loopback HTTP (auth, validation, SQLite record, timers, rate limit) with fetch in the same process.',
       'API create -> first exec: POST /sandboxes (template built) then POST /sandboxes/{id}/exec `true`, timed together; samples spread over 3 owners because creation is limited to 10 a minute per owner.',

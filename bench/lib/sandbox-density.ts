@@ -17,13 +17,14 @@ export interface DensityResult {
   hostMbPerSandbox: number;
   cgroupMbPerSandbox: number;
   driverRssGrowthMb: number;
+  driverHeapGrowthMb: number;
   execP50Ms: number;
   execSamples: number[];
 }
 
 export async function density(rt: NamespacesRuntime, ids: string[]): Promise<DensityResult> {
   global.gc?.();
-  const rss0 = process.memoryUsage().rss;
+  const { rss: rss0, heapUsed: heap0 } = process.memoryUsage();
   const avail0 = await memAvailableMb();
   const t0 = performance.now();
   // A few at a time: as a warm pool refills, not as fast as the host can go.
@@ -36,7 +37,7 @@ export async function density(rt: NamespacesRuntime, ids: string[]): Promise<Den
   for (const id of ids) cgroupBytes += (await rt.cgroupStats(id)).memoryBytes;
   const answers = await Promise.all(ids.map((id) => rt.exec(id, 'hostname')));
   global.gc?.();
-  const rss1 = process.memoryUsage().rss;
+  const { rss: rss1, heapUsed: heap1 } = process.memoryUsage();
   const samples = answers.map((a) => a.durationMs);
   return {
     count: ids.length,
@@ -45,6 +46,7 @@ export async function density(rt: NamespacesRuntime, ids: string[]): Promise<Den
     hostMbPerSandbox: round((avail0 - avail1) / ids.length),
     cgroupMbPerSandbox: round(cgroupBytes / ids.length / 1024 / 1024),
     driverRssGrowthMb: round((rss1 - rss0) / 1024 / 1024),
+    driverHeapGrowthMb: round((heap1 - heap0) / 1024 / 1024),
     execP50Ms: [...samples].sort((a, b) => a - b)[Math.floor(samples.length / 2)] ?? 0,
     execSamples: samples,
   };

@@ -161,6 +161,8 @@ export class SandboxesCore {
     } catch (e) {
       await this.repo.delete(row.id);
       throw e;
+    } finally {
+      if (built) this.pool.refill(source);
     }
     return this.view((await this.repo.get(row.id)) ?? row);
   }

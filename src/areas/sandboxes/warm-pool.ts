@@ -106,7 +106,7 @@ export class WarmPool {
 
   /**
    * A started sandbox for this source, or null (the caller starts one itself). Either way the creation
-   * is counted, so the pool's size follows the creation rate, and a refill starts in the background.
+   * is counted, so the pool's size follows the creation rate; the caller then calls `refill`.
    */
   take(src: PoolSource): PooledSandbox | null {
     if (!this.enabled) return null;
@@ -118,8 +118,16 @@ export class WarmPool {
     const hit = k.ready.shift() ?? null;
     if (hit) k.hits++;
     else k.misses++;
-    this.fill(k);
     return hit;
+  }
+
+  /**
+   * Refill a source's pool in the background. The service calls it once the create that took from
+   * the pool has answered: a refill started at once would compete with that create for the CPU.
+   */
+  refill(src: PoolSource): void {
+    if (!this.enabled) return;
+    this.fill(this.state(src));
   }
 
   /** Start filling a source's pool now (a template built at start, before its first create). */

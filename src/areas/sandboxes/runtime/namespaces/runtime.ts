@@ -204,6 +204,7 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   /** Free everything a running sandbox holds on the host except its files and address lease. */
   protected async halt(rec: SandboxRecord): Promise<void> {
+    this.spawner.forget(`${rec.id}:`);
     await stopInit(rec);
     await this.cg(rec.id).destroy();
     await this.network.detach(this.netns(rec.id), rec.leaseIdx);

@@ -13,6 +13,8 @@ export function poolStatusFile(config: Config): string {
 
 /**
  * What one idle sandbox costs the host, in MB, per driver (init, network, cgroup, overlay; the gVisor
- * sentry and gofer): the memory cap of the warm pool divides by it. bench/sandboxes measures it.
+ * sentry and gofer): the memory cap of the warm pool divides by it. bench/sandboxes measured 4.5 MB
+ * of MemAvailable per idle namespaces sandbox under load (0.7 MB in its own cgroup); gVisor's is an
+ * estimate (its sentry and gofer), not measured yet.
  */
 export const IDLE_SANDBOX_MB: Record<string, number> = { namespaces: 6, gvisor: 48 };

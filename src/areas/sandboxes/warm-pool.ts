@@ -64,6 +64,7 @@ const IDLE_KEY_MS = 10 * 60_000;
 /** Creations within this window are what the pool tries to have ready at once (a burst). */
 const BURST_WINDOW_MS = 10_000;
 const RETRY_AFTER_FAILURE_MS = 30_000;
+const REFILL_DELAY_MS = 250;
 
 export function sandboxIds(): PooledSandbox {
   const id = newId('sbx');
@@ -127,7 +128,9 @@ export class WarmPool {
    */
   refill(src: PoolSource): void {
     if (!this.enabled) return;
-    this.fill(this.state(src));
+    const k = this.state(src);
+    // The caller's first calls (an exec right after create) go first; the refill a moment later.
+    setTimeout(() => this.fill(k), REFILL_DELAY_MS).unref();
   }
 
   /** Start filling a source's pool now (a template built at start, before its first create). */
@@ -179,6 +182,9 @@ export class WarmPool {
       const generation = k.generation;
       try {
         await this.runtime.create({ id: ids.runtimeId, template: k.source.template, snapshot: k.source.snapshot });
+        // One exec proves it answers, and leaves the spawner a session prepared for its first real one.
+        const probe = await this.runtime.exec(ids.runtimeId, 'true', { timeoutMs: 30_000 });
+        if (probe.exitCode !== 0) throw new Error(`a pooled sandbox answered exit ${probe.exitCode} to \`true\`: ${probe.stderr}`);
       } catch (e) {
         k.failedUntil = Date.now() + RETRY_AFTER_FAILURE_MS;
         await this.runtime.destroy(ids.runtimeId).catch(() => {});

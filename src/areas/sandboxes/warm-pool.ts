@@ -42,6 +42,8 @@ export interface PoolKeyStatus {
   key: string;
   ready: number;
   target: number;
+  /** A refill is under way (a sandbox being started for this source). */
+  filling: boolean;
   hits: number;
   misses: number;
 }
@@ -226,7 +228,7 @@ export class WarmPool {
       size: this.cfg.size,
       max: this.cfg.max,
       memoryCap: await this.memoryCap(),
-      keys: [...this.keys].map(([key, k]) => ({ key, ready: k.ready.length, target: this.target(k, now), hits: k.hits, misses: k.misses })),
+      keys: [...this.keys].map(([key, k]) => ({ key, ready: k.ready.length, target: this.target(k, now), filling: k.filling, hits: k.hits, misses: k.misses })),
       at: new Date(now).toISOString(),
     };
   }

@@ -111,6 +111,11 @@ const envSchema = z.object({
     .default('nube0:10.77.0.1/16'),
   NUBE_SANDBOX_CGROUP: z.string().regex(/^[a-z0-9-]{1,32}$/).default('nube'),
   NUBE_SANDBOX_CGROUPS: z.enum(['auto', 'v1', 'v2']).default('auto'),
+  // Warm pool: sandboxes started ahead per template in use (0 turns it off), its upper bound when
+  // creations come fast, and the share of the host's available memory pooled sandboxes may take.
+  NUBE_SANDBOX_POOL: z.coerce.number().int().min(0).max(64).default(2),
+  NUBE_SANDBOX_POOL_MAX: z.coerce.number().int().min(0).max(256).default(16),
+  NUBE_SANDBOX_POOL_MEMORY_PERCENT: z.coerce.number().min(0).max(50).default(5),
   NUBE_SANDBOX_MIRROR: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a Debian mirror' }).optional(),
   // Sandbox networking: the host ports raw TCP/UDP exposures take, where they listen, the host name
   // answered to clients (default: the public URL's host).
@@ -242,6 +247,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       cgroupParent: e.NUBE_SANDBOX_CGROUP,
       cgroups: e.NUBE_SANDBOX_CGROUPS,
       mirror: e.NUBE_SANDBOX_MIRROR,
+      pool: {
+        size: e.NUBE_SANDBOX_POOL,
+        max: Math.max(e.NUBE_SANDBOX_POOL, e.NUBE_SANDBOX_POOL_MAX),
+        memoryPercent: e.NUBE_SANDBOX_POOL_MEMORY_PERCENT,
+      },
       raw: {
         first: Number(e.NUBE_RAW_PORTS.split('-')[0]),
         last: Number(e.NUBE_RAW_PORTS.split('-')[1]),

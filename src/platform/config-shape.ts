@@ -181,12 +181,23 @@ export interface SandboxesConfig {
   cgroups: CgroupChoice;
   /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
   mirror?: string;
+  /** Warm pool (NUBE_SANDBOX_POOL*): per template in use, sandboxes started ahead and handed out on create. */
+  pool: SandboxPoolConfig;
   /** Raw TCP/UDP exposures: host ports [first, last], listen address, host name clients are told. */
   raw: { first: number; last: number; bind: string; host: string };
   /** SSH gateway port (0: any free port), on raw.bind, told to clients as raw.host. */
   sshPort: number;
   /** Servers domain-verify resolves TXT records with (ip or ip:port); empty: the host's resolver. */
   dnsServers: string[];
+}
+
+export interface SandboxPoolConfig {
+  /** Sandboxes kept ready per template in use when creations are rare (0: no pool). */
+  size: number;
+  /** Upper bound per template when creations come fast. */
+  max: number;
+  /** Pooled sandboxes of all templates together take at most this share of the host's available memory. */
+  memoryPercent: number;
 }
 
 export type CgroupChoice = 'auto' | 'v1' | 'v2';

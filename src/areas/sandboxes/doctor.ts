@@ -10,6 +10,8 @@ import { BridgeNetwork, hostAddresses } from './runtime/namespaces/network.js';
 import { isAlive, run } from './runtime/namespaces/proc.js';
 import { RECIPES } from './runtime/namespaces/templates.js';
 import type { SandboxRuntime } from './runtime/driver.js';
+import { poolStatusFile } from './runtime-dir.js';
+import type { PoolStatus } from './warm-pool.js';
 
 /** `runtime` makes the configured driver (index.ts's makeRuntime), only to read template state. */
 export function sandboxChecks(config: Config, runtime: () => SandboxRuntime): DoctorCheck[] {
@@ -22,6 +24,7 @@ export function sandboxChecks(config: Config, runtime: () => SandboxRuntime): Do
     { name: 'sandboxes: nftables', run: nftables },
     { name: 'sandboxes: bridge subnet', run: () => bridgeSubnet(c.bridge) },
     { name: 'sandboxes: templates', run: () => templates(config.sandboxes.templatesDir, runtime()) },
+    { name: 'sandboxes: warm pool', run: () => warmPool(config) },
   ];
 }
 
@@ -139,4 +142,23 @@ async function builder(templatesDir: string, name: string): Promise<number | und
     if (pid && isAlive(pid)) return pid;
   }
   return undefined;
+}
+
+/** What the running nube's warm pool holds (it writes its state next to the driver's); read-only. */
+async function warmPool(config: Config): Promise<CheckResult> {
+  const p = config.sandboxes.pool;
+  const setting = `NUBE_SANDBOX_POOL=${p.size} (up to ${p.max} per template, ${p.memoryPercent}% of available memory)`;
+  if (p.size === 0) return ok(`${setting}: off; every create starts a sandbox`);
+  const text = await readFile(poolStatusFile(config), 'utf8').catch(() => null);
+  const s = text ? (JSON.parse(text) as Partial<PoolStatus> & { stopped?: string }) : null;
+  if (!s || s.stopped || !s.pid || !isAlive(s.pid)) {
+    return ok(`${setting}: no nube running with a pool now (it fills with the first create of a template)`);
+  }
+  const keys = (s.keys ?? []).map((k) => `${k.key} ${k.ready}/${k.target} ready (${k.hits} hits, ${k.misses} misses)`);
+  const held = (s.keys ?? []).reduce((n, k) => n + k.ready, 0);
+  const line = `${setting}: nube ${s.pid} (${s.driver}) holds ${held} pooled sandbox(es), memory allows ${s.memoryCap}; ${keys.join('; ') || 'no template used yet'}`;
+  if (s.memoryCap !== undefined && s.memoryCap < p.size) {
+    return warn(line, 'the memory cap is below the pool size: free memory or raise NUBE_SANDBOX_POOL_MEMORY_PERCENT');
+  }
+  return ok(line);
 }

@@ -181,6 +181,8 @@ export class Forks {
     const inUse = (ids: string[]) =>
       errors.conflict('derived template has live children', 'DerivedTemplateInUse', { children: ids });
     if (children.length) throw inUse(children);
+    // Its warm pool's sandboxes stand on the snapshot: they go first.
+    await this.core.pool.drain({ template: t.base_template, snapshot: t.snapshot_id });
     try {
       await this.core.runtime.deleteSnapshot(t.snapshot_id);
     } catch (e) {

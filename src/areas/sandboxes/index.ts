@@ -17,13 +17,14 @@ import type { SandboxRuntime } from './runtime/driver.js';
 import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
 import { buildLogger } from './build-log.js';
+import { runtimeDataDir } from './runtime-dir.js';
 import { PROVISION_JOB } from './service.js';
 
 /** The configured sandbox runtime (also used by the CLI's `templates build`). */
 export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir: string } {
   const c = config.sandboxes;
   // Each driver keeps its own state (a sandbox belongs to the driver that started it); templates are shared.
-  const dataDir = join(config.dataDir, c.driver === 'gvisor' ? 'sandbox-runtime-gvisor' : 'sandbox-runtime');
+  const dataDir = runtimeDataDir(config);
   const opts = {
     dataDir,
     templatesDir: c.templatesDir,
@@ -88,7 +89,7 @@ export const sandboxesArea: AreaModule = {
     }
     sandboxes.core.placement.reportTo(runtime);
     deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
-    registerSandboxMetrics(deps.metrics, sandboxes.core.repo);
+    registerSandboxMetrics(deps.metrics, sandboxes.core.repo, sandboxes.core.pool);
     await reconcile(sandboxes, dataDir, deps);
     await sandboxes.rawPorts.restore();
     await sandboxes.ssh.restore();
@@ -96,7 +97,10 @@ export const sandboxesArea: AreaModule = {
     // create meanwhile answers `starting` and its job waits for the same build (a lock shared on disk).
     for (const name of deps.config.sandboxes.prebuild) {
       runtime.ensureTemplate(name, buildLogger(deps.log, { template: name })).then(
-        (t) => deps.log.info({ template: name, build: t.build }, 'template ready'),
+        (t) => {
+          deps.log.info({ template: name, build: t.build }, 'template ready');
+          sandboxes.core.pool.warm({ template: name });
+        },
         (e: unknown) => deps.log.error({ err: e, template: name }, 'template build failed'),
       );
     }
@@ -114,6 +118,8 @@ export const sandboxesArea: AreaModule = {
     proxy.install(app);
   },
   async close(services) {
+    // Pooled sandboxes have no record: they go with this process (a crash leaves them to reconcile).
+    await services.sandboxes.core.pool.close();
     await services.sandboxes.rawPorts.close();
     await services.sandboxes.ssh.close();
     await services.sandboxes.core.runtime.close();

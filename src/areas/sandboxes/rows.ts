@@ -23,9 +23,10 @@ export function newRow(
   seal: SealEnv,
   p: Principal,
   input: CreateInput,
-  from: { derived?: TemplateRow; parent?: SandboxRow; templateBuild?: string; nodeId?: string } = {},
+  from: { derived?: TemplateRow; parent?: SandboxRow; templateBuild?: string; nodeId?: string; id?: string; warm?: boolean } = {},
 ): SandboxRow {
-  const id = newId('sbx');
+  // A warm pool's sandbox was started under the id drawn for it (its hostname is that id).
+  const id = from.id ?? newId('sbx');
   const now = Date.now();
   const bootstrap = from.derived?.bootstrap ?? from.parent?.bootstrap ?? null;
   return {
@@ -56,7 +57,7 @@ export function newRow(
     error: null,
     cpus: input.limits?.cpus ?? 1,
     memory_mb: input.limits?.memoryMb ?? 1024,
-    events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created' }]),
+    events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created', ...(from.warm ? { warmPool: true } : {}) }]),
     started_at: now,
     suspended_at: null,
     created_at: now,

@@ -9,7 +9,9 @@ import { Clocks } from './clocks.js';
 import { SandboxPlacement } from './placement.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
 import { type CreateInput, newRow } from './rows.js';
+import { IDLE_SANDBOX_MB, poolStatusFile } from './runtime-dir.js';
 import { collectSnapshots } from './snapshot-gc.js';
+import { type PooledSandbox, type PoolSource, WarmPool } from './warm-pool.js';
 import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
 import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
 import { SandboxRuntimeError } from './runtime/driver.js';
@@ -38,6 +40,8 @@ export class SandboxesCore {
   /** Asked when the idle deadline passes: traffic the API did not see (raw ports' DNAT) is activity. */
   readonly activityProbes: ((row: SandboxRow) => Promise<boolean>)[] = [];
   readonly placement: SandboxPlacement;
+  /** Sandboxes started ahead, handed out by create (warm-pool.ts). */
+  readonly pool: WarmPool;
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -47,6 +51,8 @@ export class SandboxesCore {
   ) {
     this.clocks = new Clocks(this);
     this.placement = new SandboxPlacement(deps.store.db, deps);
+    const c = deps.config;
+    this.pool = new WarmPool(runtime, c.sandboxes.pool, deps.log, poolStatusFile(c), IDLE_SANDBOX_MB[runtime.kind] ?? 48);
   }
 
   /** Serialize lifecycle changes of one sandbox (API, timers, proxy wake-ups). */
@@ -151,7 +157,10 @@ export class SandboxesCore {
       const why = built ? null : await this.runtime.templateUnavailable(input.template);
       if (why) throw errors.badRequest(why, [{ path: ['template'], message: 'template unavailable on this host' }], 'TemplateUnavailable');
     }
-    const row = newRow((env) => this.seal(env), p, input, { derived, nodeId });
+    const source: PoolSource = derived ? { template: derived.base_template, snapshot: derived.snapshot_id } : { template: input.template };
+    // Only a built template has a pool (a first build is a job; the pool fills once it is done).
+    const pooled = built ? this.pool.take(source) : null;
+    const row = newRow((env) => this.seal(env), p, input, { derived, nodeId, id: pooled?.id, warm: pooled !== null });
     await this.repo.insert(row);
     if (!built) {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.
@@ -160,10 +169,13 @@ export class SandboxesCore {
       return this.describe(row);
     }
     try {
-      await this.launch(row, { snapshot: derived?.snapshot_id, env: input.env, limits: input.limits });
+      const opts = { snapshot: derived?.snapshot_id, env: input.env, limits: input.limits };
+      await (pooled ? this.handOut(row, pooled, opts) : this.launch(row, opts));
     } catch (e) {
       await this.repo.delete(row.id);
       throw e;
+    } finally {
+      if (built) this.pool.refill(source);
     }
     return this.view((await this.repo.get(row.id)) ?? row);
   }
@@ -197,6 +209,27 @@ export class SandboxesCore {
     await this.event(row.id, 'failed', { reason });
     // Its timeout still runs: the record goes when it passes (or at DELETE).
     await this.clocks.arm({ ...row, ...patch });
+  }
+
+  /**
+   * A pooled sandbox becomes this record's: the driver applies env, limits and network policy, then
+   * the record starts its clocks as after a launch. If the claim fails the pooled sandbox is destroyed
+   * and one is started the usual way under the same id.
+   */
+  private async handOut(
+    row: SandboxRow,
+    pooled: PooledSandbox,
+    o: { snapshot?: string; env?: Record<string, string>; limits?: { cpus: number; memoryMb: number } },
+  ): Promise<BootstrapRun | null> {
+    let info: SandboxInfo;
+    try {
+      info = await this.runtime.claim(pooled.runtimeId, { env: o.env, limits: o.limits, networkPolicy: JSON.parse(row.network_policy) });
+    } catch (e) {
+      this.deps.log.warn({ err: e, sandbox: row.id }, 'pooled sandbox could not be handed out; starting one');
+      await this.runtime.destroy(pooled.runtimeId).catch(() => {});
+      return this.launch(row, o);
+    }
+    return this.markStarted(row, info);
   }
 
   /** Start the driver's sandbox for a `starting` record, then run the bootstrap (a wake). */

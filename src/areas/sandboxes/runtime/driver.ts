@@ -30,6 +30,15 @@ export interface CreateSandboxInput {
   networkPolicy?: NetworkPolicy;
 }
 
+/** What makes a running sandbox started ahead (a warm pool's) the caller's, applied at hand-out. */
+export interface ClaimInput {
+  /** Replaces the environment every later exec gets. */
+  env?: Record<string, string>;
+  /** Merged over the driver's defaults, as at create. */
+  limits?: Partial<SandboxLimits>;
+  networkPolicy?: NetworkPolicy;
+}
+
 export type SandboxState = 'running' | 'suspended';
 
 export interface SandboxInfo {
@@ -167,6 +176,8 @@ export interface SandboxRuntime {
   recover(): Promise<SandboxInfo[]>;
 
   create(input: CreateSandboxInput): Promise<SandboxInfo>;
+  /** Make a running sandbox started ahead with the defaults (a warm pool's) the caller's: env, limits, policy. */
+  claim(id: string, input: ClaimInput): Promise<SandboxInfo>;
   get(id: string): Promise<SandboxInfo | null>;
   list(): Promise<SandboxInfo[]>;
   destroy(id: string): Promise<void>;

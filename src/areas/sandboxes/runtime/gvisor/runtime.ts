@@ -74,17 +74,21 @@ export class GvisorRuntime extends NamespacesRuntime {
     return { id: rec.id, root: `${this.bundle(rec.id)}/state`, netns: this.netns(rec.id), pid: rec.init?.pid ?? null };
   }
 
+  // The sentry and gofer are charged with the workload (a little headroom), and the ptrace platform
+  // uses several host threads per guest process, so the host pids cap is generous: past it the
+  // sentry cannot create threads and the whole sandbox ends (gVisor has no pids controller here).
+  protected override applyLimits(rec: SandboxRecord): Promise<void> {
+    const l = rec.limits;
+    return this.cg(rec.id).create({ ...l, memoryMb: l.memoryMb + 64, pids: Math.max(2048, l.pids * 16) });
+  }
+
   protected override async launch(rec: SandboxRecord): Promise<void> {
     const p = this.layout.sandbox(rec.id);
     const cg = this.cg(rec.id);
-    // The sentry and gofer are charged with the workload (a little headroom), and the ptrace platform
-    // uses several host threads per guest process, so the host pids cap is generous: past it the
-    // sentry cannot create threads and the whole sandbox ends (gVisor has no pids controller here).
-    const hostLimits = { ...rec.limits, memoryMb: rec.limits.memoryMb + 64, pids: Math.max(2048, rec.limits.pids * 16) };
     const bundle = this.bundle(rec.id);
     await Promise.all([
       mountRootfs(this.ctx, rec),
-      cg.create(hostLimits),
+      this.applyLimits(rec),
       this.network.attach(this.netns(rec.id), rec.leaseIdx, rec.policy),
       mkdir(`${bundle}/state`, { recursive: true }),
     ]);

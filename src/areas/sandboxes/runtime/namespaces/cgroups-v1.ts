@@ -49,11 +49,13 @@ export class SandboxCgroupV1 implements SandboxCgroup {
     await Promise.all(V1_CONTROLLERS.map((c) => mkdir(this.dir(c), { recursive: true })));
     const mem = this.dir('memory');
     const bytes = String(limits.memoryMb * 1024 * 1024);
+    // With swap accounting the limit must cover swap too, or a hog just swaps. The memory limit may
+    // never exceed memsw's: raising both (a pooled sandbox given a bigger tier) writes memsw first,
+    // lowering writes it after (its first write then fails, harmlessly).
+    const memsw = existsSync(`${mem}/memory.memsw.limit_in_bytes`) ? `${mem}/memory.memsw.limit_in_bytes` : null;
+    if (memsw) await writeFile(memsw, bytes).catch(() => {});
     await writeFile(`${mem}/memory.limit_in_bytes`, bytes);
-    // With swap accounting the limit must cover swap too, or a hog just swaps.
-    if (existsSync(`${mem}/memory.memsw.limit_in_bytes`)) {
-      await writeFile(`${mem}/memory.memsw.limit_in_bytes`, bytes).catch(() => {});
-    }
+    if (memsw) await writeFile(memsw, bytes).catch(() => {});
     const cpu = this.dir('cpu');
     const period = 100_000;
     await writeFile(`${cpu}/cpu.cfs_period_us`, String(period));

@@ -76,10 +76,12 @@ export async function enterArgv(
   const out = new Capture(opts.maxOutputBytes);
   const err = new Capture(opts.maxOutputBytes);
   const started = performance.now();
-  const status = await spawner.run(
+  const init = rec.init;
+  // The session is prepared ahead per running init (a restarted sandbox has another key).
+  const status = await spawner.runPrepared(
+    `${rec.id}:${init.innerPid}:${init.startTime}`,
+    () => ({ target: init.innerPid, ...cg.execJoin(`x${randomBytes(6).toString('hex')}`) }),
     {
-      target: rec.init.innerPid,
-      ...cg.execJoin(`x${randomBytes(6).toString('hex')}`),
       cwd: opts.cwd ?? '/root',
       timeoutMs: opts.timeoutMs,
       env: sandboxEnv(rec, opts.env),

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, rm } from 'node:fs/promises';
 import type {
   BackgroundDetail,
+  ClaimInput,
   BackgroundLogsQuery,
   BackgroundProcess,
   BuildProgress,
@@ -193,7 +194,7 @@ export class NamespacesRuntime implements SandboxRuntime {
     const netns = this.netns(rec.id);
     await Promise.all([
       mountRootfs(this.ctx, rec),
-      cg.create(rec.limits),
+      this.applyLimits(rec),
       this.network.attach(netns, rec.leaseIdx, rec.policy),
     ]);
     rec.init = await startInit(this.ctx, rec, netns, cg.dirs());
@@ -201,8 +202,14 @@ export class NamespacesRuntime implements SandboxRuntime {
     await saveRecord(this.layout, rec);
   }
 
+  /** Write the sandbox's limits to its cgroups (creating them when missing). */
+  protected applyLimits(rec: SandboxRecord): Promise<void> {
+    return this.cg(rec.id).create(rec.limits);
+  }
+
   /** Free everything a running sandbox holds on the host except its files and address lease. */
   protected async halt(rec: SandboxRecord): Promise<void> {
+    this.spawner.forget(`${rec.id}:`);
     await stopInit(rec);
     await this.cg(rec.id).destroy();
     await this.network.detach(this.netns(rec.id), rec.leaseIdx);
@@ -253,6 +260,30 @@ export class NamespacesRuntime implements SandboxRuntime {
         await this.teardown(rec).catch(() => {});
         throw e;
       }
+      return this.info(rec);
+    });
+  }
+
+  /**
+   * A pooled sandbox becomes the caller's: only what differs from how it was started is written (the
+   * env lives in the record and is given to each exec; limits go to the cgroups; the policy to nft).
+   */
+  async claim(id: string, input: ClaimInput): Promise<SandboxInfo> {
+    return this.locked(id, async () => {
+      const rec = await this.running(id);
+      rec.env = input.env ?? {};
+      const limits = { ...this.limits, ...input.limits };
+      if (JSON.stringify(limits) !== JSON.stringify(rec.limits)) {
+        rec.limits = limits;
+        await this.applyLimits(rec);
+      }
+      const policy = input.networkPolicy ?? {};
+      if (JSON.stringify(policy) !== JSON.stringify(rec.policy)) {
+        await this.network.applyPolicy(rec.leaseIdx, policy);
+        rec.policy = policy;
+      }
+      rec.createdAt = new Date().toISOString();
+      await saveRecord(this.layout, rec);
       return this.info(rec);
     });
   }

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { SandboxRuntimeError } from '../driver.js';
 
@@ -22,6 +22,20 @@ export interface SpawnRequest {
   stdin?: string | Uint8Array;
 }
 
+/** Where a command runs: known before the command (a prepared session is made from it). */
+export type SpawnHead = Pick<SpawnRequest, 'target' | 'cgroups' | 'execCgroups'>;
+/** The command itself: the second half of a prepared session's request. */
+export type SpawnRest = Omit<SpawnRequest, keyof SpawnHead>;
+
+/** Prepared sessions kept at once (one per sandbox exec'd lately); the oldest goes past it. */
+const MAX_PREPARED = 64;
+
+interface Prepared {
+  sock: Socket;
+  chunks: Buffer[];
+  closed: boolean;
+}
+
 export interface SpawnSinks {
   stdout(chunk: Buffer): void;
   stderr(chunk: Buffer): void;
@@ -33,13 +47,7 @@ function socketPath(dataDir: string): string {
   return p.length < 100 ? p : `${mkdtempSync(`${tmpdir()}/nube-spawner-`)}/s.sock`;
 }
 
-export function encodeRequest(req: SpawnRequest, stdin: Buffer): Buffer {
-  const fields: string[] = [`t:${req.target}`, `d:${req.cwd}`, `i:${stdin.length}`];
-  for (const c of req.cgroups) fields.push(`c:${c}`);
-  for (const c of req.execCgroups) fields.push(`x:${c}`);
-  if (req.timeoutMs) fields.push(`m:${req.timeoutMs}`);
-  for (const [k, v] of Object.entries(req.env)) fields.push(`e:${k}=${v}`);
-  for (const a of req.argv) fields.push(`a:${a}`);
+function encodeFields(fields: string[], stdin: Buffer): Buffer {
   if (fields.some((f) => f.includes('\0'))) {
     throw new SandboxRuntimeError('InvalidInput', 'command, cwd and env must not contain NUL bytes');
   }
@@ -49,9 +57,74 @@ export function encodeRequest(req: SpawnRequest, stdin: Buffer): Buffer {
   return Buffer.concat([len, body, stdin]);
 }
 
+function headFields(req: SpawnHead): string[] {
+  return [`t:${req.target}`, ...req.cgroups.map((c) => `c:${c}`), ...req.execCgroups.map((c) => `x:${c}`)];
+}
+
+function restFields(req: SpawnRest, stdin: Buffer): string[] {
+  const fields = [`d:${req.cwd}`, `i:${stdin.length}`];
+  if (req.timeoutMs) fields.push(`m:${req.timeoutMs}`);
+  for (const [k, v] of Object.entries(req.env)) fields.push(`e:${k}=${v}`);
+  for (const a of req.argv) fields.push(`a:${a}`);
+  return fields;
+}
+
+export function encodeRequest(req: SpawnRequest, stdin: Buffer): Buffer {
+  return encodeFields([...headFields(req), ...restFields(req, stdin)], stdin);
+}
+
+/**
+ * Reads the helper's frames (stdout, stderr, status) off a connection, and settles when it closes:
+ * the last status line, or `null` when the session ended before it said anything (nothing ran).
+ */
+/**
+ * Hands a session's output to `sinks` and resolves with its last status line (null: it ended with none).
+ * Aborting `signal` closes the connection, which kills the command's process group: "signal 9".
+ */
+function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, pending: Buffer[] = [], signal?: AbortSignal) {
+  return new Promise<string | null>((resolve, reject) => {
+    const abort = () => sock.destroy();
+    if (signal?.aborted) abort();
+    else signal?.addEventListener('abort', abort, { once: true });
+    let buf: Buffer = Buffer.concat(pending);
+    let status = '';
+    // Belt and braces: if the helper hangs past the deadline, closing the connection kills the group.
+    const guard = timeoutMs ? setTimeout(() => sock.destroy(), timeoutMs + 5000) : undefined;
+    const onData = (c: Buffer) => {
+      buf = buf.length ? Buffer.concat([buf, c]) : c;
+      while (buf.length >= 5) {
+        const len = buf.readUInt32LE(1);
+        if (buf.length < 5 + len) break;
+        const type = buf[0];
+        const data = buf.subarray(5, 5 + len);
+        buf = buf.subarray(5 + len);
+        if (type === 0x6f) sinks.stdout(data);
+        else if (type === 0x65) sinks.stderr(data);
+        else if (type === 0x73) status += data.toString();
+      }
+    };
+    sock.on('data', onData);
+    onData(Buffer.alloc(0));
+    let failure: Error | undefined;
+    sock.on('error', (e) => {
+      failure = e;
+    });
+    sock.on('close', () => {
+      if (guard) clearTimeout(guard);
+      signal?.removeEventListener('abort', abort);
+      const last = status.trim().split('\n').pop() ?? '';
+      if (/^(exit|signal) /.test(last)) resolve(last);
+      else if (signal?.aborted) resolve('signal 9');
+      else if (status === '' && !failure) resolve(null);
+      else reject(failure ?? new Error(`nube-helper serve ended the exec without a status (${last || 'nothing'})`));
+    });
+  });
+}
+
 export class Spawner {
   private server: ChildProcess | null = null;
   private starting: Promise<string> | null = null;
+  private readonly prepared = new Map<string, Prepared>();
 
   constructor(
     private readonly helper: string,
@@ -120,49 +193,87 @@ export class Spawner {
     sinks: SpawnSinks,
     signal?: AbortSignal,
   ): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const sock = connect(path);
-      const abort = () => sock.destroy();
-      if (signal?.aborted) abort();
-      else signal?.addEventListener('abort', abort, { once: true });
-      let connected = false;
-      let buf: Buffer = Buffer.alloc(0);
-      let status = '';
-      // Belt and braces: if the helper hangs past the deadline, closing the connection kills the group.
-      const guard = timeoutMs ? setTimeout(() => sock.destroy(), timeoutMs + 5000) : undefined;
-      sock.on('connect', () => {
-        connected = true;
-        sock.write(payload);
-      });
-      sock.on('data', (c: Buffer) => {
-        buf = buf.length ? Buffer.concat([buf, c]) : c;
-        while (buf.length >= 5) {
-          const len = buf.readUInt32LE(1);
-          if (buf.length < 5 + len) break;
-          const type = buf[0];
-          const data = buf.subarray(5, 5 + len);
-          buf = buf.subarray(5 + len);
-          if (type === 0x6f) sinks.stdout(data);
-          else if (type === 0x65) sinks.stderr(data);
-          else if (type === 0x73) status += data.toString();
-        }
-      });
-      let failure: Error | undefined;
-      sock.on('error', (e) => {
-        failure = connected ? e : Object.assign(e, { notConnected: true });
-      });
-      sock.on('close', () => {
-        if (guard) clearTimeout(guard);
-        signal?.removeEventListener('abort', abort);
-        const last = status.trim().split('\n').pop() ?? '';
-        if (/^(exit|signal) /.test(last)) resolve(last);
-        else if (signal?.aborted && connected) resolve('signal 9');
-        else
-          reject(
-            failure ?? new Error(`nube-helper serve ended the exec without a status (${last || 'nothing'})`),
-          );
-      });
+    const sock = connect(path);
+    let connected = false;
+    sock.on('connect', () => {
+      connected = true;
+      sock.write(payload);
     });
+    return relay(sock, sinks, timeoutMs, [], signal).then(
+      (status) => {
+        if (status === null) throw new Error('nube-helper serve ended the exec without a status (nothing)');
+        return status;
+      },
+      (e: Error) => {
+        throw connected ? e : Object.assign(e, { notConnected: true });
+      },
+    );
+  }
+
+  /**
+   * Run a command in a session prepared ahead for `key` (cgroups joined, namespaces entered) when
+   * there is one, so the command's own path has no cgroup migration; and prepare the next one for
+   * the same key while this one runs. `key` must change when the target does (a restarted sandbox).
+   * Without a prepared session, or when it ended unused (its sandbox stopped), this is `run`.
+   */
+  async runPrepared(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+    const p = this.prepared.get(key);
+    this.prepared.delete(key);
+    let status: string | null = null;
+    if (p && !p.closed) {
+      const stdin = Buffer.from(rest.stdin ?? '');
+      const payload = encodeFields(restFields(rest, stdin), stdin);
+      p.sock.removeAllListeners('data');
+      p.sock.removeAllListeners('close');
+      p.sock.ref();
+      const done = relay(p.sock, sinks, rest.timeoutMs, p.chunks, signal);
+      p.sock.write(payload);
+      this.prepareSoon(key, head());
+      status = await done;
+      if (status !== null) return status;
+    } else p?.sock.destroy();
+    const r = await this.run({ ...head(), ...rest }, sinks, signal);
+    this.prepareSoon(key, head());
+    return r;
+  }
+
+  private prepareSoon(key: string, head: SpawnHead): void {
+    this.prepare(key, head).catch(() => {});
+  }
+
+  private async prepare(key: string, head: SpawnHead): Promise<void> {
+    if (this.prepared.has(key)) return;
+    const path = await this.start();
+    const sock = connect(path);
+    const p: Prepared = { sock, chunks: [], closed: false };
+    sock.on('data', (c: Buffer) => p.chunks.push(c));
+    sock.on('error', () => {});
+    sock.on('close', () => {
+      p.closed = true;
+      if (this.prepared.get(key) === p) this.prepared.delete(key);
+    });
+    // An idle prepared session must not keep the process alive.
+    sock.unref();
+    sock.write(encodeFields([...headFields(head), 'p:1'], Buffer.alloc(0)));
+    this.prepared.get(key)?.sock.destroy();
+    this.prepared.set(key, p);
+    if (this.prepared.size > MAX_PREPARED) {
+      const [oldest] = this.prepared;
+      if (oldest) {
+        this.prepared.delete(oldest[0]);
+        oldest[1].sock.destroy();
+      }
+    }
+  }
+
+  /** Drop the prepared sessions of keys starting with `prefix` (a sandbox that stops). */
+  forget(prefix: string): void {
+    for (const [key, p] of this.prepared) {
+      if (key.startsWith(prefix)) {
+        this.prepared.delete(key);
+        p.sock.destroy();
+      }
+    }
   }
 
   private stopServer(): void {
@@ -176,6 +287,8 @@ export class Spawner {
   }
 
   close(): void {
+    for (const p of this.prepared.values()) p.sock.destroy();
+    this.prepared.clear();
     this.stopServer();
   }
 }

@@ -129,6 +129,7 @@ static void on_stop(int sig) { (void)sig; stop_asked = 1; }
 /* A command to run inside a sandbox: from the command line (enter) or from a request (serve). */
 struct entry {
   int target, ncg, nexec;
+  int prepare; /* serve: "p:1", the command comes in a second request (see session) */
   long timeout_ms;
   const char *cwd;
   const char *cgroups[MAX_CG], *exec_cgroups[MAX_CG];
@@ -172,7 +173,10 @@ static void close_target(struct opened *o) {
 
 /* In the forked child: join the cgroups, enter the namespaces and root, become root inside, load the
    seccomp filter and exec. Never returns; failures exit 125 (setup), 126 (cwd, exec) or 127. */
-static void enter_child(const struct entry *e, struct opened *o) {
+static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_len);
+static int read_all(int fd, void *p, size_t n);
+
+static void enter_child(const struct entry *e, struct opened *o, int ctl) {
   char path[4096];
   setpgid(0, 0);
   signal(SIGTERM, SIG_DFL);
@@ -197,6 +201,35 @@ static void enter_child(const struct entry *e, struct opened *o) {
   if (setgroups(0, NULL) < 0) die("setgroups");
   if (setgid(0) < 0) die("setgid");
   if (setuid(0) < 0) die("setuid");
+  if (ctl >= 0) {
+    /* Prepared ahead: from here on it is a process of the sandbox like any other (its seccomp filter
+       loaded before it waits), until the rest of the request (cwd, env, argv) comes through ctl. */
+    if (seccomp_load(o->filter) < 0) die("seccomp_load");
+    unsigned char lb[4];
+    if (read_all(ctl, lb, 4) < 0) _exit(125);
+    size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
+    char *req = len > 0 && len <= (16u << 20) ? malloc(len + 1) : NULL;
+    if (!req || read_all(ctl, req, len) < 0) _exit(125);
+    req[len] = 0;
+    close(ctl);
+    struct entry rest = *e;
+    size_t ignored = 0;
+    rest.cmd = NULL;
+    rest.env = NULL;
+    rest.prepare = 0;
+    if (req[len - 1] != 0 || parse_request(req, len - 1, &rest, &ignored) < 0) {
+      fprintf(stderr, "nube-helper: bad request\n");
+      _exit(125);
+    }
+    if (chdir(rest.cwd) < 0) {
+      fprintf(stderr, "cwd %s: %s\n", rest.cwd, strerror(errno));
+      _exit(126);
+    }
+    if (rest.env) environ = rest.env;
+    execvp(rest.cmd[0], rest.cmd);
+    fprintf(stderr, "%s: %s\n", rest.cmd[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
   if (chdir(e->cwd) < 0) {
     fprintf(stderr, "cwd %s: %s\n", e->cwd, strerror(errno));
     _exit(126);
@@ -251,7 +284,7 @@ static int cmd_enter(int argc, char **argv) {
   if (open_target(e.target, &o, what, sizeof what) < 0) die(what);
   pid_t child = fork();
   if (child < 0) die("fork");
-  if (child == 0) enter_child(&e, &o);
+  if (child == 0) enter_child(&e, &o, -1);
   setpgid(child, child); /* also from the parent, so a kill right after fork finds the group */
   close_target(&o);
   char line[128];
@@ -373,10 +406,11 @@ static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_l
       case 'i': *stdin_len = (size_t)atol(v); break;
       case 'e': e->env[nenv++] = v; break;
       case 'a': e->cmd[nargs++] = v; break;
+      case 'p': e->prepare = 1; break;
       default: return -1;
     }
   }
-  return e->target > 0 && nargs > 0 ? 0 : -1;
+  return e->target > 0 && (nargs > 0 || e->prepare) ? 0 : -1;
 }
 
 static void session(int conn) {
@@ -406,13 +440,22 @@ static void session(int conn) {
     for (int k = 0; k < e.nexec; k++) rmdir(e.exec_cgroups[k]);
     session_fail(conn, msg);
   }
-  int in[2], out[2], er[2];
+  int in[2], out[2], er[2], ctl[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) session_fail(conn, "pipe");
+  if (e.prepare && pipe2(ctl, O_CLOEXEC) < 0) session_fail(conn, "pipe");
   pid_t child = fork();
   if (child < 0) session_fail(conn, "fork");
   if (child == 0) {
     if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(er[1], 2) < 0) _exit(125);
-    enter_child(&e, &o);
+    if (e.prepare) {
+      /* It may wait long: it keeps nothing of the session but its own pipes. */
+      close(conn);
+      close(in[1]);
+      close(out[0]);
+      close(er[0]);
+      close(ctl[1]);
+    }
+    enter_child(&e, &o, ctl[0]);
   }
   setpgid(child, child);
   close(in[0]);
@@ -420,6 +463,52 @@ static void session(int conn) {
   close(er[1]);
   close_target(&o);
   int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+  if (e.prepare) {
+    /*
+     * A prepared session: cgroups joined and namespaces entered ahead of the command, so an exec's
+     * critical path has no cgroup migration (each one waits for an RCU grace period). The second
+     * request carries "d:", "m:", "i:", "e:", "a:" fields (no target), then stdin. If the child dies
+     * first (the sandbox stopped) or the caller hangs up, the session ends without a status line,
+     * which tells the caller nothing ran.
+     */
+    close(ctl[0]);
+    for (;;) {
+      struct pollfd w[2] = {{conn, POLLIN, 0}, {pidfd, POLLIN, 0}};
+      if (poll(w, pidfd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) break;
+      if (w[1].revents || (w[0].revents & (POLLHUP | POLLERR))) break;
+      if (!(w[0].revents & POLLIN)) continue;
+      unsigned char lb2[4];
+      if (read_all(conn, lb2, 4) < 0) break;
+      size_t len2 = lb2[0] | (lb2[1] << 8) | (lb2[2] << 16) | ((size_t)lb2[3] << 24);
+      char *rest = len2 > 0 && len2 <= (16u << 20) ? malloc(len2 + 4) : NULL;
+      if (!rest || read_all(conn, rest + 4, len2) < 0) break;
+      memcpy(rest, lb2, 4);
+      /* The session reads the deadline and the stdin length; the child reads the rest itself. */
+      char *copy = malloc(len2 + 1);
+      if (!copy) break;
+      memcpy(copy, rest + 4, len2);
+      copy[len2] = 0;
+      struct entry r = e;
+      r.prepare = 0;
+      r.cmd = NULL;
+      r.env = NULL;
+      if (copy[len2 - 1] != 0 || parse_request(copy, len2 - 1, &r, &in_left) < 0) break;
+      e.timeout_ms = r.timeout_ms;
+      if (write(ctl[1], rest, len2 + 4) != (ssize_t)(len2 + 4)) break;
+      close(ctl[1]);
+      ctl[1] = -1;
+      break;
+    }
+    if (ctl[1] >= 0) {
+      /* Reaped here at once: a sandbox's pid 1 that dies waits until every process of its pid
+         namespace is reaped, and the runtime takes a pid 1 still there for a live sandbox. */
+      kill(-child, SIGKILL);
+      kill(child, SIGKILL);
+      waitpid(child, NULL, 0);
+      kill_all(child, &e);
+      _exit(0);
+    }
+  }
   char line[128];
   snprintf(line, sizeof line, "pid %d\n", child);
   int gone = send_frame(conn, 's', line, strlen(line)) < 0;

@@ -1,0 +1,166 @@
+// The warm pool through the API on both drivers: a create answered from the pool gets the caller's
+// id (hostname), env, metadata, limits and timers; nothing of an earlier holder reaches the next one;
+// the pool refills; a restart leaves no pooled sandbox behind (a clean stop destroys them, a crash
+// leaves them to the next start's reconcile).
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Principal } from '../../src/platform/auth.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
+
+const POOL_ENV = {
+  NUBE_SANDBOX_POOL: '1',
+  NUBE_SANDBOX_POOL_MAX: '2',
+  // This file's own bridge and cgroup parent (the subnet given to the warm-pool work).
+  NUBE_SANDBOX_BRIDGE: 'nubewp0:10.105.0.1/16',
+  NUBE_SANDBOX_CGROUP: 'nube-wp',
+};
+
+const ready = async (t: SandboxNube) => (await t.nube.services.sandboxes.core.pool.status()).keys.find((k) => k.key === 'template:base');
+
+async function poolFilled(t: SandboxNube): Promise<void> {
+  const k = await until(() => ready(t), (k) => (k?.ready ?? 0) >= 1, 120_000);
+  expect(k?.ready).toBeGreaterThanOrEqual(1);
+}
+
+describe.each(DRIVERS)('%s: warm pool', (driver) => {
+  let t: SandboxNube;
+  const env = { ...POOL_ENV, NUBE_SANDBOX_DRIVER: driver };
+
+  beforeAll(async () => {
+    t = await startSandboxNube('pool', env);
+  }, TEMPLATE_WAIT_MS);
+
+  afterAll(async () => {
+    await stopSandboxNube(t);
+  }, 120_000);
+
+  let firstId = '';
+
+  it('a first create misses and starts the pool; the next one is a hit with its own env, metadata and hostname', async () => {
+    const miss = await t.call('POST', '/sandboxes', { timeoutSeconds: 120 });
+    expect(miss.status).toBe(200);
+    expect((await ready(t))?.misses).toBe(1);
+    await poolFilled(t);
+    const pooledIds = (await t.nube.services.sandboxes.core.runtime.list()).map((s) => s.id);
+
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 300, env: { SECRET: 'first' }, metadata: { holder: 'a' } });
+    expect(c.status).toBe(200);
+    expect(c.body).toMatchObject({ status: 'running', metadata: { holder: 'a' }, timeoutSeconds: 300 });
+    firstId = c.body.id;
+    // The hit: the pooled sandbox was started under the id the record now has.
+    expect(pooledIds).toContain(firstId.replace('_', '-'));
+    expect((await ready(t))?.hits).toBe(1);
+    // Two creations within seconds: the pool aims past its size, up to its max.
+    expect((await ready(t))?.target).toBe(2);
+    expect((await t.nube.services.sandboxes.core.pool.status()).memoryCap).toBeGreaterThan(2);
+    expect(Date.parse(c.body.expiresAt)).toBeGreaterThan(Date.now() + 250_000);
+    const logs = await t.call('POST', `/sandboxes/${firstId}/logs`);
+    expect(logs.body.events[0]).toMatchObject({ event: 'created', warmPool: true });
+
+    const e = await t.call('POST', `/sandboxes/${firstId}/exec`, { command: 'echo "$SECRET"; hostname; cat /etc/hostname' });
+    const host = firstId.replace('_', '-');
+    expect(e.body).toMatchObject({ exitCode: 0, stdout: `first\n${host}\n${host}\n` });
+
+    // What this holder leaves behind: a file, a process, a network policy.
+    await t.call('POST', `/sandboxes/${firstId}/exec`, { command: 'echo mine > /root/mark; echo mine > /tmp/mark' });
+    expect((await t.call('POST', `/sandboxes/${firstId}/bg`, { command: 'exec sleep 1000' })).status).toBe(200);
+    const count = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c 'sleep 100[0]'; true";
+    // (gVisor's bg wrapper, nube-run, carries the command line too.)
+    const seen = await until(() => t.call('POST', `/sandboxes/${firstId}/exec`, { command: count }), (r) => Number(r.body.stdout) >= 1, 10_000);
+    expect(Number(seen.body.stdout)).toBeGreaterThanOrEqual(1);
+    expect((await t.call('POST', `/sandboxes/${firstId}/network-policy`, { internet: false })).status).toBe(200);
+    await t.call('DELETE', `/sandboxes/${miss.body.id}`);
+  }, 240_000);
+
+  it('refills, and the next holder sees nothing of the first (never reused)', async () => {
+    await poolFilled(t);
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 60, env: { OTHER: 'second' } });
+    expect(c.status).toBe(200);
+    expect(c.body.id).not.toBe(firstId);
+    expect((await ready(t))?.hits).toBe(2);
+    const sx = (command: string) => t.call('POST', `/sandboxes/${c.body.id}/exec`, { command });
+    expect((await sx('echo "[$SECRET][$OTHER]"')).body.stdout).toBe('[][second]\n');
+    expect((await sx('ls /root/mark /tmp/mark')).body.exitCode).not.toBe(0);
+    // The first holder's `sleep 1000` is not among this sandbox's processes.
+    const procs = await sx("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c 'sleep 100[0]'; true");
+    expect(procs.body.stdout.trim()).toBe('0');
+    const rt = await t.call('POST', `/sandboxes/${c.body.id}/runtime`);
+    expect(rt.body.hostname).toBe(c.body.id.replace('_', '-'));
+    // The second holder's network is the default one, not the first holder's `internet: false`.
+    const core = t.nube.services.sandboxes.core;
+    const info = await core.runtime.get(c.body.id.replace('_', '-'));
+    expect(info?.state).toBe('running');
+    if (driver === 'namespaces') {
+      const rules = await (core.runtime as unknown as { describeNetworkPolicy(id: string): Promise<string> }).describeNetworkPolicy(
+        c.body.id.replace('_', '-'),
+      );
+      expect(rules).not.toContain('0.0.0.0/0');
+    }
+    await t.call('DELETE', `/sandboxes/${firstId}`);
+    await t.call('DELETE', `/sandboxes/${c.body.id}`);
+  }, 240_000);
+
+  it("a hit with limits (a machine's tier) gets them in its cgroup", async () => {
+    await poolFilled(t);
+    const core = t.nube.services.sandboxes.core;
+    const one = await t.call('POST', '/sandboxes', { timeoutSeconds: 60 });
+    const ownerId = (await core.repo.get(one.body.id))!.owner_id;
+    await t.call('DELETE', `/sandboxes/${one.body.id}`);
+    await poolFilled(t);
+    const p: Principal = { scheme: 'owner', ownerId, plan: 'tera' };
+    const s = await t.nube.services.sandboxes.create(p, {
+      template: 'base',
+      timeoutSeconds: 60,
+      suspendOnIdle: false,
+      limits: { cpus: 0.5, memoryMb: 300 },
+    });
+    const events = JSON.parse((await core.repo.get(s.id))!.events) as { warmPool?: boolean }[];
+    expect(events[0]?.warmPool).toBe(true);
+    const rt = await t.call('POST', `/sandboxes/${s.id}/runtime`);
+    expect(rt.body.limits).toMatchObject({ cpus: 0.5, memoryMB: 300 });
+    // The cgroup says so too (gVisor's host cgroup carries 64 MB of headroom for the sentry).
+    const mem = await t.call('POST', `/sandboxes/${s.id}/exec`, { command: 'true' });
+    expect(mem.body.exitCode).toBe(0);
+    const { readFileSync } = await import('node:fs');
+    const rid = s.id.replace('_', '-');
+    const v1 = `/sys/fs/cgroup/memory/nube-wp/${rid}/memory.limit_in_bytes`;
+    const v2 = `/sys/fs/cgroup/nube-wp/${rid}/memory.max`;
+    const limit = Number(readFileSync((await import('node:fs')).existsSync(v1) ? v1 : v2, 'utf8').trim());
+    expect(limit).toBe((driver === 'gvisor' ? 364 : 300) * 1024 * 1024);
+    await t.call('DELETE', `/sandboxes/${s.id}`);
+  }, 240_000);
+
+  it('a restart leaves no pooled sandbox: a crash is cleaned by the next start, a clean stop destroys them', async () => {
+    await poolFilled(t);
+    const core = t.nube.services.sandboxes.core;
+    const pooled: string[] = [];
+    for (const s of await core.runtime.list()) if (!(await core.repo.byRuntimeId(s.id))) pooled.push(s.id);
+    expect(pooled.length).toBeGreaterThanOrEqual(1);
+    // A crash: the process ends without closing its pool (its sandboxes keep running on the host).
+    (core.pool as unknown as { keys: Map<string, unknown> }).keys.clear();
+    const restart = { ...env, NUBE_OWNER_KEY: t.ownerKey };
+    await t.close();
+    t = await startSandboxNube('pool', restart, t.dataDir);
+    const after = await t.nube.services.sandboxes.core.runtime.list();
+    expect(after.map((s) => s.id).filter((id) => pooled.includes(id))).toEqual([]);
+
+    // A clean stop: the pool's sandboxes go with it.
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 60 });
+    expect(c.status).toBe(200);
+    await t.call('DELETE', `/sandboxes/${c.body.id}`);
+    await poolFilled(t);
+    const core2 = t.nube.services.sandboxes.core;
+    const pooled2: string[] = [];
+    for (const s of await core2.runtime.list()) if (!(await core2.repo.byRuntimeId(s.id))) pooled2.push(s.id);
+    expect(pooled2.length).toBeGreaterThanOrEqual(1);
+    const dir = t.dataDir;
+    await t.close();
+    // Gone before any restart: no state, no mount, no netns left on the host.
+    const runtimeDir = `${dir}/${driver === 'gvisor' ? 'sandbox-runtime-gvisor' : 'sandbox-runtime'}`;
+    for (const id of pooled2) {
+      expect(existsSync(`${runtimeDir}/sandboxes/${id}`)).toBe(false);
+      expect(existsSync(`/run/netns/nb-${id}`)).toBe(false);
+    }
+    t = await startSandboxNube('pool', restart, dir);
+  }, 300_000);
+});

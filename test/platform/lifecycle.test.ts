@@ -17,12 +17,18 @@ describe('operations', () => {
     const t = await startNube();
     const svc = t.nube.services.account;
     const original = svc.getAccount.bind(svc);
+    let entered!: () => void;
+    const inHandler = new Promise<void>((r) => {
+      entered = r;
+    });
     svc.getAccount = async (p) => {
+      entered();
       await new Promise((r) => setTimeout(r, 400));
       return original(p);
     };
     const inflight = fetch(`${t.baseUrl}/api/v2/account`, { headers: t.auth });
-    await new Promise((r) => setTimeout(r, 100));
+    // Close once the request is being handled (a fixed sleep raced a slow first request on a loaded host).
+    await inHandler;
     const closing = t.close();
     const r = await inflight;
     expect(r.status).toBe(200);

@@ -102,4 +102,21 @@ describe('console pages for agents, machines and documents in Chromium', () => {
     expect(words).toMatch(/[a-z]{3,} [a-z]{3,}/i);
     await shot('agents');
   });
+
+  it('lays the documents page out on a phone-sized screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole('button', { name: 'Menu' }).click();
+    await page.getByRole('link', { name: 'Documents', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Documents' }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('Horario');
+    await page.getByLabel('Body of section 1 (Markdown)').fill('Lunes a viernes, **9 a 18 h**.');
+    await page.getByRole('button', { name: 'Create document' }).click();
+    await page.getByRole('cell', { name: 'Horario' }).waitFor();
+    const overflow = await page.evaluate(() => {
+      const d = (globalThis as unknown as { document: { documentElement: { scrollWidth: number; clientWidth: number } } }).document;
+      return d.documentElement.scrollWidth - d.documentElement.clientWidth;
+    });
+    expect(overflow).toBeLessThanOrEqual(0);
+    await shot('documents-phone');
+  });
 });

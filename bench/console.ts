@@ -65,7 +65,7 @@ async function echoTimes(send: (ch: string) => void, received: () => number, n: 
 
 async function main() {
   await ensureConsoleBuilt();
-  const { nube, key, baseUrl } = await startSandboxNube('console', 'nubecon0:10.102.0.1/16', {});
+  const { nube, key, baseUrl } = await startSandboxNube('console', process.env.NUBE_BENCH_BRIDGE ?? 'nubecon0:10.102.0.1/16', {});
   const rows: ResultRow[] = [];
   try {
     // First load.

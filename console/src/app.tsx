@@ -1,9 +1,12 @@
 // The shell of the console: sign-in, the navigation and which page shows (from the URL under /console).
 import { useEffect, useState } from 'preact/hooks';
 import { nube, signIn, signOut } from './api.js';
+import { AgentsPage } from './pages/agents.js';
 import { ApiKeysPage } from './pages/api-keys.js';
 import { DatabasesPage } from './pages/databases.js';
+import { DocumentsPage } from './pages/documents.js';
 import { FilesPage } from './pages/files.js';
+import { MachinesPage } from './pages/machines.js';
 import { OverviewPage } from './pages/overview.js';
 import { SandboxesPage } from './pages/sandboxes.js';
 import { WebPage } from './pages/web.js';
@@ -15,6 +18,9 @@ const PAGES = [
   { path: 'sandboxes', title: 'Sandboxes', view: SandboxesPage },
   { path: 'databases', title: 'Databases', view: DatabasesPage },
   { path: 'files', title: 'Files', view: FilesPage },
+  { path: 'agents', title: 'Agents', view: AgentsPage },
+  { path: 'machines', title: 'Machines', view: MachinesPage },
+  { path: 'documents', title: 'Documents', view: DocumentsPage },
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
   { path: 'web', title: 'Web', view: WebPage },
   { path: 'keys', title: 'API keys', view: ApiKeysPage },

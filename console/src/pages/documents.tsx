@@ -1,0 +1,138 @@
+// Documents: list, create from Markdown sections, deploy as a site (its link), PDF export, unpublish, delete.
+import { useState } from 'preact/hooks';
+import { nube } from '../api.js';
+import { ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
+
+const THEMES = ['classic', 'modern', 'dark', 'minimal'] as const;
+type Theme = (typeof THEMES)[number];
+interface Section {
+  heading: string;
+  body: string;
+}
+
+function SectionsEditor({ sections, onChange }: { sections: Section[]; onChange: (s: Section[]) => void }) {
+  const set = (i: number, patch: Partial<Section>) => onChange(sections.map((s, j) => (j === i ? { ...s, ...patch } : s)));
+  return (
+    <fieldset>
+      <legend>Sections (Markdown)</legend>
+      {sections.map((s, i) => (
+        // biome-ignore lint/suspicious/noArrayIndexKey: sections are positional while edited
+        <div key={i} class="section-edit">
+          <label for={`doc-heading-${i}`}>Heading of section {i + 1}</label>
+          <input id={`doc-heading-${i}`} value={s.heading} onInput={(e) => set(i, { heading: e.currentTarget.value })} />
+          <label for={`doc-body-${i}`}>Body of section {i + 1} (Markdown)</label>
+          <textarea id={`doc-body-${i}`} rows={5} value={s.body} onInput={(e) => set(i, { body: e.currentTarget.value })} />
+          {sections.length > 1 && (
+            <button type="button" onClick={() => onChange(sections.filter((_, j) => j !== i))}>
+              Remove section {i + 1}
+            </button>
+          )}
+        </div>
+      ))}
+      <button type="button" onClick={() => onChange([...sections, { heading: '', body: '' }])}>
+        Add a section
+      </button>
+    </fieldset>
+  );
+}
+
+export function DocumentsPage(_: { sub: string[] }) {
+  const docs = useLoad(() => nube.documents.list());
+  const [name, setName] = useState('');
+  const [theme, setTheme] = useState<Theme>('classic');
+  const [sections, setSections] = useState<Section[]>([{ heading: '', body: '' }]);
+  const [deployed, setDeployed] = useState<string | null>(null);
+  const create = useAction();
+  const act = useAction();
+  const { rows, pager } = usePaged(docs.data?.items);
+  const run = async (fn: () => Promise<unknown>) => {
+    await act.run(fn);
+    docs.reload();
+  };
+  return (
+    <Page title="Documents">
+      <form
+        class="card"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const filled = sections.filter((s) => s.heading.trim() || s.body.trim()).map((s) => ({ heading: s.heading, body: s.body, format: 'markdown' as const }));
+          const r = await create.run(() => nube.documents.create({ name, theme, sections: filled }));
+          if (r) {
+            setName('');
+            setSections([{ heading: '', body: '' }]);
+            docs.reload();
+          }
+        }}
+      >
+        <h2>New document</h2>
+        <div class="row">
+          <label for="doc-name">Name</label>
+          <input id="doc-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} aria-describedby="doc-error" />
+          <label for="doc-theme">Theme</label>
+          <select id="doc-theme" value={theme} onChange={(e) => setTheme(e.currentTarget.value as Theme)}>
+            {THEMES.map((t) => (
+              <option key={t} value={t}>
+                {t}
+              </option>
+            ))}
+          </select>
+        </div>
+        <SectionsEditor sections={sections} onChange={setSections} />
+        <button type="submit" disabled={create.busy}>
+          {create.busy ? 'Creating…' : 'Create document'}
+        </button>
+        <ErrorText error={create.error} id="doc-error" />
+      </form>
+      {deployed && (
+        <p class="notice" role="status">
+          Published: <a href={deployed}>open the site</a> ({deployed})
+        </p>
+      )}
+      <ErrorText error={docs.error ?? act.error} />
+      <ListTable caption="Documents" headers={['Name', 'Status', 'Pages', 'Site', 'Updated', '']}>
+        {rows.map((d) => (
+          <tr key={d.id}>
+            <td>{d.name}</td>
+            <td>
+              <span class={`status ${d.status}`}>{d.status}</span>
+            </td>
+            <td>{d.pageCount}</td>
+            <td>{d.url ? <a href={d.url}>Open the site of {d.name}</a> : 'not published'}</td>
+            <td>{new Date(d.updatedAt).toLocaleString()}</td>
+            <td class="actions">
+              <button
+                type="button"
+                onClick={async () => {
+                  const r = await act.run(() => nube.documents.deploy(d.id));
+                  if (r) setDeployed(r.url);
+                  docs.reload();
+                }}
+              >
+                {d.status === 'published' ? 'Deploy again' : 'Deploy as a site'}
+              </button>
+              {d.status === 'published' && (
+                <button type="button" onClick={() => run(() => nube.documents.unpublish(d.id))}>
+                  Unpublish
+                </button>
+              )}
+              <a class="button" href={`/api/v2/documents/${encodeURIComponent(d.id)}/pdf?inline=1`} target="_blank" rel="noopener">
+                PDF
+              </a>
+              <button
+                type="button"
+                onClick={async () => {
+                  if (!confirm(`Delete the document ${d.name}? Its site goes with it.`)) return;
+                  await run(() => nube.documents.delete(d.id));
+                }}
+              >
+                Delete
+              </button>
+            </td>
+          </tr>
+        ))}
+      </ListTable>
+      {docs.data?.items.length === 0 && <p>No documents yet.</p>}
+      {pager}
+    </Page>
+  );
+}

@@ -62,19 +62,26 @@ describe('web console in Chromium', () => {
   });
 
   it('loads small and fast, and signs in with an API key kept out of the browser', async () => {
+    // Three cold loads, each in a fresh context (empty cache): the median is the figure, so one load
+    // slowed by the machine's other work does not decide it, and a retry still loads cold.
+    const loads: { interactiveMs: number; jsCssBytes: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+      const cold = await ctx.newPage();
+      await cold.goto(`${t.baseUrl}/console`);
+      await cold.getByLabel('API key').waitFor();
+      loads.push(await measureLoad(cold));
+      await ctx.close();
+    }
+    loads.sort((a, b) => a.interactiveMs - b.interactiveMs);
+    const load = loads[1]!;
     await page.goto(`${t.baseUrl}/console`);
     await page.getByLabel('API key').waitFor();
-    const load = await page.evaluate(() => {
-      // Browser globals, typed loosely: this file compiles against Node's lib.
-      const res = performance.getEntriesByType('resource') as unknown as { name: string; transferSize: number }[];
-      return {
-        interactiveMs: performance.getEntriesByName('console-interactive')[0]!.startTime,
-        jsCssBytes: res.filter((r) => /\.(js|css)$/.test(r.name)).reduce((n, r) => n + r.transferSize, 0),
-      };
-    });
     console.log(`console first load: ${(load.jsCssBytes / 1024).toFixed(1)} KB of compressed JS+CSS, sign-in form interactive after ${load.interactiveMs.toFixed(0)} ms`);
-    expect(load.jsCssBytes).toBeGreaterThan(0);
-    expect(load.jsCssBytes).toBeLessThan(250 * 1024);
+    for (const l of loads) {
+      expect(l.jsCssBytes).toBeGreaterThan(0);
+      expect(l.jsCssBytes).toBeLessThan(250 * 1024);
+    }
     expect(load.interactiveMs).toBeLessThan(1000);
     await shot('sign-in');
     await page.getByLabel('API key').fill('nube_sk_live_wrongwrongwrongwrongwrongwrong');
@@ -196,3 +203,15 @@ describe('web console in Chromium', () => {
     expect(after).toBe(401);
   });
 });
+
+/** Chromium's timings of a console load: when the sign-in form was interactive, and the compressed JS+CSS it fetched. */
+async function measureLoad(page: Page): Promise<{ interactiveMs: number; jsCssBytes: number }> {
+  return page.evaluate(() => {
+    // Browser globals, typed loosely: this file compiles against Node's lib.
+    const res = performance.getEntriesByType('resource') as unknown as { name: string; transferSize: number }[];
+    return {
+      interactiveMs: performance.getEntriesByName('console-interactive')[0]!.startTime,
+      jsCssBytes: res.filter((r) => /\.(js|css)$/.test(r.name)).reduce((n, r) => n + r.transferSize, 0),
+    };
+  });
+}

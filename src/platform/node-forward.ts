@@ -52,6 +52,17 @@ export function isRelayed(req: FastifyRequest | IncomingMessage): boolean {
   return (req as unknown as Record<symbol, unknown>)[RELAYED] === true;
 }
 
+/**
+ * Marks a request as relayed by a node, and takes the internal credential off it: what the request
+ * reaches next (a sandbox's port, behind the port proxy) must never see the cluster's credential.
+ */
+function markRelayed(req: FastifyRequest | IncomingMessage): void {
+  (req as unknown as Record<symbol, unknown>)[RELAYED] = true;
+  delete req.headers[NODE_TOKEN_HEADER];
+  const raw = 'raw' in req ? req.raw.rawHeaders : req.rawHeaders;
+  for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i]!.toLowerCase() === NODE_TOKEN_HEADER) raw.splice(i, 2);
+}
+
 /** A request relayed after the sending node applied the rate limit: not counted twice. */
 export function alreadyCounted(req: FastifyRequest): boolean {
   return isRelayed(req) && req.headers[COUNTED_HEADER] === '1';
@@ -105,7 +116,7 @@ export class NodeForwarder {
   install(app: FastifyInstance): void {
     app.addHook('onRequest', async (req, reply) => {
       if (this.checkRelayed(req.headers)) {
-        (req as unknown as Record<symbol, unknown>)[RELAYED] = true;
+        markRelayed(req);
         return;
       }
       if (this.nodes.solo || this.locators.length === 0) return;
@@ -193,7 +204,7 @@ export class NodeForwarder {
           return;
         }
         if (relayed) {
-          (req as unknown as Record<symbol, unknown>)[RELAYED] = true;
+          markRelayed(req);
           return serveHere();
         }
         if (this.nodes.solo) return serveHere();

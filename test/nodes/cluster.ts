@@ -7,6 +7,27 @@ import { join } from 'node:path';
 import { createTempDatabase } from '../helpers/pg.js';
 import { callJson, newOwnerKey, startNube, type TestNube } from '../helpers/server.js';
 
+/** A node silent this long is down. */
+export const DOWN_AFTER_MS = 6000;
+
+/** Waits until every other node sees `nodeId` down (a node that stopped its heartbeats). */
+export async function waitDown(c: Cluster, nodeId: string): Promise<void> {
+  const until = Date.now() + DOWN_AFTER_MS * 3;
+  const others = c.nodes.filter((n) => n.nube.deps.nodes.id !== nodeId);
+  for (;;) {
+    // What refresh() reads is what each node then routes by (a separate list() could see it down earlier).
+    const views = await Promise.all(others.map((n) => n.nube.deps.nodes.refresh()));
+    if (views.every((v) => v.find((x) => x.id === nodeId)?.status === 'down') || Date.now() > until) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Every node beats now and every replica reads the table: placements decide from current counts. */
+export async function syncHeartbeats(c: Cluster): Promise<void> {
+  for (const n of c.nodes) await n.nube.deps.nodes.heartbeat();
+  for (const n of c.nodes) await n.nube.deps.nodes.refresh();
+}
+
 export interface Cluster {
   nodes: TestNube[];
   ownerKey: string;
@@ -29,7 +50,8 @@ export async function startCluster(opts: { count?: number; env?: (i: number) => 
     NUBE_OWNER_KEY: ownerKey,
     NUBE_RATE_LIMIT_PER_MINUTE: '100000',
     NUBE_NODE_HEARTBEAT_MS: '200',
-    NUBE_NODE_DOWN_AFTER_MS: '1500',
+    // Long enough that a test process stalled by the rest of the suite does not miss heartbeats.
+    NUBE_NODE_DOWN_AFTER_MS: String(DOWN_AFTER_MS),
   };
   for (let i = 0; i < count; i++) {
     const dataDir = join(root, `node${i}`);

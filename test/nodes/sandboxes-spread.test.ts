@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
-import { type Cluster, startCluster } from './cluster.js';
+import { type Cluster, startCluster, waitDown } from './cluster.js';
 
 // Sandboxes on three nodes: each node has its own bridge (on this suite's subnets 10.107-109.0.0/16),
 // cgroup parent, raw port range and data directory; templates are shared on disk as in the sandbox
@@ -13,7 +13,8 @@ import { type Cluster, startCluster } from './cluster.js';
 const WS_SERVER = `
 const http = require('http');
 const crypto = require('crypto');
-const s = http.createServer((req, res) => res.end('plain'));
+// Its plain answer lists the request headers it received.
+const s = http.createServer((req, res) => res.end(JSON.stringify(req.headers)));
 s.on('upgrade', (req, sock) => {
   const accept = crypto.createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
   sock.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: ' + accept + '\\r\\n\\r\\n');
@@ -144,7 +145,10 @@ describe('sandboxes over three nodes', () => {
     const page = await waitForHttp(port0, `8080-${id}.sandbox.localhost:${port0}`);
     expect(page.status).toBe(200);
     expect(page.body).toContain('on node 2');
-    await waitForHttp(port0, `9001-${id}.sandbox.localhost:${port0}`);
+    const seen = await waitForHttp(port0, `9001-${id}.sandbox.localhost:${port0}`);
+    // The relaying node's credential stops at node 2: the sandbox's server never sees it.
+    expect(seen.body).toContain('x-forwarded-host');
+    expect(seen.body).not.toContain('x-nube-node-token');
     const sock = await new Promise<Socket>((resolve, reject) => {
       const req = request({
         host: '127.0.0.1',
@@ -190,7 +194,7 @@ describe('sandboxes over three nodes', () => {
 
     // node-2 stops sending heartbeats (its process hangs or its host is cut off).
     c.nodes[2]!.nube.deps.nodes.stop();
-    await new Promise((res) => setTimeout(res, 1800));
+    await waitDown(c, 'node-2');
     const got = await c.call('GET', `/sandboxes/${id}`, undefined, 0);
     expect(got.status).toBe(200);
     expect(got.body.status).toBe('lost');

@@ -85,20 +85,27 @@ describe.each(DRIVERS)('%s runtime: isolation', (driver) => {
   it('network policy: reaches the outside by default, deny by domain and allow apply live', async () => {
     const get = async () =>
       (await runtime.exec(id, "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://deb.debian.org/debian/dists/bookworm/Release 2>&1")).stdout;
-    expect(await get()).toBe('200');
+    // Where it should get through, up to three tries: under load a DNS answer inside gVisor was lost
+    // once, and curl's 5 s left the resolver no time to ask again.
+    const get200 = async () => {
+      let code = '';
+      for (let i = 0; i < 3 && code !== '200'; i++) code = await get();
+      return code;
+    };
+    expect(await get200()).toBe('200');
     await runtime.setNetworkPolicy(id, { deny: ['deb.debian.org'] });
     expect(await runtime.describeNetworkPolicy(id)).toMatch(/203\.0\.113\.80/);
     expect(await get()).not.toBe('200');
     await runtime.setNetworkPolicy(id, { deny: ['0.0.0.0/0'], allow: ['deb.debian.org'] });
-    expect(await get()).toBe('200');
+    expect(await get200()).toBe('200');
     await runtime.setNetworkPolicy(id, { deny: ['0.0.0.0/0'] });
     expect(await get()).not.toBe('200');
     await runtime.setNetworkPolicy(id, {});
-    expect(await get()).toBe('200');
+    expect(await get200()).toBe('200');
     await expect(runtime.setNetworkPolicy(id, { allow: ['not a domain!'] })).rejects.toMatchObject({
       code: 'InvalidInput',
     });
-  });
+  }, 90_000);
 
   it('a fork bomb stops at the pids limit, a memory hog at the memory limit; others unharmed', async () => {
     const other = uniqueId('oth');

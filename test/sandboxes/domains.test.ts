@@ -2,43 +2,10 @@
 // UDP, started here): add answers the records, verify reads the TXT, then HTTP with that Host reaches
 // the port; an unverified domain routes nowhere; another owner cannot take a verified domain; Byte is
 // refused; remove stops the routing.
-import { createSocket, type Socket } from 'node:dgram';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDns, type TestDns } from '../domains/dns.js';
 import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
-
-/** Answers TXT questions from `records` (name -> strings); anything else is NXDOMAIN. */
-function dnsServer(records: Map<string, string[]>): Promise<{ port: number; close: () => void }> {
-  const s: Socket = createSocket('udp4');
-  s.on('message', (q, from) => {
-    let i = 12;
-    const labels: string[] = [];
-    while (q[i]! > 0) {
-      labels.push(q.toString('latin1', i + 1, i + 1 + q[i]!));
-      i += q[i]! + 1;
-    }
-    const qEnd = i + 5;
-    const qtype = q.readUInt16BE(i + 1);
-    const txt = qtype === 16 ? (records.get(labels.join('.').toLowerCase()) ?? []) : [];
-    const head = Buffer.alloc(12);
-    head.writeUInt16BE(q.readUInt16BE(0), 0);
-    head.writeUInt16BE(txt.length ? 0x8400 : 0x8403, 2);
-    head.writeUInt16BE(1, 4);
-    head.writeUInt16BE(txt.length, 6);
-    const answers = txt.map((t) => {
-      const data = Buffer.concat([Buffer.from([t.length]), Buffer.from(t, 'latin1')]);
-      const a = Buffer.alloc(12);
-      a.writeUInt16BE(0xc00c, 0);
-      a.writeUInt16BE(16, 2);
-      a.writeUInt16BE(1, 4);
-      a.writeUInt32BE(60, 6);
-      a.writeUInt16BE(data.length, 10);
-      return Buffer.concat([a, data]);
-    });
-    s.send(Buffer.concat([head, q.subarray(12, qEnd), ...answers]), from.port, from.address);
-  });
-  return new Promise((resolve) => s.bind(0, '127.0.0.1', () => resolve({ port: s.address().port, close: () => s.close() })));
-}
 
 function get(port: number, host: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -56,11 +23,12 @@ describe.each(DRIVERS)('%s: custom domains', (driver) => {
   let t: SandboxNube;
   let id: string;
   let apiPort: number;
-  let dns: { port: number; close: () => void };
-  const records = new Map<string, string[]>();
+  let dns: TestDns;
+  let records: Map<string, string[]>;
 
   beforeAll(async () => {
-    dns = await dnsServer(records);
+    dns = await startDns();
+    records = dns.txt;
     t = await startSandboxNube('domains', { NUBE_SANDBOX_DRIVER: driver, NUBE_DNS_SERVERS: `127.0.0.1:${dns.port}` });
     apiPort = Number(new URL(t.baseUrl).port);
     id = (await t.call('POST', '/sandboxes', { timeoutSeconds: 600 })).body.id;

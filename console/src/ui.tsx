@@ -178,3 +178,18 @@ export function useCursorPages() {
     ),
   };
 }
+
+/** A button that asks `question` first and runs `onConfirm` only when the user agrees. */
+export function ConfirmButton({ question, onConfirm, disabled, children }: { question: string; onConfirm: () => Promise<unknown>; disabled?: boolean; children: ComponentChildren }) {
+  return (
+    <button
+      type="button"
+      disabled={disabled}
+      onClick={async () => {
+        if (confirm(question)) await onConfirm();
+      }}
+    >
+      {children}
+    </button>
+  );
+}

@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { describeError, nube } from '../api.js';
 import { navigate } from '../app.js';
-import { ErrorText, ListTable, Page, ShownOnce, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, ShownOnce, useAction, useLoad, usePaged } from '../ui.js';
 
 /** `KEY=value` lines into an env map; blank lines and lines without `=` are skipped. */
 function parseEnv(text: string): Record<string, string> {
@@ -199,16 +199,15 @@ export function AgentsPage({ sub }: { sub: string[] }) {
             <td>{a.template}</td>
             <td>{new Date(a.createdAt).toLocaleString()}</td>
             <td class="actions">
-              <button
-                type="button"
-                onClick={async () => {
-                  if (!confirm(`Delete the agent ${a.name ?? a.id}? Its box, sessions and transcript go with it.`)) return;
+              <ConfirmButton
+                question={`Delete the agent ${a.name ?? a.id}? Its box, sessions and transcript go with it.`}
+                onConfirm={async () => {
                   await act.run(() => nube.agents.delete(a.id));
                   list.reload();
                 }}
               >
                 Delete
-              </button>
+              </ConfirmButton>
             </td>
           </tr>
         ))}

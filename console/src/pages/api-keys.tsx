@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
-import { ErrorText, ListTable, ShownOnce, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, ShownOnce, useAction, useLoad, usePaged } from '../ui.js';
 
 export function ApiKeysPage(_: { sub: string[] }) {
   const keys = useLoad(() => nube.account.keys.list());
@@ -43,16 +43,15 @@ export function ApiKeysPage(_: { sub: string[] }) {
               <td>{k.revokedAt ? `revoked ${new Date(k.revokedAt).toLocaleDateString()}` : 'active'}</td>
               <td>
                 {!k.revokedAt && (
-                  <button
-                    type="button"
-                    onClick={async () => {
-                      if (!confirm(`Revoke ${k.name}? Programs using it stop working.`)) return;
+                  <ConfirmButton
+                    question={`Revoke ${k.name}? Programs using it stop working.`}
+                    onConfirm={async () => {
                       await revoke.run(() => nube.account.keys.revoke(k.id));
                       keys.reload();
                     }}
                   >
                     Revoke
-                  </button>
+                  </ConfirmButton>
                 )}
               </td>
             </tr>

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { formatBytes, nube } from '../api.js';
 import { navigate } from '../app.js';
-import { ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 type Cell = null | number | string | { integer: string } | { real: number | string } | { base64: string };
 interface Result {
@@ -250,16 +250,15 @@ export function DatabasesPage({ sub }: { sub: string[] }) {
               <td>{formatBytes(d.sizeBytes)}</td>
               <td>{new Date(d.createdAt).toLocaleString()}</td>
               <td>
-                <button
-                  type="button"
-                  onClick={async () => {
-                    if (!confirm(`Delete database ${d.name}? Its data is lost.`)) return;
+                <ConfirmButton
+                  question={`Delete database ${d.name}? Its data is lost.`}
+                  onConfirm={async () => {
                     await del.run(() => nube.databases.delete(d.id));
                     list.reload();
                   }}
                 >
                   Delete
-                </button>
+                </ConfirmButton>
               </td>
             </tr>
           ))}

@@ -1,7 +1,7 @@
 // Documents: list, create from Markdown sections, deploy as a site (its link), PDF export, unpublish, delete.
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
-import { ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 const THEMES = ['classic', 'modern', 'dark', 'minimal'] as const;
 type Theme = (typeof THEMES)[number];
@@ -118,15 +118,14 @@ export function DocumentsPage(_: { sub: string[] }) {
               <a class="button" href={`/api/v2/documents/${encodeURIComponent(d.id)}/pdf?inline=1`} target="_blank" rel="noopener">
                 PDF
               </a>
-              <button
-                type="button"
-                onClick={async () => {
-                  if (!confirm(`Delete the document ${d.name}? Its site goes with it.`)) return;
+              <ConfirmButton
+                question={`Delete the document ${d.name}? Its site goes with it.`}
+                onConfirm={async () => {
                   await run(() => nube.documents.delete(d.id));
                 }}
               >
                 Delete
-              </button>
+              </ConfirmButton>
             </td>
           </tr>
         ))}

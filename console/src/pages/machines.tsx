@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
 import { navigate } from '../app.js';
-import { ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 function Checkout({ url }: { url: string | null }) {
   if (!url) return null;
@@ -100,17 +100,16 @@ function Releases({ id, onChange }: { id: string; onChange: () => void }) {
             <td>{new Date(r.createdAt).toLocaleString()}</td>
             <td>
               {!r.current && r.status === 'ready' && (
-                <button
-                  type="button"
-                  onClick={async () => {
-                    if (!confirm(`Roll back to release v${r.version}?`)) return;
+                <ConfirmButton
+                  question={`Roll back to release v${r.version}?`}
+                  onConfirm={async () => {
                     await act.run(() => nube.machines.rollback(id, { releaseId: r.id }));
                     releases.reload();
                     onChange();
                   }}
                 >
                   Roll back to v{r.version}
-                </button>
+                </ConfirmButton>
               )}
             </td>
           </tr>
@@ -171,17 +170,16 @@ function MachineDetail({ id }: { id: string }) {
               >
                 Restart
               </button>
-              <button
-                type="button"
+              <ConfirmButton
+                question={`Delete the machine ${d.name}? Billing stops and its VM is destroyed.`}
                 disabled={act.busy}
-                onClick={async () => {
-                  if (!confirm(`Delete the machine ${d.name}? Billing stops and its VM is destroyed.`)) return;
+                onConfirm={async () => {
                   const r = await act.run(() => nube.machines.delete(id));
                   if (r) navigate('machines');
                 }}
               >
                 Delete machine
-              </button>
+              </ConfirmButton>
             </div>
           </div>
           <Releases id={id} onChange={m.reload} />

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { formatBytes, nube } from '../api.js';
 import { navigate } from '../app.js';
 import { TerminalView } from '../terminal.js';
-import { ErrorText, ListTable, Page, Progress, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, Progress, useAction, useLoad, usePaged } from '../ui.js';
 
 type Sandbox = Awaited<ReturnType<typeof nube.sandboxes.get>>;
 interface Entry {
@@ -132,15 +132,14 @@ function SandboxDetail({ id }: { id: string }) {
             >
               Fork
             </button>
-            <button
-              type="button"
-              onClick={async () => {
-                if (!confirm('Delete this sandbox? Its disk is lost.')) return;
+            <ConfirmButton
+              question={'Delete this sandbox? Its disk is lost.'}
+              onConfirm={async () => {
                 if (await act.run(() => nube.sandboxes.delete(id))) navigate('sandboxes');
               }}
             >
               Delete
-            </button>
+            </ConfirmButton>
           </div>
           <ErrorText error={act.error} />
           <div class="card">

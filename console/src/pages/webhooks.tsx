@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
-import { ErrorText, ListTable, ShownOnce, Page, useAction, useCursorPages, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Page, ShownOnce, useAction, useCursorPages, useLoad, usePaged } from '../ui.js';
 
 const EVENTS = ['file.created', 'file.updated', 'file.deleted', 'file.restored', 'website.created', 'website.deleted', 'workspace.created', 'workspace.deleted', 'database.created', 'database.deleted', 'form.submitted', 'payment.paid', 'broadcast.sent', 'turn.completed', 'turn.failed'] as const;
 type Event = (typeof EVENTS)[number];
@@ -119,16 +119,15 @@ export function WebhooksPage(_: { sub: string[] }) {
                 >
                   {w.status === 'ACTIVE' ? 'Pause' : 'Resume'}
                 </button>
-                <button
-                  type="button"
-                  onClick={async () => {
-                    if (!confirm(`Delete the webhook to ${w.url}?`)) return;
+                <ConfirmButton
+                  question={`Delete the webhook to ${w.url}?`}
+                  onConfirm={async () => {
                     await act.run(() => nube.webhooks.delete(w.id));
                     hooks.reload();
                   }}
                 >
                   Delete
-                </button>
+                </ConfirmButton>
               </td>
             </tr>
           ))}

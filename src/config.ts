@@ -74,6 +74,8 @@ const envSchema = z.object({
   NUBE_AUTH_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   NUBE_JOB_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(250),
   NUBE_WORKERS: bool.default(true),
+  // How long close() waits for open responses (streams included) before cutting their connections.
+  NUBE_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   // CIDRs that outbound fetches (web, webhooks, launch) may reach although private/loopback.
   NUBE_OUTBOUND_ALLOW: csv.default([]),
   // Webhook delivery: per-attempt timeout, and the waits before each retry (ms, or 5s/5m/2h).
@@ -234,6 +236,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     authCacheMs: e.NUBE_AUTH_CACHE_MS,
     jobPollMs: e.NUBE_JOB_POLL_MS,
     runWorkers: e.NUBE_WORKERS,
+    shutdownGraceMs: e.NUBE_SHUTDOWN_GRACE_MS,
     outboundAllow: e.NUBE_OUTBOUND_ALLOW,
     webhookTimeoutMs: e.NUBE_WEBHOOK_TIMEOUT_MS,
     webhookRetryMs: e.NUBE_WEBHOOK_RETRY_SCHEDULE.map(durationMs),

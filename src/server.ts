@@ -214,7 +214,12 @@ export async function buildServer(config: Config): Promise<Nube> {
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
       nodes.stop();
-      await Promise.all([app.close(), https?.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
+      // Responses still open after the grace (a stream whose client went quiet, a keep-alive socket
+      // Node does not count as idle) are cut, so a stop is bounded instead of waiting out timeouts.
+      const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
+      cut.unref();
+      await Promise.all([app.close(), https?.close(config.shutdownGraceMs), deps.jobs.stop({ graceMs: config.shutdownGraceMs }), deps.events.stop()]);
+      clearTimeout(cut);
       await forwarder.close();
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();

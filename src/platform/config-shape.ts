@@ -23,6 +23,8 @@ export interface Config {
   authCacheMs: number;
   jobPollMs: number;
   runWorkers: boolean;
+  /** On stop, how long open responses and leased jobs get before connections are cut and jobs released. */
+  shutdownGraceMs: number;
   outboundAllow: string[];
   webhookTimeoutMs: number;
   /** Milliseconds to wait before retry 1, 2, ...; a delivery gets 1 + length attempts. */

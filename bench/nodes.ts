@@ -17,7 +17,7 @@ import { loadConfig } from '../src/config.js';
 import { BASE62, randomToken } from '../src/platform/ids.js';
 import { choose, loadOf, type NodeLoad } from '../src/platform/scheduler.js';
 import { buildServer, type Nube } from '../src/server.js';
-import { benchProcesses } from './lib/nodes-procs.js';
+import { benchProcesses, execRows } from './lib/nodes-procs.js';
 import { BENCH_ROOT } from './lib/sandbox-nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize } from './lib/stats.js';
@@ -158,21 +158,10 @@ try {
     hop.push(performance.now() - t0);
   }
   bare.close();
-  const L = summarize(local);
-  const F = summarize(forwarded);
   const H = summarize(hop);
-  const overhead = F.p50Ms - L.p50Ms;
+  const overhead = summarize(forwarded).p50Ms - summarize(local).p50Ms;
   rows.push(
-    { name: 'exec `true` on the node holding the sandbox', p50Ms: round(L.p50Ms), p99Ms: round(L.p99Ms), throughputPerSec: round(1000 / L.meanMs) },
-    {
-      name: 'exec `true` sent to another node (forwarded)',
-      p50Ms: round(F.p50Ms),
-      p99Ms: round(F.p99Ms),
-      throughputPerSec: round(1000 / F.meanMs),
-      overheadP50Ms: round(overhead),
-      target: 'p50 overhead < 2 ms',
-      pass: overhead < 2,
-    },
+    ...execRows('', local, forwarded),
     {
       name: 'bare loopback HTTP round trip (the extra hop\'s floor)',
       p50Ms: round(H.p50Ms),

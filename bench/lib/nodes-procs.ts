@@ -9,6 +9,25 @@ import { getStream, SSE_SERVER } from '../../test/nodes/sse-server.js';
 import type { ResultRow } from './result.js';
 import { round, summarize } from './stats.js';
 
+/** The rows of an exec measured on the sandbox's node and through another node (same run, interleaved). */
+export function execRows(prefix: string, local: number[], forwarded: number[]): ResultRow[] {
+  const L = summarize(local);
+  const F = summarize(forwarded);
+  const overhead = F.p50Ms - L.p50Ms;
+  return [
+    { name: `${prefix}exec \`true\` on the node holding the sandbox`, p50Ms: round(L.p50Ms), p99Ms: round(L.p99Ms), throughputPerSec: round(1000 / L.meanMs) },
+    {
+      name: `${prefix}exec \`true\` sent to another node (forwarded)`,
+      p50Ms: round(F.p50Ms),
+      p99Ms: round(F.p99Ms),
+      throughputPerSec: round(1000 / F.meanMs),
+      overheadP50Ms: round(overhead),
+      target: 'p50 overhead < 2 ms',
+      pass: overhead < 2,
+    },
+  ];
+}
+
 export async function benchProcesses(samples: number): Promise<{ rows: ResultRow[]; notes: string[] }> {
   const c = await startProcessCluster({ env: { NUBE_LOG_LEVEL: 'silent' } });
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: 4 });
@@ -65,23 +84,11 @@ export async function benchProcesses(samples: number): Promise<{ rows: ResultRow
       for (const n of i % 2 ? [1, 0] : [0, 1]) (n === 1 ? sseDirect : sseForwarded).push(await first(n));
     }
 
-    const L = summarize(local);
-    const F = summarize(forwarded);
     const SD = summarize(sseDirect);
     const SF = summarize(sseForwarded);
-    const overhead = F.p50Ms - L.p50Ms;
     return {
       rows: [
-        { name: 'processes: exec `true` on the node holding the sandbox', p50Ms: round(L.p50Ms), p99Ms: round(L.p99Ms), throughputPerSec: round(1000 / L.meanMs) },
-        {
-          name: 'processes: exec `true` sent to another node (forwarded)',
-          p50Ms: round(F.p50Ms),
-          p99Ms: round(F.p99Ms),
-          throughputPerSec: round(1000 / F.meanMs),
-          overheadP50Ms: round(overhead),
-          target: 'p50 overhead < 2 ms',
-          pass: overhead < 2,
-        },
+        ...execRows('processes: ', local, forwarded),
         { name: "processes: SSE first event through the sandbox's node (direct)", p50Ms: round(SD.p50Ms), p99Ms: round(SD.p99Ms) },
         {
           name: 'processes: SSE first event through another node (forwarded)',

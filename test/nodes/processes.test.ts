@@ -3,6 +3,8 @@
 // that sends each request to the next node; streams (SSE through a sandbox's port, the terminal's
 // WebSocket) are opened on a node that does not hold the sandbox. Then one node gets SIGKILL mid-run:
 // what README promises to keep survives, and the others carry on.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -311,6 +313,12 @@ describe('three nube processes as three nodes', () => {
         // The lost sandbox's record goes on delete; the node, back, destroys what is left of it.
         expect((await c.client.call('DELETE', `/sandboxes/${lost}`)).status).toBe(200);
         expect((await c.client.call('GET', `/sandboxes/${lost}`)).status).toBe(404);
+        const leftover = () => [lost, lost.replace('_', '-')].some((x) => existsSync(join(c.nodes[victim]!.dataDir, 'sandbox-runtime', 'sandboxes', x)));
+        expect(leftover()).toBe(true);
+        await c.restart(victim);
+        expect(await until(async () => leftover(), (x) => !x, 60_000)).toBe(false);
+        const back = await c.on(victim).call('GET', `/sandboxes/${held[(victim + 1) % 3]!.sandbox}`);
+        expect(back.body.status).toBe('running');
       } finally {
         await rx2.close();
       }

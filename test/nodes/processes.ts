@@ -136,6 +136,11 @@ export async function startProcessCluster(opts: { env?: Record<string, string> }
       }
     }
   };
+  // A test process that dies (a timeout, ^C) takes its nodes with it rather than leaving them running.
+  const orphans = () => {
+    for (const n of nodes.filter(Boolean)) if (n.child.exitCode === null) n.child.kill('SIGKILL');
+  };
+  process.once('exit', orphans);
   const sql = async <T extends object>(text: string, values: unknown[] = []) => (await meta.query(text, values)).rows as T[];
   try {
     // The first node creates the schema and the owner account; the other two start together after it.
@@ -191,6 +196,7 @@ export async function startProcessCluster(opts: { env?: Record<string, string> }
       }
     },
     async close() {
+      process.off('exit', orphans);
       await stopAll();
       await meta.end();
       await s3.stop();

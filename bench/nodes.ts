@@ -2,6 +2,8 @@
 // - a sandbox `exec` forwarded by another node costs < 2 ms more at p50 than the same exec on the node
 //   holding the sandbox (same run, interleaved); the physical limit of the extra hop is a bare loopback
 //   HTTP round trip (undici to a node:http server answering at once), measured in the same run;
+//   the same over three nube OS processes (bench/lib/nodes-procs.ts), with the first event of an SSE
+//   stream read through the sandbox's node and through another one;
 // - the scheduler makes >= 1,000 placements a second over 1,000 simulated nodes; its limit is a bare
 //   scan for the minimum over the same 1,000 numbers.
 // Flags: --samples <n> (300).
@@ -15,6 +17,7 @@ import { loadConfig } from '../src/config.js';
 import { BASE62, randomToken } from '../src/platform/ids.js';
 import { choose, loadOf, type NodeLoad } from '../src/platform/scheduler.js';
 import { buildServer, type Nube } from '../src/server.js';
+import { benchProcesses, execRows } from './lib/nodes-procs.js';
 import { BENCH_ROOT } from './lib/sandbox-nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize } from './lib/stats.js';
@@ -155,21 +158,10 @@ try {
     hop.push(performance.now() - t0);
   }
   bare.close();
-  const L = summarize(local);
-  const F = summarize(forwarded);
   const H = summarize(hop);
-  const overhead = F.p50Ms - L.p50Ms;
+  const overhead = summarize(forwarded).p50Ms - summarize(local).p50Ms;
   rows.push(
-    { name: 'exec `true` on the node holding the sandbox', p50Ms: round(L.p50Ms), p99Ms: round(L.p99Ms), throughputPerSec: round(1000 / L.meanMs) },
-    {
-      name: 'exec `true` sent to another node (forwarded)',
-      p50Ms: round(F.p50Ms),
-      p99Ms: round(F.p99Ms),
-      throughputPerSec: round(1000 / F.meanMs),
-      overheadP50Ms: round(overhead),
-      target: 'p50 overhead < 2 ms',
-      pass: overhead < 2,
-    },
+    ...execRows('', local, forwarded),
     {
       name: 'bare loopback HTTP round trip (the extra hop\'s floor)',
       p50Ms: round(H.p50Ms),
@@ -186,6 +178,11 @@ try {
   await db.drop();
   rmSync(root, { recursive: true, force: true });
 }
+
+// The same two measures over OS processes, and the first event of an SSE stream through a forwarding node.
+const procs = await benchProcesses(SAMPLES);
+rows.push(...procs.rows);
+notes.push(...procs.notes);
 
 const s = simulate(1000, 100_000);
 rows.push(

@@ -39,6 +39,7 @@ export interface ShipResult {
 export interface CopyStats {
   shipped: number;
   failed: number;
+  lastError?: string;
   /** ms from a database's last change to its copy being named by the row, per ship (last 1,000). */
   lags: number[];
 }
@@ -131,9 +132,10 @@ export class DatabaseCopies {
     this.running.set(id, run);
     run.catch((err: unknown) => {
       this.stats.failed++;
+      this.stats.lastError = String(err);
       this.log.warn({ err, db: id }, 'copying a database to the blob store failed');
-      // Tried again after the usual interval.
-      this.again.add(id);
+      // Tried again after the usual interval (running was cleared by then).
+      this.touch(id);
     });
     return run;
   }

@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS } from '../helpers/pg.js';
+import { callJson, startNube, type TestNube } from '../helpers/server.js';
+
+// One node (SQLite and PostgreSQL metadata): every change of a database is copied to the blob store
+// (the local one here) within the copy interval, the row names the latest copy and the size, and a
+// deleted database's copy goes with it.
+describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
+  let t: TestNube;
+  const call = (method: string, path: string, body?: unknown) => callJson(t.baseUrl, method, path, body, t.auth);
+  const rowOf = (id: string) =>
+    t.nube.deps.store.db.selectFrom('databases').select(['copy_key', 'copy_at', 'size_bytes']).where('id', '=', id).executeTakeFirstOrThrow();
+  const store = () => t.nube.services.files.stores.at();
+
+  beforeAll(async () => {
+    t = await startNube({ dialect, env: { NUBE_DATABASE_SHIP_MS: '100' } });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  async function copiedAfter(id: string, ackedAt: number): Promise<{ copy_key: string | null; copy_at: number | string | null; size_bytes: number | string }> {
+    const until = Date.now() + 15_000;
+    for (;;) {
+      const r = await rowOf(id);
+      if (r.copy_at !== null && Number(r.copy_at) >= ackedAt) return r;
+      if (Date.now() > until) throw new Error(`no copy of ${id} after ${ackedAt}: ${JSON.stringify(r)} ${JSON.stringify(t.nube.services.databases.copies.stats)}`);
+      await new Promise((res) => setTimeout(res, 25));
+    }
+  }
+
+  it('copies a database soon after each change, one object per database, and removes it on delete', async () => {
+    const made = await call('POST', '/databases', { name: `cp${Date.now().toString(36)}` });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const id = made.body.id as string;
+    expect((await call('POST', `/databases/${id}/query`, { sql: 'create table t(x)' })).status).toBe(200);
+    expect((await call('POST', `/databases/${id}/query`, { sql: 'insert into t values (1), (2)' })).status).toBe(200);
+    const first = await copiedAfter(id, Date.now());
+    expect(first.copy_key).toMatch(new RegExp(`^database-copies/${id}/`));
+    expect(Number(first.size_bytes)).toBeGreaterThan(0);
+    const got = await store().get(first.copy_key!);
+    const bytes = Buffer.concat(await got.stream.toArray());
+    expect(bytes.subarray(0, 15).toString()).toBe('SQLite format 3');
+
+    // Another change: a new copy replaces the old one (the old object is removed).
+    expect((await call('POST', `/databases/${id}/query`, { sql: 'insert into t values (3)' })).status).toBe(200);
+    const second = await copiedAfter(id, Date.now());
+    expect(second.copy_key).not.toBe(first.copy_key);
+    expect(await store().head(first.copy_key!)).toBeNull();
+    const keys: string[] = [];
+    for await (const e of store().list(`database-copies/${id}/`)) keys.push(e.key);
+    expect(keys).toEqual([second.copy_key]);
+
+    // Reads alone make no new copy. Changes are seen in the files' times, and a checkpoint (when the last
+    // connection to the file closes) rewrites the main file without a change: at most one extra copy,
+    // then none.
+    const stats = t.nube.services.databases.copies.stats;
+    const reads = async () => {
+      for (let i = 0; i < 5; i++) expect((await call('POST', `/databases/${id}/query`, { sql: 'select count(*) from t' })).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 500));
+    };
+    const before = stats.shipped;
+    await reads();
+    expect(stats.shipped - before, JSON.stringify(stats)).toBeLessThanOrEqual(1);
+    const settled = stats.shipped;
+    await reads();
+    expect(stats.shipped, JSON.stringify(stats)).toBe(settled);
+    const latest = await rowOf(id);
+    expect(Number(latest.copy_at)).toBeGreaterThanOrEqual(Number(second.copy_at));
+
+    expect((await call('DELETE', `/databases/${id}`)).status).toBe(200);
+    expect(await store().head(latest.copy_key!)).toBeNull();
+    const left: string[] = [];
+    for await (const e of store().list(`database-copies/${id}/`)) left.push(e.key);
+    expect(left).toEqual([]);
+  });
+});

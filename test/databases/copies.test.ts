@@ -19,12 +19,14 @@ describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
     await t?.close();
   });
 
-  async function copiedAfter(id: string, ackedAt: number): Promise<{ copy_key: string | null; copy_at: number | string | null; size_bytes: number | string }> {
+  /** Waits until the latest copy began after `sentAt` and no further copy is due: it holds every write acknowledged by then. */
+  async function copied(id: string, sentAt: number): Promise<{ copy_key: string | null; copy_at: number | string | null; size_bytes: number | string }> {
+    const copies = t.nube.services.databases.copies;
     const until = Date.now() + 15_000;
     for (;;) {
       const r = await rowOf(id);
-      if (r.copy_at !== null && Number(r.copy_at) >= ackedAt) return r;
-      if (Date.now() > until) throw new Error(`no copy of ${id} after ${ackedAt}: ${JSON.stringify(r)} ${JSON.stringify(t.nube.services.databases.copies.stats)}`);
+      if (r.copy_at !== null && Number(r.copy_at) >= sentAt && !copies.pending(id)) return r;
+      if (Date.now() > until) throw new Error(`no copy of ${id} after ${sentAt}: ${JSON.stringify(r)} ${JSON.stringify(copies.stats)}`);
       await new Promise((res) => setTimeout(res, 25));
     }
   }
@@ -34,8 +36,9 @@ describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const id = made.body.id as string;
     expect((await call('POST', `/databases/${id}/query`, { sql: 'create table t(x)' })).status).toBe(200);
+    const sent1 = Date.now();
     expect((await call('POST', `/databases/${id}/query`, { sql: 'insert into t values (1), (2)' })).status).toBe(200);
-    const first = await copiedAfter(id, Date.now());
+    const first = await copied(id, sent1);
     expect(first.copy_key).toMatch(new RegExp(`^database-copies/${id}/`));
     expect(Number(first.size_bytes)).toBeGreaterThan(0);
     const got = await store().get(first.copy_key!);
@@ -43,8 +46,9 @@ describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
     expect(bytes.subarray(0, 15).toString()).toBe('SQLite format 3');
 
     // Another change: a new copy replaces the old one (the old object is removed).
+    const sent2 = Date.now();
     expect((await call('POST', `/databases/${id}/query`, { sql: 'insert into t values (3)' })).status).toBe(200);
-    const second = await copiedAfter(id, Date.now());
+    const second = await copied(id, sent2);
     expect(second.copy_key).not.toBe(first.copy_key);
     expect(await store().head(first.copy_key!)).toBeNull();
     const keys: string[] = [];

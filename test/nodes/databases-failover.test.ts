@@ -64,19 +64,24 @@ describe('databases survive a node and move off a draining one', () => {
     return r.body.rows.map((row: unknown) => (Array.isArray(row) ? row[0] : (row as { x: number }).x));
   };
 
-  async function shippedAfter(id: string, t: number): Promise<void> {
+  /** Until the latest copy began after `sentAt` and no further copy is due on its node. */
+  async function copied(id: string, sentAt: number): Promise<void> {
     const until = Date.now() + 20_000;
-    while (Number((await rowOf(id)).copy_at ?? 0) < t) {
-      if (Date.now() > until) throw new Error(`no copy of ${id} taken after ${t}`);
-      await new Promise((r) => setTimeout(r, 20));
+    for (;;) {
+      const r = await rowOf(id);
+      const holder = c.nodes[nodeIndex(r.node_id!)]!.nube.services.databases.copies;
+      if (Number(r.copy_at ?? 0) >= sentAt && !holder.pending(id)) return;
+      if (Date.now() > until) throw new Error(`no copy of ${id} taken after ${sentAt}`);
+      await new Promise((res) => setTimeout(res, 20));
     }
   }
 
   it('lists sizes of databases on other nodes from the row', async () => {
     const id = await createOn(1, `sz${Date.now().toString(36)}`);
+    const sent = Date.now();
     expect((await c.call('POST', `/databases/${id}/query`, { sql: 'create table t(x)' }, 1)).status).toBe(200);
     expect((await c.call('POST', `/databases/${id}/query`, { sql: "with recursive s(i) as (select 1 union all select i + 1 from s where i < 2000) insert into t select i from s" }, 1)).status).toBe(200);
-    await shippedAfter(id, Date.now());
+    await copied(id, sent);
     const row = await rowOf(id);
     expect(Number(row.size_bytes)).toBeGreaterThan(4096);
     // Node 0 does not hold it: the list there reports the holder's size, not 0.

@@ -98,6 +98,11 @@ export class DatabaseCopies {
     return this.ship(id, true);
   }
 
+  /** A copy of the database is due or being taken (false: the latest copy holds every change seen). */
+  pending(id: string): boolean {
+    return this.timers.has(id) || this.running.has(id) || this.again.has(id);
+  }
+
   /** This node took the database over from `at`'s copy: nothing to ship until it changes. */
   adopted(id: string, at: number): void {
     this.shippedFrom.set(id, at);

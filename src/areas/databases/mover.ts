@@ -20,6 +20,8 @@ import type { DatabasesService } from './service.js';
 
 /** A claim to restore or move a database holds this long; a claimer that dies lets another retry. */
 const CLAIM_MS = 60_000;
+/** A failed restore (copy unreadable, target unreachable) is tried again after this long. */
+const RETRY_MS = 5000;
 /** Databases of down nodes one pass claims at most (the rest on the next passes). */
 const RESTORE_BATCH = 16;
 
@@ -146,8 +148,8 @@ export class DatabaseMover {
           this.log.info({ db: r.id, from: req.from, to, copyAt: req.at }, 'restored a database of a down node');
         }
       } catch (err) {
-        this.log.warn({ err, db: r.id }, 'restoring a database of a down node failed; another pass retries');
-        await this.release(r.id);
+        this.log.warn({ err, db: r.id }, 'restoring a database of a down node failed; retried in a few seconds');
+        await this.release(r.id, RETRY_MS);
       }
     }
   }
@@ -243,10 +245,11 @@ export class DatabaseMover {
     }
   }
 
-  private async release(id: string): Promise<void> {
+  /** Gives a claim up, so that another pass (of any node) retries after `afterMs`. */
+  private async release(id: string, afterMs: number): Promise<void> {
     await this.db
       .updateTable('databases')
-      .set({ claim_node: null, claim_until: null })
+      .set({ claim_node: null, claim_until: Date.now() + afterMs })
       .where('id', '=', id)
       .where('claim_node', '=', this.nodes.id)
       .execute()

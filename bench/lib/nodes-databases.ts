@@ -185,6 +185,9 @@ export async function benchDatabaseNodes(o: DbBenchOptions): Promise<{ rows: Res
     stop = true;
     await Promise.all(writers);
     const pauses = [...mover2.stats.pauses];
+    const phases = mover2.stats.phases;
+    const med = (xs: number[]) => round(summarize(xs).p50Ms);
+    const phaseNote = `Drain pause in parts (p50): requests running when it began ${med(phases.map((p) => p.runningMs))} ms, final copy (snapshot + PUT) ${med(phases.map((p) => p.copyMs))} ms, the new node's GET + install + row switch ${med(phases.map((p) => p.adoptMs))} ms.`;
     const D = summarize(pauses);
     const W = summarize(writeLat);
     await nodes[2]!.deps.nodes.setState(ids[2]!, 'active');
@@ -202,6 +205,8 @@ export async function benchDatabaseNodes(o: DbBenchOptions): Promise<{ rows: Res
     // The moment the others may see it down (their clocks are this process's).
     const downAt = Number(beat.heartbeat_at) + DOWN_AFTER_MS;
     const restore: number[] = [];
+    // Until then it still serves them (it stops itself just before: NodeRegistry.selfUp).
+    await sleep(Math.max(0, downAt - Date.now()));
     await Promise.all(
       deadIds.map(async (id, k) => {
         for (;;) {
@@ -257,6 +262,7 @@ export async function benchDatabaseNodes(o: DbBenchOptions): Promise<{ rows: Res
       `Databases: three nodes in one process on one PostgreSQL, Redis and s3rver (a pure-JS S3 on loopback: no network between, but its own CPU on this 2-core machine), heartbeat 200 ms, down after ${DOWN_AFTER_MS} ms. Each database ~${(copyBytes / 1e6).toFixed(1)} MB.`,
       `Copy lag: ${o.samples} writes spaced at random within the copy interval; the lag is from the write's answer until the row names a copy whose snapshot began after it (polled every 5 ms). A copy is the whole file (VACUUM INTO + PUT), so its time grows with the database's size.`,
       `Restore: measured from heartbeat_at + down-after (the moment the other nodes may see the node down), so it excludes the detection time itself (NUBE_NODE_DOWN_AFTER_MS); a restorer pass runs every heartbeat.`,
+      phaseNote,
       `Drain: ${drainIds.length} databases, each with a writer alternating between two nodes; the pause is from the gate closing to the requests released to the new node (final copy PUT, the new node's GET and install, the row switch); writers saw ${retried} 503s (retried), the rest waited.`,
     ];
     return { rows, notes };

@@ -1,3 +1,5 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import { callJson, startNube, type TestNube } from '../helpers/server.js';
@@ -77,5 +79,26 @@ describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
     const left: string[] = [];
     for await (const e of store().list(`database-copies/${id}/`)) left.push(e.key);
     expect(left).toEqual([]);
+  });
+
+  it('restores a database whose file is missing at start from its latest copy', async () => {
+    const made = await call('POST', '/databases', { name: `lost${Date.now().toString(36)}` });
+    expect(made.status).toBe(201);
+    const id = made.body.id as string;
+    const sent = Date.now();
+    expect((await call('POST', `/databases/${id}/query`, { sql: 'create table t(x); insert into t values (7), (8)' })).status).toBe(200);
+    await copied(id, sent);
+    // The node stops and its database file is lost (the blob directory and metadata remain).
+    const url = t.nube.deps.config.databaseUrl;
+    await t.nube.close();
+    for (const f of ['', '-wal', '-shm']) rmSync(join(t.dataDir, 'databases', `${id}.sqlite${f}`), { force: true });
+    const again = await startNube({ dataDir: t.dataDir, env: { NUBE_OWNER_KEY: t.ownerKey, NUBE_DATABASE_SHIP_MS: '100', ...(url ? { DATABASE_URL: url } : {}) } });
+    try {
+      const r = await callJson(again.baseUrl, 'POST', `/databases/${id}/query`, { sql: 'select x from t order by x' }, again.auth);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(JSON.stringify(r.body.rows)).toMatch(/7.*8/);
+    } finally {
+      await again.close();
+    }
   });
 });

@@ -61,8 +61,9 @@ export const databasesArea: AreaModule = {
     deps.forwarder.addLocator(databases.placement.locator());
     databases.placement.report();
     if (deps.nodes.holdsState) {
-      // A file this node kept while it was taken for dead is set aside before anything serves it.
-      await databases.mover.reconcile();
+      // A file this node kept while it was taken for dead is set aside before anything serves it, and a
+      // file missing from this node's disk is restored from its latest copy.
+      await databases.mover.reconcile(true);
       await copies.resume();
       databases.mover.start(deps.config.nodes.heartbeatMs);
     }

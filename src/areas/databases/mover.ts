@@ -43,6 +43,11 @@ export interface MoveStats {
   archived: number;
   /** Write pause of each drain move (ms), last 1,000. */
   pauses: number[];
+  /**
+   * Each move's pause in parts: waiting for the requests running when it began, the final copy
+   * (snapshot + PUT), the target's download, install and row switch.
+   */
+  phases: { runningMs: number; copyMs: number; adoptMs: number }[];
 }
 
 export class DatabaseMover {
@@ -50,7 +55,7 @@ export class DatabaseMover {
   private busy: Promise<void> | undefined;
   /** Databases being installed here: their row still names the old node, so reconcile leaves them. */
   private readonly adopting = new Set<string>();
-  readonly stats: MoveStats = { restored: 0, moved: 0, archived: 0, pauses: [] };
+  readonly stats: MoveStats = { restored: 0, moved: 0, archived: 0, pauses: [], phases: [] };
 
   constructor(
     private readonly db: Kysely<Tables>,
@@ -96,11 +101,25 @@ export class DatabaseMover {
     if (down.length) await this.restoreFrom(down);
   }
 
-  /** Local files of databases whose row names another node are archived, never served. */
-  async reconcile(): Promise<void> {
+  /**
+   * Local files of databases whose row names another node are archived, never served. At start (before
+   * anything is served, so no delete is halfway), a database this node holds whose file is missing (a
+   * lost or replaced disk) is restored from its latest copy.
+   */
+  async reconcile(atStart = false): Promise<void> {
     const local = new Set(await this.engine.localIds());
+    const mine = await this.db.selectFrom('databases').select(['id', 'copy_key', 'copy_at']).where('node_id', '=', this.nodes.id).execute();
+    if (atStart) {
+      for (const r of mine) {
+        if (local.has(r.id) || !r.copy_key) continue;
+        const req = { from: this.nodes.id, key: r.copy_key, at: Number(r.copy_at) };
+        await this.adopt(r.id, req).then(
+          () => this.log.warn({ db: r.id, copyAt: req.at }, 'restored a database whose file was missing from its latest copy'),
+          (err: unknown) => this.log.warn({ err, db: r.id }, 'a database file is missing and its copy could not be restored'),
+        );
+      }
+    }
     if (local.size === 0) return;
-    const mine = await this.db.selectFrom('databases').select('id').where('node_id', '=', this.nodes.id).execute();
     for (const r of mine) local.delete(r.id);
     for (const id of this.adopting) local.delete(id);
     if (local.size === 0) return;
@@ -176,14 +195,19 @@ export class DatabaseMover {
     await this.copies.shipNow(id);
     const started = performance.now();
     const gate = await this.service.pause(id);
+    const drained = performance.now();
+    let copied = drained;
     let moved = false;
     try {
       const final = await this.copies.shipNow(id);
+      copied = performance.now();
       moved = await this.askToAdopt(to, id, { from: this.nodes.id, key: final.key, at: final.at });
     } finally {
       gate.release(moved ? to : undefined);
     }
     const pause = performance.now() - started;
+    this.stats.phases.push({ runningMs: drained - started, copyMs: copied - drained, adoptMs: performance.now() - copied });
+    if (this.stats.phases.length > 1000) this.stats.phases.shift();
     if (moved) {
       this.copies.forget(id);
       await this.engine.delete(id);

@@ -30,7 +30,7 @@ function copyKey(id: string): string {
 }
 
 export interface ShipResult {
-  /** The latest copy's key (null: the database has no file here). */
+  /** The latest copy's key (null: no file here; or, when not forced, unchanged and not looked up). */
   key: string | null;
   /** When that copy's snapshot began: every write acknowledged before it is in the copy. */
   at: number;
@@ -148,12 +148,14 @@ export class DatabaseCopies {
   private async shipOnce(id: string, force: boolean): Promise<ShipResult> {
     const from = Date.now();
     const changed = await this.engine.changedAt(id);
+    const last = this.shippedFrom.get(id);
+    // Unchanged since the last copy's snapshot began (a read-only spell): no store round trip at all.
+    if (!force && changed > 0 && last !== undefined && changed < last) return { key: null, at: last };
     const row = await this.db.selectFrom('databases').select(['copy_key', 'copy_at', 'node_id']).where('id', '=', id).executeTakeFirst();
     if (!row || row.node_id !== this.nodeId || changed === 0) {
       this.forget(id);
       return { key: null, at: from };
     }
-    const last = this.shippedFrom.get(id);
     // Unchanged since the last copy's snapshot began (mtime before it): that copy holds everything.
     if (row.copy_key && last !== undefined && changed < last) return { key: row.copy_key, at: Number(row.copy_at) };
     if (this.stopped && !force) return { key: row.copy_key, at: Number(row.copy_at ?? 0) };

@@ -129,6 +129,8 @@ export class NodeForwarder {
         markRelayed(req);
         return;
       }
+      // Only nodes count hops: a client's own header would only cut its request's relays short.
+      delete req.headers[HOPS_HEADER];
       if (this.nodes.solo || this.locators.length === 0) return;
       const nodeId = await this.target(req.url.split('?')[0]!, req.headers.host);
       if (nodeId) {

@@ -16,7 +16,15 @@ import type { NodeRegistry } from '../../platform/nodes.js';
 import type { Tables } from '../../store/schema.js';
 import type { DatabaseCopies } from './copies.js';
 import type { DatabaseEngine } from './engine/index.js';
-import type { DatabasesService } from './service.js';
+
+/** What the mover needs of the databases service (an interface here, so the two files import no circle). */
+export interface DatabaseGate {
+  /** Holds new requests on a database and resolves once running ones finished; release(to) ends it. */
+  pause(id: string): Promise<{ release(to?: string): void }>;
+  /** The database left this node: forget what was cached about it. */
+  forgetLocal(id: string): void;
+  readonly placement: { moved(id: string, nodeId: string): void };
+}
 
 /** A claim to restore or move a database holds this long; a claimer that dies lets another retry. */
 const CLAIM_MS = 60_000;
@@ -64,7 +72,7 @@ export class DatabaseMover {
     private readonly nodes: NodeRegistry,
     private readonly forwarder: NodeForwarder,
     private readonly copies: DatabaseCopies,
-    private readonly service: DatabasesService,
+    private readonly service: DatabaseGate,
     private readonly log: { warn(obj: unknown, msg: string): void; info(obj: unknown, msg: string): void },
   ) {}
 

@@ -79,7 +79,7 @@ describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
     const left: string[] = [];
     for await (const e of store().list(`database-copies/${id}/`)) left.push(e.key);
     expect(left).toEqual([]);
-  });
+  }, 60_000);
 
   it('restores a database whose file is missing at start from its latest copy', async () => {
     const made = await call('POST', '/databases', { name: `lost${Date.now().toString(36)}` });
@@ -100,5 +100,5 @@ describe.each(DIALECTS)('database copies in the blob store (%s)', (dialect) => {
     } finally {
       await again.close();
     }
-  });
+  }, 60_000);
 });

@@ -133,6 +133,17 @@ describe('databases survive a node and move off a draining one', () => {
     // The old node keeps no copy of it.
     expect(await holder.services.databases.engine.exists(id)).toBe(false);
     expect(await c.nodes[nodeIndex(to)]!.nube.services.databases.engine.exists(id)).toBe(true);
+    // libSQL clients follow it too: the libSQL endpoint is forwarded like the REST routes.
+    for (let via = 0; via < 3; via++) {
+      const r = await fetch(`${c.nodes[via]!.baseUrl}/libsql/${id}/v2/pipeline`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${c.ownerKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ baton: null, requests: [{ type: 'execute', stmt: { sql: 'select count(*) from t', want_rows: true } }, { type: 'close' }] }),
+      });
+      const body = await r.json();
+      expect(r.status, JSON.stringify(body)).toBe(200);
+      expect(JSON.stringify(body.results[0])).toContain(`"${acked.length}"`);
+    }
     console.log(`drain: ${acked.length} writes, ${retried} retried, pause ${holder.services.databases.mover.stats.pauses.map((p) => p.toFixed(1)).join(', ')} ms`);
     await holder.deps.nodes.setState(holder.deps.nodes.id, 'active');
     await syncHeartbeats(c);

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type S3rverHandle, startS3rver } from '../../src/blob/s3rver-harness.js';
-import { type Cluster, startCluster, syncHeartbeats, waitDown } from './cluster.js';
+import { startNube } from '../helpers/server.js';
+import { type Cluster, DOWN_AFTER_MS, startCluster, syncHeartbeats, waitDown } from './cluster.js';
 
 /** The copy interval these nodes run with (NUBE_DATABASE_SHIP_MS). */
 const SHIP_MS = 100;
@@ -19,16 +20,7 @@ describe('databases survive a node and move off a draining one', () => {
   beforeAll(async () => {
     s3dir = mkdtempSync(join(tmpdir(), 'nube-dbship-s3-'));
     s3 = await startS3rver(s3dir, ['nube-dbs']);
-    c = await startCluster({
-      env: () => ({
-        NUBE_BLOB_BACKEND: 's3',
-        NUBE_S3_ENDPOINT: s3.endpoint,
-        NUBE_S3_BUCKET: 'nube-dbs',
-        NUBE_S3_ACCESS_KEY_ID: s3.credentials.accessKeyId,
-        NUBE_S3_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
-        NUBE_DATABASE_SHIP_MS: String(SHIP_MS),
-      }),
-    });
+    c = await startCluster({ env: s3env });
   }, 90_000);
   afterAll(async () => {
     await c?.close();
@@ -36,6 +28,14 @@ describe('databases survive a node and move off a draining one', () => {
     if (s3dir) rmSync(s3dir, { recursive: true, force: true });
   });
 
+  const s3env = () => ({
+    NUBE_BLOB_BACKEND: 's3',
+    NUBE_S3_ENDPOINT: s3.endpoint,
+    NUBE_S3_BUCKET: 'nube-dbs',
+    NUBE_S3_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+    NUBE_S3_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+    NUBE_DATABASE_SHIP_MS: String(SHIP_MS),
+  });
   const nodeIndex = (id: string) => c.nodes.findIndex((n) => n.nube.deps.nodes.id === id);
   const rowOf = (id: string) =>
     c.nodes[0]!.nube.deps.store.db.selectFrom('databases').select(['node_id', 'copy_key', 'copy_at', 'size_bytes']).where('id', '=', id).executeTakeFirstOrThrow();
@@ -140,7 +140,7 @@ describe('databases survive a node and move off a draining one', () => {
         headers: { authorization: `Bearer ${c.ownerKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ baton: null, requests: [{ type: 'execute', stmt: { sql: 'select count(*) from t', want_rows: true } }, { type: 'close' }] }),
       });
-      const body = await r.json();
+      const body = (await r.json()) as { results: unknown[] };
       expect(r.status, JSON.stringify(body)).toBe(200);
       expect(JSON.stringify(body.results[0])).toContain(`"${acked.length}"`);
     }
@@ -214,5 +214,47 @@ describe('databases survive a node and move off a draining one', () => {
     const wrote = await c.call('POST', `/databases/${id}/query`, { sql: 'insert into t values (1001, 0)' }, victim);
     expect(wrote.status).toBe(200);
     expect(await values(id, survivors[0]!)).toContain(1001);
+  }, 90_000);
+
+  it('a node restarted after it was taken for dead archives its stale files before serving', async () => {
+    const victim = 2;
+    const old = c.nodes[victim]!;
+    const deadId = old.nube.deps.nodes.id;
+    const id = await createOn(victim, `rs${Date.now().toString(36)}`);
+    const sent = Date.now();
+    expect((await c.call('POST', `/databases/${id}/query`, { sql: 'create table t(x); insert into t values (1)' }, victim)).status).toBe(200);
+    await copied(id, sent);
+    old.nube.deps.nodes.stop();
+    await old.nube.services.databases.copies.stop();
+    await old.nube.services.databases.mover.stop();
+    await waitDown(c, deadId);
+    const until = Date.now() + 30_000;
+    while ((await rowOf(id)).node_id === deadId) {
+      if (Date.now() > until) throw new Error('not restored');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect((await c.call('POST', `/databases/${id}/query`, { sql: 'insert into t values (2)' }, 0)).status).toBe(200);
+    await old.nube.close();
+    const file = join(old.dataDir, 'databases', `${id}.sqlite`);
+    expect(existsSync(file)).toBe(true);
+    // The same node (data directory and id) starts again: the stale file is set aside at start.
+    const again = await startNube({
+      dataDir: old.dataDir,
+      env: {
+        DATABASE_URL: c.nodes[0]!.nube.deps.config.databaseUrl!,
+        REDIS_URL: 'redis://127.0.0.1:6379',
+        NUBE_SECRET: 'n'.repeat(40),
+        NUBE_OWNER_KEY: c.ownerKey,
+        NUBE_RATE_LIMIT_PER_MINUTE: '100000',
+        NUBE_NODE_HEARTBEAT_MS: '200',
+        NUBE_NODE_DOWN_AFTER_MS: String(DOWN_AFTER_MS),
+        NUBE_NODE_ID: deadId,
+        ...s3env(),
+      },
+    });
+    c.nodes[victim] = again;
+    expect(existsSync(file)).toBe(false);
+    for (const n of c.nodes) await n.nube.deps.nodes.refresh();
+    expect(await values(id, victim)).toEqual([1, 2]);
   }, 90_000);
 });

@@ -167,6 +167,7 @@ const envSchema = z.object({
   NUBE_DATABASE_QUEUE_PER_OWNER: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   NUBE_DATABASE_EXECUTOR_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(30_000),
   NUBE_DATABASE_QUEUE_WAIT_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
+  NUBE_DATABASE_SHIP_MS: z.coerce.number().int().min(20).max(3_600_000).default(1000),
   // libSQL (Hrana over HTTP): idle expiry of a stream's baton, and open streams per owner.
   NUBE_LIBSQL_STREAM_IDLE_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
   NUBE_LIBSQL_STREAMS_PER_OWNER: z.coerce.number().int().min(1).max(10_000).default(64),
@@ -344,6 +345,7 @@ function databasesConfig(e: z.infer<typeof envSchema>): DatabasesConfig {
     queueWaitMs: e.NUBE_DATABASE_QUEUE_WAIT_MS,
     libsqlStreamIdleMs: e.NUBE_LIBSQL_STREAM_IDLE_MS,
     libsqlStreamsPerOwner: e.NUBE_LIBSQL_STREAMS_PER_OWNER,
+    shipMs: e.NUBE_DATABASE_SHIP_MS,
   };
 }
 

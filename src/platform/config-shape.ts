@@ -92,6 +92,11 @@ export interface DatabasesConfig {
   libsqlStreamIdleMs: number;
   /** libSQL streams (batons) one owner may hold open at once. */
   libsqlStreamsPerOwner: number;
+  /**
+   * A changed database is copied to the blob store at most this often (ms); a node's death can lose
+   * the writes of about this long plus one copy's time (databases/copies.ts).
+   */
+  shipMs: number;
 }
 
 export interface MachinesConfig {

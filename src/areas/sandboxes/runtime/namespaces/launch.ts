@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
@@ -30,10 +28,13 @@ async function writeOwned(path: string, text: string, uid: number): Promise<void
   await chown(path, uid, uid);
 }
 
-/** Upper/work dirs owned by root-inside, the per-sandbox /etc files, then the overlay mount. */
-export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promise<void> {
+/**
+ * Upper/work dirs owned by root-inside and the per-sandbox /etc files; returns the launch request's
+ * overlay fields (helper/launch.c mounts it), none when it is mounted already.
+ */
+export async function prepareRootfs(ctx: LaunchContext, rec: SandboxRecord): Promise<string[]> {
   const p = ctx.layout.sandbox(rec.id);
-  if (await isMounted(p.merged)) return;
+  if (await isMounted(p.merged)) return [];
   const uid = ctx.uidBase;
   // Independent steps in parallel: each is a syscall or two, but awaiting them one by one adds up.
   await Promise.all([mkdir(`${p.upper}/etc`, { recursive: true }), mkdir(p.work, { recursive: true }), mkdir(p.merged, { recursive: true })]);
@@ -60,7 +61,7 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
     'redirect_dir=off',
     'xino=off',
   ].join(',');
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', opts, p.merged]);
+  return [`M:${p.merged}`, `o:${opts}`];
 }
 
 export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<void> {
@@ -71,39 +72,15 @@ export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<voi
   }
 }
 
-async function childrenOf(pid: number): Promise<number[]> {
-  const text = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
-  return text.split(' ').filter(Boolean).map(Number);
-}
-
 /**
- * Start the sandbox's init: joins the cgroups, enters the netns, maps the uid range, and bwrap pivots
- * into the overlay with fresh pid/mount/ipc/uts namespaces and the seccomp filter. It is detached so
- * it outlives this nube process. Returns when pid 1 inside has started its child (setup finished).
+ * The launch request's init fields: it joins the cgroups, enters the netns, gets a user namespace with
+ * the uid range mapped (written by the helper: no unshare, newuidmap, newgidmap), and bwrap pivots
+ * into the overlay with fresh pid/mount/ipc/uts namespaces and the seccomp filter (fd 3). Detached, so
+ * it outlives nube; the helper answers when pid 1 inside has started its child (setup finished).
  */
-export async function startInit(
-  ctx: LaunchContext,
-  rec: SandboxRecord,
-  netns: string,
-  cgroupDirs: string[],
-): Promise<NonNullable<SandboxRecord['init']>> {
+export function initFields(ctx: LaunchContext, rec: SandboxRecord, cgroupDirs: string[]): string[] {
   const p = ctx.layout.sandbox(rec.id);
-  const map = `${ctx.uidBase},0,${ctx.uidCount}`;
-  const args = [
-    'cg',
-    ...cgroupDirs,
-    '--',
-    'nsenter',
-    `--net=/run/netns/${netns}`,
-    'unshare',
-    '--user',
-    `--map-users=${map}`,
-    `--map-groups=${map}`,
-    '--setuid',
-    '0',
-    '--setgid',
-    '0',
-    '--',
+  const argv = [
     'bwrap',
     '--unshare-pid',
     '--unshare-ipc',
@@ -126,40 +103,20 @@ export async function startInit(
     '/bin/sleep',
     'infinity',
   ];
-  const log = openSync(p.initLog, 'a');
-  const bpf = openSync(ctx.seccompBpf, 'r');
-  const child = spawn(ctx.helper, args, {
-    detached: true,
-    stdio: ['ignore', log, log, bpf],
-    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
-  });
-  closeSync(log);
-  closeSync(bpf);
-  child.unref();
-  const pid = child.pid;
-  if (!pid) throw new SandboxRuntimeError('Internal', 'cannot spawn sandbox init');
-  let exited = false;
-  child.on('exit', () => {
-    exited = true;
-  });
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline && !exited) {
-    for (const inner of await childrenOf(pid)) {
-      const comm = await readFile(`/proc/${inner}/comm`, 'utf8').catch(() => '');
-      if (comm.trim() !== 'bwrap') continue;
-      if ((await childrenOf(inner)).length === 0) continue;
-      const startTime = await processStartTime(inner);
-      if (startTime) return { pid, innerPid: inner, startTime };
-    }
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  const why = await readFile(p.initLog, 'utf8').catch(() => '');
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    /* gone */
-  }
-  throw new SandboxRuntimeError('Internal', `sandbox ${rec.id} init failed: ${why.trim().slice(-1000)}`);
+  return [
+    ...cgroupDirs.map((d) => `c:${d}`),
+    `u:0 ${ctx.uidBase} ${ctx.uidCount}`,
+    `l:${p.initLog}`,
+    `s:${ctx.seccompBpf}`,
+    ...argv.map((a) => `a:${a}`),
+  ];
+}
+
+/** The helper's answer to a launch with an init: "init PID INNER-PID START-TIME". */
+export function parseInit(answer: string, id: string): NonNullable<SandboxRecord['init']> {
+  const m = /^init (\d+) (\d+) (\d+)$/m.exec(answer);
+  if (!m) throw new SandboxRuntimeError('Internal', `sandbox ${id} init failed: ${answer.trim().slice(-1000)}`);
+  return { pid: Number(m[1]), innerPid: Number(m[2]), startTime: m[3]! };
 }
 
 /** Killing pid 1 of the pid namespace kills every process in it. */

@@ -38,12 +38,19 @@ struct launch {
 };
 
 static void launch_fail(int conn, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* In the network child: where its failure goes (the session reports it), instead of the connection. */
+static int launch_errfd = -1;
+
 static void launch_fail(int conn, const char *fmt, ...) {
   char msg[4300];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (launch_errfd >= 0) {
+    if (write(launch_errfd, msg, strlen(msg)) < 0) { /* the session sees the exit status anyway */ }
+    _exit(1);
+  }
   session_fail(conn, msg);
   _exit(0);
 }
@@ -170,7 +177,7 @@ static void link_up_by_name(struct nlbuf *b, const char *name) {
   nl_attr(b, h, IFLA_IFNAME, name, strlen(name) + 1);
 }
 
-static int launch_network(int conn, const struct launch *l) {
+static int launch_network(int conn, const struct launch *l, int ready_fd) {
   int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (host_ns < 0) launch_fail(conn, "open host netns: %s", strerror(errno));
   int host_nl = nl_open();
@@ -188,6 +195,12 @@ static int launch_network(int conn, const struct launch *l) {
   int prefix = atoi(slash + 1);
 
   int netfd = make_netns(conn, l->netns, host_ns);
+  /* The init may enter it now (it joins its cgroups meanwhile); its devices come next. */
+  if (ready_fd >= 0) {
+    char c = 1;
+    if (write(ready_fd, &c, 1) != 1) { /* the init went away: the session reports it */ }
+    close(ready_fd);
+  }
 
   /* Host side: the pair (eth0 straight into the netns, a fixed MAC per address so the host's neighbour
      entry stays right after a resume), then the port isolated (no sandbox-to-sandbox layer 2) and up. */
@@ -245,6 +258,51 @@ static int launch_network(int conn, const struct launch *l) {
   return netfd;
 }
 
+/*
+ * The network in a child of its own, so that it runs while the init joins its cgroups (each cgroup
+ * migration waits for an RCU grace period: time, not CPU): `ready` gets a byte once the netns exists,
+ * the exit status says whether all went well, `errfd` why not.
+ */
+static pid_t start_network(int conn, const struct launch *l, int *ready, int *errfd) {
+  int rd[2], er[2];
+  if (pipe2(rd, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) launch_fail(conn, "pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0) launch_fail(conn, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(rd[0]);
+    close(er[0]);
+    launch_errfd = er[1];
+    launch_network(conn, l, rd[1]);
+    _exit(0);
+  }
+  close(rd[1]);
+  close(er[1]);
+  *ready = rd[0];
+  *errfd = er[0];
+  return pid;
+}
+
+static void read_text(int fd, char *out, size_t len) {
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fd, out + n, len - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n == len - 1) break;
+  }
+  out[n] = 0;
+  close(fd);
+}
+
+/* 0 when the child exited 0; otherwise its message (from errfd) is in `why`. */
+static int wait_child(pid_t pid, int errfd, char *why, size_t len) {
+  read_text(errfd, why, len);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
 /* nft -f - with the script on stdin; its stderr comes back through errfd. */
 static pid_t start_nft(int conn, const char *script, int *errfd) {
   int in[2], er[2];
@@ -268,19 +326,7 @@ static pid_t start_nft(int conn, const char *script, int *errfd) {
 
 static void wait_nft(int conn, pid_t pid, int errfd) {
   char out[2048];
-  size_t n = 0;
-  for (;;) {
-    ssize_t r = read(errfd, out + n, sizeof out - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-    if (n == sizeof out - 1) break;
-  }
-  out[n] = 0;
-  close(errfd);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) launch_fail(conn, "nft failed: %s", out);
+  if (wait_child(pid, errfd, out, sizeof out) < 0) launch_fail(conn, "nft failed: %s", out);
 }
 
 static pid_t children_of(pid_t pid, pid_t *first) {
@@ -342,7 +388,27 @@ static void tail_log(const char *log, char *out, size_t len) {
   close(fd);
 }
 
-static void launch_init(int conn, const struct launch *l, int netfd, char *answer, size_t alen) {
+/* The network child of this launch: when the init fails, a failed network is the reason to report. */
+static pid_t net_pid = -1;
+static int net_errfd = -1;
+
+static void wait_network(int conn) {
+  if (net_pid <= 0) return;
+  char why[4096];
+  int failed = wait_child(net_pid, net_errfd, why, sizeof why) < 0;
+  net_pid = -1;
+  if (failed) launch_fail(conn, "network: %s", why);
+}
+
+static void init_fail(int conn, pid_t pid, const char *log, const char *what) {
+  if (pid > 0) kill(pid, SIGKILL);
+  wait_network(conn);
+  char why[1024];
+  tail_log(log, why, sizeof why);
+  launch_fail(conn, "%s: %s", what, why);
+}
+
+static void launch_init(int conn, const struct launch *l, int net_ready, char *answer, size_t alen) {
   int up[2], go[2];
   if (pipe2(up, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) launch_fail(conn, "pipe: %s", strerror(errno));
   int logfd = open(l->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -352,49 +418,57 @@ static void launch_init(int conn, const struct launch *l, int netfd, char *answe
   pid_t pid = fork();
   if (pid < 0) launch_fail(conn, "fork: %s", strerror(errno));
   if (pid == 0) {
-    /* Detached like a spawn of its own: new session, stdio to the log, the filter on fd 3, default
-       signal dispositions (the session ignores SIGPIPE, which exec would keep). */
+    /* Detached like a spawn of its own: new session, stdio to the log, the filter on fd 3 (just before
+       exec), default signal dispositions (the session ignores SIGPIPE, which exec would keep). */
     setsid();
     for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
-    if (dup2(devnull, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0 || dup2(bpf, 3) < 0) _exit(125);
+    if (dup2(devnull, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0) _exit(125);
     char path[4096];
     for (int k = 0; k < l->ncg; k++) {
       snprintf(path, sizeof path, "%s/cgroup.procs", l->cgroups[k]);
       if (write_file(path, "0") < 0) die(path);
     }
-    if (netfd >= 0 && setns(netfd, CLONE_NEWNET) < 0) die("setns net");
+    /* The netns before the user namespace: after it, this process has no capability over the host's. */
+    char c = 0;
+    if (net_ready >= 0) {
+      if (read(net_ready, &c, 1) != 1) _exit(125); /* the network failed: the session says why */
+      snprintf(path, sizeof path, "/run/netns/%s", l->netns);
+      int netfd = open(path, O_RDONLY | O_CLOEXEC);
+      if (netfd < 0 || setns(netfd, CLONE_NEWNET) < 0) die("setns net");
+      close(netfd);
+    }
     if (unshare(CLONE_NEWUSER) < 0) die("unshare user");
-    char c = 1;
+    c = 1;
     if (write(up[1], &c, 1) != 1 || read(go[0], &c, 1) != 1) _exit(125);
     if (setgroups(0, NULL) < 0) die("setgroups");
     if (setresgid(0, 0, 0) < 0) die("setgid");
     if (setresuid(0, 0, 0) < 0) die("setuid");
     static char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     environ = env;
+    /* fd 3 last: until now it may have been one of the pipes read above. */
+    if (bpf == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(bpf, 3) < 0) die("seccomp fd");
     execvp(l->argv[0], l->argv);
     die(l->argv[0]);
   }
   close(up[1]);
   close(go[0]);
+  if (net_ready >= 0) close(net_ready);
   close(logfd);
   close(bpf);
   close(devnull);
   char c;
-  if (read(up[0], &c, 1) != 1) {
-    char why[1024];
-    tail_log(l->log, why, sizeof why);
-    launch_fail(conn, "init failed before its user namespace: %s", why);
-  }
+  if (read(up[0], &c, 1) != 1) init_fail(conn, pid, l->log, "init failed before its user namespace");
   char path[64];
   const char *maps[2] = {"uid_map", "gid_map"};
   for (int k = 0; k < 2; k++) {
     snprintf(path, sizeof path, "/proc/%d/%s", pid, maps[k]);
     if (write_file(path, l->uidmap) < 0) {
-      kill(pid, SIGKILL);
-      launch_fail(conn, "%s: %s", path, strerror(errno));
+      char what[128];
+      snprintf(what, sizeof what, "%s: %s", path, strerror(errno));
+      init_fail(conn, pid, l->log, what);
     }
   }
-  if (write(go[1], &c, 1) != 1) launch_fail(conn, "init went away");
+  if (write(go[1], &c, 1) != 1) init_fail(conn, pid, l->log, "init went away");
   close(go[1]);
   close(up[0]);
   /* bwrap's pid 1 forks the command once the mounts, pivot and namespaces are done. */
@@ -410,10 +484,7 @@ static void launch_init(int conn, const struct launch *l, int netfd, char *answe
     if (waitpid(pid, NULL, WNOHANG) == pid) break;
     usleep(250);
   }
-  kill(pid, SIGKILL);
-  char why[1024];
-  tail_log(l->log, why, sizeof why);
-  launch_fail(conn, "init failed: %s", why);
+  init_fail(conn, pid, l->log, "init failed");
 }
 
 static void launch_session(int conn, char *req, size_t len) {
@@ -451,9 +522,12 @@ static void launch_session(int conn, char *req, size_t len) {
   pid_t nft = l.nft ? start_nft(conn, l.nft, &nft_err) : -1;
   if (l.overlay && l.merged && mount("overlay", l.merged, "overlay", 0, l.overlay) < 0)
     launch_fail(conn, "mount overlay on %s: %s", l.merged, strerror(errno));
-  int netfd = l.netns ? launch_network(conn, &l) : -1;
+  int net_ready = -1;
+  if (l.netns) net_pid = start_network(conn, &l, &net_ready, &net_errfd);
   char answer[256] = "ok\n";
-  if (nargs) launch_init(conn, &l, netfd, answer, sizeof answer);
+  if (nargs) launch_init(conn, &l, net_ready, answer, sizeof answer);
+  else if (net_ready >= 0) close(net_ready);
+  wait_network(conn);
   if (nft > 0) wait_nft(conn, nft, nft_err);
   send_frame(conn, 'o', answer, strlen(answer));
   send_frame(conn, 's', "exit 0\n", 7);

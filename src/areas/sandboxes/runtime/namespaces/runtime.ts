@@ -26,7 +26,7 @@ import { SandboxRuntimeError } from '../driver.js';
 import { KeyedLock } from '../keyed-lock.js';
 import * as bg from './background.js';
 import { type CgroupHost, detectCgroups, type SandboxCgroup } from './cgroups.js';
-import { enterArgv, toExecResult } from './exec.js';
+import { enterArgv, prepareFirstExec, toExecResult } from './exec.js';
 import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
 import { initAlive, initFields, isMounted, type LaunchContext, parseInit, prepareRootfs, stopInit, unmountRootfs } from './launch.js';
@@ -192,6 +192,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   protected async launch(rec: SandboxRecord): Promise<void> {
     rec.init = parseInit(await this.startOnHost(rec, initFields(this.ctx, rec, this.cg(rec.id).dirs())), rec.id);
     rec.state = 'running';
+    prepareFirstExec(this.spawner, rec, this.cg(rec.id));
     await saveRecord(this.layout, rec);
   }
 

@@ -258,6 +258,11 @@ export class Spawner {
     return r;
   }
 
+  /** Prepare a session for `key` now (a sandbox that just started), unless one is there. */
+  prepareAhead(key: string, head: SpawnHead): void {
+    this.prepareSoon(key, head);
+  }
+
   private prepareSoon(key: string, head: SpawnHead): void {
     this.prepare(key, head).catch(() => {});
   }

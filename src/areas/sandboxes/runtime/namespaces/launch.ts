@@ -1,4 +1,5 @@
-import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmodSync, chownSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
 import type { Layout, SandboxRecord } from './state.js';
@@ -23,33 +24,32 @@ export async function isMounted(path: string): Promise<boolean> {
   return (await mounted([path])).length > 0;
 }
 
-async function writeOwned(path: string, text: string, uid: number): Promise<void> {
-  await writeFile(path, text);
-  await chown(path, uid, uid);
-}
-
 /**
  * Upper/work dirs owned by root-inside and the per-sandbox /etc files; returns the launch request's
  * overlay fields (helper/launch.c mounts it), none when it is mounted already.
  */
 export async function prepareRootfs(ctx: LaunchContext, rec: SandboxRecord): Promise<string[]> {
   const p = ctx.layout.sandbox(rec.id);
-  if (await isMounted(p.merged)) return [];
+  // A new sandbox has no mount point yet: the mount table (long on a busy host) is read only on a resume.
+  if (existsSync(p.merged) && (await isMounted(p.merged))) return [];
   const uid = ctx.uidBase;
-  // Independent steps in parallel: each is a syscall or two, but awaiting them one by one adds up.
-  await Promise.all([mkdir(`${p.upper}/etc`, { recursive: true }), mkdir(p.work, { recursive: true }), mkdir(p.merged, { recursive: true })]);
+  // Synchronous: ten small operations of a few microseconds each, where a thread-pool round trip
+  // apiece (even in parallel) cost milliseconds on a busy host.
+  for (const d of [`${p.upper}/etc`, p.work, p.merged]) mkdirSync(d, { recursive: true });
   // No reachable resolver means no nameserver line: lookups then fail at once instead of stalling.
   const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:1\n` : 'options timeout:1\n';
-  await Promise.all([
-    // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
-    chmod(p.run, 0o700),
-    chown(p.run, uid, uid),
-    chown(p.upper, uid, uid),
-    chown(`${p.upper}/etc`, uid, uid),
-    writeOwned(`${p.upper}/etc/resolv.conf`, resolv, uid),
-    writeOwned(`${p.upper}/etc/hostname`, `${rec.id}\n`, uid),
-    writeOwned(`${p.upper}/etc/hosts`, `127.0.0.1\tlocalhost\n127.0.1.1\t${rec.id}\n`, uid),
-  ]);
+  // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
+  chmodSync(p.run, 0o700);
+  for (const d of [p.run, p.upper, `${p.upper}/etc`]) chownSync(d, uid, uid);
+  const files: [string, string][] = [
+    ['resolv.conf', resolv],
+    ['hostname', `${rec.id}\n`],
+    ['hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${rec.id}\n`],
+  ];
+  for (const [name, text] of files) {
+    writeFileSync(`${p.upper}/etc/${name}`, text);
+    chownSync(`${p.upper}/etc/${name}`, uid, uid);
+  }
   // index/metacopy/redirect_dir off: an upper dir must stay a self-contained tree, because a copy of
   // it becomes a lower layer of forks.
   const opts = [

@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
 import type { NetworkPolicy } from '../driver.js';
@@ -190,23 +190,39 @@ export class BridgeNetwork {
     await run('nft', ['delete', 'element', 'inet', this.table, 'host_services', `{ ${port} }`], { allowFailure: true });
   }
 
-  /** Claim an address index; leases live in /run so every nube instance on the host sees them. */
+  /** Where the next lease search starts: after the last address given (indexes are not reused at once). */
+  private nextLease = 2;
+
+  /**
+   * Claim an address index; leases live in /run so every nube instance on the host sees them. A lease is
+   * a mkdir (atomic between processes) plus its owner; synchronous, as each is a few microseconds on a
+   * tmpfs and a create's path should not queue on the thread pool for them.
+   */
   async lease(owner: string, wanted?: number): Promise<number> {
-    await mkdir(this.leaseDir(), { recursive: true });
+    mkdirSync(this.leaseDir(), { recursive: true });
     const hostIdx = ipToInt(this.hostIp) - this.first;
-    const tryClaim = async (idx: number) => {
+    const tryClaim = (idx: number) => {
       const dir = `${this.leaseDir()}/${idx}`;
       try {
-        await mkdir(dir);
-        await writeFile(`${dir}/owner`, owner);
+        mkdirSync(dir);
+        writeFileSync(`${dir}/owner`, owner);
         return true;
       } catch {
-        return (await readFile(`${dir}/owner`, 'utf8').catch(() => '')) === owner;
+        try {
+          return readFileSync(`${dir}/owner`, 'utf8') === owner;
+        } catch {
+          return false;
+        }
       }
     };
-    if (wanted !== undefined && (await tryClaim(wanted))) return wanted;
-    for (let idx = 2; idx < this.size - 1; idx++) {
-      if (idx !== hostIdx && (await tryClaim(idx))) return idx;
+    if (wanted !== undefined && tryClaim(wanted)) return wanted;
+    const count = this.size - 3;
+    for (let n = 0; n < count; n++) {
+      const idx = 2 + ((this.nextLease - 2 + n) % count);
+      if (idx !== hostIdx && tryClaim(idx)) {
+        this.nextLease = idx + 1;
+        return idx;
+      }
     }
     throw new SandboxRuntimeError('Internal', `no free address on ${this.bridge.name}`);
   }

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { chmod, mkdir, rm } from 'node:fs/promises';
 import type {
   BackgroundDetail,
@@ -260,7 +260,7 @@ export class NamespacesRuntime implements SandboxRuntime {
         createdAt: new Date().toISOString(),
         init: null,
       };
-      await mkdir(this.layout.sandbox(id).dir, { recursive: true });
+      mkdirSync(this.layout.sandbox(id).dir, { recursive: true });
       try {
         rec.leaseIdx = await this.network.lease(`${this.opts.dataDir}:${id}`);
         await saveRecord(this.layout, rec);

@@ -221,8 +221,8 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.spawner.forget(`${rec.id}:`);
     await stopInit(rec);
     await this.cg(rec.id).destroy();
-    await this.network.detach(this.netns(rec.id), rec.leaseIdx);
-    await unmountRootfs(this.ctx, rec.id);
+    // Nothing runs in it any more: its network and its mount go independently.
+    await Promise.all([this.network.detach(this.netns(rec.id), rec.leaseIdx), unmountRootfs(this.ctx, rec.id)]);
     rec.init = null;
   }
 

@@ -15,6 +15,11 @@
  *                                      file on fd 3, detached; answered once bwrap's pid 1 has forked its
  *                                      command (its setup is over), found by polling /proc every 0.25 ms
  *
+ * Order: nft is started first and waited for last; the overlay is mounted; the network runs in a child
+ * of its own while the init's fork joins its cgroups (cgroup migrations wait for RCU grace periods,
+ * time and not CPU, so the two overlap); the init enters the netns once the network child says it
+ * exists; the answer waits for the init's readiness, the network and nft.
+ *
  * Answer: an 'o' frame "init PID INNER-PID START-TIME\n" (or "ok\n" without an init), then 's' "exit 0";
  * a failure is 'e' (what failed) + 's' "exit 125", after undoing nothing: the caller tears down.
  */

@@ -5,7 +5,7 @@ import type { ExecOptions, ExecResult, OutputSinks, SnapshotInfo, StreamExecOpti
 import { SandboxRuntimeError } from '../driver.js';
 import { files as bgFiles, launchDetached } from '../namespaces/background.js';
 import { sandboxEnv, toExecResult } from '../namespaces/exec.js';
-import { mountRootfs, unmountRootfs } from '../namespaces/launch.js';
+import { unmountRootfs } from '../namespaces/launch.js';
 import { run } from '../namespaces/proc.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
 import { takeSnapshot } from '../namespaces/snapshots.js';
@@ -86,12 +86,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const p = this.layout.sandbox(rec.id);
     const cg = this.cg(rec.id);
     const bundle = this.bundle(rec.id);
-    await Promise.all([
-      mountRootfs(this.ctx, rec),
-      this.applyLimits(rec),
-      this.network.attach(this.netns(rec.id), rec.leaseIdx, rec.policy),
-      mkdir(`${bundle}/state`, { recursive: true }),
-    ]);
+    await Promise.all([this.startOnHost(rec, []), mkdir(`${bundle}/state`, { recursive: true })]);
     const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, env: sandboxEnv(rec) });
     // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
     await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });

@@ -208,7 +208,7 @@ describe('three nube processes as three nodes', () => {
         expect((await c.client.call('POST', `/databases/${db.body.id}/query`, { sql: 'CREATE TABLE t (v TEXT)' })).status).toBe(200);
         const q = await c.client.call('POST', `/databases/${db.body.id}/query`, { sql: 'INSERT INTO t VALUES (?)', args: [`on ${i}`] });
         expect(q.status, JSON.stringify(q.body)).toBe(200);
-        return { sandbox: sbx.id as string, database: db.body.id as string };
+        return { sandbox: sbx.id as string, database: db.body.id as string, insertedAt: Date.now() };
       } finally {
         await c.sql("UPDATE nodes SET state = 'active' WHERE id = ANY($1)", [others]);
       }
@@ -244,6 +244,14 @@ describe('three nube processes as three nodes', () => {
         const victimId = c.nodes[victim]!.id;
         const survivors = c.nodes.filter((n) => n.index !== victim).map((n) => n.index);
 
+        // README's promise for a database: what was committed before its last copy comes back. Its copy
+        // (taken within NUBE_DATABASE_SHIP_MS of the insert) is in S3 before the node dies.
+        const held_ = held[victim]!;
+        await until(
+          () => c.sql<{ copy_at: string | null }>('SELECT copy_at FROM databases WHERE id = $1', [held_.database]),
+          (rows) => rows[0]?.copy_at != null && Number(rows[0].copy_at) >= held_.insertedAt,
+          30_000,
+        );
         await c.kill(victim);
         const [lease] = await c.sql<{ lease_until: string; attempts: number }>('SELECT lease_until, attempts FROM jobs WHERE key = $1', [deliveryId]);
         // The attempt was cut off, not recorded: the job is still the dead node's until its lease ends.
@@ -275,12 +283,20 @@ describe('three nube processes as three nodes', () => {
             expect(JSON.stringify(q.body.rows)).toContain(`on ${n}`);
           }
         }
-        // Its databases: unavailable until it returns (README). Restoring them on another node from S3
-        // is being built apart (dbship19); once merged, this block becomes: the query below answers 200
-        // from a surviving node with the row `on <victim>`, and the database's node_id names a survivor.
-        const dead = await c.client.call('POST', `/databases/${held[victim]!.database}/query`, { sql: 'SELECT v FROM t' });
-        expect(dead.status).toBe(503);
-        expect(dead.body.error).toMatch(victimId);
+        // Its databases come back on a surviving node from their copy in S3, with the committed row.
+        const moved = await until(
+          () => c.client.call('POST', `/databases/${held_.database}/query`, { sql: 'SELECT v FROM t' }),
+          (r) => r.status === 200,
+          60_000,
+        );
+        expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+        expect(JSON.stringify(moved.body.rows)).toContain(`on ${victim}`);
+        const holder = await c.nodeOf('databases', held_.database);
+        expect(survivors.map((i) => c.nodes[i]!.id)).toContain(holder);
+        for (const i of survivors) {
+          const q = await c.on(i).call('POST', `/databases/${held_.database}/query`, { sql: 'SELECT v FROM t' });
+          expect(q.status, JSON.stringify(q.body)).toBe(200);
+        }
 
         // New sandboxes and databases go to the two others.
         for (let k = 0; k < 2; k++) {

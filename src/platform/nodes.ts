@@ -218,6 +218,15 @@ export class NodeRegistry {
     if (req.kind === 'sandbox') extra.sandboxes++;
     else extra.databases++;
     this.placed.set(chosen, extra);
+    // Other replicas see this placement at their next read of the table (at most a second when they
+    // place), not only after the chosen node's next heartbeat: a burst spread over replicas spreads too.
+    if (this.others) {
+      const q = this.db.updateTable('nodes').where('id', '=', chosen);
+      await (req.kind === 'sandbox'
+        ? q.set((eb) => ({ sandboxes: eb('sandboxes', '+', 1) }))
+        : q.set((eb) => ({ databases: eb('databases', '+', 1) }))
+      ).execute();
+    }
     return chosen;
   }
 

@@ -37,6 +37,13 @@ export class SandboxPlacement {
    * the REST layer turns into a relay of the create to the chosen node.
    */
   async place(ownerId: string, template: string): Promise<string> {
+    const node = await this.choose(ownerId, template);
+    if (node !== this.here) throw new ElsewhereError(node);
+    return node;
+  }
+
+  /** The node the scheduler picks for a new sandbox (this one while pinned); nothing thrown, nothing relayed. */
+  async choose(ownerId: string, template: string): Promise<string> {
     const counts = await this.db
       .selectFrom('sandboxes')
       .select((eb) => ['node_id', eb.fn.countAll<number>().as('n')])
@@ -44,9 +51,7 @@ export class SandboxPlacement {
       .groupBy('node_id')
       .execute();
     const ownerCounts = Object.fromEntries(counts.filter((r) => r.node_id).map((r) => [r.node_id as string, Number(r.n)]));
-    const node = await this.deps.nodes.place({ kind: 'sandbox', template, ownerCounts });
-    if (node !== this.here) throw new ElsewhereError(node);
-    return node;
+    return this.deps.nodes.place({ kind: 'sandbox', template, ownerCounts });
   }
 
   /** Throws ElsewhereError (relay) when the sandbox is held by another node, 503 when that node is down. */
@@ -56,11 +61,8 @@ export class SandboxPlacement {
   }
 
   /** Why a sandbox is lost (its node is down or gone), or null while its node is up (or it is here). */
-  async lostReason(nodeId: string | null): Promise<string | null> {
-    if (!nodeId || nodeId === this.here) return null;
-    const node = await this.deps.nodes.get(nodeId);
-    if (!node) return `its node ${nodeId} is no longer registered`;
-    return node.status === 'down' ? `its node ${nodeId} is down: no heartbeat since ${node.heartbeatAt}` : null;
+  lostReason(nodeId: string | null): Promise<string | null> {
+    return this.deps.nodes.lostReason(nodeId);
   }
 
   async nodeOf(id: string): Promise<string | null | undefined> {

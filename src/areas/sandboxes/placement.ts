@@ -2,6 +2,7 @@
 // (the platform's scheduler, fed with this area's rows) and how a request finds its sandbox's node.
 import type { Kysely, Migration } from 'kysely';
 import type { Locator } from '../../platform/node-forward.js';
+import { errors } from '../../platform/errors.js';
 import { ElsewhereError } from '../../platform/nodes.js';
 import type { Tables } from '../../store/schema.js';
 import type { PlatformDeps } from '../deps.js';
@@ -12,6 +13,11 @@ export const sandboxNodeMigrations: Record<string, Migration> = {
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('sandboxes').addColumn('node_id', 'text').execute();
       await db.schema.createIndex('sandboxes_node').on('sandboxes').column('node_id').execute();
+    },
+  },
+  '0122-sandbox-templates-node': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('sandbox_templates').addColumn('node_id', 'text').execute();
     },
   },
 };
@@ -54,6 +60,22 @@ export class SandboxPlacement {
     return this.deps.nodes.place({ kind: 'sandbox', template, ownerCounts });
   }
 
+  /**
+   * A sandbox that starts from bytes one node holds (a derived template's snapshot) goes to that node
+   * (affinity, not a copy: the snapshot is a layer over that node's build of the base template).
+   * This node, ElsewhereError (relay), or 503 when that node is down, cordoned or draining.
+   */
+  async placeAt(nodeId: string | null, what: string): Promise<string> {
+    if (!nodeId) return this.here;
+    const node = await this.deps.nodes.get(nodeId);
+    if (!node || node.status === 'down') throw errors.unavailable(`the node holding this ${what} (${nodeId}) is down; retry later`, 30);
+    if (node.state !== 'active') {
+      throw errors.unavailable(`the node holding this ${what} (${nodeId}) is ${node.state}: it takes no new sandbox; take a new ${what} elsewhere`, 60);
+    }
+    if (nodeId !== this.here) throw new ElsewhereError(nodeId);
+    return nodeId;
+  }
+
   /** Throws ElsewhereError (relay) when the sandbox is held by another node, 503 when that node is down. */
   async assertHere(nodeId: string | null): Promise<void> {
     const other = await this.deps.nodes.route(nodeId, 'sandbox');
@@ -79,10 +101,12 @@ export class SandboxPlacement {
     await this.db.updateTable('sandboxes').set({ node_id: this.here }).where('node_id', 'is', null).execute();
   }
 
-  /** `/api/v2/sandboxes/<id>...` and the sandbox's port host names. */
-  locators(portMatch: (host: string | undefined) => { id: string } | null): Locator[] {
+  /** `/api/v2/sandboxes/<id>...`, the sandbox's port host names, and derived templates by id. */
+  locators(portMatch: (host: string | undefined) => { id: string } | null, templateNodeOf: (id: string) => Promise<string | null | undefined>): Locator[] {
     const path = /^\/api\/v2\/sandboxes\/(sbx_[A-Za-z0-9]+)/;
+    const template = /^\/api\/v2\/template-snapshots\/(tpl_[A-Za-z0-9]+)/;
     return [
+      { what: 'derived template', match: (p) => template.exec(p)?.[1], locate: templateNodeOf },
       { what: 'sandbox', match: (_p, host) => portMatch(host)?.id, locate: (id) => this.nodeOf(id) },
       { what: 'sandbox', match: (p) => path.exec(p)?.[1], locate: (id) => this.nodeOf(id) },
     ];

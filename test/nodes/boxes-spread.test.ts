@@ -1,4 +1,6 @@
-import { mkdirSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../agents/helpers.js';
@@ -46,6 +48,23 @@ const APP = {
   'package.json': JSON.stringify({ name: 'app', version: '1.0.0', scripts: { start: 'node server.js', build: 'echo building-on-a-node' } }),
   'server.js': `console.log('app nodes booting');\nrequire('http').createServer((q, s) => s.end('hello nodes')).listen(Number(process.env.PORT), '0.0.0.0');\n`,
 };
+
+/** The real OpenSSH client with a ticket's password (askpass), as test/sandboxes/ssh.test.ts runs it. */
+function openSsh(askpass: string, port: number, user: string, password: string, cmd: string, input = ''): Promise<{ code: number; stdout: string; stderr: string }> {
+  const opts = ['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'PreferredAuthentications=password', '-o', 'PubkeyAuthentication=no', '-o', 'NumberOfPasswordPrompts=1', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR'];
+  return new Promise((resolve) => {
+    const c = spawn('ssh', [...opts, '-p', String(port), `${user}@127.0.0.1`, cmd], {
+      env: { ...process.env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: 'force', DISPLAY: ':0', NUBE_TEST_PW: password },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d) => (stdout += d));
+    c.stderr.on('data', (d) => (stderr += d));
+    c.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    c.stdin.end(input);
+  });
+}
 
 describe('machines and agents over three nodes', () => {
   let c: Cluster;
@@ -175,6 +194,55 @@ describe('machines and agents over three nodes', () => {
     expect(refused.body.error).toMatch(/node-2.*cordoned/);
     for (const id of [...ids, src0.body.id]) expect((await c.call('DELETE', `/sandboxes/${id}`, undefined, 0)).status).toBe(200);
     expect((await c.call('DELETE', `/template-snapshots/${tpl.body.id}`, undefined, 0)).status).toBe(200);
+  }, 300_000);
+
+  it("SSH through a node that does not hold the sandbox: node 0's gateway reaches node 2's sandbox", async () => {
+    const askpass = join(root, 'askpass.sh');
+    writeFileSync(askpass, '#!/bin/sh\nprintf "%s\\n" "$NUBE_TEST_PW"\n');
+    chmodSync(askpass, 0o755);
+    const sbx = await onlyOn(c, 'node-2', () => c.call('POST', '/sandboxes', { timeoutSeconds: 300 }, 1));
+    expect(sbx.status, JSON.stringify(sbx.body)).toBe(200);
+    const id = sbx.body.id as string;
+    expect((await c.call('POST', `/sandboxes/${id}/ssh-enable`, {}, 0)).status).toBe(200);
+    const tk = await c.call('POST', `/sandboxes/${id}/ssh-ticket`, {}, 1);
+    expect(tk.status, JSON.stringify(tk.body)).toBe(200);
+    // The answer names the holding node's gateway (the ticket was answered there): it works.
+    expect(tk.body.port).toBe(c.nodes[2]!.nube.services.sandboxes.ssh.gateway.port);
+    const direct = await openSsh(askpass, tk.body.port, id, tk.body.password, 'hostname; exit 3');
+    expect(direct.stdout.trim(), direct.stderr).toBe(id.replace('_', '-'));
+    expect(direct.code).toBe(3);
+    // Node 0's gateway holds nothing of it: the session's helper connections go through a tunnel to node 2.
+    const probe = await c.nodes[0]!.nube.services.sandboxes.ssh.run(id, { mode: 'run', cmd: 'true' }).then(
+      (p) => {
+        p.close();
+        return 'ok';
+      },
+      (e: unknown) => String(e),
+    );
+    expect(probe).toBe('ok');
+    const gw0 = c.nodes[0]!.nube.services.sandboxes.ssh.gateway;
+    await gw0.start();
+    const via0 = await openSsh(askpass, gw0.port, id, tk.body.password, 'hostname; wc -c', 'x'.repeat(100_000));
+    expect(via0.code, via0.stderr).toBe(0);
+    expect(via0.stdout.trim().split('\n')).toEqual([id.replace('_', '-'), '100000']);
+    // The tunnel is for nodes only: without the credential 404, with a wrong one 401.
+    const port0 = Number(new URL(c.nodes[0]!.baseUrl).port);
+    const port2 = Number(new URL(c.nodes[2]!.baseUrl).port);
+    const tunnel = (port: number, extra: Record<string, string>) =>
+      new Promise<number>((resolve) => {
+        const req = request({ host: '127.0.0.1', port, path: `/api/internal/ssh-helper/${id}`, headers: { connection: 'Upgrade', upgrade: 'nube-tunnel', ...extra } });
+        req.on('upgrade', (_res, sock) => {
+          sock.destroy();
+          resolve(101);
+        });
+        req.on('response', (res) => resolve(res.statusCode ?? 0));
+        req.on('error', () => resolve(-1));
+        req.end();
+      });
+    expect(await tunnel(port0, {})).toBe(404);
+    expect(await tunnel(port2, {})).toBe(404);
+    expect(await tunnel(port2, { 'x-nube-node-token': 'forged' })).toBe(401);
+    expect((await c.call('DELETE', `/sandboxes/${id}`, undefined, 0)).status).toBe(200);
   }, 300_000);
 
   it("a down node's machine and agent show lost with the reason", async () => {

@@ -11,6 +11,7 @@ import { sandboxesOperations } from './operations.js';
 import { rawPortsMigrations } from './networking/raw-ports-repo.js';
 import { sshMigrations } from './networking/ssh-repo.js';
 import { sandboxNodeMigrations } from './placement.js';
+import { installHelperTunnel } from './networking/ssh-tunnel.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
@@ -114,7 +115,10 @@ export const sandboxesArea: AreaModule = {
       const m = proxy.match(host);
       return m && 'id' in m ? { id: m.id } : null;
     };
-    for (const l of services.sandboxes.core.placement.locators(sandboxOf)) deps.forwarder.addLocator(l);
+    const core = services.sandboxes.core;
+    for (const l of core.placement.locators(sandboxOf, (id) => core.repo.templateNodeOf(id))) deps.forwarder.addLocator(l);
+    // SSH sessions another node's gateway serves reach this node's sandboxes' helpers here.
+    installHelperTunnel(app, services.sandboxes.ssh);
     proxy.install(app);
   },
   async close(services) {

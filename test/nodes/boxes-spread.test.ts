@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../agents/helpers.js';
 import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
+import { callJson } from '../helpers/server.js';
 import { waitServing } from '../machines/helpers.js';
 import { type SourceServer, startSourceServer, tarGz } from '../machines/source-server.js';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
@@ -48,6 +50,11 @@ const APP = {
   'package.json': JSON.stringify({ name: 'app', version: '1.0.0', scripts: { start: 'node server.js', build: 'echo building-on-a-node' } }),
   'server.js': `console.log('app nodes booting');\nrequire('http').createServer((q, s) => s.end('hello nodes')).listen(Number(process.env.PORT), '0.0.0.0');\n`,
 };
+
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+function callJsonAs(c: Cluster, i: number, method: string, path: string, body: unknown, key: string): Promise<{ status: number; body: any }> {
+  return callJson(c.nodes[i]!.baseUrl, method, path, body, { authorization: `Bearer ${key}` });
+}
 
 /** The real OpenSSH client with a ticket's password (askpass), as test/sandboxes/ssh.test.ts runs it. */
 function openSsh(askpass: string, port: number, user: string, password: string, cmd: string, input = ''): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -171,6 +178,8 @@ describe('machines and agents over three nodes', () => {
     await c.call('POST', `/sandboxes/${src0.body.id}/exec`, { command: 'echo baked > /root/baked.txt' }, 1);
     const tpl = await c.call('POST', `/sandboxes/${src0.body.id}/template-snapshot`, { key: 'nodes-test', hash: 'h1' }, 0);
     expect(tpl.status, JSON.stringify(tpl.body)).toBe(200);
+    // What a copy through S3 would have to move (affinity moves nothing): docs/decisions.md.
+    console.log(`[nodes] derived template snapshot: ${tpl.body.sizeBytes} bytes`);
     const db = c.nodes[0]!.nube.deps.store.db;
     expect((await db.selectFrom('sandbox_templates').select('node_id').where('id', '=', tpl.body.id).executeTakeFirstOrThrow()).node_id).toBe('node-2');
     // Read and described by its node (staleness is that node's build of the base template).
@@ -245,6 +254,25 @@ describe('machines and agents over three nodes', () => {
     expect((await c.call('DELETE', `/sandboxes/${id}`, undefined, 0)).status).toBe(200);
   }, 300_000);
 
+  let fleet: { id: string; token: string } = { id: '', token: '' };
+  const GROUP = `web-${randomUUID()}`;
+  it('a fleet agent created through node 0 runs its pool on node 1; messages through any node', async () => {
+    const r = await onlyOn(c, 'node-1', () => c.call('POST', '/fleet-agents', { name: 'spread' }, 0));
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    fleet = r.body;
+    const db = c.nodes[0]!.nube.deps.store.db;
+    expect((await db.selectFrom('fleet_agents').select('node_id').where('id', '=', fleet.id).executeTakeFirstOrThrow()).node_id).toBe('node-1');
+    for (const i of [2, 0]) {
+      const sent = await callJsonAs(c, i, 'POST', `/fleet-agents/${fleet.id}/message`, { groupId: GROUP, text: `hola ${i}` }, fleet.token);
+      expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+      expect(sent.body.reply).toBe(`echo: hola ${i}`);
+    }
+    // Its box is an agent on node 1.
+    const boxes = await db.selectFrom('fleet_boxes').select('agent_id').where('fleet_agent_id', '=', fleet.id).execute();
+    expect(boxes).toHaveLength(1);
+    expect((await db.selectFrom('agents').select('node_id').where('id', '=', boxes[0]!.agent_id).executeTakeFirstOrThrow()).node_id).toBe('node-1');
+  }, 300_000);
+
   it("a down node's machine and agent show lost with the reason", async () => {
     expect(machineId && agentId).toBeTruthy();
     c.nodes[2]!.nube.deps.nodes.stop();
@@ -267,5 +295,24 @@ describe('machines and agents over three nodes', () => {
     await syncHeartbeats(c);
     expect((await c.call('GET', `/machines/${machineId}`, undefined, 0)).body.status).toBe('running');
     expect((await c.call('GET', `/agents/${agentId}`, undefined, 1)).body.status).toBe('running');
+  }, 300_000);
+
+  it('a fleet agent whose node is down moves on its next message; its conversation goes on', async () => {
+    expect(fleet.id).toBeTruthy();
+    c.nodes[1]!.nube.deps.nodes.stop();
+    await waitDown(c, 'node-1');
+    const sent = await callJsonAs(c, 0, 'POST', `/fleet-agents/${fleet.id}/message`, { groupId: GROUP, text: 'sigues ahi' }, fleet.token);
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    // A fresh box: the turn carries the conversation's transcript (the stub echoes the whole prompt).
+    expect(sent.body.reply).toMatch(/^echo: Earlier in this conversation:[\s\S]*hola 0[\s\S]*sigues ahi$/);
+    const db = c.nodes[0]!.nube.deps.store.db;
+    const moved = (await db.selectFrom('fleet_agents').select('node_id').where('id', '=', fleet.id).executeTakeFirstOrThrow()).node_id;
+    expect(moved).not.toBe('node-1');
+    const read = await callJsonAs(c, 2, 'GET', `/fleet-agents/${fleet.id}/messages?groupId=${GROUP}`, undefined, fleet.token);
+    const texts = read.body.items.map((m: { text: string }) => m.text) as string[];
+    expect(texts.slice(0, 5)).toEqual(['hola 2', 'echo: hola 2', 'hola 0', 'echo: hola 0', 'sigues ahi']);
+    expect(texts.at(-1)).toBe(sent.body.reply);
+    await c.nodes[1]!.nube.deps.nodes.start(c.nodes[1]!.baseUrl);
+    await syncHeartbeats(c);
   }, 300_000);
 });

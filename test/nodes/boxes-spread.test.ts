@@ -10,6 +10,7 @@ import { callJson } from '../helpers/server.js';
 import { waitServing } from '../machines/helpers.js';
 import { type SourceServer, startSourceServer, tarGz } from '../machines/source-server.js';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
+import { startDns, type TestDns } from '../domains/dns.js';
 import { type Cluster, startCluster, syncHeartbeats, waitDown } from './cluster.js';
 
 // Machines and agents over three nodes (bridges on this file's subnets 10.128-130.0.0/16): each lands
@@ -77,6 +78,8 @@ describe('machines and agents over three nodes', () => {
   let c: Cluster;
   let stub: LlmStub;
   let src: SourceServer;
+  let dns: TestDns;
+  const DOMAIN = 'app.nodes-test.example';
   const root = join(TEST_ROOT, `nodes-boxes-${process.pid}`);
   let machineId = '';
   let agentId = '';
@@ -85,6 +88,7 @@ describe('machines and agents over three nodes', () => {
     mkdirSync(root, { recursive: true });
     stub = await startLlmStub();
     src = await startSourceServer();
+    dns = await startDns();
     src.put('/app.tar.gz', tarGz(APP));
     c = await startCluster({
       dataRoot: root,
@@ -98,6 +102,7 @@ describe('machines and agents over three nodes', () => {
         NUBE_LLM_MODEL: 'stub-model',
         NUBE_LLM_GATEWAY_PORT: '0',
         NUBE_OUTBOUND_ALLOW: '127.0.0.1/32',
+        NUBE_DNS_SERVERS: `127.0.0.1:${dns.port}`,
       }),
     });
     await c.nodes[0]!.nube.services.sandboxes.core.runtime.ensureTemplate('base', () => {});
@@ -115,6 +120,7 @@ describe('machines and agents over three nodes', () => {
       await c.close();
     }
     await src?.close();
+    dns?.close();
     await stub?.close();
     rmSync(root, { recursive: true, force: true });
   }, 180_000);
@@ -142,9 +148,16 @@ describe('machines and agents over three nodes', () => {
     expect(restarted.status, JSON.stringify(restarted.body)).toBe(200);
     await waitServing(c.nodes[1]!, r.body.url, (b) => b === 'hello nodes');
     // A redeploy through node 0 names the machine by its sandbox: relayed to node 2 before the fetch.
-    const again = await c.call('POST', '/machines/launch', { sandboxId: r.body.sandboxId, archiveUrl: `${src.base}/app.tar.gz` }, 0);
+    const again = await c.call('POST', '/machines/launch', { sandboxId: r.body.sandboxId, archiveUrl: `${src.base}/app.tar.gz`, domain: DOMAIN }, 0);
     expect(again.status, JSON.stringify(again.body)).toBe(200);
     expect(again.body.status).toBe('running');
+    // Its custom domain, verified, reaches the app through a node that does not hold it.
+    const d = await c.call('GET', `/domains/${DOMAIN}`, undefined, 1);
+    const txt = d.body.records.find((x: { type: string }) => x.type === 'TXT');
+    dns.txt.set(txt.name, [txt.value]);
+    const v = await c.call('POST', `/domains/${DOMAIN}/verify`, {}, 1);
+    expect(v.body.verified, JSON.stringify(v.body)).toBe(true);
+    for (const i of [0, 1]) await waitServing(c.nodes[i]!, `http://${DOMAIN}/`, (b) => b === 'hello nodes');
   }, 400_000);
 
   it('an agent created through node 0 lands on node 2: built there, messages through any node', async () => {

@@ -126,7 +126,6 @@ export class AgentChannel {
         this.state = 'absent';
         done(null);
       }, waitMs);
-      timer.unref();
       this.waiters.push(done);
     });
   }
@@ -147,6 +146,8 @@ export function runOnWorker(s: Socket, payload: Buffer, r: AgentRequest): Promis
   const out = new Capture(r.maxOutputBytes);
   const err = new Capture(r.maxOutputBytes);
   const started = performance.now();
+  // Idle connections do not keep the process alive; one serving a command does.
+  s.ref();
   return new Promise((resolve) => {
     let buf: Buffer = Buffer.alloc(0);
     let settled = false;

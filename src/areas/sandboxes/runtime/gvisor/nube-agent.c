@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include "nube-procs.h"
 
-#define PARKED 1
+#define PARKED 2
 #define MAX_REQUEST (1 << 20)
 #define CHUNK 65536
 
@@ -252,24 +252,30 @@ static void backoff(long *ms, struct timespec *next) {
   next->tv_nsec %= 1000000000;
 }
 
-// The agent: keeps PARKED workers waiting; a worker that could not connect (nube not listening, e.g.
-// while it restarts) is replaced after a backoff that grows to 2 s.
+// The agent: keeps PARKED workers waiting. A taken worker is replaced once no command is running
+// (the fork then does not compete with the command for the CPU), or at once when none is left
+// parked. A worker that could not connect (nube not listening, e.g. while it restarts) is replaced
+// after a backoff that grows to 2 s.
 static void agent(const char *path) {
   prctl(PR_SET_NAME, "nube-agent");
   int notify[2];
   if (pipe2(notify, O_CLOEXEC)) _exit(1);
+  fcntl(notify[0], F_SETFL, O_NONBLOCK);
   sigset_t set, old;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, &old);
   pid_t parked[PARKED] = {0};
+  int busy = 0;
   long backoff_ms = 0;
   struct timespec next = {0, 0};
   for (;;) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long until = (next.tv_sec - now.tv_sec) * 1000 + (next.tv_nsec - now.tv_nsec) / 1000000;
-    for (int i = 0; i < PARKED && until <= 0; i++) {
+    int nparked = 0;
+    for (int i = 0; i < PARKED; i++) nparked += parked[i] != 0;
+    for (int i = 0; i < PARKED && until <= 0 && (busy == 0 || nparked == 0); i++) {
       if (parked[i]) continue;
       pid_t w = fork();
       if (w == 0) {
@@ -277,31 +283,34 @@ static void agent(const char *path) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         worker(path, notify[1]);
       }
-      if (w > 0) parked[i] = w;
+      if (w > 0) parked[i] = w, nparked++;
       else backoff(&backoff_ms, &next);  // past the pids limit: try again later
     }
-    int empty = 0;
-    for (int i = 0; i < PARKED; i++) empty += !parked[i];
     struct pollfd pf = {notify[0], POLLIN, 0};
     struct timespec ts = {until / 1000, (until % 1000) * 1000000};
-    int r = ppoll(&pf, 1, empty && until > 0 ? &ts : NULL, &old);
-    if (r > 0) {
-      pid_t taken;
-      if (read_all(notify[0], &taken, sizeof taken) == 0) {
-        for (int i = 0; i < PARKED; i++)
-          if (parked[i] == taken) parked[i] = 0;
-        backoff_ms = 0;
-        next = (struct timespec){0, 0};
+    ppoll(&pf, 1, nparked < PARKED && until > 0 ? &ts : NULL, &old);
+    // Takes first: a worker tells before it can end, so one reaped below was taken or never was.
+    pid_t taken;
+    while (read(notify[0], &taken, sizeof taken) == sizeof taken) {
+      for (int i = 0; i < PARKED; i++) {
+        if (parked[i] != taken) continue;
+        parked[i] = 0;
+        busy++;
       }
+      backoff_ms = 0;
+      next = (struct timespec){0, 0};
     }
     int st;
     pid_t w;
     while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+      int was_parked = 0;
       for (int i = 0; i < PARKED; i++) {
         if (parked[i] != w) continue;
-        parked[i] = 0;  // died before a request: nube is not there (yet)
+        parked[i] = 0;  // ended before a request: nube is not there (yet)
+        was_parked = 1;
         backoff(&backoff_ms, &next);
       }
+      if (!was_parked && busy > 0) busy--;
     }
   }
 }

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include "nube-procs.h"
 
@@ -179,7 +180,7 @@ static void worker(const char *path, int notify) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
       if (left <= 0) {
-        reap_all(child);
+        reap_all(child, 1);
         exited = 1;
         timed_out = 1;
         continue;
@@ -193,7 +194,7 @@ static void worker(const char *path, int notify) {
       while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
         if (w == child) {
           exited = 1;
-          reap_all(child);
+          reap_all(child, 0);
           break;
         }
       }
@@ -202,7 +203,7 @@ static void worker(const char *path, int notify) {
     if (i_sock >= 0 && pf[i_sock].revents) {
       if (read_header(s, &type, &len, CHUNK) || read_all(s, pending, len)) {
         // nube is gone: end the command as a lost `runsc exec` client would not, but promptly.
-        reap_all(child);
+        reap_all(child, !exited);
         _exit(0);
       }
       if (type == 'i') pend_off = 0, pend_len = len;
@@ -224,7 +225,7 @@ static void worker(const char *path, int notify) {
       ssize_t got = read(pf[fds[k]].fd, chunk, CHUNK);
       if (got > 0) {
         if (send_frame(s, k ? 'r' : 'o', chunk, (uint32_t)got)) {
-          reap_all(child);
+          reap_all(child, !exited);
           _exit(0);
         }
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
@@ -237,6 +238,12 @@ static void worker(const char *path, int notify) {
   int code = timed_out ? 124 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   unsigned char x[5] = {code & 255, (code >> 8) & 255, (code >> 16) & 255, (code >> 24) & 255, (unsigned char)timed_out};
   send_frame(s, 'x', x, 5);
+  // Until nube has it: leaving at once could lose the last frame on the way out of the sentry (seen:
+  // an exit status that never arrived). nube closes the connection when it has read it.
+  shutdown(s, SHUT_WR);
+  struct timeval tv = {5, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  while (read(s, chunk, CHUNK) > 0) {}
   _exit(0);
 }
 

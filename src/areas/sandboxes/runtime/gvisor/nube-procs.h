@@ -86,10 +86,16 @@ static int kill_descendants(void) {
 }
 
 // Kill the command's group and everything else that descends from us, and reap it all. We are a
-// child subreaper and the command itself is reaped already, so every process still descending from
-// us has an ancestor among our children: with none left (ECHILD) nothing is, and the slow /proc walk
-// is only needed while some remain.
-static void reap_all(pid_t child) {
+// child subreaper, so once the command is reaped every process still descending from us has an
+// ancestor among our children: with none left (ECHILD) nothing is, and the slow /proc walk is only
+// needed while some remain. While the command still runs (deadline, kill) its group is stopped and
+// its descendants are found by ancestry first: gVisor was seen to hand the orphans of a command
+// killed this way to pid 1 rather than to us.
+static void reap_all(pid_t child, int running) {
+  if (running) {
+    kill(-child, SIGSTOP);
+    kill_descendants();
+  }
   kill(-child, SIGKILL);
   for (int round = 0; round < 1000; round++) {
     while (waitpid(-1, NULL, WNOHANG) > 0) {}

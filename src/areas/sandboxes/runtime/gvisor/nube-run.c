@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       long left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
       if (left <= 0) {
-        reap_all(child);
+        reap_all(child, 1);
         return 124;
       }
       if (left < 200) wait.tv_nsec = left * 1000000;
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) kill(-child, sig);
   }
 done:
-  reap_all(child);
+  reap_all(child, 0);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }

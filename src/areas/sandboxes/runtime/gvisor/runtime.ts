@@ -304,6 +304,12 @@ export class GvisorRuntime extends NamespacesRuntime {
     for (let i = 0; i < 250 && !existsSync(f.status); i++) await new Promise((r) => setTimeout(r, 8));
   }
 
+  /** Closing drops the agents' connections: their workers reconnect to the next nube. */
+  override async close(): Promise<void> {
+    for (const id of [...this.agents.keys()]) this.closeAgent(id);
+    await super.close();
+  }
+
   /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */
   override async snapshot(id: string): Promise<SnapshotInfo> {
     const rec = await this.record(id);

@@ -98,7 +98,10 @@ export class AgentChannel {
     });
     s.on('error', () => {});
     const waiter = this.waiters.shift();
-    if (waiter) return waiter(s);
+    if (waiter) {
+      waiter(s);
+      return;
+    }
     // A parked worker says nothing before its request.
     s.on('data', () => s.destroy());
     this.idle.push(s);

@@ -201,9 +201,12 @@ export function runOnWorker(s: Socket, payload: Buffer, r: AgentRequest): Promis
     };
     r.signal?.addEventListener('abort', onAbort, { once: true });
     if (r.signal?.aborted) onAbort();
-    s.write(frame('R', payload));
     const stdin = typeof r.stdin === 'string' ? Buffer.from(r.stdin) : r.stdin ? Buffer.from(r.stdin) : Buffer.alloc(0);
-    for (let o = 0; o < stdin.length; o += MAX_CHUNK) s.write(frame('i', stdin.subarray(o, o + MAX_CHUNK)));
-    s.write(frame('e', Buffer.alloc(0)));
+    const frames = [frame('R', payload)];
+    for (let o = 0; o < stdin.length; o += MAX_CHUNK) frames.push(frame('i', stdin.subarray(o, o + MAX_CHUNK)));
+    frames.push(frame('e', Buffer.alloc(0)));
+    // A small request goes in one write (one read for the worker); a large stdin frame by frame.
+    if (stdin.length <= MAX_CHUNK) s.write(Buffer.concat(frames));
+    else for (const f of frames) s.write(f);
   });
 }

@@ -70,8 +70,11 @@ static int read_header(int fd, char *type, uint32_t *len, uint32_t max) {
   return *len > max ? -1 : 0;
 }
 
-// The prepared command: waits for the request, then becomes the command.
+// The prepared command: in its own group with the seccomp rule loaded, waits for the request, then
+// becomes the command. Every descriptor but 0-2 is close-on-exec.
 static void command_child(int req, int in, int out, int err, sigset_t *old) {
+  setpgid(0, 0);
+  no_namespaces();
   uint32_t len;
   if (read_all(req, &len, 4) || len > MAX_REQUEST) _exit(0);
   char *buf = malloc(len + 1);
@@ -95,21 +98,18 @@ static void command_child(int req, int in, int out, int err, sigset_t *old) {
   dup2(in, 0);
   dup2(out, 1);
   dup2(err, 2);
-  for (int fd = 3; fd < 64; fd++) close(fd);
-  setpgid(0, 0);
   sigprocmask(SIG_SETMASK, old, NULL);
   if (chdir(cwd)) {
     fprintf(stderr, "nube: cwd %s: %s\n", cwd, strerror(errno));
     _exit(127);
   }
-  no_namespaces();
   environ = envp;
   execvp(argv[0], argv);
   fprintf(stderr, "nube: %s: %s\n", argv[0], strerror(errno));
   _exit(127);
 }
 
-static int pipe_nb(int p[2]) {
+static int pipe_cloexec(int p[2]) {
   return pipe2(p, O_CLOEXEC);
 }
 
@@ -122,7 +122,7 @@ static void worker(const char *path, int notify) {
   strncpy(a.sun_path, path, sizeof a.sun_path - 1);
   if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a)) _exit(3);
   int req[2], in[2], out[2], err[2];
-  if (pipe_nb(req) || pipe_nb(in) || pipe_nb(out) || pipe_nb(err)) _exit(4);
+  if (pipe_cloexec(req) || pipe_cloexec(in) || pipe_cloexec(out) || pipe_cloexec(err)) _exit(4);
   sigset_t set, old;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);

@@ -81,13 +81,13 @@ export class GvisorRuntime extends NamespacesRuntime {
    * starts; one found running (nube restarted) gets a channel on first use, and its agent's workers
    * reconnect within their backoff (until then commands go the `runsc exec` way).
    */
-  private agent(rec: SandboxRecord, launched = false): Promise<AgentChannel> | null {
+  private agent(rec: SandboxRecord): Promise<AgentChannel> | null {
     const pid = rec.init?.pid;
     if (!pid) return null;
     const have = this.agents.get(rec.id);
     if (have?.pid === pid) return have.channel;
     this.closeAgent(rec.id);
-    const channel = AgentChannel.listen(this.agentDir(rec.id), this.ctx.uidBase, launched);
+    const channel = AgentChannel.listen(this.agentDir(rec.id), this.ctx.uidBase, false);
     channel.catch(() => this.agents.delete(rec.id));
     this.agents.set(rec.id, { pid, channel });
     return channel;

@@ -67,6 +67,12 @@ describe.skipIf(!DRIVERS.includes('gvisor'))('gvisor exec agent', () => {
     expect(chunks.join('')).toBe('first\n');
     expect(r.exitCode).toBe(137);
     expect(Date.now() - started).toBeLessThan(60_000);
+    let left = '';
+    for (let i = 0; i < 50 && left !== '0'; i++) {
+      left = (await runtime.exec(id, "ps -eo args= | grep -c '^sleep 100' || true")).stdout.trim();
+      if (left !== '0') await new Promise((res) => setTimeout(res, 100));
+    }
+    expect(left).toBe('0');
     await runtime.destroy(id);
   }, 120_000);
 

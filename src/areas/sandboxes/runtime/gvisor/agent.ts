@@ -194,13 +194,11 @@ export function runOnWorker(s: Socket, payload: Buffer, r: AgentRequest): Promis
     s.on('close', () => finish(null));
     // The agent enforces the deadline inside; this only guards against a worker that hangs.
     const guard = r.timeoutMs ? setTimeout(() => finish(result(137, true)), r.timeoutMs + 5000) : undefined;
-    const onAbort = () => {
-      const sig = Buffer.alloc(4);
-      sig.writeInt32LE(9);
-      s.write(frame('k', sig));
-    };
+    // An abort closes the connection: the worker then kills the command, its group and what it left
+    // (once the command has taken its stdin: until then the worker does not read the connection).
+    const onAbort = () => finish(result(137, false));
+    if (r.signal?.aborted) return onAbort();
     r.signal?.addEventListener('abort', onAbort, { once: true });
-    if (r.signal?.aborted) onAbort();
     const stdin = typeof r.stdin === 'string' ? Buffer.from(r.stdin) : r.stdin ? Buffer.from(r.stdin) : Buffer.alloc(0);
     const frames = [frame('R', payload)];
     for (let o = 0; o < stdin.length; o += MAX_CHUNK) frames.push(frame('i', stdin.subarray(o, o + MAX_CHUNK)));

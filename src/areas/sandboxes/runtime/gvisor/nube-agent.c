@@ -8,7 +8,8 @@
 // execve in here. Each worker serves one request on its connection, then exits; the agent forks a
 // new one as soon as one is taken. Frames both ways: [type u8][length u32 LE][payload].
 //   nube -> worker: 'R' request (NUL-separated: timeout-ms, cwd, argc, argv..., envc, env...),
-//                   'i' stdin bytes, 'e' end of stdin, 'k' signal (i32 LE) for the command's group.
+//                   'i' stdin bytes, 'e' end of stdin.
+//   nube closing the connection (an abort, or nube gone) kills the command and what it left.
 //   worker -> nube: 'o' stdout bytes, 'r' stderr bytes, 'x' exit (i32 LE code, u8 timed out).
 // The command runs as nube-run runs it (own process group, the namespace seccomp rule, everything it
 // leaves behind killed when it ends or at the deadline). Nothing here is trusted by nube beyond the
@@ -98,6 +99,7 @@ static void command_child(int req, int in, int out, int err, sigset_t *old) {
   dup2(in, 0);
   dup2(out, 1);
   dup2(err, 2);
+  signal(SIGPIPE, SIG_DFL);
   sigprocmask(SIG_SETMASK, old, NULL);
   if (chdir(cwd)) {
     fprintf(stderr, "nube: cwd %s: %s\n", cwd, strerror(errno));
@@ -116,6 +118,8 @@ static int pipe_cloexec(int p[2]) {
 // One worker: connect, prepare the command, serve one request. Tells the agent (notify) when taken.
 static void worker(const char *path, int notify) {
   self_pid = getpid();
+  // A write to a connection nube closed fails (EPIPE) instead of ending us before the sweep.
+  signal(SIGPIPE, SIG_IGN);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -160,7 +164,7 @@ static void worker(const char *path, int notify) {
   fcntl(in[1], F_SETFL, O_NONBLOCK);
   char *pending = malloc(CHUNK), *chunk = malloc(CHUNK);
   size_t pend_off = 0, pend_len = 0;
-  int stdin_open = 1, stdin_eof = 0, out_open = 1, err_open = 1, sock_open = 1, exited = 0, timed_out = 0;
+  int stdin_open = 1, stdin_eof = 0, out_open = 1, err_open = 1, exited = 0, timed_out = 0;
   int status = 0;
   for (;;) {
     if (stdin_open && stdin_eof && pend_len == 0) {
@@ -170,7 +174,9 @@ static void worker(const char *path, int notify) {
     if (exited && !out_open && !err_open) break;
     struct pollfd pf[4];
     int n = 0, i_sock = -1, i_in = -1, i_out = -1, i_err = -1;
-    if (sock_open && pend_len == 0) pf[i_sock = n++] = (struct pollfd){s, POLLIN, 0};
+    // Not read while stdin is pending (backpressure): nube closing the connection is seen once the
+    // command has taken its stdin, ended, or at the deadline (gVisor reports no POLLHUP for it here).
+    pf[i_sock = n++] = (struct pollfd){s, pend_len == 0 ? POLLIN : 0, 0};
     if (stdin_open && pend_len) pf[i_in = n++] = (struct pollfd){in[1], POLLOUT, 0};
     if (out_open) pf[i_out = n++] = (struct pollfd){out[0], POLLIN, 0};
     if (err_open) pf[i_err = n++] = (struct pollfd){err[0], POLLIN, 0};
@@ -200,19 +206,14 @@ static void worker(const char *path, int notify) {
       }
     }
     if (r <= 0) continue;
-    if (i_sock >= 0 && pf[i_sock].revents) {
-      if (read_header(s, &type, &len, CHUNK) || read_all(s, pending, len)) {
+    if (pf[i_sock].revents) {
+      if (!(pf[i_sock].events & POLLIN) || read_header(s, &type, &len, CHUNK) || read_all(s, pending, len)) {
         // nube is gone: end the command as a lost `runsc exec` client would not, but promptly.
         reap_all(child, !exited);
         _exit(0);
       }
       if (type == 'i') pend_off = 0, pend_len = len;
       else if (type == 'e') stdin_eof = 1;
-      else if (type == 'k' && len == 4) {
-        int sig;
-        memcpy(&sig, pending, 4);
-        if (sig > 0 && sig < 65) kill(-child, sig);
-      }
     }
     if (i_in >= 0 && pf[i_in].revents) {
       ssize_t w = write(in[1], pending + pend_off, pend_len);

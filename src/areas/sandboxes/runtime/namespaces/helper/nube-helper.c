@@ -141,22 +141,38 @@ static void write_status_file(const char *path, const char *text) {
   rename(tmp, path);
 }
 
-/* Kill everything still in an exec cgroup (children that left the process group with setsid). */
+/*
+ * Kill everything still in an exec cgroup (children that left the process group with setsid), until it
+ * is empty. It is not removed here: rmdir takes the cgroup mutex, which a migration elsewhere on the
+ * host (the next prepared session joining its cgroups) holds for an RCU grace period, so removal comes
+ * after the command's status has gone out (remove_exec_cgroups).
+ */
 static void sweep(const char *dir) {
-  /* Empty (the usual end of a command): removing it is the whole sweep. */
-  if (rmdir(dir) == 0 || errno == ENOENT) return;
-  char path[4096];
+  char path[4096], buf[4096];
   snprintf(path, sizeof path, "%s/cgroup.procs", dir);
   for (int round = 0; round < 50; round++) {
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    int pid, any = 0;
-    while (fscanf(f, "%d", &pid) == 1) { kill(pid, SIGKILL); any = 1; }
-    fclose(f);
-    if (!any) break;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    int any = 0;
+    size_t have = 0;
+    ssize_t r;
+    /* One pid per line; a line cut by the buffer's end is kept for the next read. */
+    while ((r = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+      have += (size_t)r;
+      buf[have] = 0;
+      char *p = buf, *nl;
+      while ((nl = strchr(p, '\n'))) {
+        int pid = atoi(p);
+        if (pid > 0) { kill(pid, SIGKILL); any = 1; }
+        p = nl + 1;
+      }
+      have = strlen(p);
+      memmove(buf, p, have);
+    }
+    close(fd);
+    if (!any) return;
     usleep(2000);
   }
-  rmdir(dir);
 }
 
 static volatile sig_atomic_t timed_out = 0, stop_asked = 0;
@@ -291,6 +307,16 @@ static void kill_all(pid_t child, const struct entry *e) {
   for (int k = 0; k < e->nexec; k++) sweep(e->exec_cgroups[k]);
 }
 
+/* Remove the exec cgroups once the command's status has been sent (see sweep). */
+static void remove_exec_cgroups(const struct entry *e) {
+  for (int k = 0; k < e->nexec; k++) {
+    for (int round = 0; round < 50 && rmdir(e->exec_cgroups[k]) < 0 && errno == EBUSY; round++) {
+      sweep(e->exec_cgroups[k]);
+      usleep(2000);
+    }
+  }
+}
+
 static int cmd_enter(int argc, char **argv) {
   struct entry e = {.cwd = "/"};
   int status_fd = -1;
@@ -358,6 +384,7 @@ static int cmd_enter(int argc, char **argv) {
   int code = status_line(st, timed_out, line, sizeof line);
   if (status_fd >= 0 && write(status_fd, line, strlen(line)) < 0) { /* caller gone */ }
   if (status_file) write_status_file(status_file, line);
+  remove_exec_cgroups(&e);
   return code;
 }
 
@@ -554,6 +581,7 @@ static void session(int conn) {
       kill(child, SIGKILL);
       waitpid(child, NULL, 0);
       kill_all(child, &e);
+      remove_exec_cgroups(&e);
       _exit(0);
     }
   }
@@ -633,6 +661,9 @@ static void session(int conn) {
   }
   status_line(st, timed, line, sizeof line);
   if (!gone) send_frame(conn, 's', line, strlen(line));
+  /* The caller has its answer; the session lingers for the removal. */
+  close(conn);
+  remove_exec_cgroups(&e);
   _exit(0);
 }
 

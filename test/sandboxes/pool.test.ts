@@ -166,7 +166,7 @@ describe.each(DRIVERS)('%s: warm pool', (driver) => {
       rt.claim = async () => {
         throw new Error('claim refused (test)');
       };
-      let fallback: { status: number; body: any };
+      let fallback: Awaited<ReturnType<SandboxNube['call']>>;
       try {
         fallback = await t.call('POST', '/sandboxes', { timeoutSeconds: 60, env: { WHO: 'fallback' } });
       } finally {

@@ -257,12 +257,13 @@ export class Spawner {
    * Without a prepared session, or when it ended unused (its sandbox stopped), this is `run`.
    */
   async runPrepared(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+    // Encoded first: a request refused here (a NUL) must not take the prepared session and leave it waiting.
+    const stdin = Buffer.from(rest.stdin ?? '');
+    const payload = encodeFields(restFields(rest, stdin), stdin);
     const p = this.prepared.get(key);
     this.prepared.delete(key);
     let status: string | null = null;
     if (p && !p.closed) {
-      const stdin = Buffer.from(rest.stdin ?? '');
-      const payload = encodeFields(restFields(rest, stdin), stdin);
       p.sock.removeAllListeners('data');
       p.sock.removeAllListeners('close');
       p.sock.ref();

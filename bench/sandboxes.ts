@@ -3,6 +3,7 @@
 // latency row has its ratio to a bare `bwrap true` (the floor of starting a namespaced process) timed
 // in the same run. Writes bench/results/sandboxes.json.
 import { mkdirSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
 import { loadConfig } from '../src/config.js';
 import { BASE62, randomToken } from '../src/platform/ids.js';
@@ -69,6 +70,8 @@ interface ApiNube {
   nube: Awaited<ReturnType<typeof buildServer>>;
   keys: string[];
   post(key: string, path: string, body: unknown): Promise<{ id?: string; exitCode?: number }>;
+  /** The same request through fetch (undici), which costs this process more CPU than node:http. */
+  postFetch(key: string, path: string, body: unknown): Promise<{ id?: string; exitCode?: number }>;
   del(key: string, id: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -90,7 +93,34 @@ async function apiNube(pool: number, owners: number): Promise<ApiNube> {
   });
   const nube = await buildServer(config);
   const base = `${await nube.listen()}/api/v2`;
-  const post = async (key: string, path: string, body: unknown) => {
+  // The client shares this process (and its event loop) with nube: node:http over one keep-alive
+  // connection is the lightest client Node has, so what a sample holds is mostly nube's own work.
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const post = (key: string, path: string, body: unknown) =>
+    new Promise<{ id?: string; exitCode?: number }>((resolve, reject) => {
+      const text = JSON.stringify(body);
+      const req = request(
+        `${base}${path}`,
+        {
+          method: 'POST',
+          agent,
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => {
+            const json = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id?: string; exitCode?: number };
+            if (res.statusCode !== 200) reject(new Error(`${path}: ${res.statusCode} ${JSON.stringify(json)}`));
+            else resolve(json);
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(text);
+    });
+  const postFetch = async (key: string, path: string, body: unknown) => {
     const r = await fetch(`${base}${path}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -110,8 +140,10 @@ async function apiNube(pool: number, owners: number): Promise<ApiNube> {
     nube,
     keys,
     post,
+    postFetch,
     del,
     async close() {
+      agent.destroy();
       const rt = nube.services.sandboxes.core.runtime;
       await nube.close();
       for (const s of await rt.list()) await rt.destroy(s.id).catch(() => {});
@@ -146,9 +178,16 @@ async function apiRows(): Promise<void> {
     }
     row('API: POST /sandboxes -> first exec result, no pool', createExec, '<= 4x bare', 4 * bareP50);
     const execs: number[] = [];
-    for (let i = 0; i < 300; i++) execs.push(await time(() => api.post(ownerKey, `/sandboxes/${warm.id}/exec`, { command: 'true' })));
+    const viaFetch: number[] = [];
+    // Interleaved in tens, so load from elsewhere falls on both clients alike.
+    for (let i = 0; i < 300; i++) {
+      const f = Math.floor(i / 10) % 3 === 2;
+      const t = await time(() => (f ? api.postFetch : api.post)(ownerKey, `/sandboxes/${warm.id}/exec`, { command: 'true' }));
+      (f ? viaFetch : execs).push(t);
+    }
     apiExecP50 = percentile(execs, 50);
     row('API: POST exec `true` round trip', execs, '<= 0.25x bare', 0.25 * bareP50);
+    row('API: POST exec `true` round trip, fetch client', viaFetch, '-');
   } finally {
     await api.close();
   }
@@ -348,7 +387,7 @@ try {
       'pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead that answered one exec `true`, as pooled ones have (runtime.claim: env and limits), then exec `true`.',
       `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb / driverHeapGrowthMb = this process (the runtime, as in nube) after all answered (garbage collection moves both; RSS can shrink).`,
       'gvisor rows call GvisorRuntime directly (runsc 0.0~20221219, ptrace platform: /dev/kvm here is nested and hangs); exec goes to the exec agent inside the sandbox (nube-agent over a host unix socket), the `runsc exec` row measures the fallback.',
-      'runtime rows call NamespacesRuntime directly; API rows go through nube over loopback HTTP (auth, validation, SQLite record, timers, rate limit) with fetch in the same process.',
+      'runtime rows call NamespacesRuntime directly; API rows go through nube over loopback HTTP (auth, validation, SQLite record, timers, rate limit) with a node:http keep-alive client in the same process (until 2026-11-26 the client was fetch, which spends 0.4-0.6 ms more of this process\'s CPU per request here: the `fetch client` row is the same exec through it, every third ten of the 300 samples).',
       'API create -> first exec: POST /sandboxes (template built) then POST /sandboxes/{id}/exec `true`, timed together; samples spread over 3 owners because creation is limited to 10 a minute per owner.',
       'ratio = p50 / p50 of a bare `bwrap --unshare-all ... true` in the same run (30 samples at the start and 30 at the end together; bareP50AtStartMs is the first half alone).',
     ]),

@@ -130,6 +130,74 @@ describe.each(DRIVERS)('%s: warm pool', (driver) => {
     await t.call('DELETE', `/sandboxes/${s.id}`);
   }, 240_000);
 
+  it('a hit writes its record once, already running; a failed claim starts one under the same id; a failed record write destroys the claimed sandbox', async () => {
+    const core = t.nube.services.sandboxes.core;
+    type Repo = { insert(r: { id: string; status: string }): Promise<void>; update(id: string, patch: object): Promise<void> };
+    const repo = core.repo as unknown as Repo;
+    const insert = repo.insert.bind(repo);
+    const update = repo.update.bind(repo);
+    const inserted: { id: string; status: string }[] = [];
+    const updated: string[] = [];
+    repo.insert = async (r) => {
+      inserted.push({ id: r.id, status: r.status });
+      return insert(r);
+    };
+    repo.update = async (id, patch) => {
+      updated.push(id);
+      return update(id, patch);
+    };
+    try {
+      await poolFilled(t);
+      const hits = (await ready(t))!.hits;
+      const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 60, env: { WHO: 'once' } });
+      expect(c.status).toBe(200);
+      expect((await ready(t))?.hits).toBe(hits + 1);
+      expect(inserted.filter((r) => r.id === c.body.id)).toEqual([{ id: c.body.id, status: 'running' }]);
+      expect(updated).not.toContain(c.body.id);
+      expect(Date.parse(c.body.expiresAt)).toBeGreaterThan(Date.now() + 50_000);
+      const e = await t.call('POST', `/sandboxes/${c.body.id}/exec`, { command: 'echo "$WHO"' });
+      expect(e.body).toMatchObject({ exitCode: 0, stdout: 'once\n' });
+      await t.call('DELETE', `/sandboxes/${c.body.id}`);
+
+      // The driver refuses the claim: the pooled sandbox goes, one is started the usual way, same id.
+      await poolFilled(t);
+      const rt = core.runtime as unknown as { claim: (...a: unknown[]) => Promise<unknown> };
+      const claim = rt.claim;
+      rt.claim = async () => {
+        throw new Error('claim refused (test)');
+      };
+      let fallback: Awaited<ReturnType<SandboxNube['call']>>;
+      try {
+        fallback = await t.call('POST', '/sandboxes', { timeoutSeconds: 60, env: { WHO: 'fallback' } });
+      } finally {
+        rt.claim = claim;
+      }
+      expect(fallback.status).toBe(200);
+      expect(fallback.body.status).toBe('running');
+      expect(inserted.filter((r) => r.id === fallback.body.id)).toEqual([{ id: fallback.body.id, status: 'starting' }]);
+      const f = await t.call('POST', `/sandboxes/${fallback.body.id}/exec`, { command: 'echo "$WHO"; hostname' });
+      expect(f.body).toMatchObject({ exitCode: 0, stdout: `fallback\n${fallback.body.id.replace('_', '-')}\n` });
+      await t.call('DELETE', `/sandboxes/${fallback.body.id}`);
+
+      // The record cannot be written: the claimed sandbox has no record, so the create destroys it.
+      await poolFilled(t);
+      repo.insert = async () => {
+        throw new Error('insert failed (test)');
+      };
+      const before = new Set((await core.runtime.list()).map((s) => s.id));
+      const failed = await t.call('POST', '/sandboxes', { timeoutSeconds: 60 });
+      repo.insert = insert;
+      expect(failed.status).toBe(500);
+      const after = new Set((await core.runtime.list()).map((s) => s.id));
+      const gone = [...before].filter((id) => !after.has(id));
+      expect(gone).toHaveLength(1);
+      expect(await core.repo.byRuntimeId(gone[0]!)).toBeUndefined();
+    } finally {
+      repo.insert = insert;
+      repo.update = update;
+    }
+  }, 300_000);
+
   it('a restart leaves no pooled sandbox: a crash is cleaned by the next start, a clean stop destroys them', async () => {
     await poolFilled(t);
     const core = t.nube.services.sandboxes.core;

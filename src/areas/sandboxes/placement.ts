@@ -50,12 +50,15 @@ export class SandboxPlacement {
 
   /** The node the scheduler picks for a new sandbox (this one while pinned); nothing thrown, nothing relayed. */
   async choose(ownerId: string, template: string): Promise<string> {
-    const counts = await this.db
-      .selectFrom('sandboxes')
-      .select((eb) => ['node_id', eb.fn.countAll<number>().as('n')])
-      .where('owner_id', '=', ownerId)
-      .groupBy('node_id')
-      .execute();
+    // The owner's count per node only ranks nodes against each other: alone, this node skips the query.
+    const counts = this.deps.nodes.solo
+      ? []
+      : await this.db
+          .selectFrom('sandboxes')
+          .select((eb) => ['node_id', eb.fn.countAll<number>().as('n')])
+          .where('owner_id', '=', ownerId)
+          .groupBy('node_id')
+          .execute();
     const ownerCounts = Object.fromEntries(counts.filter((r) => r.node_id).map((r) => [r.node_id as string, Number(r.n)]));
     return this.deps.nodes.place({ kind: 'sandbox', template, ownerCounts });
   }

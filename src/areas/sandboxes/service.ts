@@ -162,6 +162,11 @@ export class SandboxesCore {
     // Only a built template has a pool (a first build is a job; the pool fills once it is done).
     const pooled = built ? this.pool.take(source) : null;
     const row = newRow((env) => this.seal(env), p, input, { derived, nodeId, id: pooled?.id, warm: pooled !== null });
+    const opts = { snapshot: derived?.snapshot_id, env: input.env, limits: input.limits };
+    if (pooled) {
+      const view = await this.createWarm(row, pooled, opts).finally(() => this.pool.refill(source));
+      if (view) return view;
+    }
     await this.repo.insert(row);
     if (!built) {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.
@@ -170,13 +175,13 @@ export class SandboxesCore {
       return this.describe(row);
     }
     try {
-      const opts = { snapshot: derived?.snapshot_id, env: input.env, limits: input.limits };
-      await (pooled ? this.handOut(row, pooled, opts) : this.launch(row, opts));
+      await this.launch(row, opts);
     } catch (e) {
       await this.repo.delete(row.id);
       throw e;
     } finally {
-      if (built) this.pool.refill(source);
+      // A pool hit whose claim failed has asked for its refill already.
+      if (!pooled) this.pool.refill(source);
     }
     return this.view((await this.repo.get(row.id)) ?? row);
   }
@@ -213,24 +218,36 @@ export class SandboxesCore {
   }
 
   /**
-   * A pooled sandbox becomes this record's: the driver applies env, limits and network policy, then
-   * the record starts its clocks as after a launch. If the claim fails the pooled sandbox is destroyed
-   * and one is started the usual way under the same id.
+   * A pool hit: the driver claims the pooled sandbox (env, limits, network policy: what makes it the
+   * caller's; metadata, timers and the record are the service's, as for any create) first, so the
+   * record is written once, already running (no `starting` insert, update and re-read). Null when the
+   * claim failed: the pooled sandbox is destroyed and the caller starts one the usual way under the
+   * same id. A failed insert destroys the claimed sandbox (it has no record, so nothing else would).
    */
-  private async handOut(
+  private async createWarm(
     row: SandboxRow,
     pooled: PooledSandbox,
-    o: { snapshot?: string; env?: Record<string, string>; limits?: { cpus: number; memoryMb: number } },
-  ): Promise<BootstrapRun | null> {
+    o: { env?: Record<string, string>; limits?: { cpus: number; memoryMb: number } },
+  ): Promise<SandboxView | null> {
     let info: SandboxInfo;
     try {
       info = await this.runtime.claim(pooled.runtimeId, { env: o.env, limits: o.limits, networkPolicy: JSON.parse(row.network_policy) });
     } catch (e) {
       this.deps.log.warn({ err: e, sandbox: row.id }, 'pooled sandbox could not be handed out; starting one');
       await this.runtime.destroy(pooled.runtimeId).catch(() => {});
-      return this.launch(row, o);
+      return null;
     }
-    return this.markStarted(row, info);
+    Object.assign(row, this.startedPatch(row, info));
+    try {
+      await this.repo.insert(row);
+    } catch (e) {
+      await this.runtime.destroy(pooled.runtimeId).catch(() => {});
+      throw e;
+    }
+    await this.clocks.arm(row);
+    if (!row.bootstrap) return this.view(row);
+    await this.runBootstrap(row);
+    return this.view((await this.repo.get(row.id)) ?? row);
   }
 
   /** Start the driver's sandbox for a `starting` record, then run the bootstrap (a wake). */
@@ -251,9 +268,9 @@ export class SandboxesCore {
     return this.markStarted(row, info);
   }
 
-  async markStarted(row: SandboxRow, info: SandboxInfo): Promise<BootstrapRun | null> {
+  private startedPatch(row: SandboxRow, info: SandboxInfo): Partial<SandboxRow> {
     const now = Date.now();
-    const patch: Partial<SandboxRow> = {
+    return {
       status: 'running',
       template_build: info.templateBuild,
       cpus: info.limits.cpus,
@@ -261,6 +278,10 @@ export class SandboxesCore {
       started_at: now,
       expires_at: neverExpires(row) ? null : now + row.timeout_seconds * 1000,
     };
+  }
+
+  async markStarted(row: SandboxRow, info: SandboxInfo): Promise<BootstrapRun | null> {
+    const patch = this.startedPatch(row, info);
     await this.repo.update(row.id, patch);
     const fresh = { ...row, ...patch };
     await this.clocks.arm(fresh);

@@ -1,6 +1,8 @@
 // The spawner (nube-helper serve): execs go through one long-lived helper over a unix socket. What must
 // hold besides the exec tests in lifecycle.test.ts: stdin larger than a pipe, a caller that goes away
-// kills its command, a dead spawner is replaced, the socket is private.
+// kills its command, a dead spawner is replaced, the socket is private; an exec answers once its
+// command and what it left are gone, and its exec cgroup is removed right after.
+import { existsSync } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +77,31 @@ describe('namespaces runtime: spawner', () => {
       if (left !== '0') await new Promise((r) => setTimeout(r, 20));
     }
     expect(left).toBe('0');
+  });
+
+  it('an exec answers on its status (what it left is killed first); its exec cgroup goes right after', async () => {
+    const pidsDir = `/sys/fs/cgroup/pids/${opts.cgroupParent}/${id}`;
+    const execCgroups = async () => (existsSync(pidsDir) ? (await readdir(pidsDir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name) : []);
+    // Only on cgroup v1 (this host); the v2 layout is checked in cgroups-v2.test.ts.
+    if (!existsSync(pidsDir)) return;
+    await runtime.exec(id, 'true');
+    const before = await execCgroups();
+    for (let i = 0; i < 5; i++) {
+      // A child that left the process group: the answer comes only once it is dead.
+      const r = await runtime.exec(id, 'setsid sleep 79 & echo started', { timeoutMs: 10_000 });
+      expect(r).toMatchObject({ exitCode: 0, stdout: 'started\n', timedOut: false });
+      expect((await runtime.exec(id, "ps -eo args= | grep -c '^sleep 79' || true")).stdout.trim()).toBe('0');
+    }
+    // Each exec made one and the prepared session made the next: what is left after a moment is one
+    // prepared session's (the earlier ones were removed by their sessions after they answered).
+    let left: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      left = await execCgroups();
+      if (left.length <= 1) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // (Before the fix, a command refused for a NUL took the prepared session and left it waiting.)
+    expect(left.length, JSON.stringify({ before, left })).toBeLessThanOrEqual(1);
   });
 
   it('a spawner that died is replaced on the next exec', async () => {

@@ -74,22 +74,29 @@ export function encodeRequest(req: SpawnRequest, stdin: Buffer): Buffer {
 }
 
 /**
- * Reads the helper's frames (stdout, stderr, status) off a connection, and settles when it closes:
- * the last status line, or `null` when the session ended before it said anything (nothing ran).
- */
-/**
- * Hands a session's output to `sinks` and resolves with its last status line (null: it ended with none).
- * Aborting `signal` closes the connection, which kills the command's process group: "signal 9".
+ * Hands a session's output to `sinks` and resolves with its last status line (null: it ended with none,
+ * which tells that nothing ran). It resolves as soon as the final status frame arrives (the helper
+ * sends it last, after all output, once the command and whatever it left are gone), without waiting
+ * for the session process to exit and the connection to close. Aborting `signal` closes the
+ * connection, which kills the command's process group: "signal 9".
  */
 function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, pending: Buffer[] = [], signal?: AbortSignal) {
   return new Promise<string | null>((resolve, reject) => {
     const abort = () => sock.destroy();
     if (signal?.aborted) abort();
     else signal?.addEventListener('abort', abort, { once: true });
-    let buf: Buffer = Buffer.concat(pending);
+    let buf: Buffer = pending.length ? Buffer.concat(pending) : Buffer.alloc(0);
     let status = '';
+    let settled = false;
     // Belt and braces: if the helper hangs past the deadline, closing the connection kills the group.
     const guard = timeoutMs ? setTimeout(() => sock.destroy(), timeoutMs + 5000) : undefined;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      if (guard) clearTimeout(guard);
+      signal?.removeEventListener('abort', abort);
+      fn();
+    };
     const onData = (c: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, c]) : c;
       while (buf.length >= 5) {
@@ -100,7 +107,15 @@ function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, p
         buf = buf.subarray(5 + len);
         if (type === 0x6f) sinks.stdout(data);
         else if (type === 0x65) sinks.stderr(data);
-        else if (type === 0x73) status += data.toString();
+        else if (type === 0x73) {
+          status += data.toString();
+          const last = finalStatus(status);
+          if (last) {
+            settle(() => resolve(last));
+            sock.destroy();
+            return;
+          }
+        }
       }
     };
     sock.on('data', onData);
@@ -110,15 +125,19 @@ function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, p
       failure = e;
     });
     sock.on('close', () => {
-      if (guard) clearTimeout(guard);
-      signal?.removeEventListener('abort', abort);
       const last = status.trim().split('\n').pop() ?? '';
-      if (/^(exit|signal) /.test(last)) resolve(last);
-      else if (signal?.aborted) resolve('signal 9');
-      else if (status === '' && !failure) resolve(null);
-      else reject(failure ?? new Error(`nube-helper serve ended the exec without a status (${last || 'nothing'})`));
+      if (signal?.aborted) settle(() => resolve('signal 9'));
+      else if (status === '' && !failure) settle(() => resolve(null));
+      else settle(() => reject(failure ?? new Error(`nube-helper serve ended the exec without a status (${last || 'nothing'})`)));
     });
   });
+}
+
+/** The final status line ("exit C" / "signal S", + " timeout") once the status text holds one. */
+function finalStatus(status: string): string | null {
+  if (!status.endsWith('\n')) return null;
+  const last = status.slice(status.lastIndexOf('\n', status.length - 2) + 1, -1);
+  return /^(exit|signal) /.test(last) ? last : null;
 }
 
 export class Spawner {
@@ -238,12 +257,13 @@ export class Spawner {
    * Without a prepared session, or when it ended unused (its sandbox stopped), this is `run`.
    */
   async runPrepared(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+    // Encoded first: a request refused here (a NUL) must not take the prepared session and leave it waiting.
+    const stdin = Buffer.from(rest.stdin ?? '');
+    const payload = encodeFields(restFields(rest, stdin), stdin);
     const p = this.prepared.get(key);
     this.prepared.delete(key);
     let status: string | null = null;
     if (p && !p.closed) {
-      const stdin = Buffer.from(rest.stdin ?? '');
-      const payload = encodeFields(restFields(rest, stdin), stdin);
       p.sock.removeAllListeners('data');
       p.sock.removeAllListeners('close');
       p.sock.ref();

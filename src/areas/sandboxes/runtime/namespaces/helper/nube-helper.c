@@ -33,7 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -88,6 +93,35 @@ static scmp_filter_ctx build_filter(void) {
   return ctx;
 }
 
+/*
+ * The filter as a BPF program, generated once per process (serve: once for all its sessions, which
+ * inherit it). libseccomp would regenerate the program at every seccomp_load; loading the exported
+ * program does what seccomp_load does with the default attributes: no_new_privs, then
+ * SECCOMP_SET_MODE_FILTER without flags.
+ */
+static struct sock_fprog filter_prog;
+
+static void prepare_filter(void) {
+  if (filter_prog.filter) return;
+  scmp_filter_ctx ctx = build_filter();
+  int fd = memfd_create("nube-seccomp", MFD_CLOEXEC);
+  if (fd < 0) die("memfd_create");
+  if (seccomp_export_bpf(ctx, fd) < 0) die("seccomp_export_bpf");
+  seccomp_release(ctx);
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size <= 0 || size % sizeof(struct sock_filter)) die("seccomp program size");
+  struct sock_filter *code = malloc((size_t)size);
+  if (!code || pread(fd, code, (size_t)size, 0) != size) die("read seccomp program");
+  close(fd);
+  filter_prog.len = (unsigned short)(size / sizeof(struct sock_filter));
+  filter_prog.filter = code;
+}
+
+static int load_filter(void) {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return -1;
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter_prog);
+}
+
 static int write_file(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -107,20 +141,38 @@ static void write_status_file(const char *path, const char *text) {
   rename(tmp, path);
 }
 
-/* Kill everything still in an exec cgroup (children that left the process group with setsid). */
+/*
+ * Kill everything still in an exec cgroup (children that left the process group with setsid), until it
+ * is empty. It is not removed here: rmdir takes the cgroup mutex, which a migration elsewhere on the
+ * host (the next prepared session joining its cgroups) holds for an RCU grace period, so removal comes
+ * after the command's status has gone out (remove_exec_cgroups).
+ */
 static void sweep(const char *dir) {
-  char path[4096];
+  char path[4096], buf[4096];
   snprintf(path, sizeof path, "%s/cgroup.procs", dir);
   for (int round = 0; round < 50; round++) {
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    int pid, any = 0;
-    while (fscanf(f, "%d", &pid) == 1) { kill(pid, SIGKILL); any = 1; }
-    fclose(f);
-    if (!any) break;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    int any = 0;
+    size_t have = 0;
+    ssize_t r;
+    /* One pid per line; a line cut by the buffer's end is kept for the next read. */
+    while ((r = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+      have += (size_t)r;
+      buf[have] = 0;
+      char *p = buf, *nl;
+      while ((nl = strchr(p, '\n'))) {
+        int pid = atoi(p);
+        if (pid > 0) { kill(pid, SIGKILL); any = 1; }
+        p = nl + 1;
+      }
+      have = strlen(p);
+      memmove(buf, p, have);
+    }
+    close(fd);
+    if (!any) return;
     usleep(2000);
   }
-  rmdir(dir);
 }
 
 static volatile sig_atomic_t timed_out = 0, stop_asked = 0;
@@ -141,7 +193,6 @@ struct entry {
 /* The target's namespaces and root, opened before the fork (the pid namespace is joined for children). */
 struct opened {
   int fds[6], rootfd;
-  scmp_filter_ctx filter;
 };
 
 static const char *ns_names[] = {"ipc", "uts", "net", "pid", "mnt", "user"};
@@ -160,7 +211,7 @@ static int open_target(int target, struct opened *o, char *what, size_t len) {
   snprintf(path, sizeof path, "/proc/%d/root", target);
   o->rootfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (o->rootfd < 0) { snprintf(what, len, "%s", path); return -1; }
-  o->filter = build_filter();
+  prepare_filter();
   /* The pid namespace of the caller never changes; only children are born inside it. */
   if (setns(o->fds[3], CLONE_NEWPID) < 0) { snprintf(what, len, "setns pid"); return -1; }
   return 0;
@@ -169,7 +220,6 @@ static int open_target(int target, struct opened *o, char *what, size_t len) {
 static void close_target(struct opened *o) {
   for (int k = 0; k < 6; k++) if (o->fds[k] >= 0) close(o->fds[k]);
   if (o->rootfd >= 0) close(o->rootfd);
-  seccomp_release(o->filter);
 }
 
 /* In the forked child: join the cgroups, enter the namespaces and root, become root inside, load the
@@ -205,7 +255,7 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
   if (ctl >= 0) {
     /* Prepared ahead: from here on it is a process of the sandbox like any other (its seccomp filter
        loaded before it waits), until the rest of the request (cwd, env, argv) comes through ctl. */
-    if (seccomp_load(o->filter) < 0) die("seccomp_load");
+    if (load_filter() < 0) die("seccomp filter");
     unsigned char lb[4];
     if (read_all(ctl, lb, 4) < 0) _exit(125);
     size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
@@ -235,7 +285,7 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
     fprintf(stderr, "cwd %s: %s\n", e->cwd, strerror(errno));
     _exit(126);
   }
-  if (seccomp_load(o->filter) < 0) die("seccomp_load");
+  if (load_filter() < 0) die("seccomp filter");
   if (e->env) environ = e->env;
   execvp(e->cmd[0], e->cmd);
   fprintf(stderr, "%s: %s\n", e->cmd[0], strerror(errno));
@@ -255,6 +305,16 @@ static int status_line(int st, int timed, char *line, size_t len) {
 static void kill_all(pid_t child, const struct entry *e) {
   kill(-child, SIGKILL);
   for (int k = 0; k < e->nexec; k++) sweep(e->exec_cgroups[k]);
+}
+
+/* Remove the exec cgroups once the command's status has been sent (see sweep). */
+static void remove_exec_cgroups(const struct entry *e) {
+  for (int k = 0; k < e->nexec; k++) {
+    for (int round = 0; round < 50 && rmdir(e->exec_cgroups[k]) < 0 && errno == EBUSY; round++) {
+      sweep(e->exec_cgroups[k]);
+      usleep(2000);
+    }
+  }
 }
 
 static int cmd_enter(int argc, char **argv) {
@@ -324,6 +384,7 @@ static int cmd_enter(int argc, char **argv) {
   int code = status_line(st, timed_out, line, sizeof line);
   if (status_fd >= 0 && write(status_fd, line, strlen(line)) < 0) { /* caller gone */ }
   if (status_file) write_status_file(status_file, line);
+  remove_exec_cgroups(&e);
   return code;
 }
 
@@ -352,10 +413,20 @@ static int send_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* Header and data in one sendmsg (one wake-up of the reader); the rest, if the socket took part of it. */
 static int send_frame(int fd, char type, const void *data, size_t len) {
   unsigned char h[5] = {(unsigned char)type, len & 0xff, (len >> 8) & 0xff, (len >> 16) & 0xff, (len >> 24) & 0xff};
-  if (send_all(fd, h, 5) < 0) return -1;
-  return len ? send_all(fd, data, len) : 0;
+  struct iovec iov[2] = {{h, 5}, {(void *)data, len}};
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+  ssize_t w;
+  do w = sendmsg(fd, &m, MSG_NOSIGNAL); while (w < 0 && errno == EINTR);
+  if (w < 0) return -1;
+  if ((size_t)w < 5) {
+    if (send_all(fd, h + w, 5 - (size_t)w) < 0) return -1;
+    w = 5;
+  }
+  size_t sent = (size_t)w - 5;
+  return sent < len ? send_all(fd, (const char *)data + sent, len - sent) : 0;
 }
 
 static int read_all(int fd, void *p, size_t n) {
@@ -510,6 +581,7 @@ static void session(int conn) {
       kill(child, SIGKILL);
       waitpid(child, NULL, 0);
       kill_all(child, &e);
+      remove_exec_cgroups(&e);
       _exit(0);
     }
   }
@@ -589,6 +661,9 @@ static void session(int conn) {
   }
   status_line(st, timed, line, sizeof line);
   if (!gone) send_frame(conn, 's', line, strlen(line));
+  /* The caller has its answer; the session lingers for the removal. */
+  close(conn);
+  remove_exec_cgroups(&e);
   _exit(0);
 }
 
@@ -597,6 +672,7 @@ static int cmd_serve(const char *path) {
   if (strlen(path) >= sizeof addr.sun_path) { fprintf(stderr, "nube-helper: socket path too long\n"); return 125; }
   strcpy(addr.sun_path, path);
   signal(SIGCHLD, SIG_IGN); /* sessions are reaped by the kernel */
+  prepare_filter(); /* once: every session inherits the program */
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) die("socket");
   unlink(path);

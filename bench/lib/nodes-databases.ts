@@ -112,7 +112,9 @@ export async function benchDatabaseNodes(o: DbBenchOptions): Promise<{ rows: Res
     const copiedAfter = async (id: string, sentAt: number): Promise<number> => {
       for (;;) {
         const r = await rowOf(id);
-        const holder = nodes[ids.indexOf(r.node_id!)]!.services.databases.copies;
+        const holderNode = nodes[ids.indexOf(r.node_id ?? '')];
+        if (!holderNode) throw new Error(`database ${id} is held by ${r.node_id}, not one of ${ids.join(', ')}`);
+        const holder = holderNode.services.databases.copies;
         if (Number(r.copy_at ?? 0) >= sentAt && !holder.pending(id)) return performance.now();
         await sleep(5);
       }

@@ -67,6 +67,7 @@ export async function stopSandboxNube(t: SandboxNube, opts: { keepDir?: boolean 
   for (const s of await runtime.list().catch(() => [])) await runtime.destroy(s.id).catch(() => {});
   await t.close();
   if (!opts.keepDir) {
+    await (runtime as NamespacesRuntime).detachStore();
     rmSync(t.dataDir, { recursive: true, force: true });
     rmSync((runtime as NamespacesRuntime).runDir, { recursive: true, force: true });
   }

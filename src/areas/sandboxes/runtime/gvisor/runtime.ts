@@ -5,7 +5,7 @@ import type { ExecOptions, ExecResult, OutputSinks, SnapshotInfo, StreamExecOpti
 import { SandboxRuntimeError } from '../driver.js';
 import { files as bgFiles, launchDetached } from '../namespaces/background.js';
 import { sandboxEnv, toExecResult } from '../namespaces/exec.js';
-import { mountRootfs, unmountRootfs } from '../namespaces/launch.js';
+import { unmountRootfs } from '../namespaces/launch.js';
 import { run } from '../namespaces/proc.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
 import { takeSnapshot } from '../namespaces/snapshots.js';
@@ -87,7 +87,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const cg = this.cg(rec.id);
     const bundle = this.bundle(rec.id);
     await Promise.all([
-      mountRootfs(this.ctx, rec),
+      this.mountRoot(rec),
       this.applyLimits(rec),
       this.network.attach(this.netns(rec.id), rec.leaseIdx, rec.policy),
       mkdir(`${bundle}/state`, { recursive: true }),
@@ -255,13 +255,13 @@ export class GvisorRuntime extends NamespacesRuntime {
   }
 
   /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */
-  override async snapshot(id: string): Promise<SnapshotInfo> {
+  override async snapshot(id: string, snapshotId?: string): Promise<SnapshotInfo> {
     const rec = await this.record(id);
     const t = this.target(rec);
     const pauser = {
       freeze: async () => void (await this.runsc.call(t, ['pause', id])),
       thaw: async () => void (await this.runsc.call(t, ['resume', id], true)),
     };
-    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null));
+    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null, snapshotId));
   }
 }

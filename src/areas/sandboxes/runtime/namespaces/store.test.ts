@@ -34,6 +34,7 @@ describe.each(DRIVERS)('%s runtime: reflink store', (driver) => {
     // Sparse: it holds what was written, not its size.
     const img = statSync(storePaths(dataDir).image);
     expect(img.blocks * 512).toBeLessThan(img.size / 10);
+    expect(img.mode & 0o777).toBe(0o600);
     await runtime.destroy(id);
   });
 

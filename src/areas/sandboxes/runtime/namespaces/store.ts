@@ -68,7 +68,8 @@ async function makeImage(image: string, sizeBytes: number): Promise<void> {
   // processes making one at once the first link wins (link never replaces a file, rename would).
   const tmp = `${image}.${process.pid}-${randomBytes(4).toString('hex')}`;
   try {
-    await writeFile(tmp, '');
+    // Every sandbox's files are in it: root only, whatever the data dir's own mode.
+    await writeFile(tmp, '', { mode: 0o600 });
     await run('truncate', ['-s', String(sizeBytes), tmp]);
     await run('mkfs.xfs', ['-q', '-m', 'reflink=1', '-L', 'nube-store', tmp]);
     await link(tmp, image).catch((e: NodeJS.ErrnoException) => {

@@ -248,7 +248,11 @@ async function snapshotSamples(rt: NamespacesRuntime, id: string, n: number): Pr
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
     let snap = '';
-    out.push(await time(async () => void (snap = (await rt.snapshot(id)).id)));
+    out.push(
+      await time(async () => {
+        snap = (await rt.snapshot(id)).id;
+      }),
+    );
     await rt.deleteSnapshot(snap);
   }
   return out;

@@ -605,7 +605,8 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async close(): Promise<void> {
     await this.locks.settle();
-    // A trim under way is not waited for: it only gives blocks back, and the next deletion trims again.
+    // A trim under way does not hold nube's exit: it only gives blocks back, and the next deletion trims again.
+    this.trimmer?.stop();
     this.spawner?.close();
   }
 }

@@ -174,6 +174,7 @@ export class StoreTrimmer {
   static SECOND_PASS_MS = 3000;
   private running: Promise<void> | null = null;
   private again = false;
+  private pause: { timer: NodeJS.Timeout; done: () => void } | null = null;
   constructor(private readonly mount: string) {}
 
   schedule(): void {
@@ -187,7 +188,10 @@ export class StoreTrimmer {
         this.again = false;
         await run('sync', ['-f', this.mount], { allowFailure: true }).catch(() => {});
         await trim();
-        await new Promise((r) => setTimeout(r, StoreTrimmer.SECOND_PASS_MS).unref());
+        await new Promise<void>((done) => {
+          this.pause = { timer: setTimeout(done, StoreTrimmer.SECOND_PASS_MS), done };
+        });
+        this.pause = null;
         await trim();
       } while (this.again);
     })().finally(() => {
@@ -195,8 +199,17 @@ export class StoreTrimmer {
     });
   }
 
-  /** Resolves when no trim is running (tests, close). */
+  /** Resolves when no trim is running (tests, unmounting). */
   async settled(): Promise<void> {
     while (this.running) await this.running;
+  }
+
+  /** Skip the wait for a second pass (nube stopping): a later deletion trims again. */
+  stop(): void {
+    this.again = false;
+    if (this.pause) {
+      clearTimeout(this.pause.timer);
+      this.pause.done();
+    }
   }
 }

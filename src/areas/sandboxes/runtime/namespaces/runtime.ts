@@ -449,6 +449,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       const top = rec.layers[0];
       if (rec.state === 'running' && !rec.init && top && !existsSync(this.layout.snapshot(top).meta)) {
         await this.locked(rec.id, () => this.teardown(rec)).catch(() => {});
+        await rm(this.layout.snapshot(top).dir, { recursive: true, force: true }); // the half copy
         continue;
       }
       await this.locked(rec.id, async () => {

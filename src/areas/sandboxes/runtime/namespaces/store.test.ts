@@ -1,7 +1,7 @@
 // The reflink store (store.ts): forks share the parent's blocks instead of copying them, stay
 // isolated both ways, survive a restart and a remount of the image, and give space back when deleted.
-import { mkdirSync, rmSync, statSync } from 'node:fs';
-import { readFile, statfs } from 'node:fs/promises';
+import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { readFile, statfs, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from './proc.js';
 import { closeStore, openStore, storePaths } from './store.js';
@@ -91,6 +91,27 @@ describe.each(DRIVERS)('%s runtime: reflink store', (driver) => {
     await third.deleteSnapshot(kid!.layers[0]!);
     await third.destroy(id);
     await Promise.all([again.close(), third.close()]);
+  }, 300_000);
+
+  it('a fork cut short by a stop of nube (its copy never finished) is removed at the next start', async () => {
+    const id = uniqueId('sx');
+    await runtime.create({ id });
+    const [kid] = await runtime.fork(id, [`${id}-k`]);
+    const snapDir = `${runtime.storeStatus!.root}/snapshots/${kid!.layers[0]}`;
+    // As nube leaves it when it stops mid-fork: the child's record saved, not started; the copy without its meta.
+    rmSync(`${snapDir}/meta.json`);
+    const statePath = `${runtime.sandboxDir(kid!.id)}/state.json`;
+    const rec = JSON.parse(await readFile(statePath, 'utf8'));
+    await writeFile(statePath, JSON.stringify({ ...rec, init: null }));
+    const again = newRuntime(driver, opts);
+    const found = (await again.recover()).map((s) => s.id);
+    expect(found).toContain(id);
+    expect(found).not.toContain(kid!.id);
+    expect(existsSync(runtime.sandboxDir(kid!.id))).toBe(false);
+    expect(existsSync(snapDir)).toBe(false);
+    expect((await again.exec(id, 'echo ok')).stdout).toBe('ok\n');
+    await again.destroy(id);
+    await again.close();
   }, 300_000);
 
   it('deleting sandboxes and snapshots gives the space back to the host', async () => {

@@ -2,11 +2,15 @@
 // - a sandbox `exec` forwarded by another node costs < 2 ms more at p50 than the same exec on the node
 //   holding the sandbox (same run, interleaved); the physical limit of the extra hop is a bare loopback
 //   HTTP round trip (undici to a node:http server answering at once), measured in the same run;
+//   the same over three nube OS processes (bench/lib/nodes-procs.ts), with the first event of an SSE
+//   stream read through the sandbox's node and through another one;
 // - the scheduler makes >= 1,000 placements a second over 1,000 simulated nodes; its limit is a bare
 //   scan for the minimum over the same 1,000 numbers.
-// Flags: --samples <n> (300).
+// - databases across nodes (bench/lib/nodes-databases.ts): copy lag, restore after a death, drain pause.
+// Flags: --samples <n> (300); --part exec|databases|all (all): a part alone keeps the other part's rows
+// of the last bench/results/nodes.json (the note says from when).
 import { createServer } from 'node:http';
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
@@ -15,13 +19,18 @@ import { loadConfig } from '../src/config.js';
 import { BASE62, randomToken } from '../src/platform/ids.js';
 import { choose, loadOf, type NodeLoad } from '../src/platform/scheduler.js';
 import { buildServer, type Nube } from '../src/server.js';
+import { benchProcesses, execRows } from './lib/nodes-procs.js';
 import { BENCH_ROOT } from './lib/sandbox-nube.js';
-import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
+import { benchDatabaseNodes, isDatabaseRow } from './lib/nodes-databases.js';
+import { type BenchResult, newResult, printTable, RESULTS_DIR, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize } from './lib/stats.js';
 
 const argv = process.argv.slice(2);
 const at = argv.indexOf('--samples');
 const SAMPLES = Math.min(Math.max(at >= 0 ? Number(argv[at + 1]) : 300, 20), 5000);
+const partAt = argv.indexOf('--part');
+const PART = partAt >= 0 ? argv[partAt + 1] : 'all';
+if (!['all', 'exec', 'databases'].includes(PART ?? '')) throw new Error('--part must be exec, databases or all');
 const PG_ADMIN = process.env.NUBE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const loadStart = loadavg().map(round).join(', ');
 
@@ -84,7 +93,11 @@ const key = `nube_sk_live_${randomToken(40, BASE62)}`;
 const root = `${BENCH_ROOT}/bench-nodes-${process.pid}`;
 const nodes: Nube[] = [];
 const urls: string[] = [];
-for (const i of [0, 1]) {
+const rows: ResultRow[] = [];
+const notes: string[] = [];
+/** The other part's rows and notes from the last full result, when only one part runs. */
+const previous: BenchResult | undefined = PART !== 'all' && existsSync(`${RESULTS_DIR}/nodes.json`) ? JSON.parse(readFileSync(`${RESULTS_DIR}/nodes.json`, 'utf8')) : undefined;
+for (const i of PART === 'databases' ? [] : [0, 1]) {
   mkdirSync(`${root}/n${i}`, { recursive: true });
   const nube = await buildServer(
     loadConfig({
@@ -111,8 +124,6 @@ for (const i of [0, 1]) {
   nodes.push(nube);
   urls.push(await nube.listen());
 }
-const rows: ResultRow[] = [];
-const notes: string[] = [];
 let sandboxId: string | undefined;
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 4 });
 const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
@@ -123,6 +134,21 @@ async function call(base: string, method: string, path: string, body?: unknown) 
   return JSON.parse(text) as Record<string, unknown>;
 }
 try {
+  if (PART !== 'exec') {
+    const d = await benchDatabaseNodes({ pgUrl: db.url, ownerKey: key, root, samples: Math.min(SAMPLES, 60) });
+    rows.push(...d.rows);
+    notes.push(...d.notes);
+  }
+  if (PART !== 'databases') await benchExec();
+} finally {
+  if (sandboxId) await call(urls[1]!, 'DELETE', `/sandboxes/${sandboxId}`).catch(() => {});
+  for (const n of nodes) await n.close();
+  await agent.close();
+  await db.drop();
+  rmSync(root, { recursive: true, force: true });
+}
+
+async function benchExec(): Promise<void> {
   await nodes[0]!.services.sandboxes.core.runtime.ensureTemplate('base', () => {});
   for (const n of nodes) await n.deps.nodes.heartbeat();
   // The sandbox goes to node 1: node 0 is cordoned, and the create is sent to node 0 (relayed).
@@ -157,21 +183,10 @@ try {
     hop.push(performance.now() - t0);
   }
   bare.close();
-  const L = summarize(local);
-  const F = summarize(forwarded);
   const H = summarize(hop);
-  const overhead = F.p50Ms - L.p50Ms;
+  const overhead = summarize(forwarded).p50Ms - summarize(local).p50Ms;
   rows.push(
-    { name: 'exec `true` on the node holding the sandbox', p50Ms: round(L.p50Ms), p99Ms: round(L.p99Ms), throughputPerSec: round(1000 / L.meanMs) },
-    {
-      name: 'exec `true` sent to another node (forwarded)',
-      p50Ms: round(F.p50Ms),
-      p99Ms: round(F.p99Ms),
-      throughputPerSec: round(1000 / F.meanMs),
-      overheadP50Ms: round(overhead),
-      target: 'p50 overhead < 2 ms',
-      pass: overhead < 2,
-    },
+    ...execRows('', local, forwarded),
     {
       name: 'bare loopback HTTP round trip (the extra hop\'s floor)',
       p50Ms: round(H.p50Ms),
@@ -181,13 +196,12 @@ try {
       ratioAgainst: 'forwarding overhead at p50 / this p50',
     },
   );
-} finally {
-  if (sandboxId) await call(urls[1]!, 'DELETE', `/sandboxes/${sandboxId}`).catch(() => {});
-  for (const n of nodes) await n.close();
-  await agent.close();
-  await db.drop();
-  rmSync(root, { recursive: true, force: true });
 }
+
+// The same two measures over OS processes, and the first event of an SSE stream through a forwarding node.
+const procs = await benchProcesses(SAMPLES);
+rows.push(...procs.rows);
+notes.push(...procs.notes);
 
 const s = simulate(1000, 100_000);
 rows.push(
@@ -203,9 +217,20 @@ rows.push(
   { name: 'bare min-scan over 1,000 numbers', throughputPerSec: Math.round(s.scanPerSec) },
 );
 notes.push(
-  `${SAMPLES} interleaved samples each; two nodes in one process on one PostgreSQL and Redis, keep-alive clients. Load average at start ${loadStart}, at end ${loadavg().map(round).join(', ')} on a 2-core VM shared with other suites.`,
+  `Load average at start ${loadStart}, at end ${loadavg().map(round).join(', ')} on a 2-core VM shared with other suites.`,
+  `Forwarded exec: ${SAMPLES} interleaved samples each; two nodes in one process on one PostgreSQL and Redis, keep-alive clients.`,
   `Scheduler: ${s.placed.toLocaleString('en')} placements (4 in 5 sandboxes), 2 % of nodes ineligible, cores 8-64; loadCv is the coefficient of variation of load per core over eligible nodes after placing (0 = perfectly even).`,
 );
+if (previous) {
+  // One part ran: the other part's rows and notes are the last full run's, and say so.
+  const keep = (name: string) => (PART === 'databases' ? !isDatabaseRow(name) : isDatabaseRow(name));
+  const kept = previous.rows.filter((r) => keep(r.name) && !r.name.startsWith('scheduler') && !r.name.startsWith('bare min-scan'));
+  rows.unshift(...kept);
+  const ownNote = (n: string) => n.startsWith(PART === 'databases' ? 'Forwarded exec' : 'Databases');
+  for (let i = notes.length - 1; i >= 0; i--) if (ownNote(notes[i]!) && PART === 'databases') notes.splice(i, 1);
+  notes.push(...previous.notes.filter((n) => (PART === 'databases' ? n.startsWith('Forwarded exec') || /interleaved samples/.test(n) : /^(Databases|Copy lag|Restore|Drain)/.test(n))));
+  notes.push(`Rows of the ${PART === 'databases' ? 'forwarded exec' : 'databases'} part are from the run of ${previous.date} (this run: --part ${PART}).`);
+}
 printTable(rows);
 writeResult(newResult('nodes', rows, notes));
 process.exit(0);

@@ -74,6 +74,8 @@ const envSchema = z.object({
   NUBE_AUTH_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   NUBE_JOB_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(250),
   NUBE_WORKERS: bool.default(true),
+  // How long close() waits for open responses (streams included) before cutting their connections.
+  NUBE_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   // CIDRs that outbound fetches (web, webhooks, launch) may reach although private/loopback.
   NUBE_OUTBOUND_ALLOW: csv.default([]),
   // Webhook delivery: per-attempt timeout, and the waits before each retry (ms, or 5s/5m/2h).
@@ -174,6 +176,7 @@ const envSchema = z.object({
   NUBE_DATABASE_QUEUE_PER_OWNER: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   NUBE_DATABASE_EXECUTOR_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(30_000),
   NUBE_DATABASE_QUEUE_WAIT_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
+  NUBE_DATABASE_SHIP_MS: z.coerce.number().int().min(20).max(3_600_000).default(1000),
   // libSQL (Hrana over HTTP): idle expiry of a stream's baton, and open streams per owner.
   NUBE_LIBSQL_STREAM_IDLE_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
   NUBE_LIBSQL_STREAMS_PER_OWNER: z.coerce.number().int().min(1).max(10_000).default(64),
@@ -243,6 +246,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     authCacheMs: e.NUBE_AUTH_CACHE_MS,
     jobPollMs: e.NUBE_JOB_POLL_MS,
     runWorkers: e.NUBE_WORKERS,
+    shutdownGraceMs: e.NUBE_SHUTDOWN_GRACE_MS,
     outboundAllow: e.NUBE_OUTBOUND_ALLOW,
     webhookTimeoutMs: e.NUBE_WEBHOOK_TIMEOUT_MS,
     webhookRetryMs: e.NUBE_WEBHOOK_RETRY_SCHEDULE.map(durationMs),
@@ -352,6 +356,7 @@ function databasesConfig(e: z.infer<typeof envSchema>): DatabasesConfig {
     queueWaitMs: e.NUBE_DATABASE_QUEUE_WAIT_MS,
     libsqlStreamIdleMs: e.NUBE_LIBSQL_STREAM_IDLE_MS,
     libsqlStreamsPerOwner: e.NUBE_LIBSQL_STREAMS_PER_OWNER,
+    shipMs: e.NUBE_DATABASE_SHIP_MS,
   };
 }
 

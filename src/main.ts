@@ -145,8 +145,29 @@ const setState = (state: NodeState, done: string) => (id: string) =>
 nodes.command('cordon <id>').description('place no new sandbox or database on a node').action(setState('cordoned', 'cordoned'));
 nodes
   .command('drain <id>')
-  .description('place nothing new on a node and mark it draining (moving its databases is not implemented yet)')
-  .action(setState('draining', 'draining'));
+  .description('place nothing new on a node and move its databases to other nodes (the node itself moves them, one at a time)')
+  .option('--wait', 'wait until the node holds no database (as its heartbeats report)')
+  .action((id: string, opts: { wait?: boolean }) =>
+    withNodes(async (reg) => {
+      if (!(await reg.setState(id, 'draining'))) {
+        console.error(`nube: no node ${id} (see nube nodes list)`);
+        process.exitCode = 1;
+        return;
+      }
+      console.log(`draining ${id}`);
+      while (opts.wait) {
+        const node = (await reg.list()).find((n) => n.id === id);
+        if (!node || node.databases === 0) break;
+        if (node.status === 'down') {
+          console.error(`nube: node ${id} is down; its databases are restored elsewhere by the other nodes`);
+          process.exitCode = 1;
+          break;
+        }
+        console.log(`${node.databases} database(s) left on ${id}`);
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    }),
+  );
 nodes.command('uncordon <id>').description('let a cordoned or draining node take new resources again').action(setState('active', 'uncordoned'));
 
 program

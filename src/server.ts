@@ -12,6 +12,7 @@ import { type Bus, MemoryBus, RedisBus } from './platform/events.js';
 import { createJobQueue } from './platform/jobs.js';
 import { FlexibleRateLimiter, MemoryRateLimiter } from './platform/limits.js';
 import { errors } from './platform/errors.js';
+import { newId } from './platform/ids.js';
 import { registerJobMetrics } from './platform/jobs-metrics.js';
 import { mountMcp } from './platform/mcp.js';
 import { Metrics } from './platform/metrics.js';
@@ -105,7 +106,8 @@ export async function buildServer(config: Config): Promise<Nube> {
     events: new Outbox({ store, bus, log: app.log }),
     usage: new Usage(store.db),
     metrics,
-    jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs }),
+    // A lease names the node holding it (`wrk_…@node`): after a node dies, which jobs wait out its leases.
+    jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs, workerId: `${newId('wrk')}@${config.nodes.id}` }),
     auth: new Authenticator(),
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
@@ -214,7 +216,12 @@ export async function buildServer(config: Config): Promise<Nube> {
       closing = true;
       // Requests and leased jobs finish (or jobs are released for another worker) before the store closes.
       nodes.stop();
-      await Promise.all([app.close(), https?.close(), deps.jobs.stop({ graceMs: 10_000 }), deps.events.stop()]);
+      // Responses still open after the grace (a stream whose client went quiet, a keep-alive socket
+      // Node does not count as idle) are cut, so a stop is bounded instead of waiting out timeouts.
+      const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
+      cut.unref();
+      await Promise.all([app.close(), https?.close(config.shutdownGraceMs), deps.jobs.stop({ graceMs: config.shutdownGraceMs }), deps.events.stop()]);
+      clearTimeout(cut);
       await forwarder.close();
       for (const area of AREAS) await area.close?.(services);
       await deps.outbound.close();

@@ -23,6 +23,8 @@ export interface Config {
   authCacheMs: number;
   jobPollMs: number;
   runWorkers: boolean;
+  /** On stop, how long open responses and leased jobs get before connections are cut and jobs released. */
+  shutdownGraceMs: number;
   outboundAllow: string[];
   webhookTimeoutMs: number;
   /** Milliseconds to wait before retry 1, 2, ...; a delivery gets 1 + length attempts. */
@@ -90,6 +92,11 @@ export interface DatabasesConfig {
   libsqlStreamIdleMs: number;
   /** libSQL streams (batons) one owner may hold open at once. */
   libsqlStreamsPerOwner: number;
+  /**
+   * A changed database is copied to the blob store at most this often (ms); a node's death can lose
+   * the writes of about this long plus one copy's time (databases/copies.ts).
+   */
+  shipMs: number;
 }
 
 export interface MachinesConfig {

@@ -46,12 +46,15 @@ export class HttpsListener {
     return (server.address() as AddressInfo).port;
   }
 
-  async close(): Promise<void> {
+  /** Stops listening; responses still open after `graceMs` have their connections cut. */
+  async close(graceMs: number): Promise<void> {
     const s = this.server;
     if (!s) return;
     this.server = null;
     s.closeIdleConnections();
+    const cut = setTimeout(() => s.closeAllConnections(), graceMs);
+    cut.unref();
     await new Promise<void>((resolve) => s.close(() => resolve()));
-    s.closeAllConnections();
+    clearTimeout(cut);
   }
 }

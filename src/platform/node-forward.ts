@@ -16,6 +16,10 @@ import type { NodeRegistry } from './nodes.js';
 /** Header carrying the internal credential; a request with a valid one was relayed by another node. */
 export const NODE_TOKEN_HEADER = 'x-nube-node-token';
 const FROM_HEADER = 'x-nube-node-from';
+/** How many nodes relayed a request already (absent: one): a resource that moved is followed once. */
+const HOPS_HEADER = 'x-nube-node-hops';
+/** Most relays of one request: the first node's guess, then the node the resource moved to. */
+const MAX_HOPS = 2;
 /** On a relayed create: the receiving node already counted it against the caller's rate limit. */
 const COUNTED_HEADER = 'x-nube-node-counted';
 const RELAYED = Symbol('relayedByNode');
@@ -61,6 +65,12 @@ function markRelayed(req: FastifyRequest | IncomingMessage): void {
   delete req.headers[NODE_TOKEN_HEADER];
   const raw = 'raw' in req ? req.raw.rawHeaders : req.rawHeaders;
   for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i]!.toLowerCase() === NODE_TOKEN_HEADER) raw.splice(i, 2);
+}
+
+/** True when a relayed request may be relayed once more (its resource moved while it travelled). */
+export function mayRelayAgain(req: FastifyRequest): boolean {
+  if (!isRelayed(req)) return true;
+  return Number(req.headers[HOPS_HEADER] ?? 1) < MAX_HOPS;
 }
 
 /** A request relayed after the sending node applied the rate limit: not counted twice. */
@@ -119,6 +129,8 @@ export class NodeForwarder {
         markRelayed(req);
         return;
       }
+      // Only nodes count hops: a client's own header would only cut its request's relays short.
+      delete req.headers[HOPS_HEADER];
       if (this.nodes.solo || this.locators.length === 0) return;
       const nodeId = await this.target(req.url.split('?')[0]!, req.headers.host);
       if (nodeId) {
@@ -179,6 +191,8 @@ export class NodeForwarder {
     headers['x-forwarded-for'] = incoming['x-forwarded-for'] ? `${incoming['x-forwarded-for']}, ${ip}` : ip;
     headers[NODE_TOKEN_HEADER] = this.token;
     headers[FROM_HEADER] = this.nodes.id;
+    // markRelayed keeps the incoming count; a fresh request starts at one hop.
+    headers[HOPS_HEADER] = String(Number(incoming[HOPS_HEADER] ?? 0) + 1);
     delete headers[COUNTED_HEADER];
     return headers;
   }
@@ -245,6 +259,37 @@ export class NodeForwarder {
     socket.on('error', end);
     upstream.on('close', () => socket.destroy());
     socket.on('close', () => upstream.destroy());
+  }
+
+  /**
+   * An internal call from this node to another (not a user's request): JSON in and out, with the node
+   * credential. For work one node asks of another, such as taking over a database.
+   */
+  async call(nodeId: string, method: 'POST' | 'GET', path: string, body?: unknown, timeoutMs = 120_000): Promise<{ status: number; body: unknown }> {
+    const node = await this.nodes.get(nodeId);
+    if (!node || node.status === 'down') throw errors.unavailable(`node ${nodeId} is down; retry later`, 30);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const res = await this.agent.request({
+      origin: node.address,
+      path,
+      method,
+      headers: {
+        [NODE_TOKEN_HEADER]: this.token,
+        [FROM_HEADER]: this.nodes.id,
+        ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: payload,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const text = await res.body.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON: the text is the answer
+    }
+    return { status: res.statusCode, body: parsed };
   }
 
   async close(): Promise<void> {

@@ -68,6 +68,8 @@ export class NodeRegistry {
   /** Placements this replica made since the last read, so a burst between heartbeats spreads. */
   private readonly placed = new Map<string, { sandboxes: number; databases: number }>();
   private readonly startedAt = Date.now();
+  /** When the last heartbeat that reached the store was taken (this node's clock); 0: none yet. */
+  private lastBeat = 0;
 
   constructor(
     private readonly db: Kysely<Tables>,
@@ -139,6 +141,23 @@ export class NodeRegistry {
       .values(row)
       .onConflict((oc) => oc.column('id').doUpdateSet(update))
       .execute();
+    this.lastBeat = now;
+  }
+
+  /**
+   * This worker's own heartbeats are recent enough that no other node can see it down yet. Once they are
+   * not (stopped, or the store unreachable), other nodes may take its databases over: it must stop
+   * serving its local copies. A heartbeat short of the down-after time keeps a margin for clock steps.
+   */
+  get selfUp(): boolean {
+    if (!this.holdsState) return false;
+    const margin = Math.min(this.config.heartbeatMs, this.config.downAfterMs / 4);
+    return Date.now() - this.lastBeat < this.config.downAfterMs - margin;
+  }
+
+  /** Heartbeats of this node stopped (tests simulating a node's death, shutdown). */
+  get beating(): boolean {
+    return this.timer !== undefined;
   }
 
   /** Every node, with up/down from its last heartbeat. */

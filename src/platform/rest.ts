@@ -6,7 +6,7 @@ import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimiter, RateLimitResult } from './limits.js';
 import type { OperationRouteConfig } from './metrics-http.js';
-import { alreadyCounted, isRelayed, type NodeForwarder } from './node-forward.js';
+import { alreadyCounted, isRelayed, mayRelayAgain, type NodeForwarder } from './node-forward.js';
 import { ElsewhereError, runPinned } from './nodes.js';
 import {
   type AnyOperation,
@@ -46,8 +46,9 @@ export function mountOperations(app: FastifyInstance, deps: RestDeps): void {
             const fw = deps.forwarder;
             return done.catch((e: unknown) => {
               if (!(e instanceof ElsewhereError)) throw e;
-              // A relayed request is never relayed again: the nodes disagree, so answer and let the client retry.
-              if (isRelayed(req)) throw errors.unavailable(`this resource is moving to node ${e.nodeId}; retry`, 1);
+              // A relayed request is relayed at most once more (its resource moved since the first node
+              // looked it up); past that the nodes disagree, so answer and let the client retry.
+              if (!mayRelayAgain(req)) throw errors.unavailable(`this resource is moving to node ${e.nodeId}; retry`, 1);
               return fw.forward(req, reply, e.nodeId, 'parsed');
             });
           }

@@ -5,6 +5,7 @@ import { NubeError } from '../../packages/sdk/src/index.js';
 import type { BusEvent } from '../../src/platform/events.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { json, startNube, type TestNube } from '../helpers/server.js';
+import { otherOwnerBody, usageBody } from './bodies.js';
 import { caller, sdk } from './helpers.js';
 
 describe.each(DIALECTS)('databases CRUD (%s)', (dialect) => {
@@ -52,29 +53,7 @@ describe.each(DIALECTS)('databases CRUD (%s)', (dialect) => {
     expect((await nube.databases.list()).items.map((d) => d.id)).not.toContain(db.id);
   });
 
-  it('reports size and rows read/written per database', async () => {
-    const db = await json(await call('POST', '/databases', { name: 'usage' }));
-    const q = (body: unknown) => call('POST', `/databases/${db.id}/query`, body);
-    expect((await q({ sql: 'CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)' })).status).toBe(200);
-    expect(
-      (
-        await q({
-          table: 't',
-          columns: ['id', 'v'],
-          rows: [
-            [1, 'a'],
-            [2, 'b'],
-            [3, 'c'],
-          ],
-        })
-      ).status,
-    ).toBe(200);
-    expect((await q({ sql: 'SELECT * FROM t' })).status).toBe(200);
-    const got = await json(await call('GET', `/databases/${db.id}`));
-    expect(got.rowsWritten).toBe(3);
-    expect(got.rowsRead).toBe(3);
-    expect(got.sizeBytes).toBeGreaterThan(4096);
-  });
+  it('reports size and rows read/written per database', () => usageBody(call));
 
   it('validates names: letters, digits and hyphens, max 64; body fields', async () => {
     for (const name of ['', 'has space', 'under_score', 'dot.name', 'ñandú', 'x'.repeat(65)]) {
@@ -118,28 +97,7 @@ describe.each(DIALECTS)('databases CRUD (%s)', (dialect) => {
     expect((await call('POST', '/databases', { name: 'b3' }, secret)).status).toBe(201);
   });
 
-  it("answers 404 for another owner's database on every route, and leaves it alone", async () => {
-    const mine = await json(await call('POST', '/databases', { name: 'private' }));
-    await call('POST', `/databases/${mine.id}/query`, { sql: 'CREATE TABLE s (x)' });
-    for (const [method, path, body] of [
-      ['GET', `/databases/${mine.id}`],
-      ['DELETE', `/databases/${mine.id}`],
-      ['POST', `/databases/${mine.id}/query`, { sql: 'SELECT 1' }],
-      ['GET', `/databases/${mine.id}/export`],
-    ] as const) {
-      const r = await call(method, path, body, otherKey);
-      expect(r.status, `${method} ${path}`).toBe(404);
-    }
-    expect(
-      (await json(await call('GET', '/databases', undefined, otherKey))).items.map(
-        (d: { id: string }) => d.id,
-      ),
-    ).not.toContain(mine.id);
-    const still = await call('POST', `/databases/${mine.id}/query`, { sql: 'SELECT count(*) FROM s' });
-    expect(still.status).toBe(200);
-    expect((await call('GET', '/databases/db_nonexistent000000000')).status).toBe(404);
-    expect((await call('GET', '/databases/..%2Fnube.db')).status).toBe(404);
-  });
+  it("answers 404 for another owner's database on every route, and leaves it alone", () => otherOwnerBody(call, otherKey));
 
   it('DELETE removes every file of the database', async () => {
     const db = await json(await call('POST', '/databases', { name: 'doomed' }));

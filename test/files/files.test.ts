@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { json } from '../helpers/server.js';
+import { trashAndRestoreBody } from './bodies.js';
 import { type FilesNube, SETUPS, setupName, startFilesNube, upload } from './helpers.js';
 
 describe.each(SETUPS)('files over HTTP ($dialect + $backend)', (setup) => {
@@ -168,17 +169,8 @@ describe.each(SETUPS)('files over HTTP ($dialect + $backend)', (setup) => {
 
   it('soft-deletes, restores, and purges after the retention', async () => {
     const f = await upload(t, 'trash.txt', Buffer.from('trash'));
-    expect((await t.api(`/files/${f.id}`, { method: 'DELETE' })).status).toBe(200);
-    const trash = await json(await t.api('/files?status=DELETED'));
-    const listed = trash.items.find((x: { id: string }) => x.id === f.id);
-    expect(listed).toMatchObject({ status: 'DELETED', daysUntilPurge: 7 });
-    expect((await json(await t.api('/files'))).items.some((x: { id: string }) => x.id === f.id)).toBe(false);
-    expect((await json(await t.api(`/files/${f.id}`, { method: 'PATCH', body: JSON.stringify({ name: 'n' }) }))).code).toBe('FileDeleted');
+    await trashAndRestoreBody(t, f.id);
     expect(t.events.some((e) => e.event === 'file.deleted' && (e.data as { id: string }).id === f.id)).toBe(true);
-
-    const restored = await t.api(`/files/${f.id}/restore`, { method: 'POST' });
-    expect(restored.status).toBe(200);
-    expect((await json(restored)).status).toBe('DONE');
     expect(t.events.some((e) => e.event === 'file.restored' && (e.data as { id: string }).id === f.id)).toBe(true);
     // Restore cancelled the purge job.
     const { jobs } = t.nube.deps;

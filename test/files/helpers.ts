@@ -24,7 +24,7 @@ export const setupName = (s: Setup) => `${s.dialect} + ${s.backend}`;
 export interface FilesNube extends TestNube {
   events: BusEvent[];
   ownerId: string;
-  api(path: string, init?: RequestInit & { key?: string }): Promise<Response>;
+  api: FilesApi;
 }
 
 /** A nube with the chosen dialect and blob backend (s3rver on loopback for s3), recording bus events. */
@@ -51,12 +51,7 @@ export async function startFilesNube(setup: Setup, env: Record<string, string> =
   t.nube.deps.bus.subscribe((e) => {
     events.push(e);
   });
-  const api = (path: string, init: RequestInit & { key?: string } = {}) => {
-    const headers = new Headers(init.headers);
-    headers.set('authorization', `Bearer ${init.key ?? t.ownerKey}`);
-    if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
-    return fetch(`${t.baseUrl}/api/v2${path}`, { ...init, headers });
-  };
+  const api = filesApi(t);
   const ownerId = (await json(await api('/account'))).id as string;
   return {
     ...t,
@@ -70,9 +65,21 @@ export async function startFilesNube(setup: Setup, env: Record<string, string> =
   };
 }
 
+export type FilesApi = (path: string, init?: RequestInit & { key?: string }) => Promise<Response>;
+
+/** fetch under /api/v2 with the owner's key (or `key`); `baseUrl` is read per request (a cluster's client spreads them). */
+export function filesApi(t: { readonly baseUrl: string; ownerKey: string }): FilesApi {
+  return (path, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set('authorization', `Bearer ${init.key ?? t.ownerKey}`);
+    if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
+    return fetch(`${t.baseUrl}/api/v2${path}`, { ...init, headers });
+  };
+}
+
 /** POST /files then PUT the bytes; returns the created file as the PUT answered it. */
 export async function upload(
-  t: FilesNube,
+  t: { api: FilesApi },
   name: string,
   data: Buffer,
   extra: Record<string, unknown> = {},

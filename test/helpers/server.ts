@@ -50,12 +50,25 @@ export async function startNube(opts: { dialect?: DialectName; env?: Record<stri
   };
 }
 
+/** A JSON call under /api/v2 with the owner's key: status and parsed body. */
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+export type JsonCall = (method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any }>;
+
+/**
+ * What a test body needs of a nube: JSON calls (a SandboxNube in this process, or a client that
+ * spreads its calls over the nodes of a cluster: test/nodes/processes.ts).
+ */
+export interface JsonCaller {
+  call: JsonCall;
+}
+
 /** A response's JSON body, loosely typed for assertions. */
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
 export const json = (r: Response): Promise<any> => r.json() as Promise<any>;
 
 /** Plain HTTP against a test nube under /api/v2 with one owner's key (the owner's by default). */
-export function caller(t: TestNube) {
+/** `t.baseUrl` is read per request: a cluster client (test/nodes/processes.ts) spreads the calls. */
+export function caller(t: { readonly baseUrl: string; ownerKey: string }) {
   return (method: string, path: string, body?: unknown, key?: string) =>
     fetch(`${t.baseUrl}/api/v2${path}`, {
       method,

@@ -63,6 +63,7 @@ describe('the nube package', () => {
       'dist/src/main.js',
       'dist/build-info.json',
       'dist/src/areas/sandboxes/runtime/namespaces/helper/nube-helper.c',
+      'dist/src/areas/sandboxes/runtime/namespaces/helper/launch.c',
       'dist/src/areas/sandboxes/runtime/gvisor/nube-run.c',
       'dist/src/areas/agents/program/main.js',
       'dist/src/areas/databases/engine/executor-main.js',

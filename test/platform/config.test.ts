@@ -66,6 +66,7 @@ describe('configuration', () => {
       queueWaitMs: 60_000,
       libsqlStreamIdleMs: 10_000,
       libsqlStreamsPerOwner: 64,
+      shipMs: 1000,
     });
     const c = loadConfig({
       ...base,
@@ -77,6 +78,7 @@ describe('configuration', () => {
       NUBE_DATABASE_QUEUE_WAIT_MS: '20000',
       NUBE_LIBSQL_STREAM_IDLE_MS: '2500',
       NUBE_LIBSQL_STREAMS_PER_OWNER: '8',
+      NUBE_DATABASE_SHIP_MS: '250',
     });
     expect(c.databases).toEqual({
       executorsMin: 2,
@@ -87,6 +89,7 @@ describe('configuration', () => {
       queueWaitMs: 20_000,
       libsqlStreamIdleMs: 2500,
       libsqlStreamsPerOwner: 8,
+      shipMs: 250,
     });
     expect(() => loadConfig({ ...base, NUBE_DATABASE_EXECUTORS_MIN: '4', NUBE_DATABASE_EXECUTORS_MAX: '2' })).toThrow(
       /NUBE_DATABASE_EXECUTORS_MAX must be at least NUBE_DATABASE_EXECUTORS_MIN/,

@@ -37,6 +37,29 @@ describe('operations', () => {
     await expect(fetch(`${t.baseUrl}/api/v2/account`, { headers: t.auth })).rejects.toThrow();
   });
 
+  it('close() cuts a response still open after NUBE_SHUTDOWN_GRACE_MS instead of waiting for it', async () => {
+    const t = await startNube({ env: { NUBE_SHUTDOWN_GRACE_MS: '300' } });
+    let entered!: () => void;
+    const inHandler = new Promise<void>((r) => {
+      entered = r;
+    });
+    // A handler that never answers stands for a stream whose client went quiet.
+    t.nube.services.account.getAccount = () => {
+      entered();
+      return new Promise(() => {});
+    };
+    // Settled as a value at once: the connection is cut during close(), before anything awaits it.
+    const stuck = fetch(`${t.baseUrl}/api/v2/account`, { headers: t.auth }).then(
+      (r) => `answered ${r.status}`,
+      (e: Error) => e,
+    );
+    await inHandler;
+    const started = Date.now();
+    await t.close();
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await stuck).toBeInstanceOf(Error);
+  });
+
   it('a restart on the same data dir keeps the owner and its key', async () => {
     const first = await startNube();
     const { dataDir, ownerKey } = first;

@@ -2,7 +2,7 @@
 // its data dir under /var/lib (overlayfs upper dirs), and helpers to call the API.
 import { mkdirSync, rmSync } from 'node:fs';
 import type { NamespacesRuntime } from '../../src/areas/sandboxes/runtime/namespaces/runtime.js';
-import { callJson, type TestNube, startNube } from '../helpers/server.js';
+import { callJson, type JsonCaller, type TestNube, startNube } from '../helpers/server.js';
 
 export { DRIVERS } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
 
@@ -81,7 +81,7 @@ export async function stopSandboxNube(t: SandboxNube, opts: { keepDir?: boolean 
  * progress are printed as they change). Throws unless it ends `running`.
  */
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
-export async function createRunning(t: SandboxNube, body: Record<string, unknown> = {}): Promise<any> {
+export async function createRunning(t: JsonCaller, body: Record<string, unknown> = {}): Promise<any> {
   const c = await t.call('POST', '/sandboxes', body);
   if (c.status !== 200) throw new Error(`create answered ${c.status}: ${JSON.stringify(c.body)}`);
   let s = c.body;

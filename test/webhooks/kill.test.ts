@@ -2,53 +2,19 @@
 // acknowledgement. nube runs as a child process; uploads run in parallel lanes and the child gets
 // SIGKILL the moment the Kth PUT's 200 arrives (before its body is even read). After the last round a
 // fresh nube on the same data must deliver file.created for every upload that was acknowledged.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTempDatabase, DIALECTS } from '../helpers/pg.js';
+import { exited, freePort, spawnNube } from '../helpers/process.js';
 import { newOwnerKey } from '../helpers/server.js';
 import { FAST } from './helpers.js';
 import { startReceiver } from './receiver.js';
 
 const ROUNDS = 12;
 const LANES = 8;
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-/** `nube serve` in a child process; resolves once /healthz answers. */
-async function spawnNube(env: Record<string, string>, base: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve'], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    stderr += c.toString();
-  });
-  const end = Date.now() + 120_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`nube exited with ${child.exitCode}: ${stderr}`);
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return child;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > end) throw new Error(`nube did not start: ${stderr}`);
-    await sleep(100);
-  }
-}
-
-const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r)));
 
 describe.each(DIALECTS)('events of acknowledged changes survive kill -9 (%s)', (dialect) => {
   const cleanup: (() => unknown)[] = [];

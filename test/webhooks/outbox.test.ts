@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTempDatabase, DIALECTS } from '../helpers/pg.js';
 import { json, newOwnerKey, startNube, type TestNube } from '../helpers/server.js';
+import { deliveredOncePerEvent } from './bodies.js';
 import { FAST, until } from './helpers.js';
 import { startReceiver } from './receiver.js';
 
@@ -94,20 +95,7 @@ describe.each(DIALECTS)('event outbox (%s)', (dialect) => {
         (i % 2 ? a : b).nube.deps.events.emit({ event: 'file.created', ownerId: owner, data: { id: `twice-${i}` } }),
       ),
     );
-    await rx.waitFor(N, 60_000);
-    const list = async () => {
-      const all: { id: string }[] = [];
-      let before = '';
-      for (;;) {
-        const page = await json(await fetch(`${a.baseUrl}/api/v2/webhooks/${hook}/deliveries?limit=100${before}`, { headers: a.auth }));
-        all.push(...page.items);
-        if (!page.hasMore) return all;
-        before = `&cursor=${encodeURIComponent(page.nextCursor)}`;
-      }
-    };
-    const rows = await list();
-    expect(rows).toHaveLength(N);
-    expect(new Set(bodies(rx.got).map((b) => b.data.id)).size).toBe(N);
+    await deliveredOncePerEvent(a, rx, { id: hook }, Array.from({ length: N }, (_, i) => `twice-${i}`));
   });
 
   it('still delivers events published on the bus by sources not yet moved to the outbox', async () => {

@@ -1,7 +1,12 @@
 import path from 'node:path';
+import { z } from 'zod';
+import { errors } from '../../platform/errors.js';
+import { isRelayed } from '../../platform/node-forward.js';
 import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
+import { DatabaseCopies, databaseCopiesMigrations } from './copies.js';
+import { ADOPT_PATH, type AdoptRequest, DatabaseMover } from './mover.js';
 import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
 import { DatabasesRepo, databasesMigrations } from './repo.js';
 import { mountLibsql } from './hrana/routes.js';
@@ -16,13 +21,15 @@ import { DatabaseTokens } from './tokens.js';
  */
 const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 
+const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(1).nullable(), at: z.number().nullable() });
+
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: { ...databasesMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations },
+  migrations: { ...databasesMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations },
   async create(deps, other) {
-    const account = other.account;
-    if (!account) throw new Error('the databases area needs the account service to be created first');
+    const { account, files } = other;
+    if (!account || !files) throw new Error('the databases area needs the account and files services to be created first');
     const pool = deps.config.databases;
     const engine = new EmbeddedDatabaseEngine({
       dir: path.join(deps.config.dataDir, 'databases'),
@@ -34,6 +41,9 @@ export const databasesArea: AreaModule = {
       idleMs: pool.executorIdleMs,
       maxQueueWaitMs: pool.queueWaitMs,
     });
+    // Copies go to the blob store the files area configured (its default location): S3 or local.
+    const store = () => files.stores.at();
+    const copies = new DatabaseCopies(deps.store.db, engine, store, deps.nodes.id, pool.shipMs, deps.log);
     const databases = new DatabasesService(
       new DatabasesRepo(deps.store.db),
       engine,
@@ -43,11 +53,20 @@ export const databasesArea: AreaModule = {
       deps.publicUrl,
       new DatabaseTokens(new DatabaseTokensRepo(deps.store.db), (ownerId) => account.planOf(ownerId), deps.config.authCacheMs),
       new DatabasePlacement(deps.store.db, deps.nodes),
+      copies,
     );
+    databases.mover = new DatabaseMover(deps.store.db, engine, store, deps.nodes, deps.forwarder, copies, databases, deps.log);
     deps.auth.register(databases.tokens.resolver);
     await databases.placement.claimUnplaced(path.join(deps.config.dataDir, 'databases'));
     deps.forwarder.addLocator(databases.placement.locator());
     databases.placement.report();
+    if (deps.nodes.holdsState) {
+      // A file this node kept while it was taken for dead is set aside before anything serves it, and a
+      // file missing from this node's disk is restored from its latest copy.
+      await databases.mover.reconcile(true);
+      await copies.resume();
+      databases.mover.start(deps.config.nodes.heartbeatMs);
+    }
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);
@@ -55,8 +74,17 @@ export const databasesArea: AreaModule = {
   },
   routes(app, services, deps) {
     mountLibsql(app, services.databases, deps);
+    // Another node hands a database over (restore after a death, drain): node credential only.
+    app.post<{ Params: { id: string }; Body: AdoptRequest }>(ADOPT_PATH, async (req, reply) => {
+      if (!isRelayed(req)) return reply.code(404).send(errors.notFound('route').toBody());
+      const body = adoptBodySchema.parse(req.body);
+      const ok = await services.databases.mover.adopt(req.params.id, body);
+      return reply.code(ok ? 200 : 409).send({ ok });
+    });
   },
   async close(services) {
+    await services.databases.mover.stop();
+    await services.databases.copies.stop();
     await services.databases.engine.close();
   },
 };

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Kysely, Migration } from 'kysely';
 import type { Locator } from '../../platform/node-forward.js';
+import { errors } from '../../platform/errors.js';
 import { ElsewhereError, type NodeRegistry } from '../../platform/nodes.js';
 import type { Tables } from '../../store/schema.js';
 
@@ -16,7 +17,11 @@ export const databaseNodeMigrations: Record<string, Migration> = {
   },
 };
 
-/** A located database is trusted this long: a drain (later) moves databases, so the cache is short. */
+/**
+ * A located database is trusted this long: databases move (drain, restore after a node's death), so the
+ * cache is short; the node that moves one updates its own entry at once, and a node that forwards a
+ * request to the old holder is relayed on from there (one more hop).
+ */
 const LOCATE_TTL_MS = 2000;
 
 export class DatabasePlacement {
@@ -45,9 +50,32 @@ export class DatabasePlacement {
     return node;
   }
 
-  async assertHere(nodeId: string | null): Promise<void> {
+  /** Throws ElsewhereError (or 503 while its node is down) unless the row's node is this one. */
+  async assertHere(nodeId: string | null, id?: string): Promise<void> {
+    // What the row says is newer than the cache: forwarding follows it from now on.
+    if (id !== undefined) this.remember(id, nodeId);
     const other = await this.nodes.route(nodeId, 'database');
     if (other) throw new ElsewhereError(other);
+  }
+
+  /**
+   * 503 when this node cannot be sure it still holds its databases: its heartbeats have not reached the
+   * store for nearly the down-after time, so other nodes may already restore them elsewhere. Alone (no
+   * other node known) nobody can, and it serves.
+   */
+  assertServing(): void {
+    if (this.nodes.solo || this.nodes.selfUp) return;
+    throw errors.unavailable('this node has lost contact with the cluster; its databases may be served by another node', 5);
+  }
+
+  /** The database now lives on `nodeId` (this node moved it there). */
+  moved(id: string, nodeId: string): void {
+    this.remember(id, nodeId);
+  }
+
+  private remember(id: string, node: string | null): void {
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(id, { node, until: Date.now() + LOCATE_TTL_MS });
   }
 
   async nodeOf(id: string): Promise<string | null | undefined> {
@@ -56,13 +84,13 @@ export class DatabasePlacement {
     if (hit && hit.until > now) return hit.node;
     const r = await this.db.selectFrom('databases').select('node_id').where('id', '=', id).executeTakeFirst();
     if (!r) return undefined;
-    if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(id, { node: r.node_id, until: now + LOCATE_TTL_MS });
+    this.remember(id, r.node_id);
     return r.node_id;
   }
 
   locator(): Locator {
-    const path = /^\/api\/v2\/databases\/(db_[A-Za-z0-9]+)/;
+    // The REST routes and the libSQL (Hrana) endpoint of a database.
+    const path = /^\/(?:api\/v2\/databases|libsql)\/(db_[A-Za-z0-9]+)/;
     return { what: 'database', match: (p) => path.exec(p)?.[1], locate: (id) => this.nodeOf(id) };
   }
 

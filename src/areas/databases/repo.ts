@@ -1,4 +1,4 @@
-import type { Kysely, Migration, Selectable } from 'kysely';
+import type { ColumnType, Insertable, Kysely, Migration, Selectable } from 'kysely';
 import type { Tables } from '../../store/schema.js';
 
 /** One row per user database; the data itself lives in the engine's `<id>.sqlite` file. */
@@ -10,6 +10,15 @@ interface DatabasesTable {
   created_at: number;
   /** The node whose disk holds the file (placement.ts); null on rows made before nodes existed. */
   node_id: string | null;
+  /** Bytes of file plus WAL as its holder last copied it (copies.ts): what other nodes report. */
+  size_bytes: ColumnType<number, number | undefined, number>;
+  /** Blob key of the latest copy (copies.ts), null until the first. */
+  copy_key: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the latest copy's snapshot began (ms): writes acknowledged before it are in the copy. */
+  copy_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** The node restoring or moving the database (mover.ts) and until when that lease holds. */
+  claim_node: ColumnType<string | null, string | null | undefined, string | null>;
+  claim_until: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 declare module '../../store/schema.js' {
@@ -19,6 +28,7 @@ declare module '../../store/schema.js' {
 }
 
 export type DatabaseRow = Selectable<DatabasesTable>;
+export type NewDatabaseRow = Insertable<DatabasesTable>;
 
 export const databasesMigrations: Record<string, Migration> = {
   '0006-databases-databases': {
@@ -68,7 +78,7 @@ export class DatabasesRepo {
   }
 
   /** Writes take an optional transaction: the service commits a change with its event (outbox). */
-  async insert(row: DatabaseRow, db: Kysely<Tables> = this.db): Promise<void> {
+  async insert(row: NewDatabaseRow, db: Kysely<Tables> = this.db): Promise<void> {
     await db.insertInto('databases').values(row).execute();
   }
 

@@ -18,6 +18,8 @@ import type {
 } from './engine/index.js';
 import { toApiError } from './engine-errors.js';
 import { isUniqueViolation } from '../../store/unique.js';
+import type { DatabaseCopies } from './copies.js';
+import type { DatabaseMover } from './mover.js';
 import type { DatabasePlacement } from './placement.js';
 import type { DatabaseRow, DatabasesRepo } from './repo.js';
 import type { DatabaseTokenOut, DatabaseTokens } from './tokens.js';
@@ -37,13 +39,28 @@ export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRe
 
 /** How long a computed storage cap is reused: a query must not pay for a storage sum each time. */
 const CAP_TTL_MS = 1000;
+/**
+ * How long a database seen here is served without reading its row again: a database can move to another
+ * node (drain, restore after this node was taken for dead), and this bounds how long a node that did not
+ * move it could answer from its old file (the node that moves it forgets at once).
+ */
+const OWNER_TTL_MS = 2000;
+/** A request arriving while its database moves waits at most this long for the switch. */
+const MOVE_WAIT_MS = 30_000;
 
 export class DatabasesService {
   /**
    * dbId -> owner, for rows of this node this process has seen; DELETE evicts. Saves a store round
    * trip per query.
    */
-  private readonly owners = new Map<string, string>();
+  private readonly owners = new Map<string, { owner: string; until: number }>();
+  /** Databases being moved off this node: requests wait for the switch, then follow the database. */
+  private readonly moving = new Map<string, Promise<void>>();
+  /** Requests running on each database here, so a move's final copy waits for them. */
+  private readonly inflight = new Map<string, number>();
+  private readonly idle = new Map<string, () => void>();
+  /** Restores and moves databases between nodes (set by the area once the service exists). */
+  mover!: DatabaseMover;
   private readonly caps = new Map<string, { cap: number; until: number }>();
 
   constructor(
@@ -57,6 +74,7 @@ export class DatabasesService {
     private readonly publicUrl: () => string,
     readonly tokens: DatabaseTokens,
     readonly placement: DatabasePlacement,
+    readonly copies: DatabaseCopies,
   ) {}
 
   async list(p: Principal): Promise<{ items: DatabaseOut[] }> {
@@ -79,6 +97,11 @@ export class DatabasesService {
       description: input.description ?? null,
       created_at: Date.now(),
       node_id: nodeId,
+      size_bytes: 0,
+      copy_key: null,
+      copy_at: null,
+      claim_node: null,
+      claim_until: null,
     };
     // The file first, then the row and database.created in one commit: a crash in between leaves an
     // unreferenced file, never a database (or an acknowledged create) without its event.
@@ -98,27 +121,37 @@ export class DatabasesService {
       if (isUniqueViolation(err)) throw nameTaken(input.name);
       throw err;
     }
+    // Its first copy: a database restored after this node's death exists on the other node.
+    this.copies.touch(row.id);
     return db;
   }
 
   /** Files first, row last: a failure in between leaves a row whose DELETE can be retried. */
   async delete(p: Principal, id: string): Promise<{ ok: true }> {
     const row = await this.row(p, id);
-    await this.placement.assertHere(row.node_id);
+    await this.placement.assertHere(row.node_id, id);
     const db = await this.out(row);
-    this.owners.delete(id);
-    this.caps.delete(id);
-    await this.engine.delete(id);
-    await this.events.atomically(async (trx, emit) => {
-      await this.tokens.deleteAll(p.ownerId, id, trx);
-      if (await this.repo.delete(p.ownerId, id, trx)) emit({ event: 'database.deleted', ownerId: p.ownerId, data: { ...db, sizeBytes: 0 } });
-    });
+    await this.enter(p, id);
+    try {
+      this.owners.delete(id);
+      this.caps.delete(id);
+      this.copies.forget(id);
+      await this.engine.delete(id);
+      await this.events.atomically(async (trx, emit) => {
+        await this.tokens.deleteAll(p.ownerId, id, trx);
+        if (await this.repo.delete(p.ownerId, id, trx)) emit({ event: 'database.deleted', ownerId: p.ownerId, data: { ...db, sizeBytes: 0 } });
+      });
+    } finally {
+      this.leave(id);
+    }
+    await this.copies.removeCopy(row.copy_key);
     return { ok: true };
   }
 
   async query(p: Principal, id: string, body: QueryBody): Promise<QueryResult | BatchResult | ImportResult> {
     await this.assertAccess(p, id);
     const limits = { maxBytes: await this.capFor(p, id), owner: p.ownerId };
+    await this.enter(p, id);
     try {
       if ('statements' in body) return { results: await this.engine.batch(id, body.statements, limits) };
       if ('table' in body) return await this.engine.import(id, body, limits);
@@ -126,6 +159,8 @@ export class DatabasesService {
     } catch (err) {
       this.caps.delete(id);
       throw this.map(err, p, limits.maxBytes);
+    } finally {
+      this.leave(id);
     }
   }
 
@@ -136,11 +171,14 @@ export class DatabasesService {
   async hrana(p: Principal, id: string, req: HranaRequest): Promise<HranaResult> {
     await this.assertAccess(p, id);
     const limits = { maxBytes: await this.capFor(p, id), owner: p.ownerId };
+    await this.enter(p, id);
     try {
       return await this.engine.hrana(id, req, limits);
     } catch (err) {
       this.caps.delete(id);
       throw this.map(err, p, limits.maxBytes);
+    } finally {
+      this.leave(id);
     }
   }
 
@@ -174,36 +212,114 @@ export class DatabasesService {
   /** A consistent copy of the file; the caller streams it and then calls `dispose()`. */
   async export(p: Principal, id: string): Promise<{ name: string; snapshot: DatabaseSnapshot }> {
     const row = await this.row(p, id);
-    await this.placement.assertHere(row.node_id);
+    await this.placement.assertHere(row.node_id, id);
+    await this.enter(p, id);
     try {
       return { name: row.name, snapshot: await this.engine.export(id, { owner: p.ownerId }) };
     } catch (err) {
       throw this.map(err, p);
+    } finally {
+      this.leave(id);
     }
+  }
+
+  /**
+   * Stops new requests on a database held here (they wait) and resolves once those running finished:
+   * the moment for a move's final copy. `release(to)` ends the pause: with `to`, the database now
+   * lives there and the waiting requests follow it; without, they run here as before.
+   */
+  async pause(id: string): Promise<{ release(to?: string): void }> {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    this.moving.set(id, gate);
+    if ((this.inflight.get(id) ?? 0) > 0) await new Promise<void>((r) => this.idle.set(id, r));
+    return {
+      release: (to?: string) => {
+        if (to) {
+          this.owners.delete(id);
+          this.caps.delete(id);
+          this.placement.moved(id, to);
+        }
+        this.moving.delete(id);
+        open();
+      },
+    };
+  }
+
+  /** A database left this node (another took it over): forget what was cached about it. */
+  forgetLocal(id: string): void {
+    this.owners.delete(id);
+    this.caps.delete(id);
   }
 
   count(ownerId: string): Promise<number> {
     return this.repo.count(ownerId);
   }
 
-  /** Bytes on disk of all the owner's databases (the storageBytes gauge adds files to it). */
+  /**
+   * Bytes of all the owner's databases (the storageBytes gauge adds files to it): measured for those
+   * held here, as their holder last reported for the others.
+   */
   async storedBytes(ownerId: string): Promise<number> {
     const rows = await this.repo.list(ownerId);
-    const sizes = await Promise.all(rows.map((r) => this.sizeOf(r.id)));
+    const sizes = await Promise.all(rows.map((r) => this.sizeOfRow(r)));
     return sizes.reduce((a, b) => a + b, 0);
   }
 
   private async row(p: Principal, id: string): Promise<DatabaseRow> {
     const row = await this.repo.get(p.ownerId, id);
     if (!row) throw errors.notFound('database');
-    if (!row.node_id || row.node_id === this.placement.here) this.owners.set(id, row.owner_id);
     return row;
   }
 
   private async assertOwned(p: Principal, id: string): Promise<void> {
-    if (this.owners.get(id) === p.ownerId) return;
+    const hit = this.owners.get(id);
+    if (hit && hit.owner === p.ownerId && hit.until > Date.now()) return this.placement.assertServing();
     const row = await this.row(p, id);
-    await this.placement.assertHere(row.node_id);
+    await this.placement.assertHere(row.node_id, id);
+    this.placement.assertServing();
+    this.owners.set(id, { owner: row.owner_id, until: Date.now() + OWNER_TTL_MS });
+  }
+
+  /**
+   * Counts a request on a database held here; while it moves, waits for the switch and then sends the
+   * request after it (ElsewhereError, relayed by the REST layer). Synchronous after the last await, so
+   * a move's pause never misses a request that passed the gate.
+   */
+  private async enter(p: Principal, id: string): Promise<void> {
+    const gate = this.moving.get(id);
+    if (gate) {
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((_, reject) => {
+        timer = setTimeout(() => reject(errors.unavailable('this database is moving to another node; retry', 1)), MOVE_WAIT_MS);
+      });
+      try {
+        await Promise.race([gate, waited]);
+      } finally {
+        clearTimeout(timer);
+      }
+      await this.assertOwned(p, id);
+      return this.enter(p, id);
+    }
+    this.inflight.set(id, (this.inflight.get(id) ?? 0) + 1);
+  }
+
+  private leave(id: string): void {
+    const n = (this.inflight.get(id) ?? 1) - 1;
+    if (n > 0) {
+      this.inflight.set(id, n);
+      return;
+    }
+    this.inflight.delete(id);
+    const idle = this.idle.get(id);
+    if (idle) {
+      this.idle.delete(id);
+      idle();
+    }
+    // A request may have written: the database's next copy is due (copies.ts skips unchanged ones).
+    this.copies.touch(id);
   }
 
   /**
@@ -224,6 +340,12 @@ export class DatabasesService {
     return this.engine.sizeBytes(id).catch(() => 0);
   }
 
+  /** Measured when the file is here; otherwise what its holder last wrote in the row. */
+  private sizeOfRow(r: DatabaseRow): Promise<number> {
+    if (!r.node_id || r.node_id === this.placement.here) return this.sizeOf(r.id);
+    return Promise.resolve(Number(r.size_bytes));
+  }
+
   private map(err: unknown, p: Principal, capBytes?: number): unknown {
     const plan = PLANS[p.plan];
     return toApiError(err, {
@@ -236,7 +358,7 @@ export class DatabasesService {
 
   private async out(r: DatabaseRow): Promise<DatabaseOut> {
     const [sizeBytes, usage] = await Promise.all([
-      this.sizeOf(r.id),
+      this.sizeOfRow(r),
       this.engine.usage(r.id).catch(() => ({ rowsRead: 0, rowsWritten: 0 })),
     ]);
     return {

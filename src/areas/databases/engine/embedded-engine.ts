@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
-import { rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { assertDbId, dbFile, dbFiles } from './db-id.js';
@@ -66,12 +66,70 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   async delete(id: string): Promise<void> {
     assertDbId(id);
     await this.pool.exclusive(id, async () => {
-      for (const stream of this.streams.get(id) ?? []) await this.pool.closeEverywhere(streamKey(id, stream));
-      this.streams.delete(id);
-      await this.pool.closeEverywhere(id);
+      await this.closeConnections(id);
       await Promise.all(dbFiles(this.dir, id).map((f) => rm(f, { force: true })));
       this.counters.remove(id);
     });
+  }
+
+  /** Latest modification of the database file or its WAL (ms since the epoch); 0 when absent. */
+  async changedAt(id: string): Promise<number> {
+    const [main, wal] = dbFiles(this.dir, id);
+    const times = await Promise.all([main, wal].map((f) => stat(f).then((s) => s.mtimeMs, () => 0)));
+    return Math.max(times[0], times[1]);
+  }
+
+  /** A fresh path inside the engine's directory where a copy to `install` can be written. */
+  async stagingPath(id: string): Promise<string> {
+    assertDbId(id);
+    const dir = path.join(this.dir, '.staging');
+    await mkdir(dir, { recursive: true });
+    return path.join(dir, `${id}-${randomBytes(8).toString('hex')}.sqlite`);
+  }
+
+  /**
+   * Makes the complete SQLite file at `source` (from `stagingPath`) the database `id`, replacing what
+   * was there: on the database's lane, after every executor closed its connection to the old file.
+   */
+  async install(id: string, source: string): Promise<void> {
+    assertDbId(id);
+    await this.pool.exclusive(id, async () => {
+      await this.closeConnections(id);
+      await Promise.all(dbFiles(this.dir, id).map((f) => rm(f, { force: true })));
+      await rename(source, dbFile(this.dir, id));
+      this.counters.remove(id);
+    });
+  }
+
+  /**
+   * Moves a database's files out of the way into `<dir>/.stale/` (kept for an operator, never served):
+   * a copy this node must no longer answer from, because the database lives on another node now.
+   */
+  async archive(id: string): Promise<void> {
+    assertDbId(id);
+    const dir = path.join(this.dir, '.stale');
+    await mkdir(dir, { recursive: true });
+    await this.pool.exclusive(id, async () => {
+      await this.closeConnections(id);
+      const stamp = Date.now();
+      for (const f of dbFiles(this.dir, id)) {
+        await rename(f, path.join(dir, `${stamp}-${path.basename(f)}`)).catch((e: NodeJS.ErrnoException) => {
+          if (e.code !== 'ENOENT') throw e;
+        });
+      }
+      this.counters.remove(id);
+    });
+  }
+
+  /** Ids of the databases whose files are in this engine's directory. */
+  async localIds(): Promise<string[]> {
+    return (await readdir(this.dir)).filter((f) => f.endsWith('.sqlite')).map((f) => f.slice(0, -'.sqlite'.length));
+  }
+
+  private async closeConnections(id: string): Promise<void> {
+    for (const stream of this.streams.get(id) ?? []) await this.pool.closeEverywhere(streamKey(id, stream));
+    this.streams.delete(id);
+    await this.pool.closeEverywhere(id);
   }
 
   async exists(id: string): Promise<boolean> {

@@ -32,6 +32,16 @@ export interface DatabaseEngine {
   /** Removes every file of the database (db, -wal, -shm); a no-op when absent. */
   delete(id: string): Promise<void>;
   exists(id: string): Promise<boolean>;
+  /** Latest modification of the database file or its WAL (ms since the epoch); 0 when absent. */
+  changedAt(id: string): Promise<number>;
+  /** A fresh path inside the engine's directory where a copy to `install` can be written. */
+  stagingPath(id: string): Promise<string>;
+  /** Makes the complete SQLite file at `source` the database `id`, replacing its files (on its lane). */
+  install(id: string, source: string): Promise<void>;
+  /** Moves the database's files aside (never served again): the database lives on another node now. */
+  archive(id: string): Promise<void>;
+  /** Ids of the databases whose files are here. */
+  localIds(): Promise<string[]>;
   /** Bytes on disk: the database file plus its WAL. */
   sizeBytes(id: string): Promise<number>;
   usage(id: string): Promise<DatabaseUsage>;

@@ -2,6 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PlatformDeps } from '../../deps.js';
 import type { Principal } from '../../../platform/auth.js';
 import { ApiError, errors } from '../../../platform/errors.js';
+import { mayRelayAgain } from '../../../platform/node-forward.js';
+import { ElsewhereError } from '../../../platform/nodes.js';
 import { parseOr400 } from '../../../platform/validate.js';
 import type { DatabasesService } from '../service.js';
 import { runPipeline } from './pipeline.js';
@@ -39,6 +41,11 @@ export function mountLibsql(app: FastifyInstance, databases: DatabasesService, d
       const body = parseOr400(pipelineBodySchema, req.body, 'body');
       return reply.send(await runPipeline(databases, streams, p, req.params.dbId, body));
     } catch (err) {
+      // The database moved to another node while this request waited (a drain): it follows it once.
+      if (err instanceof ElsewhereError) {
+        if (mayRelayAgain(req)) return deps.forwarder.forward(req, reply, err.nodeId, 'parsed');
+        return sendError(reply, errors.unavailable(`this database is moving to node ${err.nodeId}; retry`, 1), deps);
+      }
       return sendError(reply, err, deps);
     }
   };

@@ -86,12 +86,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const p = this.layout.sandbox(rec.id);
     const cg = this.cg(rec.id);
     const bundle = this.bundle(rec.id);
-    await Promise.all([
-      this.mountRoot(rec),
-      this.applyLimits(rec),
-      this.network.attach(this.netns(rec.id), rec.leaseIdx, rec.policy),
-      mkdir(`${bundle}/state`, { recursive: true }),
-    ]);
+    await Promise.all([this.startOnHost(rec, []), mkdir(`${bundle}/state`, { recursive: true })]);
     const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, env: sandboxEnv(rec) });
     // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
     await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });

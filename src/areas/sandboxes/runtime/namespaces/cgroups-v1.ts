@@ -1,7 +1,7 @@
 // cgroup v1: one hierarchy per controller (this project's machines: memory, cpu, pids and freezer
 // each mounted under /sys/fs/cgroup/<controller>, v2 at /sys/fs/cgroup/unified with only hugetlb).
-import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroup-host.js';
@@ -45,22 +45,33 @@ export class SandboxCgroupV1 implements SandboxCgroup {
     return { cgroups: (['memory', 'cpu', 'freezer'] as const).map((c) => this.dir(c)), execCgroups: [`${this.dir('pids')}/${name}`] };
   }
 
+  /**
+   * Synchronous on purpose (so is v2's): a handful of tiny writes on cgroupfs take microseconds each,
+   * while a thread-pool round trip apiece took ~1 ms under load on a sandbox's start path.
+   */
   async create(limits: SandboxLimits): Promise<void> {
-    await Promise.all(V1_CONTROLLERS.map((c) => mkdir(this.dir(c), { recursive: true })));
+    for (const c of V1_CONTROLLERS) mkdirSync(this.dir(c), { recursive: true });
     const mem = this.dir('memory');
     const bytes = String(limits.memoryMb * 1024 * 1024);
     // With swap accounting the limit must cover swap too, or a hog just swaps. The memory limit may
     // never exceed memsw's: raising both (a pooled sandbox given a bigger tier) writes memsw first,
     // lowering writes it after (its first write then fails, harmlessly).
     const memsw = existsSync(`${mem}/memory.memsw.limit_in_bytes`) ? `${mem}/memory.memsw.limit_in_bytes` : null;
-    if (memsw) await writeFile(memsw, bytes).catch(() => {});
-    await writeFile(`${mem}/memory.limit_in_bytes`, bytes);
-    if (memsw) await writeFile(memsw, bytes).catch(() => {});
+    const tryWrite = (path: string, text: string) => {
+      try {
+        writeFileSync(path, text);
+      } catch {
+        /* see above */
+      }
+    };
+    if (memsw) tryWrite(memsw, bytes);
+    writeFileSync(`${mem}/memory.limit_in_bytes`, bytes);
+    if (memsw) tryWrite(memsw, bytes);
     const cpu = this.dir('cpu');
     const period = 100_000;
-    await writeFile(`${cpu}/cpu.cfs_period_us`, String(period));
-    await writeFile(`${cpu}/cpu.cfs_quota_us`, String(Math.max(1000, Math.round(limits.cpus * period))));
-    await writeFile(`${this.dir('pids')}/pids.max`, String(limits.pids));
+    writeFileSync(`${cpu}/cpu.cfs_period_us`, String(period));
+    writeFileSync(`${cpu}/cpu.cfs_quota_us`, String(Math.max(1000, Math.round(limits.cpus * period))));
+    writeFileSync(`${this.dir('pids')}/pids.max`, String(limits.pids));
   }
 
   async freeze(): Promise<void> {

@@ -10,7 +10,7 @@
 // The kernel's rule ("no internal processes"): a cgroup that enables controllers for its children
 // may hold no process itself (the root is exempt). So processes only ever go into <id> (which enables
 // nothing) or its exec children, never into <parent>.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
@@ -110,22 +110,22 @@ export class SandboxCgroupV2 implements SandboxCgroup {
     return { cgroups: [], execCgroups: [`${this.dir}/${name}`] };
   }
 
+  /** Synchronous, as v1's (microseconds of cgroupfs writes, not thread-pool round trips). */
   async create(limits: SandboxLimits): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    mkdirSync(this.dir, { recursive: true });
     const has = (c: string) => this.host.controllers.includes(c);
-    const writes: Promise<void>[] = [];
     if (has('memory')) {
-      writes.push(writeFile(`${this.dir}/memory.max`, String(limits.memoryMb * 1024 * 1024)));
+      writeFileSync(`${this.dir}/memory.max`, String(limits.memoryMb * 1024 * 1024));
       // As v1's memsw limit: no swap beyond the limit, or a hog just swaps. Absent without swap accounting.
-      if (existsSync(`${this.dir}/memory.swap.max`)) writes.push(writeFile(`${this.dir}/memory.swap.max`, '0'));
+      if (existsSync(`${this.dir}/memory.swap.max`)) writeFileSync(`${this.dir}/memory.swap.max`, '0');
     }
     if (has('cpu')) {
       const period = 100_000;
-      writes.push(writeFile(`${this.dir}/cpu.max`, `${Math.max(1000, Math.round(limits.cpus * period))} ${period}`));
+      writeFileSync(`${this.dir}/cpu.max`, `${Math.max(1000, Math.round(limits.cpus * period))} ${period}`);
     }
-    if (has('pids')) writes.push(writeFile(`${this.dir}/pids.max`, String(limits.pids)));
-    await Promise.all(writes);
+    if (has('pids')) writeFileSync(`${this.dir}/pids.max`, String(limits.pids));
   }
+
 
   async freeze(): Promise<void> {
     await writeFile(`${this.dir}/cgroup.freeze`, '1');

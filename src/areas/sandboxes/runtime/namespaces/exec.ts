@@ -60,6 +60,23 @@ export class Capture {
   }
 }
 
+/** Sessions are prepared ahead per running init (a restarted sandbox has another key). */
+function sessionKey(rec: SandboxRecord): string {
+  return `${rec.id}:${rec.init!.innerPid}:${rec.init!.startTime}`;
+}
+
+function sessionHead(rec: SandboxRecord, cg: SandboxCgroup) {
+  return { target: rec.init!.innerPid, ...cg.execJoin(`x${randomBytes(6).toString('hex')}`) };
+}
+
+/**
+ * A sandbox just started: prepare the session of its first exec now (its cgroups joined, namespaces
+ * entered), while the caller gets its answer, so that exec is as quick as the ones after it.
+ */
+export function prepareFirstExec(spawner: Spawner, rec: SandboxRecord, cg: SandboxCgroup): void {
+  if (rec.init) spawner.prepareAhead(sessionKey(rec), sessionHead(rec, cg));
+}
+
 /**
  * Run an argv inside the sandbox through the spawner (nube-helper serve). The command gets its own
  * exec cgroup (under the sandbox's pids cgroup) and process group: the deadline and the end of the
@@ -76,11 +93,9 @@ export async function enterArgv(
   const out = new Capture(opts.maxOutputBytes);
   const err = new Capture(opts.maxOutputBytes);
   const started = performance.now();
-  const init = rec.init;
-  // The session is prepared ahead per running init (a restarted sandbox has another key).
   const status = await spawner.runPrepared(
-    `${rec.id}:${init.innerPid}:${init.startTime}`,
-    () => ({ target: init.innerPid, ...cg.execJoin(`x${randomBytes(6).toString('hex')}`) }),
+    sessionKey(rec),
+    () => sessionHead(rec, cg),
     {
       cwd: opts.cwd ?? '/root',
       timeoutMs: opts.timeoutMs,

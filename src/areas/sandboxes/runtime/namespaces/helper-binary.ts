@@ -21,8 +21,9 @@ function sourcePath(): string {
 /** Compile the helper once per source version into $DATA/bin and export the seccomp BPF beside it. */
 export async function ensureHelper(dataDir: string): Promise<HelperPaths> {
   const src = sourcePath();
-  const text = await readFile(src);
-  const hash = createHash('sha256').update(text).digest('hex').slice(0, 12);
+  // nube-helper.c includes launch.c: both make the binary.
+  const [text, launch] = await Promise.all([readFile(src), readFile(src.replace(/nube-helper\.c$/, 'launch.c'))]);
+  const hash = createHash('sha256').update(text).update(launch).digest('hex').slice(0, 12);
   const dir = `${dataDir}/bin`;
   const helper = `${dir}/nube-helper-${hash}`;
   const seccompBpf = `${dir}/seccomp-${hash}.bpf`;

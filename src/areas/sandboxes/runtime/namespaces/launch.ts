@@ -1,6 +1,5 @@
-import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
-import { chmod, chown, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmodSync, chownSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
 import type { Layout, SandboxRecord } from './state.js';
@@ -25,30 +24,32 @@ export async function isMounted(path: string): Promise<boolean> {
   return (await mounted([path])).length > 0;
 }
 
-async function writeOwned(path: string, text: string, uid: number): Promise<void> {
-  await writeFile(path, text);
-  await chown(path, uid, uid);
-}
-
-/** Upper/work dirs owned by root-inside, the per-sandbox /etc files, then the overlay mount. */
-export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promise<void> {
+/**
+ * Upper/work dirs owned by root-inside and the per-sandbox /etc files; returns the launch request's
+ * overlay fields (helper/launch.c mounts it), none when it is mounted already.
+ */
+export async function prepareRootfs(ctx: LaunchContext, rec: SandboxRecord): Promise<string[]> {
   const p = ctx.layout.sandbox(rec.id);
-  if (await isMounted(p.merged)) return;
+  // A new sandbox has no mount point yet: the mount table (long on a busy host) is read only on a resume.
+  if (existsSync(p.merged) && (await isMounted(p.merged))) return [];
   const uid = ctx.uidBase;
-  // Independent steps in parallel: each is a syscall or two, but awaiting them one by one adds up.
-  await Promise.all([mkdir(`${p.upper}/etc`, { recursive: true }), mkdir(p.work, { recursive: true }), mkdir(p.merged, { recursive: true })]);
+  // Synchronous: ten small operations of a few microseconds each, where a thread-pool round trip
+  // apiece (even in parallel) cost milliseconds on a busy host.
+  for (const d of [`${p.upper}/etc`, p.work, p.merged]) mkdirSync(d, { recursive: true });
   // No reachable resolver means no nameserver line: lookups then fail at once instead of stalling.
   const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:1\n` : 'options timeout:1\n';
-  await Promise.all([
-    // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
-    chmod(p.run, 0o700),
-    chown(p.run, uid, uid),
-    chown(p.upper, uid, uid),
-    chown(`${p.upper}/etc`, uid, uid),
-    writeOwned(`${p.upper}/etc/resolv.conf`, resolv, uid),
-    writeOwned(`${p.upper}/etc/hostname`, `${rec.id}\n`, uid),
-    writeOwned(`${p.upper}/etc/hosts`, `127.0.0.1\tlocalhost\n127.0.1.1\t${rec.id}\n`, uid),
-  ]);
+  // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
+  chmodSync(p.run, 0o700);
+  for (const d of [p.run, p.upper, `${p.upper}/etc`]) chownSync(d, uid, uid);
+  const files: [string, string][] = [
+    ['resolv.conf', resolv],
+    ['hostname', `${rec.id}\n`],
+    ['hosts', `127.0.0.1\tlocalhost\n127.0.1.1\t${rec.id}\n`],
+  ];
+  for (const [name, text] of files) {
+    writeFileSync(`${p.upper}/etc/${name}`, text);
+    chownSync(`${p.upper}/etc/${name}`, uid, uid);
+  }
   // index/metacopy/redirect_dir off: an upper dir must stay a self-contained tree, because a copy of
   // it becomes a lower layer of forks.
   const opts = [
@@ -60,7 +61,7 @@ export async function mountRootfs(ctx: LaunchContext, rec: SandboxRecord): Promi
     'redirect_dir=off',
     'xino=off',
   ].join(',');
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', opts, p.merged]);
+  return [`M:${p.merged}`, `o:${opts}`];
 }
 
 export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<void> {
@@ -71,39 +72,15 @@ export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<voi
   }
 }
 
-async function childrenOf(pid: number): Promise<number[]> {
-  const text = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
-  return text.split(' ').filter(Boolean).map(Number);
-}
-
 /**
- * Start the sandbox's init: joins the cgroups, enters the netns, maps the uid range, and bwrap pivots
- * into the overlay with fresh pid/mount/ipc/uts namespaces and the seccomp filter. It is detached so
- * it outlives this nube process. Returns when pid 1 inside has started its child (setup finished).
+ * The launch request's init fields: it joins the cgroups, enters the netns, gets a user namespace with
+ * the uid range mapped (written by the helper: no unshare, newuidmap, newgidmap), and bwrap pivots
+ * into the overlay with fresh pid/mount/ipc/uts namespaces and the seccomp filter (fd 3). Detached, so
+ * it outlives nube; the helper answers when pid 1 inside has started its child (setup finished).
  */
-export async function startInit(
-  ctx: LaunchContext,
-  rec: SandboxRecord,
-  netns: string,
-  cgroupDirs: string[],
-): Promise<NonNullable<SandboxRecord['init']>> {
+export function initFields(ctx: LaunchContext, rec: SandboxRecord, cgroupDirs: string[]): string[] {
   const p = ctx.layout.sandbox(rec.id);
-  const map = `${ctx.uidBase},0,${ctx.uidCount}`;
-  const args = [
-    'cg',
-    ...cgroupDirs,
-    '--',
-    'nsenter',
-    `--net=/run/netns/${netns}`,
-    'unshare',
-    '--user',
-    `--map-users=${map}`,
-    `--map-groups=${map}`,
-    '--setuid',
-    '0',
-    '--setgid',
-    '0',
-    '--',
+  const argv = [
     'bwrap',
     '--unshare-pid',
     '--unshare-ipc',
@@ -126,40 +103,20 @@ export async function startInit(
     '/bin/sleep',
     'infinity',
   ];
-  const log = openSync(p.initLog, 'a');
-  const bpf = openSync(ctx.seccompBpf, 'r');
-  const child = spawn(ctx.helper, args, {
-    detached: true,
-    stdio: ['ignore', log, log, bpf],
-    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
-  });
-  closeSync(log);
-  closeSync(bpf);
-  child.unref();
-  const pid = child.pid;
-  if (!pid) throw new SandboxRuntimeError('Internal', 'cannot spawn sandbox init');
-  let exited = false;
-  child.on('exit', () => {
-    exited = true;
-  });
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline && !exited) {
-    for (const inner of await childrenOf(pid)) {
-      const comm = await readFile(`/proc/${inner}/comm`, 'utf8').catch(() => '');
-      if (comm.trim() !== 'bwrap') continue;
-      if ((await childrenOf(inner)).length === 0) continue;
-      const startTime = await processStartTime(inner);
-      if (startTime) return { pid, innerPid: inner, startTime };
-    }
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  const why = await readFile(p.initLog, 'utf8').catch(() => '');
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    /* gone */
-  }
-  throw new SandboxRuntimeError('Internal', `sandbox ${rec.id} init failed: ${why.trim().slice(-1000)}`);
+  return [
+    ...cgroupDirs.map((d) => `c:${d}`),
+    `u:0 ${ctx.uidBase} ${ctx.uidCount}`,
+    `l:${p.initLog}`,
+    `s:${ctx.seccompBpf}`,
+    ...argv.map((a) => `a:${a}`),
+  ];
+}
+
+/** The helper's answer to a launch with an init: "init PID INNER-PID START-TIME". */
+export function parseInit(answer: string, id: string): NonNullable<SandboxRecord['init']> {
+  const m = /^init (\d+) (\d+) (\d+)$/m.exec(answer);
+  if (!m) throw new SandboxRuntimeError('Internal', `sandbox ${id} init failed: ${answer.trim().slice(-1000)}`);
+  return { pid: Number(m[1]), innerPid: Number(m[2]), startTime: m[3]! };
 }
 
 /** Killing pid 1 of the pid namespace kills every process in it. */

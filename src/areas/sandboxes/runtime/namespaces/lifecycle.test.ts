@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
@@ -70,6 +70,24 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     const links = await run('ip', ['-o', 'link', 'show', 'master', 'nubet0']);
     expect(links.stdout).not.toContain(`nb-${id}`);
     await expect(runtime.exec(id, 'true')).rejects.toMatchObject({ code: 'NotFound' });
+  });
+
+  it('a start that fails says why and leaves nothing behind; the same id starts afterwards', async () => {
+    const id = uniqueId('sf');
+    // Something already holds the sandbox's netns name: the helper's launch refuses it.
+    await writeFile(`/run/netns/nb-${id}`, '');
+    await expect(runtime.create({ id })).rejects.toThrow(new RegExp(`/run/netns/nb-${id}: File exists`));
+    expect((await readFile('/proc/self/mountinfo', 'utf8')).includes(`${runtime.runDir}/${id}/merged`)).toBe(false);
+    expect(existsSync(`${runtime.runDir}/${id}`)).toBe(false);
+    expect(existsSync(`${dataDir}/sandboxes/${id}`)).toBe(false);
+    expect(existsSync(`/sys/fs/cgroup/pids/nube-test/${id}`)).toBe(false);
+    expect(existsSync(`/sys/fs/cgroup/memory/nube-test/${id}`)).toBe(false);
+    expect((await run('ip', ['-o', 'link', 'show', 'master', 'nubet0'])).stdout).not.toContain(`nb-${id}`);
+    expect(await runtime.get(id)).toBeNull();
+    // The teardown took the stale name away with the rest, so a second try starts.
+    await runtime.create({ id });
+    expect((await runtime.exec(id, 'hostname')).stdout).toBe(`${id}\n`);
+    await runtime.destroy(id);
   });
 
   it('suspend keeps files and frees processes; resume rewrites env', async () => {

@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
 import type { NetworkPolicy } from '../driver.js';
@@ -190,23 +190,39 @@ export class BridgeNetwork {
     await run('nft', ['delete', 'element', 'inet', this.table, 'host_services', `{ ${port} }`], { allowFailure: true });
   }
 
-  /** Claim an address index; leases live in /run so every nube instance on the host sees them. */
+  /** Where the next lease search starts: after the last address given (indexes are not reused at once). */
+  private nextLease = 2;
+
+  /**
+   * Claim an address index; leases live in /run so every nube instance on the host sees them. A lease is
+   * a mkdir (atomic between processes) plus its owner; synchronous, as each is a few microseconds on a
+   * tmpfs and a create's path should not queue on the thread pool for them.
+   */
   async lease(owner: string, wanted?: number): Promise<number> {
-    await mkdir(this.leaseDir(), { recursive: true });
+    mkdirSync(this.leaseDir(), { recursive: true });
     const hostIdx = ipToInt(this.hostIp) - this.first;
-    const tryClaim = async (idx: number) => {
+    const tryClaim = (idx: number) => {
       const dir = `${this.leaseDir()}/${idx}`;
       try {
-        await mkdir(dir);
-        await writeFile(`${dir}/owner`, owner);
+        mkdirSync(dir);
+        writeFileSync(`${dir}/owner`, owner);
         return true;
       } catch {
-        return (await readFile(`${dir}/owner`, 'utf8').catch(() => '')) === owner;
+        try {
+          return readFileSync(`${dir}/owner`, 'utf8') === owner;
+        } catch {
+          return false;
+        }
       }
     };
-    if (wanted !== undefined && (await tryClaim(wanted))) return wanted;
-    for (let idx = 2; idx < this.size - 1; idx++) {
-      if (idx !== hostIdx && (await tryClaim(idx))) return idx;
+    if (wanted !== undefined && tryClaim(wanted)) return wanted;
+    const count = this.size - 3;
+    for (let n = 0; n < count; n++) {
+      const idx = 2 + ((this.nextLease - 2 + n) % count);
+      if (idx !== hostIdx && tryClaim(idx)) {
+        this.nextLease = idx + 1;
+        return idx;
+      }
     }
     throw new SandboxRuntimeError('Internal', `no free address on ${this.bridge.name}`);
   }
@@ -224,42 +240,21 @@ export class BridgeNetwork {
   }
 
   /**
-   * netns + veth into the bridge + addresses + sysctls + the sandbox's policy chain. One `ip -batch`
-   * does it all (the netns-side commands through `netns exec` of a second batch file and of sysctl),
-   * in parallel with the nft transaction: process spawns from node are the cost here, not the kernel.
+   * The launch request's network fields (helper/launch.c): the netns, the veth pair into the bridge
+   * (a fixed MAC per address: after a resume, new veth, the host's neighbour entry stays right instead
+   * of black-holing traffic until it expires, ~30 s), addresses, route, sysctls by netlink and /proc in
+   * the helper, and the sandbox's policy chain as an nft script the helper runs alongside.
    */
-  async attach(netns: string, idx: number, policy: NetworkPolicy): Promise<void> {
-    const { veth } = this.names(idx);
-    const inner = `${this.leaseDir()}/${idx}/inner.ip`;
-    await writeFile(
-      inner,
-      [
-        'link set lo up',
-        `addr add ${this.address(idx)}/${this.prefix} dev eth0`,
-        'link set eth0 up',
-        `route add default via ${this.hostIp}`,
-        '',
-      ].join('\n'),
-    );
-    await Promise.all([
-      run('ip', ['-b', '-'], {
-        input: [
-          `netns add ${netns}`,
-          // A fixed MAC per address: after a resume (new veth) the host's neighbour entry stays right,
-          // instead of pointing at the old MAC and black-holing traffic until it expires (~30 s).
-          `link add ${veth} type veth peer name eth0 address ${macFor(idx)} netns ${netns}`,
-          `link set ${veth} master ${this.bridge.name} up`,
-          // Isolated ports only talk to the bridge itself: no sandbox-to-sandbox traffic on layer 2.
-          `link set dev ${veth} type bridge_slave isolated on`,
-          `netns exec ${netns} ip -b ${inner}`,
-          // Root inside has no capability over this netns (it belongs to the host's user namespace), so
-          // low ports and ping are opened here; IPv6 is off so policy has one address family to cover.
-          `netns exec ${netns} sysctl -q -w net.ipv4.ip_unprivileged_port_start=0 "net.ipv4.ping_group_range=0 2147483647" net.ipv6.conf.all.disable_ipv6=1`,
-          '',
-        ].join('\n'),
-      }),
-      this.applyPolicy(idx, policy, true),
-    ]);
+  async attachFields(netns: string, idx: number, policy: NetworkPolicy): Promise<string[]> {
+    return [
+      `n:${netns}`,
+      `v:${this.names(idx).veth}`,
+      `b:${this.bridge.name}`,
+      `h:${macFor(idx)}`,
+      `A:${this.address(idx)}/${this.prefix}`,
+      `g:${this.hostIp}`,
+      `f:${await this.policyScript(idx, policy, true)}`,
+    ];
   }
 
   async detach(netns: string, idx: number): Promise<void> {
@@ -275,7 +270,12 @@ export class BridgeNetwork {
   }
 
   /** Replace the sandbox's chain atomically (one nft transaction), so policy changes apply live. */
-  async applyPolicy(idx: number, policy: NetworkPolicy, create = false): Promise<void> {
+  async applyPolicy(idx: number, policy: NetworkPolicy): Promise<void> {
+    await run('nft', ['-f', '-'], { input: await this.policyScript(idx, policy, false) });
+  }
+
+  /** The nft transaction that (re)writes a sandbox's chain; `create` also maps its address to it. */
+  async policyScript(idx: number, policy: NetworkPolicy, create: boolean): Promise<string> {
     const { chain } = this.names(idx);
     const allow = await resolveTargets(policy.allow ?? []);
     const deny = await resolveTargets(policy.deny ?? []);
@@ -294,7 +294,7 @@ export class BridgeNetwork {
     lines.push(`add rule ${t} ${chain} ip daddr { ${DEFAULT_DENY.join(', ')} } ${reject}`);
     lines.push(`add rule ${t} ${chain} accept`);
     if (create) lines.push(`add element ${t} sandboxes { ${this.address(idx)} : jump ${chain} }`);
-    await run('nft', ['-f', '-'], { input: `${lines.join('\n')}\n` });
+    return `${lines.join('\n')}\n`;
   }
 
   async listPolicy(idx: number): Promise<string> {

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { chmod, mkdir, rm } from 'node:fs/promises';
 import type {
   BackgroundDetail,
@@ -26,10 +26,10 @@ import { SandboxRuntimeError } from '../driver.js';
 import { KeyedLock } from '../keyed-lock.js';
 import * as bg from './background.js';
 import { type CgroupHost, detectCgroups, type SandboxCgroup } from './cgroups.js';
-import { enterArgv, toExecResult } from './exec.js';
+import { enterArgv, prepareFirstExec, toExecResult } from './exec.js';
 import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
-import { initAlive, isMounted, type LaunchContext, mountRootfs, startInit, stopInit, unmountRootfs } from './launch.js';
+import { initAlive, initFields, isMounted, type LaunchContext, parseInit, prepareRootfs, stopInit, unmountRootfs } from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
 import { dnatBindable } from './port-forwards.js';
 import { newSnapshotId, takeSnapshot } from './snapshots.js';
@@ -82,7 +82,7 @@ export class NamespacesRuntime implements SandboxRuntime {
   private readonly cgroupParent: string;
   protected network!: BridgeNetwork;
   protected ctx!: LaunchContext;
-  private spawner!: Spawner;
+  protected spawner!: Spawner;
   private cgroups!: CgroupHost;
   private readyPromise: Promise<void> | null = null;
   private readonly locks = new KeyedLock();
@@ -227,16 +227,27 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   protected async launch(rec: SandboxRecord): Promise<void> {
-    const cg = this.cg(rec.id);
-    const netns = this.netns(rec.id);
-    await Promise.all([
-      this.mountRoot(rec),
-      this.applyLimits(rec),
-      this.network.attach(netns, rec.leaseIdx, rec.policy),
-    ]);
-    rec.init = await startInit(this.ctx, rec, netns, cg.dirs());
+    rec.init = parseInit(await this.startOnHost(rec, initFields(this.ctx, rec, this.cg(rec.id).dirs())), rec.id);
     rec.state = 'running';
+    prepareFirstExec(this.spawner, rec, this.cg(rec.id));
     await saveRecord(this.layout, rec);
+  }
+
+  /**
+   * What a start needs on the host, in one request to the spawner (helper/launch.c): the overlay
+   * mount, the netns with its veth, addresses and sysctls, the policy chain (nft, run alongside), and
+   * `init` when given. Only file writes and the cgroups' limits are done here first, in parallel.
+   * Resolves with the helper's answer.
+   */
+  protected async startOnHost(rec: SandboxRecord, init: string[]): Promise<string> {
+    const [rootfs, net] = await Promise.all([
+      prepareRootfs(this.ctx, rec),
+      this.network.attachFields(this.netns(rec.id), rec.leaseIdx, rec.policy),
+      this.applyLimits(rec),
+      // A fork: its top layer, the parent's copy, is still being made; all the rest goes ahead meanwhile.
+      this.lowerReady.get(rec.id),
+    ]);
+    return this.spawner.request(['L:1', ...rootfs, ...net, ...init]);
   }
 
   /** Write the sandbox's limits to its cgroups (creating them when missing). */
@@ -249,8 +260,8 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.spawner.forget(`${rec.id}:`);
     await stopInit(rec);
     await this.cg(rec.id).destroy();
-    await this.network.detach(this.netns(rec.id), rec.leaseIdx);
-    await unmountRootfs(this.ctx, rec.id);
+    // Nothing runs in it any more: its network and its mount go independently.
+    await Promise.all([this.network.detach(this.netns(rec.id), rec.leaseIdx), unmountRootfs(this.ctx, rec.id)]);
     rec.init = null;
   }
 
@@ -289,7 +300,7 @@ export class NamespacesRuntime implements SandboxRuntime {
         createdAt: new Date().toISOString(),
         init: null,
       };
-      await mkdir(this.layout.sandbox(id).dir, { recursive: true });
+      mkdirSync(this.layout.sandbox(id).dir, { recursive: true });
       if (lowerReady) this.lowerReady.set(id, lowerReady);
       try {
         rec.leaseIdx = await this.network.lease(`${this.opts.dataDir}:${id}`);
@@ -303,12 +314,6 @@ export class NamespacesRuntime implements SandboxRuntime {
       }
       return this.info(rec);
     });
-  }
-
-  /** The overlay mount of `launch`: waits for a fork's snapshot layer when one is being copied. */
-  protected async mountRoot(rec: SandboxRecord): Promise<void> {
-    await this.lowerReady.get(rec.id);
-    await mountRootfs(this.ctx, rec);
   }
 
   /**

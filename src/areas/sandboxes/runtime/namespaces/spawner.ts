@@ -186,6 +186,27 @@ export class Spawner {
     }
   }
 
+  /**
+   * One request that is not a command (the start of a sandbox, helper/launch.c): resolves with what
+   * the helper wrote on stdout when it ends with "exit 0", rejects with its stderr otherwise.
+   */
+  async request(fields: string[]): Promise<string> {
+    const payload = encodeFields(fields, Buffer.alloc(0));
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    const sinks = { stdout: (c: Buffer) => out.push(c), stderr: (c: Buffer) => err.push(c) };
+    let status: string;
+    try {
+      status = await this.connectAndRun(await this.start(), payload, undefined, sinks);
+    } catch (e) {
+      if (!(e as { notConnected?: boolean }).notConnected) throw e;
+      this.stopServer();
+      status = await this.connectAndRun(await this.start(), payload, undefined, sinks);
+    }
+    if (status !== 'exit 0') throw new Error(Buffer.concat(err).toString().trim() || `nube-helper: ${status}`);
+    return Buffer.concat(out).toString();
+  }
+
   private connectAndRun(
     path: string,
     payload: Buffer,
@@ -235,6 +256,11 @@ export class Spawner {
     const r = await this.run({ ...head(), ...rest }, sinks, signal);
     this.prepareSoon(key, head());
     return r;
+  }
+
+  /** Prepare a session for `key` now (a sandbox that just started), unless one is there. */
+  prepareAhead(key: string, head: SpawnHead): void {
+    this.prepareSoon(key, head);
   }
 
   private prepareSoon(key: string, head: SpawnHead): void {

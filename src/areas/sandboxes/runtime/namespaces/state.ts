@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { NetworkPolicy, SandboxLimits, SandboxState, SnapshotInfo } from '../driver.js';
 
@@ -77,10 +77,11 @@ export class Layout {
   }
 }
 
+/** Synchronous: a small file and a rename, where two thread-pool round trips cost ~1 ms each under load. */
 async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
   const tmp = `${path}.tmp`;
-  await writeFile(tmp, JSON.stringify(value, null, 2));
-  await rename(tmp, path);
+  writeFileSync(tmp, JSON.stringify(value, null, 2));
+  renameSync(tmp, path);
 }
 
 export async function saveRecord(layout: Layout, rec: SandboxRecord): Promise<void> {

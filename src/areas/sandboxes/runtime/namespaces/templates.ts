@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { lchown, chmod, lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import type { BuildProgress, ProgressFn, TemplateInfo } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
@@ -67,8 +67,13 @@ export function templatePaths(templatesDir: string, name: string, build: string)
 
 export async function readTemplate(templatesDir: string, name: string, build: string) {
   const p = templatePaths(templatesDir, name, build);
-  if (!existsSync(p.meta)) return null;
-  return JSON.parse(await readFile(p.meta, 'utf8')) as TemplateInfo;
+  // Read on every create: a small file, synchronously (no thread-pool round trip).
+  try {
+    return JSON.parse(readFileSync(p.meta, 'utf8')) as TemplateInfo;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
 }
 
 /** Where the process holding a build's lock says it is. */

@@ -4,7 +4,8 @@
  *   nube-helper bpf <file>            write the seccomp filter as raw BPF (for bwrap --seccomp)
  *   nube-helper enter [opts] -- argv  run argv inside the namespaces of a sandbox
  *   nube-helper cg DIR... -- argv     join cgroups, then exec argv (starts a sandbox's init)
- *   nube-helper serve SOCKET          the spawner: `enter` per connection on a unix socket (below)
+ *   nube-helper serve SOCKET          the spawner: `enter` per connection on a unix socket (below),
+ *                                     or the start of a sandbox (launch.c)
  *
  * Why C and not nsenter: one process does what would otherwise take a shell, nsenter and a cgroup
  * write (exec round trip ~2 ms), and it applies the same seccomp filter as the sandbox's init, which
@@ -413,6 +414,8 @@ static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_l
   return e->target > 0 && (nargs > 0 || e->prepare) ? 0 : -1;
 }
 
+#include "launch.c"
+
 static void session(int conn) {
   signal(SIGCHLD, SIG_DFL); /* the server ignores it to reap sessions; we wait for our child */
   signal(SIGPIPE, SIG_IGN); /* a command that closes stdin early must not kill the session */
@@ -423,6 +426,7 @@ static void session(int conn) {
   char *req = malloc(len + 1);
   if (!req || read_all(conn, req, len) < 0) _exit(0);
   req[len] = 0;
+  if (len >= 3 && req[len - 1] == 0 && !strncmp(req, "L:", 2)) launch_session(conn, req, len - 1);
   struct entry e = {.cwd = "/"};
   size_t in_left = 0;
   if (req[len - 1] != 0 || parse_request(req, len - 1, &e, &in_left) < 0) session_fail(conn, "bad request");

@@ -1,0 +1,48 @@
+// nube as an operating-system process (`nube serve` under tsx), for tests that kill it or run several
+// on one machine: a free loopback port, the child started and waited for, its exit awaited.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** A loopback port free right now (the caller binds it soon after; collisions are unlikely, not impossible). */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+/**
+ * `nube serve` in a child process; resolves once /healthz answers on `base`. Only PATH and HOME pass
+ * from this process's environment: the child's configuration is `env`, nothing else. Its stderr is
+ * kept (the last 64 kB) for the error when it exits or never answers.
+ */
+export async function spawnNube(env: Record<string, string>, base: string, opts: { startMs?: number } = {}): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve'], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr = (stderr + c.toString()).slice(-65_536);
+  });
+  const end = Date.now() + (opts.startMs ?? 120_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`nube exited with ${child.exitCode}: ${stderr}`);
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) return child;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > end) {
+      child.kill('SIGKILL');
+      throw new Error(`nube did not start: ${stderr}`);
+    }
+    await sleep(100);
+  }
+}
+
+/** Resolves once the child has exited (at once if it already has). */
+export const exited = (c: ChildProcess): Promise<unknown> =>
+  c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r));

@@ -191,10 +191,16 @@ async function apiPoolRows(): Promise<void> {
   }
 }
 
-/** A pool hit at the driver: a sandbox started ahead is claimed (env, limits), then runs `true`. */
+/**
+ * A pool hit at the driver: a sandbox started ahead, which answered one `exec true` as the pool's do
+ * before they enter it, is claimed (env, limits), then runs `true`.
+ */
 async function claimExecSamples(rt: SandboxRuntime, n: number): Promise<number[]> {
   const ids = Array.from({ length: n }, nextId);
-  for (const id of ids) await rt.create({ id });
+  for (const id of ids) {
+    await rt.create({ id });
+    await rt.exec(id, 'true');
+  }
   const samples: number[] = [];
   for (const id of ids) {
     samples.push(
@@ -306,6 +312,13 @@ async function gvisorRows(): Promise<void> {
     row('gvisor: exec true', execs, '-');
     await gv.exec(id, 'head -c 100000000 /dev/urandom > /root/big && sync');
     row('gvisor: fork (parent wrote 100 MB)', await forkSamples(gv, id, 3), '-', undefined, { store: gv.storeStatus?.kind });
+    // The same after root inside killed the exec agent: every command by `runsc exec` (the fallback,
+    // and how every exec went before the agent).
+    await gv.exec(id, 'kill -9 $(pgrep -x nube-agent | grep -vx 1)');
+    await gv.exec(id, 'true');
+    const viaRunsc: number[] = [];
+    for (let i = 0; i < 30; i++) viaRunsc.push(await time(() => gv.exec(id, 'true')));
+    row('gvisor: exec true, runsc exec (agent killed inside)', viaRunsc, '-');
     const resumes: number[] = [];
     for (let i = 0; i < 3; i++) {
       await gv.suspend(id);
@@ -385,10 +398,10 @@ try {
   const file = writeResult(
     newResult('sandboxes', rows, [
       `Template ready in ${round(tpl)} ms (cached build). Load average at the start: ${load0}, at the end: ${loadavg().map(round).join(', ')} on this 2-core VM (other suites may run at the same time).`,
-      'pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead (runtime.claim: env and limits), then exec `true`.',
+      'pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead that answered one exec `true`, as pooled ones have (runtime.claim: env and limits), then exec `true`.',
       `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb / driverHeapGrowthMb = this process (the runtime, as in nube) after all answered (garbage collection moves both; RSS can shrink).`,
       'fork rows: the parent wrote 100 MB of random data and synced; one child per fork, timed from the call to the child running (its first exec not included); the child and the snapshot are deleted between samples. store column: image = upper dirs and snapshots on the sparse XFS image (reflink copies), copy = the data dir as it is (ext4 here, a full copy). snapshot row: the same copy alone, the parent frozen while it is taken.',
-      'gvisor rows call GvisorRuntime directly (runsc 0.0~20221219, ptrace platform: /dev/kvm here is nested and hangs).',
+      'gvisor rows call GvisorRuntime directly (runsc 0.0~20221219, ptrace platform: /dev/kvm here is nested and hangs); exec goes to the exec agent inside the sandbox (nube-agent over a host unix socket), the `runsc exec` row measures the fallback.',
       'runtime rows call NamespacesRuntime directly; API rows go through nube over loopback HTTP (auth, validation, SQLite record, timers, rate limit) with fetch in the same process.',
       'API create -> first exec: POST /sandboxes (template built) then POST /sandboxes/{id}/exec `true`, timed together; samples spread over 3 owners because creation is limited to 10 a minute per owner.',
       'ratio = p50 / p50 of a bare `bwrap --unshare-all ... true` in the same run (30 samples at the start and 30 at the end together; bareP50AtStartMs is the first half alone).',

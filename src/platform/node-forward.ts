@@ -292,6 +292,62 @@ export class NodeForwarder {
     return { status: res.statusCode, body: parsed };
   }
 
+  /**
+   * A raw two-way connection to `path` on another node (an internal upgrade carrying the credential):
+   * resolves once that node answered 101, with the socket paused for the caller to pipe. An area
+   * serving such a path must check isRelayed() (only another node may open it), and the path must not
+   * be one a locator forwards (or a client's request would be relayed with the credential).
+   */
+  async tunnel(nodeId: string, path: string, timeoutMs = 15_000): Promise<Socket> {
+    const node = await this.nodes.get(nodeId);
+    if (!node || node.status === 'down') throw errors.unavailable(`node ${nodeId} is down; retry later`, 30);
+    const url = new URL(node.address);
+    const tls = url.protocol === 'https:';
+    const port = Number(url.port || (tls ? 443 : 80));
+    const s: Socket = tls ? tlsConnect({ host: url.hostname, port, servername: url.hostname }) : netConnect({ host: url.hostname, port, noDelay: true });
+    return new Promise<Socket>((resolve, reject) => {
+      const timer = setTimeout(() => s.destroy(new Error(`node ${nodeId} did not open the tunnel in time`)), timeoutMs);
+      let buf = Buffer.alloc(0);
+      const fail = (e: Error) => {
+        clearTimeout(timer);
+        reject(e);
+      };
+      const onData = (chunk: Buffer) => {
+        buf = Buffer.concat([buf, chunk]);
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) {
+          if (buf.length > 16_384) s.destroy(new Error('tunnel answer too long'));
+          return;
+        }
+        s.off('data', onData);
+        s.off('error', fail);
+        s.off('close', onClose);
+        clearTimeout(timer);
+        const head = buf.subarray(0, end).toString('latin1');
+        const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
+        if (status !== 101) {
+          s.destroy();
+          reject(new Error(`node ${nodeId} refused the tunnel: ${head.split('\r\n')[0]} ${buf.subarray(end + 4).toString().slice(0, 300)}`));
+          return;
+        }
+        s.pause();
+        const rest = buf.subarray(end + 4);
+        if (rest.length) s.unshift(rest);
+        resolve(s);
+      };
+      const onClose = () => fail(new Error(`node ${nodeId} closed the tunnel`));
+      s.on('data', onData);
+      s.once('error', fail);
+      s.once('close', onClose);
+      s.once(tls ? 'secureConnect' : 'connect', () => {
+        s.write(
+          `GET ${path} HTTP/1.1\r\nhost: ${url.host}\r\nconnection: Upgrade\r\nupgrade: nube-tunnel\r\n` +
+            `${NODE_TOKEN_HEADER}: ${this.token}\r\n${FROM_HEADER}: ${this.nodes.id}\r\n\r\n`,
+        );
+      });
+    });
+  }
+
   async close(): Promise<void> {
     await this.agent.close();
   }

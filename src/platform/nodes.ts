@@ -55,6 +55,10 @@ const pinned = new AsyncLocalStorage<true>();
 export function runPinned<T>(fn: () => T): T {
   return pinned.run(true, fn);
 }
+/** True inside runPinned (a relayed request, a node-local job): new resources stay on this node. */
+export function isPinned(): boolean {
+  return pinned.getStore() === true;
+}
 
 export class NodeRegistry {
   readonly id: string;
@@ -218,6 +222,15 @@ export class NodeRegistry {
     if (req.kind === 'sandbox') extra.sandboxes++;
     else extra.databases++;
     this.placed.set(chosen, extra);
+    // Other replicas see this placement at their next read of the table (at most a second when they
+    // place), not only after the chosen node's next heartbeat: a burst spread over replicas spreads too.
+    if (this.others) {
+      const q = this.db.updateTable('nodes').where('id', '=', chosen);
+      await (req.kind === 'sandbox'
+        ? q.set((eb) => ({ sandboxes: eb('sandboxes', '+', 1) }))
+        : q.set((eb) => ({ databases: eb('databases', '+', 1) }))
+      ).execute();
+    }
     return chosen;
   }
 
@@ -232,6 +245,20 @@ export class NodeRegistry {
       throw errors.unavailable(`the node holding this ${what} (${nodeId}) is down; retry later`, 30);
     }
     return nodeId;
+  }
+
+  /** Why a resource held by `nodeId` is unreachable (its node down or gone), or null while it is up or here. */
+  async lostReason(nodeId: string | null | undefined): Promise<string | null> {
+    if (!nodeId || nodeId === this.id) return null;
+    const node = await this.get(nodeId);
+    if (!node) return `its node ${nodeId} is no longer registered`;
+    return node.status === 'down' ? `its node ${nodeId} is down: no heartbeat since ${node.heartbeatAt}` : null;
+  }
+
+  /** Throws ElsewhereError (the REST layer relays) when `nodeId` is another node, 503 when it is down. */
+  async assertHere(nodeId: string | null | undefined, what: string): Promise<void> {
+    const other = await this.route(nodeId, what);
+    if (other) throw new ElsewhereError(other);
   }
 
   /**

@@ -38,6 +38,7 @@ describe.each(DIALECTS)('agents: plans and refusals (%s)', (dialect) => {
         timeout_seconds: 60,
         error: null,
         default_session_id: null,
+        node_id: null,
         created_at: now,
         updated_at: now,
       });

@@ -26,6 +26,31 @@ describe('databases over three nodes', () => {
     expect(list[0]!.address).toBe(c.nodes[0]!.baseUrl);
   });
 
+  it("a replica's placement counts on the chosen node's row at once, so other replicas see it before its heartbeat", async () => {
+    // No heartbeat writes a true count over the estimate while this looks (restarted after).
+    for (const n of c.nodes) n.nube.deps.nodes.stop();
+    try {
+      await syncHeartbeats(c);
+      await placeAndLook();
+    } finally {
+      for (const n of c.nodes) await n.nube.deps.nodes.start(n.baseUrl);
+    }
+  });
+
+  async function placeAndLook() {
+    const db = c.nodes[0]!.nube.deps.store.db;
+    const before = await db.selectFrom('nodes').select(['id', 'databases']).execute();
+    const chosen = await c.nodes[1]!.nube.deps.nodes.place({ kind: 'database' });
+    const after = await db.selectFrom('nodes').select(['id', 'databases']).execute();
+    for (const row of after) {
+      const was = before.find((b) => b.id === row.id)!.databases;
+      expect(Number(row.databases), row.id).toBe(Number(was) + (row.id === chosen ? 1 : 0));
+    }
+    // Another replica reading the table now counts it.
+    const view = await c.nodes[2]!.nube.deps.nodes.refresh();
+    expect(view.find((n) => n.id === chosen)!.databases).toBe(Number(before.find((b) => b.id === chosen)!.databases) + 1);
+  }
+
   it('spreads creates over every node and answers each database from any node', async () => {
     const ids: string[] = [];
     const tag = Date.now().toString(36);

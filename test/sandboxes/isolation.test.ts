@@ -75,7 +75,8 @@ describe.each(DRIVERS)('%s: sandboxes isolation through the API', (driver) => {
     expect(e.body.stdout).not.toContain(host.split('\n')[0]);
     expect(e.body.stdout).toContain('No such file or directory');
     expect(e.body.stdout).not.toContain('package.json');
-    expect(e.body.stdout).toContain('sleep infinity');
+    // pid 1 is the sandbox's own init: bwrap's `sleep infinity` for namespaces, nube's exec agent for gVisor.
+    expect(e.body.stdout).toContain(driver === 'gvisor' ? '/.nube/nube-agent' : 'sleep infinity');
     const r = await t.call('POST', `/sandboxes/${id}/files/read`, { path: '/work/main/package.json' });
     expect(r.status).toBe(404);
     const up = await t.call('POST', `/sandboxes/${id}/files/read`, { path: '../../../../work/main/package.json' });

@@ -2161,10 +2161,10 @@ export interface components {
             /** @description The always-on sandbox behind the machine */
             sandboxId: string;
             /**
-             * @description provisioning -> building (launch) -> running; stopped; failed (see lastError)
+             * @description provisioning -> building (launch) -> running; stopped; failed (see lastError); lost: the node holding its box is down (lastError says since when)
              * @enum {string}
              */
-            status: "provisioning" | "building" | "running" | "stopped" | "failed";
+            status: "provisioning" | "building" | "running" | "stopped" | "failed" | "lost";
             template: string | null;
             tier: string;
             /** @description ISO 8601 UTC timestamp */

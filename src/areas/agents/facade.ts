@@ -1,7 +1,9 @@
 // What the operations call: the lifecycle core plus turns (message, try, transcript) and revive.
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
+import { runPinned } from '../../platform/nodes.js';
 import { Channel } from './channel.js';
+import { templateFor } from './templates.js';
 import type { AgentStatus } from './repo.js';
 import type { AgentsCore, McpInput } from './service.js';
 import { type TurnEvent, type TurnOptions, type TurnOutcome, Turns } from './turns.js';
@@ -20,6 +22,12 @@ export class AgentsService {
 
   async message(p: Principal, id: string, content: string): Promise<AsyncIterable<string>> {
     const row = await this.core.own(p, id);
+    // Its node's (relayed there), or, while that node is down, the node a revive moves it to.
+    await this.core.home(row);
+    return runPinned(() => this.messageHere(row, content));
+  }
+
+  private async messageHere(row: Awaited<ReturnType<AgentsCore['own']>>, content: string): Promise<AsyncIterable<string>> {
     const session = await this.turns.session(row);
     const channel = new Channel<TurnEvent>();
     this.turns
@@ -34,7 +42,8 @@ export class AgentsService {
 
   async try(p: Principal, id: string, body: { text: string; session?: string; reset?: boolean }) {
     const row = await this.core.own(p, id);
-    return this.turns.tryTurn(row, body.text, body.session, body.reset);
+    await this.core.home(row);
+    return runPinned(() => this.turns.tryTurn(row, body.text, body.session, body.reset));
   }
 
   async revive(p: Principal, id: string) {
@@ -50,10 +59,16 @@ export class AgentsService {
   // Fleet boxes: the fleet's pool runs its conversations on ordinary agents of the owner (ACP template),
   // each conversation one session of a box. The fleet calls these, never the agents' tables.
 
+  /** The node the scheduler picks for the owner's next box (a fleet agent's pool runs there). */
+  nodeForBox(ownerId: string): Promise<string> {
+    return this.core.s.sandboxes.nodeFor(ownerId, templateFor('acp').sandboxTemplate);
+  }
+
   /** A new box for the owner: an ACP agent (counted in the plan's simultaneous agents); its id. */
   async createBox(ownerId: string, name: string): Promise<string> {
     const p = await this.core.principalOf({ owner_id: ownerId });
-    return (await this.core.create(p, { template: 'acp', env: {}, name })).id;
+    // On this node: the fleet agent's pool, which talks to its boxes, lives here.
+    return (await runPinned(() => this.core.create(p, { template: 'acp', env: {}, name }))).id;
   }
 
   /** The box's status (its sandbox checked), or null when the agent is gone. */

@@ -1,3 +1,4 @@
+import { pathLocator, registerNodeJob } from '../../platform/node-held.js';
 import type { AreaModule } from '../area.js';
 import { AgentsService } from './facade.js';
 import { agentsOperations } from './operations.js';
@@ -29,12 +30,15 @@ export const agentsArea: AreaModule = {
     deps.auth.register(core.embedResolver);
     deps.usage.registerGauge('agents', (ownerId) => core.repo.count(ownerId));
     // The job's lease is renewed while it runs: a first build of the sandbox template takes minutes.
-    deps.jobs.register<{ id: string }>(BUILD_JOB, (p) => core.build(p.id), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });
-    await core.repo.failInterrupted(Date.now());
+    // A build makes the agent's sandbox: it runs on the agent's node (a node-local job type).
+    registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BUILD_JOB, (p) => core.build(p.id), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });
+    await core.repo.failInterrupted(Date.now(), deps.nodes.id);
     core.reconnectAll();
     return { agents: new AgentsService(core) };
   },
   routes(app, services, deps) {
+    // Requests for an agent (its turns, its ACP socket) are served by the node holding its sandbox.
+    deps.forwarder.addLocator(pathLocator('agent', /^\/api\/v2\/agents\/(agt_[A-Za-z0-9]+)/, (id) => services.agents.core.repo.nodeOf(id)));
     app.addHook('onSend', (req, reply, payload, done) => {
       if (req.url.startsWith('/api/v2/agents/') && CORS_PATH.test(req.url)) reply.headers(CORS);
       done(null, payload);

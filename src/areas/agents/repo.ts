@@ -22,6 +22,8 @@ interface AgentsTable {
   timeout_seconds: number;
   error: string | null;
   default_session_id: string | null;
+  /** The node holding the agent's sandbox (and the ACP connection to it); null on rows from before nodes. */
+  node_id: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -65,6 +67,12 @@ export type SessionRow = Selectable<AgentSessionsTable>;
 export type TurnRow = Selectable<AgentTurnsTable>;
 
 export const agentsMigrations: Record<string, Migration> = {
+  '0122-agents-node': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('agents').addColumn('node_id', 'text').execute();
+      await db.schema.createIndex('agents_node').on('agents').column('node_id').execute();
+    },
+  },
   '0009-agents-tables': {
     async up(db: Kysely<unknown>) {
       await db.schema
@@ -129,8 +137,17 @@ export class AgentsRepo {
   list(ownerId: string) {
     return this.db.selectFrom('agents').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
   }
-  all() {
-    return this.db.selectFrom('agents').selectAll().execute();
+  /** The agents held by `nodeId` (and those from before nodes). */
+  onNode(nodeId: string) {
+    return this.db
+      .selectFrom('agents')
+      .selectAll()
+      .where((eb) => eb.or([eb('node_id', '=', nodeId), eb('node_id', 'is', null)]))
+      .execute();
+  }
+  async nodeOf(id: string): Promise<string | null | undefined> {
+    const r = await this.db.selectFrom('agents').select('node_id').where('id', '=', id).executeTakeFirst();
+    return r ? r.node_id : undefined;
   }
   async count(ownerId: string): Promise<number> {
     const r = await this.db.selectFrom('agents').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_id', '=', ownerId).executeTakeFirst();
@@ -175,11 +192,18 @@ export class AgentsRepo {
     return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
   }
   /** Turns a restart of nube interrupted: they cannot finish (their connection is gone). */
-  async failInterrupted(now: number): Promise<void> {
+  /** At start: the turns this node was running when it stopped (other nodes' turns run on). */
+  async failInterrupted(now: number, nodeId: string): Promise<void> {
     await this.db
       .updateTable('agent_turns')
       .set({ status: 'failed', error_code: 'Interrupted', error_message: 'nube restarted during this turn', finished_at: now })
       .where('status', 'in', ['queued', 'running'])
+      .where('agent_id', 'in', (eb) =>
+        eb
+          .selectFrom('agents')
+          .select('id')
+          .where((w) => w.or([w('node_id', '=', nodeId), w('node_id', 'is', null)])),
+      )
       .execute();
   }
 }

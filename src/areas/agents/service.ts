@@ -7,6 +7,7 @@ import type { PlanName } from '../../platform/plans.js';
 import type { CredentialResolver, Principal } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import { ElsewhereError, runPinned } from '../../platform/nodes.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import { assertWithinAllowance } from '../../platform/limits.js';
 import type { Services } from '../../platform/operation.js';
@@ -158,6 +159,8 @@ export class AgentsCore {
     }
     assertWithinAllowance(p.plan, 'simultaneousAgents', await this.repo.count(p.ownerId));
     await this.s.llm.assertReady(p.ownerId, p.plan);
+    // The agent lives where the scheduler puts its sandbox: its build job and its connection run there.
+    const nodeId = await this.s.sandboxes.nodeFor(p.ownerId, t.sandboxTemplate);
     const embedToken = `agt_${randomToken(40, BASE62)}`;
     const hash = sha256Hex(embedToken);
     const now = Date.now();
@@ -176,11 +179,12 @@ export class AgentsCore {
       timeout_seconds: timeout,
       error: null,
       default_session_id: null,
+      node_id: nodeId,
       created_at: now,
       updated_at: now,
     };
     await this.repo.insert(row);
-    await this.deps.jobs.enqueue(BUILD_JOB, { id: row.id }, { key: `agent-build:${row.id}` });
+    await this.deps.jobs.enqueue(this.deps.nodes.jobType(BUILD_JOB, nodeId), { id: row.id }, { key: `agent-build:${row.id}` });
     return this.view(row, embedToken);
   }
 
@@ -245,8 +249,13 @@ export class AgentsCore {
     l?.then((x) => x.close()).catch(() => {});
   }
 
-  /** `lost` when the agent's sandbox expired or was deleted. */
+  /**
+   * `lost` when the agent's sandbox expired or was deleted, or (shown, not recorded: it may come
+   * back) while the node holding it is down.
+   */
   async refresh(row: AgentRow): Promise<AgentRow> {
+    const down = await this.deps.nodes.lostReason(row.node_id);
+    if (down) return { ...row, status: 'lost', error: down };
     if (row.status !== 'running' || !row.sandbox_id) return row;
     const gone = await this.s.sandboxes.get(await this.principalOf(row), row.sandbox_id).then(
       (v) => v.status !== 'running',
@@ -281,11 +290,30 @@ export class AgentsCore {
     return { ok: true as const };
   }
 
-  /** Builds the agent again on a fresh sandbox (same id, URL and embed token), waiting for it. */
+  /**
+   * Where an agent's work runs: its node, or, while that node is down, a node the scheduler picks (a
+   * revive moves it there). Elsewhere: ElsewhereError, and the REST layer relays the request.
+   */
+  async home(row: AgentRow): Promise<void> {
+    if (!(await this.deps.nodes.lostReason(row.node_id))) return this.deps.nodes.assertHere(row.node_id, 'agent');
+    const t = templateFor(row.template);
+    const nodeId = await this.s.sandboxes.nodeFor(row.owner_id, t.sandboxTemplate);
+    if (nodeId !== this.deps.nodes.id) throw new ElsewhereError(nodeId);
+  }
+
+  /**
+   * Builds the agent again on a fresh sandbox (same id, URL and embed token), waiting for it, on this
+   * node (its own, or the one home() moved it to).
+   */
   async revive(row: AgentRow): Promise<AgentRow> {
+    await this.home(row);
+    return runPinned(() => this.reviveHere(row));
+  }
+
+  private async reviveHere(row: AgentRow): Promise<AgentRow> {
     return this.lock.run(row.id, async () => {
       const current = (await this.repo.get(row.id)) ?? row;
-      await this.repo.update(row.id, { status: 'building', error: null });
+      await this.repo.update(row.id, { status: 'building', error: null, node_id: this.deps.nodes.id });
       try {
         await this.builder.provision(current);
       } catch (e) {
@@ -300,7 +328,7 @@ export class AgentsCore {
 
   /** After a restart of nube: running agents are connected again in the background. */
   reconnectAll(): void {
-    void this.repo.all().then((rows) => {
+    void this.repo.onNode(this.deps.nodes.id).then((rows) => {
       for (const r of rows) {
         if (r.status !== 'running') continue;
         this.refresh(r)

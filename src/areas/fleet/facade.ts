@@ -15,7 +15,7 @@ export class FleetService {
     readonly admin: FleetAdmin,
     readonly turns: FleetTurns,
     readonly pools: Pools,
-    private readonly repo: FleetRepo,
+    readonly repo: FleetRepo,
     readonly signer: Signer,
     readonly telegram: TelegramChannel,
   ) {}

@@ -1,5 +1,6 @@
 import { hmacHex } from '../../platform/crypto.js';
 import { newId } from '../../platform/ids.js';
+import { pathLocator } from '../../platform/node-held.js';
 import type { AreaModule } from '../area.js';
 import { Signer } from './cursor.js';
 import { FleetService } from './facade.js';
@@ -21,8 +22,8 @@ export const fleetArea: AreaModule = {
   async create(deps, other) {
     const repo = new FleetRepo(deps.store.db);
     const signer = new Signer(hmacHex(deps.config.secret, 'nube-fleet-signing'));
-    const admin = new FleetAdmin(repo, deps, signer, other.account!);
     const agents = other.agents!;
+    const admin = new FleetAdmin(repo, deps, signer, other.account!, (ownerId) => agents.nodeForBox(ownerId));
     const pools = new Pools(
       deps.config.fleet,
       {
@@ -43,7 +44,9 @@ export const fleetArea: AreaModule = {
     const turns = new FleetTurns(repo, admin, pools, agents, signer, deps);
     const telegram = new TelegramChannel(repo, admin, deps);
     turns.onReply((fleet, groupId, reply) => telegram.deliver(fleet, groupId, reply));
-    for (const b of await repo.boxes()) {
+    // This node runs the pools of its own fleet agents only (their boxes are agents here).
+    const mine = new Set(await repo.agentIdsOn(deps.nodes.id));
+    for (const b of (await repo.boxes()).filter((x) => mine.has(x.fleet_agent_id))) {
       pools.restore({ id: b.id, agentId: b.agent_id, ownerId: b.owner_id, fleetAgentId: b.fleet_agent_id, lastUsed: Number(b.last_used_at) });
     }
     pools.startShrinking(async (box) => {
@@ -56,7 +59,11 @@ export const fleetArea: AreaModule = {
     void turns.recover().catch((e: unknown) => deps.log.warn({ err: e }, 'fleet turn recovery failed'));
     return { fleet: new FleetService(admin, turns, pools, repo, signer, telegram) };
   },
-  routes(app, services) {
+  routes(app, services, deps) {
+    // A fleet agent's messages, admin calls and channel webhooks are served by the node running its pool.
+    const locate = (id: string) => services.fleet.repo.nodeOf(id);
+    deps.forwarder.addLocator(pathLocator('fleet agent', /^\/api\/v2\/fleet-agents\/(flt_[A-Za-z0-9]+)/, locate));
+    deps.forwarder.addLocator(pathLocator('fleet agent', /^\/api\/v2\/fleet-channels\/telegram\/(flt_[A-Za-z0-9]+)/, locate));
     // Before the areas close (agents drop their connections): turns failing from now on are left to rerun.
     app.addHook('onClose', async () => services.fleet.turns.stop());
     services.fleet.telegram.routes(app, services.fleet.turns);

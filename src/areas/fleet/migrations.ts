@@ -114,6 +114,12 @@ fleetMigrations['0011-fleet-telegram'] = {
   },
 };
 
+fleetMigrations['0122-fleet-node'] = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.alterTable('fleet_agents').addColumn('node_id', 'text').execute();
+  },
+};
+
 fleetMigrations['0012-fleet-turn-external-id'] = {
   async up(db: Kysely<unknown>) {
     // A channel's own id of the message (Telegram's update_id): a redelivered update is not a second turn.

@@ -22,6 +22,8 @@ interface FleetAgentsTable {
   token_sealed: string;
   /** Sealed JSON { botToken, secret } of the Telegram channel; null when not connected. */
   telegram_sealed: string | null;
+  /** The node running its pool (its boxes are agents there); null on rows from before nodes. */
+  node_id: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -142,6 +144,25 @@ export class FleetRepo {
   }
   agent(id: string) {
     return this.db.selectFrom('fleet_agents').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+  /** The fleet agents whose pool this node runs (and those from before nodes). */
+  agentIdsOn(nodeId: string): Promise<string[]> {
+    return this.db
+      .selectFrom('fleet_agents')
+      .select('id')
+      .where((eb) => eb.or([eb('node_id', '=', nodeId), eb('node_id', 'is', null)]))
+      .execute()
+      .then((rows) => rows.map((r) => r.id));
+  }
+  async nodeOf(id: string): Promise<string | null | undefined> {
+    const r = await this.db.selectFrom('fleet_agents').select('node_id').where('id', '=', id).executeTakeFirst();
+    return r ? r.node_id : undefined;
+  }
+  /** Moves a fleet agent whose node is down (only if no other node moved it first); true when this call did. */
+  async moveAgent(id: string, from: string | null, to: string): Promise<boolean> {
+    const q = this.db.updateTable('fleet_agents').set({ node_id: to, updated_at: Date.now() }).where('id', '=', id);
+    const r = await (from === null ? q.where('node_id', 'is', null) : q.where('node_id', '=', from)).executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
   }
   agents(ownerId: string) {
     return this.db.selectFrom('fleet_agents').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();

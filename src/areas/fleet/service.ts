@@ -38,6 +38,8 @@ export class FleetAdmin {
     readonly deps: PlatformDeps,
     readonly signer: Signer,
     private readonly account: Services['account'],
+    /** The node a new fleet agent's pool goes to (the scheduler's pick for its boxes). */
+    private readonly placePool: (ownerId: string) => Promise<string>,
   ) {}
 
   view(row: FleetAgentRow) {
@@ -122,6 +124,7 @@ export class FleetAdmin {
       token_hash: hash,
       token_sealed: this.deps.secretBox.seal(token),
       telegram_sealed: null,
+      node_id: await this.placePool(p.ownerId),
       created_at: now,
       updated_at: now,
     };

@@ -8,6 +8,7 @@ import type { Principal } from '../../platform/auth.js';
 import { safeEqual } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { BASE62, randomToken } from '../../platform/ids.js';
+import { ElsewhereError } from '../../platform/nodes.js';
 import type { PlatformDeps } from '../deps.js';
 import type { FleetAgentRow, FleetRepo } from './repo.js';
 import type { FleetAdmin } from './service.js';
@@ -112,6 +113,8 @@ export class TelegramChannel {
         return reply.code(200).send({ ok: true });
       } catch (e) {
         if (e instanceof ApiError && e.code === 'FleetFull') return reply.code(503).headers(e.headers).send(e.toBody());
+        // The fleet agent just moved off a down node: Telegram sends the update again, and it is forwarded there.
+        if (e instanceof ElsewhereError) return reply.code(503).send({ error: `moving to node ${e.nodeId}; retry`, code: 'Unavailable' });
         throw e;
       }
     });

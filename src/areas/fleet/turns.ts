@@ -105,11 +105,33 @@ export class FleetTurns {
   }
 
   /**
+   * A fleet agent's turns run on the node running its pool (a relayed request lands there). While that
+   * node is down the fleet agent moves to a node the scheduler picks: its boxes there are gone (their
+   * conversations move to new boxes with their transcript, as when a box is removed). Elsewhere:
+   * ElsewhereError, relayed by the REST layer.
+   */
+  private async home(fleet: FleetAgentRow): Promise<FleetAgentRow> {
+    if (await this.deps.nodes.lostReason(fleet.node_id)) {
+      const to = await this.agents.nodeForBox(fleet.owner_id);
+      if (await this.repo.moveAgent(fleet.id, fleet.node_id, to)) {
+        for (const b of await this.repo.boxes(fleet.id)) {
+          await this.repo.deleteBox(b.id);
+          await this.deleteBoxAgent(fleet.owner_id, b.agent_id);
+        }
+        this.deps.log.info({ fleetAgent: fleet.id, from: fleet.node_id, to }, 'fleet agent moved off a down node');
+      }
+      fleet = (await this.repo.agent(fleet.id)) ?? fleet;
+    }
+    await this.deps.nodes.assertHere(fleet.node_id, 'fleet agent');
+    return fleet;
+  }
+
+  /**
    * Admits a turn and starts it. Throws 503 FleetFull (no turn exists then). `emit` gets the turn's
    * stream events; the returned promise settles with the outcome (the turn runs on without a client).
    */
   async start(p: Principal, fleetAgentId: string, input: MessageInput, emit: (e: StreamEvent) => void): Promise<{ result: Promise<TurnResult>; warning?: string }> {
-    const fleet = await this.admin.own(p, fleetAgentId);
+    const fleet = await this.home(await this.admin.own(p, fleetAgentId));
     await this.group(fleet, input.configGroupId);
     const conv = await this.conversation(fleet, input.groupId);
     const admission = this.pools.admit(fleet.id, fleet.capacity, input.groupId, conv.box_id, fleetFull);
@@ -294,12 +316,14 @@ export class FleetTurns {
 
   /** After a restart: finished turns whose event was not sent are sent; queued and running ones run again. */
   async recover(): Promise<void> {
-    for (const t of await this.repo.unemitted()) {
+    // This node's fleet agents only: the others' turns run on (or are recovered by) their nodes.
+    const mine = new Set(await this.repo.agentIdsOn(this.deps.nodes.id));
+    for (const t of (await this.repo.unemitted()).filter((x) => mine.has(x.fleet_agent_id))) {
       const fleet = await this.repo.agent(t.fleet_agent_id);
       const conv = await this.repo.conversation(t.fleet_agent_id, t.group_id);
       if (fleet) await emitTurnOutcome(this.deps.events, this.repo, this.signer, t, { agentName: fleet.name, sessionUuid: conv?.session_uuid ?? '', lastSeq: conv?.last_seq ?? 0 });
     }
-    for (const t of await this.repo.unfinished()) {
+    for (const t of (await this.repo.unfinished()).filter((x) => mine.has(x.fleet_agent_id))) {
       const fleet = await this.repo.agent(t.fleet_agent_id);
       if (!fleet) continue;
       const conv = await this.repo.conversation(fleet.id, t.group_id);

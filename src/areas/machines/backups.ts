@@ -53,8 +53,10 @@ export class Backups {
 
   /** Arms the machine's timer; `replace` re-arms from inside the running job. */
   async arm(machineId: string, onDuplicate: 'keep' | 'replace' = 'keep'): Promise<void> {
+    // The backup reads the box: it runs on the machine's node.
+    const nodeId = await this.core.repo.nodeOf(machineId);
     await this.core.deps.jobs.enqueue(
-      BACKUP_JOB,
+      this.core.deps.nodes.jobType(BACKUP_JOB, nodeId),
       { machineId },
       { runAt: Date.now() + this.core.deps.config.machines.backupIntervalMs, key: `machine-backup:${machineId}`, onDuplicate },
     );

@@ -39,10 +39,16 @@ export class MachinesService {
 
   /**
    * After a restart of nube: the sandboxes area has re-adopted (or restarted) the boxes; a machine
-   * whose supervisor no longer runs (its box was restarted) gets it started again.
+   * whose supervisor no longer runs (its box was restarted) gets it started again. Only this node's
+   * machines: the others' boxes are their nodes'.
    */
   async adopt(deps: PlatformDeps): Promise<void> {
-    for (const r of await this.core.repo.live()) {
+    // Machines from before nodes are recorded on their box's node once the sandbox's is known.
+    for (const r of await this.core.repo.unplaced()) {
+      const nodeId = await this.core.s.sandboxes.nodeOf(r.sandbox_id);
+      if (nodeId) await this.core.repo.update(r.id, { node_id: nodeId });
+    }
+    for (const r of await this.core.repo.live(deps.nodes.id)) {
       await this.backups.arm(r.id);
       if (!r.supervisor_exec_id) continue;
       try {

@@ -1,3 +1,4 @@
+import { pathLocator, registerNodeJob } from '../../platform/node-held.js';
 import type { AreaModule } from '../area.js';
 import { BACKUP_JOB } from './backups.js';
 import { MachinesService } from './facade.js';
@@ -22,8 +23,13 @@ export const machinesArea: AreaModule = {
     );
     // Backups go to the blob store the files area configured (its default location).
     const machines = new MachinesService(core, () => files.stores.at());
-    deps.jobs.register<{ machineId: string }>(BACKUP_JOB, (j) => machines.backups.run(j), { maxAttempts: 3, concurrency: 1, leaseMs: 60_000 });
-    deps.jobs.register<{ machineId: string; commit: string | null }>(LAUNCH_JOB, (j) => machines.launcher.run(j), {
+    // Backups and launches work in the box: they run on the machine's node (node-local job types).
+    registerNodeJob<{ machineId: string }>(deps.jobs, deps.nodes, BACKUP_JOB, (j) => machines.backups.run(j), {
+      maxAttempts: 3,
+      concurrency: 1,
+      leaseMs: 60_000,
+    });
+    registerNodeJob<{ machineId: string; commit: string | null }>(deps.jobs, deps.nodes, LAUNCH_JOB, (j) => machines.launcher.run(j), {
       maxAttempts: 2,
       concurrency: 2,
       leaseMs: 60_000,
@@ -38,7 +44,9 @@ export const machinesArea: AreaModule = {
     void machines.adopt(deps).catch((e: unknown) => deps.log.error({ err: e }, 'machines re-adoption failed'));
     return { machines };
   },
-  routes(app, services) {
+  routes(app, services, deps) {
+    // Every request for a machine is served by the node holding its box.
+    deps.forwarder.addLocator(pathLocator('machine', /^\/api\/v2\/machines\/(mch_[A-Za-z0-9]+)/, (id) => services.machines.core.repo.nodeOf(id)));
     installCheckoutRoutes(app, () => services.machines.core);
   },
 };

@@ -5,6 +5,7 @@
 import type { z } from 'zod';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import { runPinned } from '../../platform/nodes.js';
 import type { MachineApps } from './app.js';
 import { type Fetched, fetchSource, type Source } from './fetch-source.js';
 import type { LaunchResult } from './schemas.js';
@@ -53,10 +54,21 @@ export class Launcher {
   async launch(p: Principal, input: LaunchInput, orderId: string | null = null): Promise<Result | { checkoutUrl: string }> {
     // The domain is checked before anything is built (plan, name, not another account's).
     if (input.domain !== undefined) await this.core.s.domains.claims.precheck(p, input.domain, ['body', 'domain']);
-    let m: MachineRow | null = null;
+    // A launch runs on the machine's node (relayed there before the source is fetched): its box is there.
+    let found: MachineRow | undefined;
     if (input.sandboxId !== undefined) {
-      const found = await this.core.repo.bySandbox(input.sandboxId);
+      found = await this.core.repo.bySandbox(input.sandboxId);
       if (!found || found.owner_id !== p.ownerId) throw errors.notFound('machine with that sandboxId');
+      await this.core.deps.nodes.assertHere(found.node_id, 'machine');
+    } else {
+      await this.core.placeBox(p, {});
+    }
+    return runPinned(() => this.launchHere(p, input, orderId, found ?? null));
+  }
+
+  private async launchHere(p: Principal, input: LaunchInput, orderId: string | null, found: MachineRow | null): Promise<Result | { checkoutUrl: string }> {
+    let m: MachineRow | null = null;
+    if (found) {
       m = found;
       this.assertCanBuild(m.tier);
       if (input.repo === undefined && input.archiveUrl === undefined && m.source === null) {
@@ -93,7 +105,7 @@ export class Launcher {
     const fresh = input.repo !== undefined || input.archiveUrl !== undefined || Object.keys(overrides).length > 0;
     const keep = fresh ? JSON.stringify(overrides) : m.overrides;
     await this.core.repo.update(m.id, { source: JSON.stringify(source), overrides: keep, status: 'building', phase: 'queued', last_launch: null });
-    await this.core.deps.jobs.enqueue(LAUNCH_JOB, { machineId: m.id, commit: fetched.commit ?? null }, { key: `machine-launch:${m.id}`, onDuplicate: 'replace' });
+    await this.core.deps.jobs.enqueue(this.core.deps.nodes.jobType(LAUNCH_JOB, m.node_id), { machineId: m.id, commit: fetched.commit ?? null }, { key: `machine-launch:${m.id}`, onDuplicate: 'replace' });
     if (orderId !== null) return { machineId: m.id, sandboxId: m.sandbox_id, releaseId: null, url: null, domain: null, status: 'building', buildLog: '', error: null };
     return this.await(m.id);
   }

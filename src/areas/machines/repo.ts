@@ -38,6 +38,8 @@ interface MachinesTable {
   phase: string | null;
   /** JSON of the last launch's result. */
   last_launch: string | null;
+  /** The node holding the machine's box (its sandbox's node); null on rows from before nodes. */
+  node_id: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -102,6 +104,12 @@ export type ReleaseRow = Selectable<ReleasesTable>;
 export type BackupRow = Selectable<BackupsTable>;
 
 export const machinesMigrations: Record<string, Migration> = {
+  '0122-machines-node': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('machines').addColumn('node_id', 'text').execute();
+      await db.schema.createIndex('machines_node').on('machines').column('node_id').execute();
+    },
+  },
   '0110-machines-tables': {
     async up(db: Kysely<unknown>) {
       await db.schema
@@ -235,9 +243,26 @@ export class MachinesRepo {
   }
 
   /** Every live machine (restart of nube: supervisors to re-adopt). */
-  async live(): Promise<MachineRow[]> {
-    const rows = await this.db.selectFrom('machines').selectAll().where('status', '!=', 'deleted').orderBy('id').execute();
+  /** Live machines held by `nodeId` (and those from before nodes, which are the node's that runs them). */
+  async live(nodeId: string): Promise<MachineRow[]> {
+    const rows = await this.db
+      .selectFrom('machines')
+      .selectAll()
+      .where('status', '!=', 'deleted')
+      .where((eb) => eb.or([eb('node_id', '=', nodeId), eb('node_id', 'is', null)]))
+      .orderBy('id')
+      .execute();
     return rows.map(machine);
+  }
+
+  async nodeOf(id: string): Promise<string | null | undefined> {
+    const r = await this.db.selectFrom('machines').select('node_id').where('id', '=', id).executeTakeFirst();
+    return r ? r.node_id : undefined;
+  }
+
+  /** Machines from before nodes: recorded on their box's node once that is known. */
+  async unplaced(): Promise<Pick<MachineRow, 'id' | 'sandbox_id'>[]> {
+    return this.db.selectFrom('machines').select(['id', 'sandbox_id']).where('node_id', 'is', null).where('status', '!=', 'deleted').execute();
   }
 
   async count(ownerId: string): Promise<number> {
@@ -252,12 +277,14 @@ export class MachinesRepo {
   }
 
   /** Boxes of any account held as reserved cores (one host: the sum may not pass its cores). */
-  async reservedRows(): Promise<Pick<MachineRow, 'tier'>[]> {
+  /** Reserved-CPU machines on one node (rows from before nodes count everywhere). */
+  async reservedRows(nodeId: string): Promise<Pick<MachineRow, 'tier'>[]> {
     return this.db
       .selectFrom('machines')
       .select('tier')
       .where('cpu_mode', '=', 'reserved')
       .where('status', '!=', 'deleted')
+      .where((eb) => eb.or([eb('node_id', '=', nodeId), eb('node_id', 'is', null)]))
       .execute();
   }
 

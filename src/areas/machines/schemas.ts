@@ -30,8 +30,8 @@ export const Machine = z
     id: z.string(),
     name: z.string(),
     status: z
-      .enum(['provisioning', 'building', 'running', 'stopped', 'failed'])
-      .describe('provisioning -> building (launch) -> running; stopped; failed (see lastError)'),
+      .enum(['provisioning', 'building', 'running', 'stopped', 'failed', 'lost'])
+      .describe('provisioning -> building (launch) -> running; stopped; failed (see lastError); lost: the node holding its box is down (lastError says since when)'),
     tier: z.string(),
     cpuMode: CpuMode,
     diskAddonsGB: z.number().int(),

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { Principal } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import { runPinned } from '../../platform/nodes.js';
 import type { OutboxEvent } from '../../platform/outbox.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import type { Services } from '../../platform/operation.js';
@@ -81,9 +82,24 @@ export class MachinesCore {
     };
   }
 
-  /** A provisioning machine becomes running (or failed) when its box has started. */
+  /**
+   * What GET and list answer: `lost` with the reason while the machine's node is down, else the row
+   * brought up to date.
+   */
+  async show(p: Principal, r: MachineRow): Promise<MachineView> {
+    const domains = await this.domainsOf(r.id);
+    const lost = r.status === 'deleted' ? null : await this.deps.nodes.lostReason(r.node_id);
+    if (lost) return { ...this.view(r, domains), status: 'lost', lastError: lost };
+    return this.view(await this.refresh(p, r), domains);
+  }
+
+  /**
+   * A provisioning machine becomes running (or failed) when its box has started. Another node's
+   * machine is brought up to date there (every request for it is forwarded to its node).
+   */
   async refresh(p: Principal, r: MachineRow): Promise<MachineRow> {
     if (r.status !== 'provisioning') return r;
+    if (r.node_id && r.node_id !== this.deps.nodes.id) return r;
     const sbx = await this.s.sandboxes.get(p, r.sandbox_id).catch(() => null);
     if (!sbx) return r;
     if (sbx.status === 'running') {
@@ -126,11 +142,11 @@ export class MachinesCore {
 
   async list(p: Principal) {
     const rows = await this.repo.list(p.ownerId);
-    return { machines: await Promise.all(rows.map(async (r) => this.view(await this.refresh(p, r), await this.domainsOf(r.id)))) };
+    return { machines: await Promise.all(rows.map((r) => this.show(p, r))) };
   }
 
   async get(p: Principal, id: string) {
-    return this.view(await this.refresh(p, await this.own(p, id)), await this.domainsOf(id));
+    return this.show(p, await this.own(p, id));
   }
 
   tierOf(input: { tier: string; cpuMode: 'shared' | 'reserved' }): Tier {
@@ -146,10 +162,11 @@ export class MachinesCore {
 
   /**
    * Reserved CPU on one host: the cores of all reserved boxes together never pass the host's cores,
-   * so a reserved box's quota is never oversubscribed by other reserved boxes.
+   * so a reserved box's quota is never oversubscribed by other reserved boxes. Counted per node: the
+   * check runs on the node the box was placed on.
    */
   async assertReservedCapacity(tier: Tier): Promise<void> {
-    const taken = (await this.repo.reservedRows()).reduce((n, r) => n + (tierNamed(r.tier)?.vcpus ?? 0), 0);
+    const taken = (await this.repo.reservedRows(this.deps.nodes.id)).reduce((n, r) => n + (tierNamed(r.tier)?.vcpus ?? 0), 0);
     const cores = availableParallelism();
     if (taken + tier.vcpus > cores) {
       throw errors.conflict(
@@ -173,9 +190,34 @@ export class MachinesCore {
     orderInput: unknown = input,
   ): Promise<MachineView | { checkoutUrl: string }> {
     const tier = this.tierOf(input);
-    if (input.cpuMode === 'reserved') await this.assertReservedCapacity(tier);
+    await this.placeBox(p, input);
+    // Placed here: the box's sandbox stays on this node (the scheduler is not asked twice).
+    return runPinned(() => this.createHere(p, tier, input, orderId, kind, orderInput));
+  }
+
+  /**
+   * The machine lives on its box's node: the sandbox it is made from, or where the scheduler puts a
+   * new one. Elsewhere: ElsewhereError, and the REST layer relays the whole request there.
+   */
+  async placeBox(p: Principal, input: { fromSandboxId?: string; template?: string }): Promise<void> {
     if (input.fromSandboxId !== undefined) {
       await this.s.sandboxes.get(p, input.fromSandboxId);
+      await this.deps.nodes.assertHere(await this.s.sandboxes.nodeOf(input.fromSandboxId), 'sandbox');
+    } else {
+      await this.s.sandboxes.placeHere(p.ownerId, input.template ?? 'base');
+    }
+  }
+
+  private async createHere(
+    p: Principal,
+    tier: Tier,
+    input: CreateMachineInput,
+    orderId: string | null,
+    kind: OrderRow['kind'],
+    orderInput: unknown,
+  ): Promise<MachineView | { checkoutUrl: string }> {
+    if (input.cpuMode === 'reserved') await this.assertReservedCapacity(tier);
+    if (input.fromSandboxId !== undefined) {
       if (await this.repo.bySandbox(input.fromSandboxId)) {
         throw errors.conflict('that sandbox is a machine already', 'AlreadyMachine');
       }
@@ -227,6 +269,7 @@ export class MachinesCore {
       overrides: null,
       phase: null,
       last_launch: null,
+      node_id: this.deps.nodes.id,
       created_at: now,
       updated_at: now,
     };
@@ -284,7 +327,9 @@ export class MachinesCore {
     });
     if (!paid) return { machineId: o.machine_id, alreadyPaid: true };
     const p = await this.principalOf(o.owner_id);
-    const created = await this.fulfil(p, o).catch((e: unknown) => {
+    // Not a REST request (the checkout page's form): nothing relays it, so the box is made on this node.
+    const fulfil = () => this.fulfil(p, o);
+    const created = await (this.deps.nodes.holdsState ? runPinned(fulfil) : fulfil()).catch((e: unknown) => {
       this.deps.log.error({ err: e, order: o.id }, 'paid order: the machine could not be created');
       throw e;
     });

@@ -74,6 +74,23 @@ export class SandboxesService {
     });
   }
 
+  // Areas that hold sandboxes (machines, agents, fleet) keep their resource on its sandbox's node.
+
+  /** The node a new sandbox of this owner and template goes to (this one while pinned). */
+  nodeFor(ownerId: string, template: string): Promise<string> {
+    return this.core.placement.choose(ownerId, template);
+  }
+
+  /** This node when a new sandbox goes here; ElsewhereError (the REST layer relays) otherwise. */
+  placeHere(ownerId: string, template: string): Promise<string> {
+    return this.core.placement.place(ownerId, template);
+  }
+
+  /** The node holding a sandbox (null: a row from before nodes, this node's; undefined: no such sandbox). */
+  nodeOf(id: string): Promise<string | null | undefined> {
+    return this.core.placement.nodeOf(id);
+  }
+
   create(p: Principal, input: CreateInput) {
     return this.core.create(p, input);
   }

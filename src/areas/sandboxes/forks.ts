@@ -139,6 +139,8 @@ export class Forks {
       source_sandbox_id: r.id,
       size_bytes: snap.sizeBytes,
       bootstrap: r.bootstrap,
+      // Its snapshot is on this node (the sandbox's): sandboxes from it start here.
+      node_id: r.node_id ?? this.core.placement.here,
       created_at: Date.now(),
     };
     try {

@@ -11,6 +11,7 @@ import { sandboxesOperations } from './operations.js';
 import { rawPortsMigrations } from './networking/raw-ports-repo.js';
 import { sshMigrations } from './networking/ssh-repo.js';
 import { sandboxNodeMigrations } from './placement.js';
+import { installHelperTunnel } from './networking/ssh-tunnel.js';
 import { PortProxy } from './proxy.js';
 import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
@@ -113,12 +114,30 @@ export const sandboxesArea: AreaModule = {
   doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
   routes(app, services, deps) {
     const proxy = new PortProxy(services.sandboxes.core, services.sandboxes.domains);
-    // A machine's domain is looked up asynchronously (its app's port can change): it is served where it is asked.
     const sandboxOf = (host: string | undefined) => {
       const m = proxy.match(host);
       return m && 'id' in m ? { id: m.id } : null;
     };
-    for (const l of services.sandboxes.core.placement.locators(sandboxOf)) deps.forwarder.addLocator(l);
+    const core = services.sandboxes.core;
+    for (const l of core.placement.locators(sandboxOf, (id) => core.repo.templateNodeOf(id))) deps.forwarder.addLocator(l);
+    // A machine's domain is looked up asynchronously (its app's port can change): the host is the key,
+    // looked up again when located (only with other nodes: a single node forwards nothing).
+    deps.forwarder.addLocator({
+      what: 'sandbox',
+      match: (_path, host) => {
+        const m = proxy.match(host);
+        if (!m || !('via' in m)) return undefined;
+        m.via.catch(() => {});
+        return host;
+      },
+      locate: async (host) => {
+        const m = proxy.match(host);
+        const t = m && 'via' in m ? await m.via : null;
+        return t ? core.placement.nodeOf(t.sandboxId) : undefined;
+      },
+    });
+    // SSH sessions another node's gateway serves reach this node's sandboxes' helpers here.
+    installHelperTunnel(app, services.sandboxes.ssh);
     proxy.install(app);
   },
   async close(services) {

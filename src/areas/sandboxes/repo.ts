@@ -58,6 +58,8 @@ interface SandboxTemplatesTable {
   source_sandbox_id: string | null;
   size_bytes: number;
   bootstrap: string | null;
+  /** The node holding the snapshot (where sandboxes from it start); null on rows from before nodes. */
+  node_id: string | null;
   created_at: number;
 }
 
@@ -265,6 +267,10 @@ export class SandboxesRepo {
       .where('hash', '=', hash)
       .executeTakeFirst();
     return r ? num(r, ['size_bytes', 'created_at']) : undefined;
+  }
+  async templateNodeOf(id: string): Promise<string | null | undefined> {
+    const r = await this.db.selectFrom('sandbox_templates').select('node_id').where('id', '=', id).executeTakeFirst();
+    return r ? r.node_id : undefined;
   }
   async listTemplates(ownerId: string): Promise<TemplateRow[]> {
     const rows = await this.db.selectFrom('sandbox_templates').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();

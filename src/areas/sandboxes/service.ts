@@ -134,15 +134,16 @@ export class SandboxesCore {
 
   async create(p: Principal, input: CreateInput): Promise<SandboxView> {
     this.assertSession(p, input.timeoutSeconds);
-    // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
-    const nodeId = await this.placement.place(p.ownerId, input.template);
-    // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
-    await rt(this.runtime.checkHost());
     let derived: TemplateRow | undefined;
     if (input.templateKey !== undefined && input.templateHash !== undefined) {
       derived = await this.repo.templateByKey(p.ownerId, input.templateKey, input.templateHash);
       if (!derived) throw errors.notFound('derived template', 'DerivedTemplateNotProvisioned');
     }
+    // The scheduler picks the node (a derived template's: where its snapshot is); another node's create
+    // is relayed there (ElsewhereError).
+    const nodeId = derived ? await this.placement.placeAt(derived.node_id, 'derived template') : await this.placement.place(p.ownerId, input.template);
+    // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
+    await rt(this.runtime.checkHost());
     let built = derived !== undefined;
     if (!derived) {
       const t = await this.runtime.findTemplate(input.template).catch((e: unknown) => {

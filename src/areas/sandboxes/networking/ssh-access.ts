@@ -11,13 +11,16 @@ import type { SandboxRow } from '../repo.js';
 import { KeyedLock } from '../runtime/keyed-lock.js';
 import type { SandboxesCore } from '../service.js';
 import {
+  type Dial,
   forwardFromSandbox,
   type HelperProcess,
   listenInSandbox,
+  openHelper,
   type RunHeader,
   runInSandbox,
   type SandboxListener,
 } from './ssh-helper-client.js';
+import { HELPER_TUNNEL_PATH } from './ssh-tunnel.js';
 import { SFTP_SERVER_PATH, SSH_HELPER_PATH, SSH_HELPER_PORT, SSH_HELPER_SCRIPT } from './ssh-helper-script.js';
 import { SshGateway } from './ssh-gateway.js';
 import { SshRepo } from './ssh-repo.js';
@@ -111,12 +114,20 @@ export class SshAccess {
     return { row, address: await this.core.runtime.addressOf(row.runtime_id) };
   }
 
-  /** Connects to the helper, starting it when nothing listens (first use, after a resume). */
-  private async withHelper<T>(sandboxId: string, fn: (address: string, token: string) => Promise<T>): Promise<T> {
-    const { row, address } = await this.address(sandboxId);
+  /**
+   * Connects to the helper, starting it when nothing listens (first use, after a resume). A sandbox on
+   * another node is reached through a tunnel to that node, which does the same there.
+   */
+  private async withHelper<T>(sandboxId: string, fn: (dial: Dial, token: string) => Promise<T>): Promise<T> {
     const token = this.token(sandboxId);
+    const held = await this.core.repo.get(sandboxId);
+    if (!held) throw new Error('sandbox is gone');
+    const other = await this.core.deps.nodes.route(held.node_id, 'sandbox');
+    if (other) return fn(() => this.core.deps.forwarder.tunnel(other, `${HELPER_TUNNEL_PATH}${sandboxId}`), token);
+    const { row, address } = await this.address(sandboxId);
+    const dial = () => openHelper(address, SSH_HELPER_PORT, 5000);
     try {
-      return await fn(address, token);
+      return await fn(dial, token);
     } catch (e) {
       if (!refused(e)) throw e;
     }
@@ -124,7 +135,7 @@ export class SshAccess {
     const end = Date.now() + HELPER_START_MS;
     for (;;) {
       try {
-        return await fn(address, token);
+        return await fn(dial, token);
       } catch (e) {
         if (!refused(e) || Date.now() > end) throw e;
         await new Promise((r) => setTimeout(r, 50));
@@ -134,7 +145,7 @@ export class SshAccess {
 
   private async startHelper(row: SandboxRow, address: string, token: string): Promise<void> {
     // Another session may have started it meanwhile.
-    const up = await runInSandbox(address, SSH_HELPER_PORT, token, { mode: 'run', cmd: 'true' }).then(
+    const up = await runInSandbox(() => openHelper(address, SSH_HELPER_PORT, 5000), token, { mode: 'run', cmd: 'true' }).then(
       (p) => {
         p.close();
         return true;
@@ -156,23 +167,33 @@ export class SshAccess {
   }
 
   run(sandboxId: string, h: RunHeader): Promise<HelperProcess> {
-    return this.withHelper(sandboxId, (address, token) => runInSandbox(address, SSH_HELPER_PORT, token, h));
+    return this.withHelper(sandboxId, (dial, token) => runInSandbox(dial, token, h));
   }
 
   forward(sandboxId: string, host: string, port: number) {
-    return this.withHelper(sandboxId, (address, token) =>
-      forwardFromSandbox(address, SSH_HELPER_PORT, token, { mode: 'forward', host, port }),
-    );
+    return this.withHelper(sandboxId, (dial, token) => forwardFromSandbox(dial, token, { mode: 'forward', host, port }));
   }
 
   /** Remote forwarding: a port listening inside the sandbox. */
   listen(sandboxId: string, host: string, port: number): Promise<SandboxListener> {
-    return this.withHelper(sandboxId, (address, token) => listenInSandbox(address, SSH_HELPER_PORT, token, { host, port }));
+    return this.withHelper(sandboxId, (dial, token) => listenInSandbox(dial, token, { host, port }));
   }
 
   /** One connection a listener accepted, as a socket. */
   accept(sandboxId: string, id: string): Promise<Socket> {
-    return this.withHelper(sandboxId, (address, token) => forwardFromSandbox(address, SSH_HELPER_PORT, token, { mode: 'accept', id }));
+    return this.withHelper(sandboxId, (dial, token) => forwardFromSandbox(dial, token, { mode: 'accept', id }));
+  }
+
+  /**
+   * The node end of another node's tunnel: a raw connection to this node's sandbox's helper. Refused
+   * for a sandbox held elsewhere (a tunnel is never relayed on).
+   */
+  async dialHere(sandboxId: string): Promise<Socket> {
+    const row = await this.core.repo.get(sandboxId);
+    if (!row || (row.node_id !== null && row.node_id !== this.core.placement.here)) throw new Error('no such sandbox on this node');
+    // After ssh-disable here, another node's open sessions get no new channel.
+    if (!(await this.repo.enabled(sandboxId))) throw new Error('SSH is off for this sandbox');
+    return this.withHelper(sandboxId, (dial) => dial());
   }
 
   async close(): Promise<void> {

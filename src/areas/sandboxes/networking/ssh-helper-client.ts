@@ -52,7 +52,10 @@ class Deframer {
   }
 }
 
-function open(address: string, port: number, timeoutMs: number): Promise<Socket> {
+/** Opens a connection to the helper: straight to its address here, or through the node holding it. */
+export type Dial = () => Promise<Socket>;
+
+export function openHelper(address: string, port: number, timeoutMs: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const s = connect({ host: address, port, noDelay: true });
     const timer = setTimeout(() => s.destroy(new Error('helper connect timeout')), timeoutMs);
@@ -91,6 +94,8 @@ export class HelperProcess extends EventEmitter<{ stdout: [Buffer]; stderr: [Buf
       if (!this.exited) this.emit('exit', 255);
       this.emit('close');
     });
+    // A connection through another node arrives paused (nothing is lost before the listener above).
+    socket.resume();
   }
   write(data: Buffer): void {
     if (!this.socket.destroyed) this.socket.write(frame('i', data));
@@ -106,15 +111,15 @@ export class HelperProcess extends EventEmitter<{ stdout: [Buffer]; stderr: [Buf
   }
 }
 
-export async function runInSandbox(address: string, port: number, token: string, h: RunHeader): Promise<HelperProcess> {
-  const s = await open(address, port, 5000);
+export async function runInSandbox(dial: Dial, token: string, h: RunHeader): Promise<HelperProcess> {
+  const s = await dial();
   s.write(frame('h', JSON.stringify({ ...h, token })));
   return new HelperProcess(s);
 }
 
 /** A TCP connection opened from inside the sandbox to host:port (or one a listener accepted); raw bytes once it resolves. */
-export async function forwardFromSandbox(address: string, port: number, token: string, h: ForwardHeader | AcceptHeader): Promise<Socket> {
-  const s = await open(address, port, 5000);
+export async function forwardFromSandbox(dial: Dial, token: string, h: ForwardHeader | AcceptHeader): Promise<Socket> {
+  const s = await dial();
   s.write(frame('h', JSON.stringify({ ...h, token })));
   return new Promise((resolve, reject) => {
     const d = new Deframer();
@@ -136,6 +141,7 @@ export async function forwardFromSandbox(address: string, port: number, token: s
     };
     const onClose = () => reject(new Error('helper closed'));
     s.on('data', onData);
+    s.resume();
     s.once('close', onClose);
     s.once('error', () => s.destroy());
   });
@@ -156,8 +162,8 @@ export class SandboxListener extends EventEmitter<{ connection: [AcceptedConnect
 }
 
 /** Binds host:port inside the sandbox (port 0: any); resolves once it listens. */
-export async function listenInSandbox(address: string, port: number, token: string, bind: { host: string; port: number }): Promise<SandboxListener> {
-  const s = await open(address, port, 5000);
+export async function listenInSandbox(dial: Dial, token: string, bind: { host: string; port: number }): Promise<SandboxListener> {
+  const s = await dial();
   s.write(frame('h', JSON.stringify({ mode: 'listen', ...bind, token })));
   return new Promise((resolve, reject) => {
     let listener: SandboxListener | null = null;
@@ -176,6 +182,7 @@ export async function listenInSandbox(address: string, port: number, token: stri
         return false;
       }),
     );
+    s.resume();
     s.once('close', () => reject(new Error('helper closed')));
     s.on('error', () => s.destroy());
   });

@@ -6,9 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { SandboxRuntimeError } from '../driver.js';
 import { Capture, type RawResult } from '../namespaces/exec.js';
 import { type RunResult, run } from '../namespaces/proc.js';
+import { AGENT_DIR_INSIDE, AGENT_SOCKET_INSIDE } from './agent.js';
 
 /** Where nube-run (the in-sandbox exec wrapper) is mounted inside every gVisor sandbox. */
 export const NUBE_RUN = '/.nube/nube-run';
+/** The sandbox's init and exec agent (nube-agent.c). */
+const NUBE_AGENT = '/.nube/nube-agent';
 /** Exit code nube-run answers when the deadline killed the command. */
 const TIMEOUT_CODE = 124;
 
@@ -44,11 +47,14 @@ export function ociProcess(argv: string[], env: Record<string, string>, cwd: str
   };
 }
 
-/** OCI bundle config: the overlay as root, fresh pid/ipc/uts/mount namespaces, nube-run mounted. */
-export function ociSpec(o: { id: string; rootfs: string; runDir: string; env: Record<string, string> }) {
+/**
+ * OCI bundle config: the overlay as root, fresh pid/ipc/uts/mount namespaces, nube-run mounted, the
+ * exec agent as init, its socket's dir (on the host) read-only at /.nube-agent.
+ */
+export function ociSpec(o: { id: string; rootfs: string; runDir: string; agentDir: string; env: Record<string, string> }) {
   return {
     ociVersion: '1.0.2',
-    process: ociProcess(['/bin/sleep', 'infinity'], o.env, '/'),
+    process: ociProcess([NUBE_AGENT, AGENT_SOCKET_INSIDE], o.env, '/'),
     root: { path: o.rootfs, readonly: false },
     hostname: o.id,
     mounts: [
@@ -58,6 +64,7 @@ export function ociSpec(o: { id: string; rootfs: string; runDir: string; env: Re
       { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/.nube', type: 'bind', source: o.runDir, options: ['rbind', 'ro'] },
+      { destination: AGENT_DIR_INSIDE, type: 'bind', source: o.agentDir, options: ['rbind', 'ro'] },
     ],
     linux: { namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }] },
   };
@@ -74,12 +81,13 @@ function sourcePath(name: string): string {
 export const GVISOR_ENV = { LD_PRELOAD: '/.nube/statx-fix.so' };
 
 /**
- * Compile what is mounted at /.nube once per source version: nube-run (static: it needs nothing from
- * the sandbox's own libraries) and statx-fix.so (preloaded into commands; see its source). Under the
+ * Compile what is mounted at /.nube once per source version: nube-agent and nube-run (static: they
+ * need nothing from the sandbox's own libraries; nube-run last, its presence marks the dir complete)
+ * and statx-fix.so (preloaded into commands; see its source). Under the
  * run root, not the data dir: runsc's gofer opens it by path from the sandbox's user namespace.
  */
 export async function ensureNubeRun(runRoot: string): Promise<string> {
-  const sources = ['nube-run.c', 'statx-fix.c'].map(sourcePath);
+  const sources = ['nube-run.c', 'statx-fix.c', 'nube-agent.c', 'nube-procs.h'].map(sourcePath);
   const hash = createHash('sha256');
   for (const src of sources) hash.update(await readFile(src));
   const dir = `${runRoot}/bin/gvisor-${hash.digest('hex').slice(0, 12)}`;
@@ -89,6 +97,9 @@ export async function ensureNubeRun(runRoot: string): Promise<string> {
   const tmp = `${dir}/${process.pid}.tmp`;
   await run('gcc', ['-O2', '-Wall', '-shared', '-fPIC', '-o', tmp, sources[1]]);
   await rename(tmp, `${dir}/statx-fix.so`);
+  await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sources[2]]);
+  await chmod(tmp, 0o755);
+  await rename(tmp, `${dir}/nube-agent`);
   await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sources[0]]);
   await chmod(tmp, 0o755);
   await rename(tmp, `${dir}/nube-run`);
@@ -111,7 +122,9 @@ export interface RunscTarget {
  * nftables already police) and in a user namespace mapping root to `uidBase` (the sentry, the gofer
  * and every file they create belong to an unprivileged uid outside; the control socket only answers
  * callers from that namespace). runsc cannot write host cgroups from there (`--ignore-cgroups`): nube
- * puts it into the sandbox's cgroups before it starts.
+ * puts it into the sandbox's cgroups before it starts. `--host-uds=open` lets the sandbox connect to
+ * host unix sockets in its mounts (never create one): the one nube put at /.nube-agent for the agent
+ * (the overlay's files are made through the gofer, which then makes no host sockets).
  */
 export class Runsc {
   constructor(
@@ -121,7 +134,7 @@ export class Runsc {
   ) {}
 
   argv(t: RunscTarget, args: string[]): [string, string[]] {
-    const runsc = ['runsc', `--root=${t.root}`, '--ignore-cgroups', `--platform=${this.platform}`, '--network=host', ...args];
+    const runsc = ['runsc', `--root=${t.root}`, '--ignore-cgroups', `--platform=${this.platform}`, '--network=host', '--host-uds=open', ...args];
     const net = existsSync(`/run/netns/${t.netns}`) ? [`--net=/run/netns/${t.netns}`] : [];
     if (t.pid) return ['nsenter', [...net, `--user=/proc/${t.pid}/ns/user`, ...runsc]];
     const map = `${this.uidBase},0,${this.uidCount}`;

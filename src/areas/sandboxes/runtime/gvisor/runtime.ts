@@ -10,6 +10,7 @@ import { run } from '../namespaces/proc.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
 import { takeSnapshot } from '../namespaces/snapshots.js';
 import { processStartTime, type SandboxRecord, saveRecord } from '../namespaces/state.js';
+import { AgentChannel, type AgentRequest, encodeRequest, runOnWorker } from './agent.js';
 import { GVISOR_ENV, NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ociSpec } from './runsc.js';
 
 export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
@@ -43,6 +44,8 @@ export class GvisorRuntime extends NamespacesRuntime {
   private binDir = '';
   private gvReady: Promise<void> | null = null;
   private readonly restarts = new Map<string, Promise<SandboxRecord>>();
+  /** Per running sandbox (keyed by id and sentry pid): the host end of its exec agent. */
+  private readonly agents = new Map<string, { pid: number; channel: Promise<AgentChannel> }>();
 
   constructor(private readonly gvOpts: GvisorRuntimeOptions) {
     super(gvOpts);
@@ -69,6 +72,33 @@ export class GvisorRuntime extends NamespacesRuntime {
     return `${this.layout.sandbox(id).run}/bundle`;
   }
 
+  private agentDir(id: string): string {
+    return `${this.layout.sandbox(id).run}/agent`;
+  }
+
+  /**
+   * The agent channel of a running sandbox. One launched by this process listens before its sentry
+   * starts; one found running (nube restarted) gets a channel on first use, and its agent's workers
+   * reconnect within their backoff (until then commands go the `runsc exec` way).
+   */
+  private agent(rec: SandboxRecord): Promise<AgentChannel> | null {
+    const pid = rec.init?.pid;
+    if (!pid) return null;
+    const have = this.agents.get(rec.id);
+    if (have?.pid === pid) return have.channel;
+    this.closeAgent(rec.id);
+    const channel = AgentChannel.listen(this.agentDir(rec.id), this.ctx.uidBase, false);
+    channel.catch(() => this.agents.delete(rec.id));
+    this.agents.set(rec.id, { pid, channel });
+    return channel;
+  }
+
+  private closeAgent(id: string): void {
+    const have = this.agents.get(id);
+    this.agents.delete(id);
+    have?.channel.then((c) => c.close(), () => {});
+  }
+
   private target(rec: SandboxRecord): RunscTarget {
     // One runsc state dir per sandbox: runsc matches ids by prefix (`a` would be ambiguous with `a-b`).
     return { id: rec.id, root: `${this.bundle(rec.id)}/state`, netns: this.netns(rec.id), pid: rec.init?.pid ?? null };
@@ -87,20 +117,22 @@ export class GvisorRuntime extends NamespacesRuntime {
     const cg = this.cg(rec.id);
     const bundle = this.bundle(rec.id);
     await Promise.all([this.startOnHost(rec, []), mkdir(`${bundle}/state`, { recursive: true })]);
-    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, env: sandboxEnv(rec) });
+    // The agent's socket listens before the sentry starts, so its first worker finds it.
+    this.closeAgent(rec.id);
+    const channel = await AgentChannel.listen(this.agentDir(rec.id), this.ctx.uidBase, true);
+    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, agentDir: this.agentDir(rec.id), env: sandboxEnv(rec) });
     // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
     await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
     const own = [bundle, `${bundle}/state`, `${bundle}/config.json`];
     await Promise.all(own.map((d) => chown(d, this.ctx.uidBase, this.ctx.uidBase)));
     await this.runsc.remove({ ...this.target(rec), pid: null });
-    const pid = await this.runsc.start({
-      helper: this.ctx.helper,
-      runDir: this.binDir,
-      cgroupDirs: cg.dirs(),
-      target: this.target(rec),
-      bundle,
-      log: p.initLog,
-    });
+    const pid = await this.runsc
+      .start({ helper: this.ctx.helper, runDir: this.binDir, cgroupDirs: cg.dirs(), target: this.target(rec), bundle, log: p.initLog })
+      .catch((e) => {
+        channel.close();
+        throw e;
+      });
+    this.agents.set(rec.id, { pid, channel: Promise.resolve(channel) });
     const startTime = await processStartTime(pid);
     if (!startTime) throw new SandboxRuntimeError('Internal', `sandbox ${rec.id} exited at start`);
     rec.init = { pid, innerPid: pid, startTime };
@@ -142,6 +174,7 @@ export class GvisorRuntime extends NamespacesRuntime {
 
   /** SIGKILL to everything in the sandbox's cgroups (sentry, gofer) is quicker than `runsc delete`. */
   protected override async halt(rec: SandboxRecord): Promise<void> {
+    this.closeAgent(rec.id);
     await this.cg(rec.id).destroy();
     await this.runsc.remove({ ...this.target(rec), pid: null });
     await this.network.detach(this.netns(rec.id), rec.leaseIdx);
@@ -149,19 +182,35 @@ export class GvisorRuntime extends NamespacesRuntime {
     rec.init = null;
   }
 
-  private async inside(rec: SandboxRecord, argv: string[], o: ExecOptions & { maxOutputBytes: number }) {
-    const r = await this.runsc.exec(this.target(rec), this.bundle(rec.id), argv, {
-      env: { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) },
-      cwd: o.cwd ?? '/root',
-      timeoutMs: o.timeoutMs,
-      stdin: o.stdin,
-      maxOutputBytes: o.maxOutputBytes,
-    });
+  /** Run argv inside: on a worker of the sandbox's agent, or by `runsc exec` when none comes. */
+  private async inside(rec: SandboxRecord, argv: string[], o: Omit<AgentRequest, 'argv' | 'env'> & { env?: Record<string, string> }) {
+    const req: AgentRequest = { ...o, argv, env: { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) } };
+    const payload = encodeRequest(req);
+    const channel = payload ? await this.agent(rec)?.catch(() => null) : null;
+    const worker = channel ? await channel.take() : null;
+    const r = worker && payload ? await runOnWorker(worker, payload, req) : await this.viaRunsc(rec, req);
+    if (r) return r;
+    // The worker ended without an exit status: the sandbox ended, or root inside killed the agent.
+    if (!(await this.aliveAfter(rec, 1000))) return this.ended();
+    const why = 'nube: the sandbox\'s exec agent ended during this command (later commands start by runsc exec)\n';
+    return { stdout: Buffer.alloc(0), stderr: Buffer.from(why), exitCode: 137, durationMs: 0, timedOut: false, truncated: false };
+  }
+
+  private ended() {
+    const why = 'nube: the sandbox ended during this command (gVisor: past its memory or pids limit); its files are kept and the next call starts it again\n';
+    return { stdout: Buffer.alloc(0), stderr: Buffer.from(why), exitCode: 137, durationMs: 0, timedOut: false, truncated: false };
+  }
+
+  /** The fallback: one `runsc exec` of nube-run per command (output handed over at the end). */
+  private async viaRunsc(rec: SandboxRecord, o: AgentRequest) {
+    const r = await this.runsc.exec(this.target(rec), this.bundle(rec.id), o.argv, o);
     // runsc answers 128 when it lost the sandbox: say what happened instead of runsc's RPC error.
     const lost = r.exitCode === 128 && r.stderr.toString().includes(`sandbox "${rec.id}"`);
-    if (lost && !(await this.aliveAfter(rec, 1000))) {
-      const why = 'nube: the sandbox ended during this command (gVisor: past its memory or pids limit); its files are kept and the next call starts it again\n';
-      return { ...r, exitCode: 137, stderr: Buffer.from(why) };
+    if (lost && !(await this.aliveAfter(rec, 1000))) return { ...this.ended(), durationMs: r.durationMs };
+    if (o.sinks) {
+      if (r.stdout.length) o.sinks.stdout(r.stdout);
+      if (r.stderr.length) o.sinks.stderr(r.stderr);
+      return { ...r, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
     }
     return r;
   }
@@ -175,20 +224,20 @@ export class GvisorRuntime extends NamespacesRuntime {
   }
 
   /**
-   * `runsc exec` hands the output over when the command ends, so here the "stream" is one chunk each
-   * at the end, and an abort is not seen before then (the deadline still holds).
+   * Output streams as it comes on the agent; the `runsc exec` fallback hands it over when the command
+   * ends, and sees an abort only then (the deadline still holds).
    */
   override async execStream(id: string, argv: string[], o: StreamExecOptions, sinks: OutputSinks): Promise<StreamExecResult> {
     const rec = await this.running(id);
     const r = await this.inside(rec, argv, {
-      cwd: o.cwd,
+      cwd: o.cwd ?? '/root',
       env: o.env,
       stdin: o.stdin,
       timeoutMs: o.timeoutMs ?? 60_000,
       maxOutputBytes: this.opts.maxOutputBytes ?? 1024 * 1024,
+      sinks,
+      signal: o.signal,
     });
-    if (r.stdout.length) sinks.stdout(r.stdout);
-    if (r.stderr.length) sinks.stderr(r.stderr);
     return { exitCode: r.exitCode, durationMs: r.durationMs, timedOut: r.timedOut };
   }
 
@@ -196,6 +245,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     const rec = await this.running(id);
     const r = await this.inside(rec, ['/bin/sh', '-c', command], {
       ...o,
+      cwd: o.cwd ?? '/root',
       timeoutMs: o.timeoutMs ?? 60_000,
       maxOutputBytes: o.maxOutputBytes ?? this.opts.maxOutputBytes ?? 1024 * 1024,
     });
@@ -247,6 +297,12 @@ export class GvisorRuntime extends NamespacesRuntime {
     while (Date.now() < deadline && !existsSync(f.status)) await new Promise((r) => setTimeout(r, 20));
     if (!existsSync(f.status)) await signal('USR1');
     for (let i = 0; i < 250 && !existsSync(f.status); i++) await new Promise((r) => setTimeout(r, 8));
+  }
+
+  /** Closing drops the agents' connections: their workers reconnect to the next nube. */
+  override async close(): Promise<void> {
+    for (const id of [...this.agents.keys()]) this.closeAgent(id);
+    await super.close();
   }
 
   /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */

@@ -221,6 +221,8 @@ const nube = await buildServer(
     NUBE_SANDBOX_CGROUP: 'nube-bench',
     NUBE_RAW_PORTS: `${RAW_FIRST}-${RAW_FIRST + 9}`,
     NUBE_SSH_PORT: '0',
+    // No store image: the data dir is removed without unmounting one.
+    NUBE_SANDBOX_STORE: 'copy',
   }),
 );
 const base = `${await nube.listen()}/api/v2`;

@@ -117,6 +117,8 @@ for (const i of PART === 'databases' ? [] : [0, 1]) {
       NUBE_RAW_PORTS: `${41100 + i * 20}-${41119 + i * 20}`,
       NUBE_LLM_GATEWAY_PORT: '0',
       NUBE_SSH_PORT: '0',
+      // No store image: the data dir is removed without unmounting one.
+      NUBE_SANDBOX_STORE: 'copy',
     }),
   );
   nodes.push(nube);

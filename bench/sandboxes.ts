@@ -148,6 +148,7 @@ async function apiNube(pool: number, owners: number): Promise<ApiNube> {
       await nube.close();
       for (const s of await rt.list()) await rt.destroy(s.id).catch(() => {});
       await rt.close();
+      await (rt as NamespacesRuntime).detachStore();
       rmSync(dir, { recursive: true, force: true });
       rmSync((rt as NamespacesRuntime).runDir, { recursive: true, force: true });
     },
@@ -270,6 +271,64 @@ async function createExecSamples(rt: SandboxRuntime, n: number): Promise<number[
 }
 
 /** The gVisor driver (NUBE_SANDBOX_DRIVER=gvisor) on the same template, bridge and cgroup parent. */
+/** A fork of `id` into one child, timed; the child and its snapshot go before the next sample. */
+async function forkSamples(rt: NamespacesRuntime, id: string, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const kid = nextId();
+    let snap = '';
+    out.push(
+      await time(async () => {
+        const [k] = await rt.fork(id, [kid]);
+        snap = k!.layers[0]!;
+      }),
+    );
+    await rt.destroy(kid);
+    await rt.deleteSnapshot(snap);
+  }
+  return out;
+}
+
+async function snapshotSamples(rt: NamespacesRuntime, id: string, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    let snap = '';
+    out.push(
+      await time(async () => {
+        snap = (await rt.snapshot(id)).id;
+      }),
+    );
+    await rt.deleteSnapshot(snap);
+  }
+  return out;
+}
+
+/** The same fork with NUBE_SANDBOX_STORE=copy (the data dir's ext4 as it is: what a fork cost before the store). */
+async function copyStoreForkRow(): Promise<void> {
+  const dir = `${ROOT}/bench-copy-${process.pid}`;
+  const rt = new NamespacesRuntime({
+    dataDir: dir,
+    templatesDir: `${ROOT}/templates`,
+    bridge: BRIDGE,
+    cgroupParent: 'nube-bench',
+    defaultLimits: { memoryMb: 256, cpus: 1, pids: 256 },
+    store: 'copy',
+  });
+  try {
+    const id = nextId();
+    await rt.create({ id });
+    await rt.exec(id, 'head -c 100000000 /dev/urandom > /root/big && sync');
+    row('runtime: fork (parent wrote 100 MB), NUBE_SANDBOX_STORE=copy', await forkSamples(rt, id, 3), '-', undefined, {
+      store: rt.storeStatus?.kind,
+    });
+  } finally {
+    for (const s of await rt.list()) await rt.destroy(s.id).catch(() => {});
+    await rt.close();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(rt.runDir, { recursive: true, force: true });
+  }
+}
+
 async function gvisorRows(): Promise<void> {
   const gvDir = `${ROOT}/bench-gvisor-${process.pid}`;
   const gv = new GvisorRuntime({
@@ -290,6 +349,8 @@ async function gvisorRows(): Promise<void> {
     const execs: number[] = [];
     for (let i = 0; i < 50; i++) execs.push(await time(() => gv.exec(id, 'true')));
     row('gvisor: exec true', execs, '-');
+    await gv.exec(id, 'head -c 100000000 /dev/urandom > /root/big && sync');
+    row('gvisor: fork (parent wrote 100 MB)', await forkSamples(gv, id, 3), '-', undefined, { store: gv.storeStatus?.kind });
     // The same after root inside killed the exec agent: every command by `runsc exec` (the fallback,
     // and how every exec went before the agent).
     await gv.exec(id, 'kill -9 $(pgrep -x nube-agent | grep -vx 1)');
@@ -305,6 +366,7 @@ async function gvisorRows(): Promise<void> {
     row('gvisor: resume', resumes, '-');
   } finally {
     for (const s of await gv.list()) await gv.destroy(s.id).catch(() => {});
+    await gv.detachStore();
     rmSync(gvDir, { recursive: true, force: true });
     rmSync(gv.runDir, { recursive: true, force: true });
   }
@@ -339,20 +401,11 @@ try {
   await apiPoolRows();
 
   await runtime.exec(id, 'head -c 100000000 /dev/urandom > /root/big && sync');
-  const forks: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const kid = nextId();
-    let snap = '';
-    forks.push(
-      await time(async () => {
-        const [k] = await runtime.fork(id, [kid]);
-        snap = k!.layers[0]!;
-      }),
-    );
-    await runtime.destroy(kid);
-    await runtime.deleteSnapshot(snap);
-  }
-  row('runtime: fork (parent wrote 100 MB)', forks, '<= 4x bare', 4 * bareP50);
+  row('runtime: snapshot (parent wrote 100 MB)', await snapshotSamples(runtime, id, 5), '-');
+  row('runtime: fork (parent wrote 100 MB)', await forkSamples(runtime, id, 5), '<= 4x bare', 4 * bareP50, {
+    store: runtime.storeStatus?.kind,
+  });
+  await copyStoreForkRow();
 
   const resumes: number[] = [];
   for (let i = 0; i < 5; i++) {
@@ -386,6 +439,7 @@ try {
       `Template ready in ${round(tpl)} ms (cached build). Load average at the start: ${load0}, at the end: ${loadavg().map(round).join(', ')} on this 2-core VM (other suites may run at the same time).`,
       'pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead that answered one exec `true`, as pooled ones have (runtime.claim: env and limits), then exec `true`.',
       `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb / driverHeapGrowthMb = this process (the runtime, as in nube) after all answered (garbage collection moves both; RSS can shrink).`,
+      'fork rows: the parent wrote 100 MB of random data and synced; one child per fork, timed from the call to the child running (its first exec not included); the child and the snapshot are deleted between samples. store column: image = upper dirs and snapshots on the sparse XFS image (reflink copies), copy = the data dir as it is (ext4 here, a full copy). snapshot row: the same copy alone, the parent frozen while it is taken.',
       'gvisor rows call GvisorRuntime directly (runsc 0.0~20221219, ptrace platform: /dev/kvm here is nested and hangs); exec goes to the exec agent inside the sandbox (nube-agent over a host unix socket), the `runsc exec` row measures the fallback.',
       'runtime rows call NamespacesRuntime directly; API rows go through nube over loopback HTTP (auth, validation, SQLite record, timers, rate limit) with a node:http keep-alive client in the same process (until 2026-11-26 the client was fetch, which spends 0.4-0.6 ms more of this process\'s CPU per request here: the `fetch client` row is the same exec through it, every third ten of the 300 samples).',
       'API create -> first exec: POST /sandboxes (template built) then POST /sandboxes/{id}/exec `true`, timed together; samples spread over 3 owners because creation is limited to 10 a minute per owner.',
@@ -395,6 +449,7 @@ try {
   console.log(`wrote ${file}`);
 } finally {
   for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
+  await runtime.detachStore();
   rmSync(dataDir, { recursive: true, force: true });
   rmSync(runtime.runDir, { recursive: true, force: true });
 }

@@ -7,7 +7,7 @@
 # cover Spanish; poppler-utils (pdfinfo, pdftotext, pdftoppm) is how the tests read PDFs back. That
 # line belongs to the documents area, not the sandbox driver, so host-deps.ts does not list it.
 set -eu
-PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync"
+PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync xfsprogs"
 PKGS="$PKGS chromium fonts-liberation fonts-dejavu-core poppler-utils"
 # The SSH gateway copies the host's sftp-server into a sandbox for SFTP (and scp); the tests drive it
 # with the real OpenSSH client. Sandbox networking's line, not the driver's.

@@ -118,6 +118,15 @@ const envSchema = z.object({
   NUBE_SANDBOX_POOL: z.coerce.number().int().min(0).max(64).default(2),
   NUBE_SANDBOX_POOL_MAX: z.coerce.number().int().min(0).max(256).default(16),
   NUBE_SANDBOX_POOL_MEMORY_PERCENT: z.coerce.number().min(0).max(50).default(5),
+  // Where upper dirs and snapshots live: `auto` a reflink-capable store (the data dir's own xfs/btrfs,
+  // else a sparse XFS image in it, so forks and snapshots share blocks), `copy` the data dir as it is.
+  NUBE_SANDBOX_STORE: z.enum(['auto', 'copy']).default('auto'),
+  // Size of that image when nube makes it (sparse: it takes only what is written): 500G, 2T, 80000M.
+  NUBE_SANDBOX_STORE_SIZE: z
+    .string()
+    .regex(/^\d+[MGT]$/, 'must be a size like 500G, 2T or 80000M')
+    .transform((v) => Number(v.slice(0, -1)) * 1024 ** ({ M: 2, G: 3, T: 4 } as const)[v.slice(-1) as 'M' | 'G' | 'T'])
+    .optional(),
   NUBE_SANDBOX_MIRROR: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL of a Debian mirror' }).optional(),
   // Sandbox networking: the host ports raw TCP/UDP exposures take, where they listen, the host name
   // answered to clients (default: the public URL's host).
@@ -251,6 +260,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       cgroupParent: e.NUBE_SANDBOX_CGROUP,
       cgroups: e.NUBE_SANDBOX_CGROUPS,
       mirror: e.NUBE_SANDBOX_MIRROR,
+      store: e.NUBE_SANDBOX_STORE,
+      storeSizeBytes: e.NUBE_SANDBOX_STORE_SIZE,
       pool: {
         size: e.NUBE_SANDBOX_POOL,
         max: Math.max(e.NUBE_SANDBOX_POOL, e.NUBE_SANDBOX_POOL_MAX),

@@ -11,6 +11,10 @@ export const time = async (fn: () => Promise<unknown>) => {
 export const bwrapTrue = () =>
   new Promise<void>((resolve, reject) => {
     const c = spawn('bwrap', ['--unshare-all', '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', 'true']);
+    let err = '';
+    c.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
     c.on('error', reject);
-    c.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exited ${code}`))));
+    c.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`bwrap exited ${code}: ${err.trim()}`))));
   });

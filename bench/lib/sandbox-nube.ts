@@ -26,6 +26,9 @@ export async function startSandboxNube(
       NUBE_TEMPLATES_DIR: `${BENCH_ROOT}/templates`,
       NUBE_SANDBOX_BRIDGE: bridge,
       NUBE_SANDBOX_CGROUP: 'nube-bench',
+      // No store image: these benches remove their data dirs without unmounting one (bench/sandboxes
+      // measures the store).
+      NUBE_SANDBOX_STORE: 'copy',
       ...env,
     }),
   );

@@ -188,6 +188,10 @@ export interface SandboxesConfig {
   cgroups: CgroupChoice;
   /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
   mirror?: string;
+  /** Upper dirs and snapshots on a reflink-capable store (`auto`) or plain copies (`copy`): NUBE_SANDBOX_STORE. */
+  store: 'auto' | 'copy';
+  /** Size of the store's sparse XFS image when nube makes one (NUBE_SANDBOX_STORE_SIZE); default the data dir's filesystem size. */
+  storeSizeBytes?: number;
   /** Warm pool (NUBE_SANDBOX_POOL*): per template in use, sandboxes started ahead and handed out on create. */
   pool: SandboxPoolConfig;
   /** Raw TCP/UDP exposures: host ports [first, last], listen address, host name clients are told. */

@@ -17,6 +17,9 @@ export const SANDBOX_ENV = {
   // No warm pool unless a test asks for one (test/sandboxes/pool*.test.ts): sandboxes started in the
   // background would load the machine and show up in what other tests count.
   NUBE_SANDBOX_POOL: '0',
+  // Plain copies, no store image: suites that take this env (agents, machines, llm, nodes) remove their
+  // data dirs without unmounting one. startSandboxNube (whose stop unmounts it) turns the store on.
+  NUBE_SANDBOX_STORE: 'copy',
 };
 
 export interface SandboxNube extends TestNube {
@@ -43,7 +46,7 @@ export async function startSandboxNube(
 ): Promise<SandboxNube> {
   const dir = dataDir ?? `${TEST_ROOT}/api-${name}-${env.NUBE_SANDBOX_DRIVER ?? 'namespaces'}-${process.pid}`;
   mkdirSync(dir, { recursive: true });
-  const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, ...env } });
+  const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, NUBE_SANDBOX_STORE: 'auto', ...env } });
   const runtime = t.nube.services.sandboxes.core.runtime;
   for (const tpl of opts.templates ?? ['base']) {
     await runtime.ensureTemplate(tpl, (line) => console.log(`[${name}] template ${tpl}: ${line}`));
@@ -67,6 +70,7 @@ export async function stopSandboxNube(t: SandboxNube, opts: { keepDir?: boolean 
   for (const s of await runtime.list().catch(() => [])) await runtime.destroy(s.id).catch(() => {});
   await t.close();
   if (!opts.keepDir) {
+    await (runtime as NamespacesRuntime).detachStore?.();
     rmSync(t.dataDir, { recursive: true, force: true });
     rmSync((runtime as NamespacesRuntime).runDir, { recursive: true, force: true });
   }

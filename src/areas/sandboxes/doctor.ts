@@ -11,6 +11,7 @@ import { isAlive, run } from './runtime/namespaces/proc.js';
 import { RECIPES } from './runtime/namespaces/templates.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { poolStatusFile } from './runtime-dir.js';
+import { storeCheck } from './store-doctor.js';
 import type { PoolStatus } from './warm-pool.js';
 
 /** `runtime` makes the configured driver (index.ts's makeRuntime), only to read template state. */
@@ -25,6 +26,7 @@ export function sandboxChecks(config: Config, runtime: () => SandboxRuntime): Do
     { name: 'sandboxes: bridge subnet', run: () => bridgeSubnet(c.bridge) },
     { name: 'sandboxes: templates', run: () => templates(config.sandboxes.templatesDir, runtime()) },
     { name: 'sandboxes: warm pool', run: () => warmPool(config) },
+    { name: 'sandboxes: store', run: () => storeCheck(config) },
   ];
 }
 

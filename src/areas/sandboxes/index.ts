@@ -17,6 +17,7 @@ import { SandboxesRepo, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
+import { storePaths } from './runtime/namespaces/store.js';
 import { buildLogger } from './build-log.js';
 import { runtimeDataDir } from './runtime-dir.js';
 import { PROVISION_JOB } from './service.js';
@@ -33,6 +34,8 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
     cgroupParent: c.cgroupParent,
     cgroupVersion: c.cgroups,
     mirror: c.mirror,
+    store: c.store,
+    storeSizeBytes: c.storeSizeBytes,
   };
   const runtime = c.driver === 'gvisor' ? new GvisorRuntime(opts) : new NamespacesRuntime(opts);
   return { runtime, dataDir };
@@ -46,7 +49,8 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
  */
 async function reconcile(svc: SandboxesService, runtimeDir: string, deps: PlatformDeps): Promise<void> {
   const { repo, runtime, placement } = svc.core;
-  const hasRuntime = existsSync(join(runtimeDir, 'sandboxes'));
+  // Its sandboxes are in the data dir, or in the store image (mounted again by recover after a reboot).
+  const hasRuntime = existsSync(join(runtimeDir, 'sandboxes')) || existsSync(storePaths(runtimeDir).image);
   // Records from before nodes existed are this data directory's when it holds sandboxes.
   if (hasRuntime) await placement.claimUnplaced();
   if (!hasRuntime && (await repo.countOnNode(placement.here)) === 0) return;

@@ -306,13 +306,13 @@ export class GvisorRuntime extends NamespacesRuntime {
   }
 
   /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */
-  override async snapshot(id: string): Promise<SnapshotInfo> {
+  override async snapshot(id: string, snapshotId?: string): Promise<SnapshotInfo> {
     const rec = await this.record(id);
     const t = this.target(rec);
     const pauser = {
       freeze: async () => void (await this.runsc.call(t, ['pause', id])),
       thaw: async () => void (await this.runsc.call(t, ['resume', id], true)),
     };
-    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null));
+    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null, snapshotId));
   }
 }

@@ -13,6 +13,8 @@ export const HOST_PACKAGES = [
   'libc6-dev',
   'patch',
   'rsync',
+  // mkfs.xfs for the reflink store's image (store.ts): forks share blocks instead of copying them.
+  'xfsprogs',
 ];
 
 /** What the gVisor driver needs on top (Debian's runsc). */

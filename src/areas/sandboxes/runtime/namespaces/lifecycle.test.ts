@@ -66,7 +66,7 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     expect(existsSync(`/run/netns/nb-${id}`)).toBe(false);
     expect(existsSync(`/sys/fs/cgroup/pids/nube-test/${id}`)).toBe(false);
     expect(existsSync(`/sys/fs/cgroup/memory/nube-test/${id}`)).toBe(false);
-    expect(existsSync(`${dataDir}/sandboxes/${id}`)).toBe(false);
+    expect(existsSync(runtime.sandboxDir(id))).toBe(false);
     const links = await run('ip', ['-o', 'link', 'show', 'master', 'nubet0']);
     expect(links.stdout).not.toContain(`nb-${id}`);
     await expect(runtime.exec(id, 'true')).rejects.toMatchObject({ code: 'NotFound' });
@@ -196,7 +196,7 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     await runtime.create({ id });
     await runtime.exec(id, 'echo kept > /root/file');
     // Before the run dir, the overlay was mounted at <data>/sandboxes/<id>/merged.
-    const legacy = `${dataDir}/sandboxes/${id}/merged`;
+    const legacy = `${runtime.sandboxDir(id)}/merged`;
     await run('mkdir', ['-p', legacy]);
     await run('mount', ['--bind', `${runtime.runDir}/${id}/merged`, legacy]);
     const again = newRuntime(driver, opts);
@@ -206,6 +206,6 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     expect(mounts.includes(` ${runtime.runDir}/${id}/merged `)).toBe(true);
     expect((await again.exec(id, 'cat /root/file')).stdout).toBe('kept\n');
     await again.destroy(id);
-    expect(existsSync(`${dataDir}/sandboxes/${id}`)).toBe(false);
+    expect(existsSync(runtime.sandboxDir(id))).toBe(false);
   });
 });

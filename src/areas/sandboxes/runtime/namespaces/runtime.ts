@@ -32,7 +32,8 @@ import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
 import { initAlive, initFields, isMounted, type LaunchContext, parseInit, prepareRootfs, stopInit, unmountRootfs } from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
 import { dnatBindable } from './port-forwards.js';
-import { takeSnapshot } from './snapshots.js';
+import { newSnapshotId, takeSnapshot } from './snapshots.js';
+import { closeStore, openStore, type StoreMode, type StoreStatus, StoreTrimmer } from './store.js';
 import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
@@ -62,6 +63,10 @@ export interface NamespacesRuntimeOptions {
   /** Resolver written to the sandboxes' resolv.conf; default: the host's first non-loopback one. */
   resolver?: string | null;
   mirror?: string;
+  /** Where upper dirs and snapshots live: `auto` (default) a reflink-capable store, `copy` the data dir as is. */
+  store?: StoreMode;
+  /** Size of the store's sparse XFS image when one is made (default: the size of the data dir's filesystem). */
+  storeSizeBytes?: number;
 }
 
 const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -81,6 +86,10 @@ export class NamespacesRuntime implements SandboxRuntime {
   private cgroups!: CgroupHost;
   private readyPromise: Promise<void> | null = null;
   private readonly locks = new KeyedLock();
+  private store: StoreStatus | null = null;
+  private trimmer: StoreTrimmer | null = null;
+  /** Forks being started: the copy of the parent their top layer waits for. */
+  private readonly lowerReady = new Map<string, Promise<unknown>>();
 
   constructor(protected readonly opts: NamespacesRuntimeOptions) {
     this.layout = new Layout(opts.dataDir, opts.runRoot);
@@ -97,6 +106,9 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.cgroups = this.opts.cgroups ?? detectCgroups(this.cgroupParent, this.opts.cgroupVersion);
       await this.cgroups.prepare();
       await Promise.all([mkdir(this.opts.dataDir, { recursive: true }), mkdir(this.layout.runDir, { recursive: true })]);
+      this.store = await openStore(this.opts.dataDir, { mode: this.opts.store, sizeBytes: this.opts.storeSizeBytes });
+      this.layout.useStore(this.store.root);
+      this.trimmer = this.store.kind === 'image' ? new StoreTrimmer(this.store.root) : null;
       // Traversable, not listable: the sandbox's uid walks through to its own 0700 directory.
       await Promise.all([chmod(this.layout.runRoot, 0o711), chmod(this.layout.runDir, 0o711)]);
       const [paths, resolver] = await Promise.all([
@@ -122,6 +134,31 @@ export class NamespacesRuntime implements SandboxRuntime {
   /** Which cgroup hierarchy the sandboxes use (after the first call that needed the host). */
   get cgroupVersion(): 1 | 2 | null {
     return this.cgroups?.version ?? null;
+  }
+
+  /** Where upper dirs and snapshots live and whether copies of them are reflinks (after the first call that needed the host). */
+  get storeStatus(): StoreStatus | null {
+    return this.store;
+  }
+
+  /** A sandbox's directory in the store (state, upper dir, logs); diagnostics and tests. */
+  sandboxDir(id: string): string {
+    return this.layout.sandbox(id).dir;
+  }
+
+  /**
+   * Unmount the store's image, for removing the data dir (tests, benches): nube itself leaves it
+   * mounted, since sandboxes outlive it. Call with no sandbox left.
+   */
+  async detachStore(): Promise<void> {
+    await this.trimmer?.settled();
+    await closeStore(this.opts.dataDir);
+    this.readyPromise = null;
+  }
+
+  /** Resolves once the blocks of deleted sandboxes and snapshots are given back to the host. */
+  async trimmed(): Promise<void> {
+    await this.trimmer?.settled();
   }
 
   /** This runtime's directory under the run root (tests remove it with the data dir). */
@@ -207,6 +244,8 @@ export class NamespacesRuntime implements SandboxRuntime {
       prepareRootfs(this.ctx, rec),
       this.network.attachFields(this.netns(rec.id), rec.leaseIdx, rec.policy),
       this.applyLimits(rec),
+      // A fork: its top layer, the parent's copy, is still being made; all the rest goes ahead meanwhile.
+      this.lowerReady.get(rec.id),
     ]);
     return this.spawner.request(['L:1', ...rootfs, ...net, ...init]);
   }
@@ -228,23 +267,24 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async create(input: CreateSandboxInput): Promise<SandboxInfo> {
     await this.ready();
+    if (!input.snapshot) return this.start(input, await this.ensureTemplate(input.template ?? 'base'), []);
+    const snap = await loadSnapshot(this.layout, input.snapshot);
+    if (!snap) throw new SandboxRuntimeError('NotFound', `snapshot ${input.snapshot} not found`);
+    const t = await readTemplate(this.templatesDir, snap.template, snap.templateBuild);
+    if (!t) throw new SandboxRuntimeError('NotFound', `template build ${snap.templateBuild} is gone`);
+    return this.start(input, t, [snap.id, ...snap.layers]);
+  }
+
+  /**
+   * Start a sandbox on `template` with snapshot `layers` (top first). `lowerReady`: the top layer is
+   * still being copied (a fork); everything but the overlay mount goes ahead meanwhile.
+   */
+  private async start(input: CreateSandboxInput, template: TemplateInfo, layers: string[], lowerReady?: Promise<unknown>): Promise<SandboxInfo> {
     const { id } = input;
     if (!ID_RE.test(id)) throw new SandboxRuntimeError('InvalidInput', `invalid sandbox id ${id}`);
     return this.locked(id, async () => {
       if (existsSync(this.layout.sandbox(id).dir)) {
         throw new SandboxRuntimeError('AlreadyExists', `sandbox ${id} already exists`);
-      }
-      let template: TemplateInfo;
-      let layers: string[] = [];
-      if (input.snapshot) {
-        const snap = await loadSnapshot(this.layout, input.snapshot);
-        if (!snap) throw new SandboxRuntimeError('NotFound', `snapshot ${input.snapshot} not found`);
-        const t = await readTemplate(this.templatesDir, snap.template, snap.templateBuild);
-        if (!t) throw new SandboxRuntimeError('NotFound', `template build ${snap.templateBuild} is gone`);
-        template = t;
-        layers = [snap.id, ...snap.layers];
-      } else {
-        template = await this.ensureTemplate(input.template ?? 'base');
       }
       const rec: SandboxRecord = {
         id,
@@ -261,6 +301,7 @@ export class NamespacesRuntime implements SandboxRuntime {
         init: null,
       };
       mkdirSync(this.layout.sandbox(id).dir, { recursive: true });
+      if (lowerReady) this.lowerReady.set(id, lowerReady);
       try {
         rec.leaseIdx = await this.network.lease(`${this.opts.dataDir}:${id}`);
         await saveRecord(this.layout, rec);
@@ -268,6 +309,8 @@ export class NamespacesRuntime implements SandboxRuntime {
       } catch (e) {
         await this.teardown(rec).catch(() => {});
         throw e;
+      } finally {
+        this.lowerReady.delete(id);
       }
       return this.info(rec);
     });
@@ -302,6 +345,7 @@ export class NamespacesRuntime implements SandboxRuntime {
     if (rec.leaseIdx) await this.network.release(rec.leaseIdx);
     const p = this.layout.sandbox(rec.id);
     await Promise.all([rm(p.dir, { recursive: true, force: true }), rm(p.run, { recursive: true, force: true })]);
+    this.trimmer?.schedule();
   }
 
   async get(id: string): Promise<SandboxInfo | null> {
@@ -341,9 +385,9 @@ export class NamespacesRuntime implements SandboxRuntime {
     });
   }
 
-  async snapshot(id: string): Promise<SnapshotInfo> {
+  async snapshot(id: string, snapshotId?: string): Promise<SnapshotInfo> {
     const rec = await this.record(id);
-    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? this.cg(id) : null));
+    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? this.cg(id) : null, snapshotId));
   }
 
   async getSnapshot(snapshotId: string): Promise<SnapshotInfo | null> {
@@ -363,29 +407,56 @@ export class NamespacesRuntime implements SandboxRuntime {
       });
     }
     await rm(this.layout.snapshot(snapshotId).dir, { recursive: true, force: true });
+    this.trimmer?.schedule();
   }
 
+  /**
+   * Snapshot + one sandbox per child on `[snapshot, ...parent layers, template]`. The children's
+   * network, cgroups and address are set up while the parent's upper dir is copied; only their overlay
+   * mount waits for the copy. If anything fails, nothing of the fork is left.
+   */
   async fork(id: string, childIds: string[], o: { env?: Record<string, string> } = {}): Promise<SandboxInfo[]> {
     const parent = await this.running(id);
     for (const c of childIds) if (!ID_RE.test(c)) throw new SandboxRuntimeError('InvalidInput', `invalid id ${c}`);
-    const snap = await this.snapshot(id);
-    return Promise.all(
+    const template = await readTemplate(this.templatesDir, parent.template, parent.templateBuild);
+    if (!template) throw new SandboxRuntimeError('NotFound', `template build ${parent.templateBuild} is gone`);
+    const snapId = newSnapshotId();
+    const snap = this.snapshot(id, snapId);
+    const kids = await Promise.allSettled(
       childIds.map((c) =>
-        this.create({
-          id: c,
-          snapshot: snap.id,
-          env: { ...parent.env, ...o.env },
-          limits: parent.limits,
-          networkPolicy: parent.policy,
-        }),
+        this.start(
+          { id: c, env: { ...parent.env, ...o.env }, limits: parent.limits, networkPolicy: parent.policy },
+          template,
+          [snapId, ...parent.layers],
+          snap,
+        ),
       ),
     );
+    const snapDone = await snap.then(
+      () => true,
+      () => false,
+    );
+    const failed = kids.find((k): k is PromiseRejectedResult => k.status === 'rejected');
+    if (failed) {
+      for (const [i, k] of kids.entries()) if (k.status === 'fulfilled') await this.destroy(childIds[i]!).catch(() => {});
+      if (snapDone) await this.deleteSnapshot(snapId).catch(() => {});
+      throw failed.reason;
+    }
+    return kids.map((k) => (k as PromiseFulfilledResult<SandboxInfo>).value);
   }
 
   async recover(): Promise<SandboxInfo[]> {
     await this.ready();
     const out: SandboxInfo[] = [];
     for (const rec of await loadAllRecords(this.layout)) {
+      // A fork whose copy of the parent never finished (nube stopped in between: never started, its
+      // top layer has no meta, which is written last): its call never answered, so it is removed.
+      const top = rec.layers[0];
+      if (rec.state === 'running' && !rec.init && top && !existsSync(this.layout.snapshot(top).meta)) {
+        await this.locked(rec.id, () => this.teardown(rec)).catch(() => {});
+        await rm(this.layout.snapshot(top).dir, { recursive: true, force: true }); // the half copy
+        continue;
+      }
       await this.locked(rec.id, async () => {
         await this.network.lease(`${this.opts.dataDir}:${rec.id}`, rec.leaseIdx);
         // Its processes died (nube's host rebooted, or someone killed them), or it was started by a nube
@@ -540,6 +611,8 @@ export class NamespacesRuntime implements SandboxRuntime {
 
   async close(): Promise<void> {
     await this.locks.settle();
+    // A trim under way does not hold nube's exit: it only gives blocks back, and the next deletion trims again.
+    this.trimmer?.stop();
     this.spawner?.close();
   }
 }

@@ -1,22 +1,43 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rm } from 'node:fs/promises';
 import type { SnapshotInfo } from '../driver.js';
 import type { SandboxCgroup } from './cgroups.js';
 import { run } from './proc.js';
 import type { Layout, SandboxRecord } from './state.js';
 import { saveSnapshot } from './state.js';
 
+export function newSnapshotId(): string {
+  return `snap_${randomBytes(8).toString('hex')}`;
+}
+
+/** Apparent size of a tree, as `du -sb` counts it (a hard-linked file once), without a process. */
+async function treeBytes(root: string): Promise<number> {
+  const seen = new Set<string>();
+  let total = 0;
+  const walk = async (path: string): Promise<void> => {
+    const st = await lstat(path, { bigint: true });
+    const key = `${st.dev}:${st.ino}`;
+    if (seen.has(key)) return;
+    seen.add(key);
+    total += Number(st.size);
+    if (st.isDirectory()) await Promise.all((await readdir(path)).map((n) => walk(`${path}/${n}`)));
+  };
+  await walk(root);
+  return total;
+}
+
 /**
  * A snapshot is a frozen copy of the sandbox's upper dir. The cgroup is frozen while copying so no
- * file is caught half-written; `cp -a` keeps owners, whiteouts and overlay xattrs (and reflinks where
- * the filesystem can), so the copy works as a read-only lower layer of new sandboxes.
+ * file is caught half-written; `cp -a` keeps owners, whiteouts and overlay xattrs, and on the store
+ * (store.ts: XFS or btrfs) every file is a reflink, so the copy costs metadata, not data. The copy
+ * works as a read-only lower layer of new sandboxes.
  */
 export async function takeSnapshot(
   layout: Layout,
   rec: SandboxRecord,
   cg: Pick<SandboxCgroup, 'freeze' | 'thaw'> | null,
+  id = newSnapshotId(),
 ): Promise<SnapshotInfo> {
-  const id = `snap_${randomBytes(8).toString('hex')}`;
   const p = layout.snapshot(id);
   await mkdir(p.dir, { recursive: true });
   try {
@@ -26,14 +47,13 @@ export async function takeSnapshot(
     } finally {
       if (cg) await cg.thaw();
     }
-    const du = await run('du', ['-sb', p.layer]);
     const info: SnapshotInfo = {
       id,
       sourceSandbox: rec.id,
       template: rec.template,
       templateBuild: rec.templateBuild,
       layers: rec.layers,
-      sizeBytes: Number(du.stdout.split('\t')[0]),
+      sizeBytes: await treeBytes(p.layer),
       createdAt: new Date().toISOString(),
     };
     await saveSnapshot(layout, info);

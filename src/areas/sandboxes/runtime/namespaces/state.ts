@@ -36,15 +36,27 @@ export const DEFAULT_RUN_ROOT = '/run/nube';
  */
 export class Layout {
   readonly runDir: string;
+  /** Holds `sandboxes/` and `snapshots/`: the data dir, or its reflink store (store.ts), set at start. */
+  private storeDir: string;
   constructor(
     readonly dataDir: string,
     readonly runRoot: string = DEFAULT_RUN_ROOT,
   ) {
     const key = createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 16);
     this.runDir = `${runRoot}/${key}`;
+    this.storeDir = dataDir;
+  }
+  useStore(root: string): void {
+    this.storeDir = root;
+  }
+  get sandboxesDir(): string {
+    return `${this.storeDir}/sandboxes`;
+  }
+  get snapshotsDir(): string {
+    return `${this.storeDir}/snapshots`;
   }
   sandbox(id: string) {
-    const dir = `${this.dataDir}/sandboxes/${id}`;
+    const dir = `${this.sandboxesDir}/${id}`;
     const run = `${this.runDir}/${id}`;
     return {
       dir,
@@ -60,7 +72,7 @@ export class Layout {
     };
   }
   snapshot(id: string) {
-    const dir = `${this.dataDir}/snapshots/${id}`;
+    const dir = `${this.snapshotsDir}/${id}`;
     return { dir, layer: `${dir}/layer`, meta: `${dir}/meta.json` };
   }
 }
@@ -93,7 +105,7 @@ export async function loadRecord(layout: Layout, id: string): Promise<SandboxRec
 }
 
 export async function loadAllRecords(layout: Layout): Promise<SandboxRecord[]> {
-  const dir = `${layout.dataDir}/sandboxes`;
+  const dir = layout.sandboxesDir;
   if (!existsSync(dir)) return [];
   const out: SandboxRecord[] = [];
   for (const id of await readdir(dir)) {
@@ -114,7 +126,7 @@ export async function loadSnapshot(layout: Layout, id: string): Promise<Snapshot
 }
 
 export async function loadAllSnapshots(layout: Layout): Promise<SnapshotInfo[]> {
-  const dir = `${layout.dataDir}/snapshots`;
+  const dir = layout.snapshotsDir;
   if (!existsSync(dir)) return [];
   const out: SnapshotInfo[] = [];
   for (const id of await readdir(dir)) {

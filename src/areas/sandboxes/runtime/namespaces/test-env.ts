@@ -35,6 +35,7 @@ export function newRuntime(driver: Driver, opts: NamespacesRuntimeOptions): Name
 /** Destroy every sandbox and snapshot of a runtime and its data dir (netns, veth, cgroups, mounts). */
 export async function cleanup(runtime: NamespacesRuntime, dataDir: string): Promise<void> {
   for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
+  await runtime.detachStore();
   await rm(dataDir, { recursive: true, force: true });
   await rm(runtime.runDir, { recursive: true, force: true });
 }

@@ -135,9 +135,15 @@ async function call(base: string, method: string, path: string, body?: unknown) 
 }
 try {
   if (PART !== 'exec') {
-    const d = await benchDatabaseNodes({ pgUrl: db.url, ownerKey: key, root, samples: Math.min(SAMPLES, 60) });
-    rows.push(...d.rows);
-    notes.push(...d.notes);
+    // Its own metadata database: the exec part's nodes are up in this one and would take placements.
+    const own = await tempDb();
+    try {
+      const d = await benchDatabaseNodes({ pgUrl: own.url, ownerKey: key, root, samples: Math.min(SAMPLES, 60) });
+      rows.push(...d.rows);
+      notes.push(...d.notes);
+    } finally {
+      await own.drop();
+    }
   }
   if (PART !== 'databases') await benchExec();
 } finally {

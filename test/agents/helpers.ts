@@ -55,20 +55,7 @@ export async function startAgentNube(
       const sbx = last?.sandboxId ? (await call('GET', `/sandboxes/${last.sandboxId}`, undefined, key)).body : null;
       throw new Error(`agent did not start in 60 s: ${JSON.stringify(last)}; sandbox: ${JSON.stringify(sbx)}`);
     },
-    async message(id, content, key) {
-      const r = await fetch(`${t.baseUrl}/api/v2/agents/${id}/message`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key ?? t.ownerKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ content }),
-      });
-      const text = await r.text();
-      if (r.status !== 200) return { status: r.status, events: [JSON.parse(text)] };
-      const events = text
-        .split('\n\n')
-        .filter((e) => e.startsWith('data:'))
-        .map((e) => JSON.parse(e.slice(5)));
-      return { status: r.status, events };
-    },
+    message: (id, content, key) => sseMessage(t.baseUrl, key ?? t.ownerKey, id, content),
     async stop() {
       const list = await call('GET', '/agents');
       for (const a of list.body?.agents ?? []) await call('DELETE', `/agents/${a.id}`);
@@ -80,6 +67,23 @@ export async function startAgentNube(
     },
   };
   return self;
+}
+
+/** POST /agents/{id}/message and the SSE events of its reply (or the error body as the one event). */
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+export async function sseMessage(baseUrl: string, key: string, id: string, content: string): Promise<{ status: number; events: any[] }> {
+  const r = await fetch(`${baseUrl}/api/v2/agents/${id}/message`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ content }),
+  });
+  const text = await r.text();
+  if (r.status !== 200) return { status: r.status, events: [JSON.parse(text)] };
+  const events = text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data:'))
+    .map((e) => JSON.parse(e.slice(5)));
+  return { status: r.status, events };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON

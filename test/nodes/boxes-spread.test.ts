@@ -4,7 +4,7 @@ import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { textOf } from '../agents/helpers.js';
+import { sseMessage, textOf } from '../agents/helpers.js';
 import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
 import { callJson } from '../helpers/server.js';
 import { waitServing } from '../machines/helpers.js';
@@ -30,21 +30,6 @@ async function onlyOn<T>(c: Cluster, id: string, fn: () => Promise<T>): Promise<
     for (const o of others) await reg.setState(o, 'active');
     await syncHeartbeats(c);
   }
-}
-
-async function sseMessage(baseUrl: string, key: string, id: string, content: string) {
-  const r = await fetch(`${baseUrl}/api/v2/agents/${id}/message`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ content }),
-  });
-  const text = await r.text();
-  if (r.status !== 200) return { status: r.status, events: [JSON.parse(text)] };
-  const events = text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data:'))
-    .map((e) => JSON.parse(e.slice(5)));
-  return { status: r.status, events };
 }
 
 const APP = {

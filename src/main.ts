@@ -31,7 +31,7 @@ async function withAccounts<T>(fn: (svc: AccountService) => Promise<T>): Promise
   const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
   try {
     await migrateToLatest(store.db, ALL_MIGRATIONS);
-    return await fn(new AccountService(new AccountRepo(store.db), new Usage(store.db), 0));
+    return await fn(new AccountService(new AccountRepo(store.db, store.dialect), new Usage(store.db), 0));
   } finally {
     await store.close();
   }

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountRepo } from '../../src/areas/account/repo.js';
 import { AccountService, generateOwnerKey } from '../../src/areas/account/service.js';
@@ -92,5 +93,34 @@ describe.each(DIALECTS)('metadata store on %s', (dialect) => {
     await Promise.all(Array.from({ length: 20 }, () => usage.add('acct_x', 'llmTokens', 5)));
     expect(await usage.counter('acct_x', 'llmTokens')).toBe(100);
     expect(await usage.counter('acct_x', 'llmTokens', new Date('2001-01-01'))).toBe(0);
+  });
+});
+
+// Replicas starting at once on an empty store: one owner account and one key, whoever wins.
+describe.each(DIALECTS)('owner bootstrap by replicas at once on %s', (dialect) => {
+  it('creates exactly one owner account and key', async () => {
+    const pg = dialect === 'postgres' ? await createTempDatabase('boot') : undefined;
+    const dir = mkdtempSync(join(tmpdir(), 'nube-boot-'));
+    // Each replica its own store (its own pool), as separate processes have.
+    const stores = Array.from({ length: pg ? 4 : 1 }, () => openStore(pg ? { databaseUrl: pg.url, dataDir: '' } : { dataDir: dir }));
+    try {
+      await migrateToLatest(stores[0]!.db, { ...usageMigrations, ...areaMigrations });
+      // Connections open ahead, so every replica's count runs at once (not one behind a connect).
+      await Promise.all(stores.flatMap((s) => Array.from({ length: 4 }, () => sql`select 1`.execute(s.db))));
+      const key = generateOwnerKey();
+      const replicas = Array.from({ length: 8 }, (_, i) => {
+        const s = stores[i % stores.length]!;
+        return new AccountService(new AccountRepo(s.db, s.dialect), new Usage(s.db), 0);
+      });
+      const results = await Promise.all(replicas.map((svc) => svc.bootstrapOwner('tera', key)));
+      expect(results.filter((r) => r.created)).toHaveLength(1);
+      expect(await stores[0]!.db.selectFrom('accounts').select('id').execute()).toHaveLength(1);
+      expect(await stores[0]!.db.selectFrom('api_keys').select('id').execute()).toHaveLength(1);
+      expect(await replicas[3]!.ownerKeyResolver.resolve(key)).toMatchObject({ plan: 'tera' });
+    } finally {
+      for (const s of stores) await s.close();
+      await pg?.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

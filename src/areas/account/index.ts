@@ -10,7 +10,7 @@ export const accountArea: AreaModule = {
   migrations: { ...accountMigrations, ...aiKeyMigrations },
   create(deps) {
     const account = new AccountService(
-      new AccountRepo(deps.store.db),
+      new AccountRepo(deps.store.db, deps.store.dialect),
       deps.usage,
       deps.config.authCacheMs,
       new AiKeys(deps.store.db, deps.secretBox),

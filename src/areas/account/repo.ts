@@ -1,5 +1,6 @@
-import type { Kysely, Migration } from 'kysely';
+import { type Kysely, type Migration, sql } from 'kysely';
 import type { PlanName } from '../../platform/plans.js';
+import type { Dialect } from '../../store/db.js';
 import type { Tables } from '../../store/schema.js';
 
 interface AccountsTable {
@@ -73,8 +74,44 @@ export interface KeyRow {
   revokedAt: number | null;
 }
 
+/** The advisory lock key replicas take around the owner's bootstrap (an arbitrary constant). */
+const OWNER_BOOTSTRAP_LOCK = 6_172_493_001;
+/** The last exclusive() turn per SQLite database, for the next one to wait on. */
+const sqliteTurns = new WeakMap<object, Promise<void>>();
+
 export class AccountRepo {
-  constructor(private readonly db: Kysely<Tables>) {}
+  constructor(
+    private readonly db: Kysely<Tables>,
+    private readonly dialect: Dialect = 'sqlite',
+  ) {}
+
+  /**
+   * Runs `fn` while no other replica runs its own under the same lock: on PostgreSQL a session advisory
+   * lock held on one pooled connection (fn's queries use others); on SQLite (one process holds the
+   * file) one after the other within this process.
+   */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.dialect !== 'postgres') {
+      const before = sqliteTurns.get(this.db) ?? Promise.resolve();
+      const run = before.then(fn, fn);
+      sqliteTurns.set(
+        this.db,
+        run.then(
+          () => {},
+          () => {},
+        ),
+      );
+      return run;
+    }
+    return this.db.connection().execute(async (conn) => {
+      await sql`select pg_advisory_lock(${OWNER_BOOTSTRAP_LOCK})`.execute(conn);
+      try {
+        return await fn();
+      } finally {
+        await sql`select pg_advisory_unlock(${OWNER_BOOTSTRAP_LOCK})`.execute(conn);
+      }
+    });
+  }
 
   async countAccounts(): Promise<number> {
     const r = await this.db.selectFrom('accounts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();

@@ -114,9 +114,12 @@ export class AccountService {
 
   /** On an empty store, creates the owner account; returns the key to print once (undefined if preset). */
   async bootstrapOwner(plan: PlanName, presetKey?: string): Promise<{ created: boolean; printKey?: string }> {
-    if ((await this.repo.countAccounts()) > 0) return { created: false };
-    const { secret } = await this.createAccount({ name: 'owner', plan, keyValue: presetKey });
-    return { created: true, printKey: presetKey ? undefined : secret };
+    // Replicas starting at once on an empty store would all count none: one at a time.
+    return this.repo.exclusive(async () => {
+      if ((await this.repo.countAccounts()) > 0) return { created: false };
+      const { secret } = await this.createAccount({ name: 'owner', plan, keyValue: presetKey });
+      return { created: true, printKey: presetKey ? undefined : secret };
+    });
   }
 
   readonly ownerKeyResolver: CredentialResolver = {

@@ -48,6 +48,39 @@ export function openStore(opts: StoreOptions): Store {
   // durability for metadata run it on PostgreSQL.
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
-  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: cachingStatements(sqlite) }) });
   return { db, dialect: 'sqlite', close: () => db.destroy() };
+}
+
+/** Most statements nube runs, one per SQL text, kept prepared (better-sqlite3's prepare is a compile). */
+const STATEMENT_CACHE = 500;
+
+/**
+ * The database as Kysely's SQLite driver sees it, with prepare() answered from a cache by SQL text: a
+ * prepare compiles the statement (for `select *` from a wide table, most of a primary-key lookup's
+ * cost), and Kysely calls it for every query. SQLite recompiles a kept statement itself when the
+ * schema changed. One connection runs one statement at a time, so a kept one is never in use twice
+ * (a busy one, which only a stream could leave, is replaced anyway); past the cap the least recently
+ * used goes.
+ */
+function cachingStatements(sqlite: Database.Database) {
+  const cache = new Map<string, Database.Statement>();
+  return {
+    prepare(sql: string) {
+      const hit = cache.get(sql);
+      if (hit && !hit.busy) {
+        cache.delete(sql);
+        cache.set(sql, hit);
+        return hit;
+      }
+      const stmt = sqlite.prepare(sql);
+      cache.set(sql, stmt);
+      if (cache.size > STATEMENT_CACHE) cache.delete(cache.keys().next().value!);
+      return stmt;
+    },
+    close() {
+      cache.clear();
+      sqlite.close();
+    },
+  };
 }

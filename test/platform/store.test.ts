@@ -89,6 +89,19 @@ describe.each(DIALECTS)('metadata store on %s', (dialect) => {
     expect((await svc.bootstrapOwner('tera')).created).toBe(false);
   });
 
+  it('answers right with its statements kept prepared: the same query with other values, after a column is added', async () => {
+    await sql`create table test_cached (id integer primary key, v text)`.execute(store.db);
+    await sql`insert into test_cached (id, v) values (1, 'a'), (2, 'b'), (3, 'c')`.execute(store.db);
+    const from = (id: number) => store.db.selectFrom('test_cached' as never).selectAll().where('id' as never, '>=', id as never).orderBy('id' as never).execute();
+    for (const id of [3, 1, 2, 3]) expect((await from(id)).length).toBe(4 - id);
+    expect(await from(3)).toEqual([{ id: 3, v: 'c' }]);
+    // SQLite recompiles a prepared statement whose table changed; `select *` then has the new column.
+    await sql`alter table test_cached add column w text default 'x'`.execute(store.db);
+    expect(await from(3)).toEqual([{ id: 3, v: 'c', w: 'x' }]);
+    await sql`drop table test_cached`.execute(store.db);
+    await expect(from(3)).rejects.toThrow(/test_cached/);
+  });
+
   it('meters monthly counters atomically', async () => {
     await Promise.all(Array.from({ length: 20 }, () => usage.add('acct_x', 'llmTokens', 5)));
     expect(await usage.counter('acct_x', 'llmTokens')).toBe(100);

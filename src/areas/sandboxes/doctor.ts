@@ -4,6 +4,8 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import type { Config } from '../../platform/config-shape.js';
 import { type CheckResult, type DoctorCheck, errorText, fail, ok, warn } from '../../platform/doctor.js';
+import { oldRunsc, runscBuild } from './runtime/gvisor/runsc.js';
+import { STATIC_SH_DIR } from './runtime/static-sh.js';
 import { detectCgroups } from './runtime/namespaces/cgroups.js';
 import { GVISOR_PACKAGES, HOST_PACKAGES, missingPackages } from './runtime/namespaces/host-deps.js';
 import { BridgeNetwork, hostAddresses } from './runtime/namespaces/network.js';
@@ -42,8 +44,18 @@ async function packages(driver: Config['sandboxes']['driver']): Promise<CheckRes
   const missing = await missingPackages(wanted).catch((e: unknown) => {
     throw new Error(`dpkg-query failed (is this Debian?): ${errorText(e)}`);
   });
+  const script = driver === 'gvisor' ? 'sh scripts/install-host-deps.sh --gvisor' : 'sh scripts/install-host-deps.sh';
+  if (missing.length === 0 && driver === 'gvisor') {
+    const version = (await run('runsc', ['--version'], { allowFailure: true }).catch(() => null))?.stdout.split('\n')[0] ?? '';
+    if (oldRunsc(runscBuild(version))) {
+      return warn(`${version}: commands need a preloaded statx fix, file paths a realpath pass, and run slower than with 0.0~20240729 (bookworm-backports)`, script);
+    }
+  }
+  if (missing.length === 0 && !existsSync(`${STATIC_SH_DIR}/sh`)) {
+    const cost = driver === 'gvisor' ? '~25% of an exec `true`' : '~10% of an exec `true`';
+    return warn(`the static sh is not built (${STATIC_SH_DIR}/sh): every \`sh -c\` loads the sandbox's dynamic dash, ${cost} slower`, 'sh scripts/install-static-sh.sh');
+  }
   if (missing.length === 0) return ok(`the ${driver} driver's ${wanted.length} Debian packages are installed`);
-  const script = driver === 'gvisor' ? 'NUBE_SANDBOX_DRIVER=gvisor sh scripts/install-host-deps.sh' : 'sh scripts/install-host-deps.sh';
   return fail(`missing Debian packages: ${missing.join(' ')}`, `apt-get install -y --no-install-recommends ${missing.join(' ')} (or: ${script})`);
 }
 

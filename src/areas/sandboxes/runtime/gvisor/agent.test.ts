@@ -1,14 +1,30 @@
 // The gVisor exec agent (nube-agent as the sandbox's init, reached over a host unix socket): what an
 // exec through it does, that it is the path taken, and what happens when root inside kills it.
-import { rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanup, DRIVERS, newRuntime, testRuntime, uniqueId } from '../namespaces/test-env.js';
+import { STATIC_SH_DIR } from '../static-sh.js';
+import { gvisorEnv, oldRunsc, runscBuild } from './runsc.js';
 
 // This file's own bridge and cgroup parent (the subnet given to the gVisor agent work).
 const EXTRA = { bridge: { name: 'nubeg0', cidr: '10.123.0.1/16' }, cgroupParent: 'nube-g18' };
 // Which process started the command: the agent's worker, or nube-run under `runsc exec`.
 const PARENT = 'tr "\\0" " " < /proc/$PPID/cmdline';
+const PRELOAD = gvisorEnv(runscBuild(spawnSync('runsc', ['--version']).stdout?.toString() ?? '')).LD_PRELOAD ?? '';
+
+describe('runsc versions', () => {
+  it('reads the build date and preloads the statx fix only before 2024', () => {
+    expect(runscBuild('runsc version 0.0~20240729.0\nspec: 1.0.2-dev')).toBe(20240729);
+    expect(runscBuild('runsc version release-20250106.0')).toBe(20250106);
+    expect(runscBuild('runsc version VERSION_MISSING')).toBe(0);
+    expect(gvisorEnv(20221219)).toEqual({ LD_PRELOAD: '/.nube/statx-fix.so' });
+    expect(gvisorEnv(20240729)).toEqual({});
+    expect(gvisorEnv(0)).toEqual({});
+    expect([oldRunsc(20221219), oldRunsc(20240729), oldRunsc(0)]).toEqual([true, false, false]);
+  });
+});
 
 describe.skipIf(!DRIVERS.includes('gvisor'))('gvisor exec agent', () => {
   const { runtime, dataDir, opts } = testRuntime('agent', EXTRA, 'gvisor');
@@ -28,8 +44,9 @@ describe.skipIf(!DRIVERS.includes('gvisor'))('gvisor exec agent', () => {
     expect((await runtime.exec(id, 'pwd', { cwd: '/tmp' })).stdout).toBe('/tmp\n');
     const nocwd = await runtime.exec(id, 'pwd', { cwd: '/nonexistent' });
     expect(nocwd.exitCode).not.toBe(0);
-    const env = await runtime.exec(id, 'echo $X $FROM_CREATE $LD_PRELOAD; id -u', { env: { X: 'y z' } });
-    expect(env.stdout).toBe('y z c /.nube/statx-fix.so\n0\n');
+    const env = await runtime.exec(id, 'echo $X $FROM_CREATE; id -u; echo "[$LD_PRELOAD]"; stat -c %F /root', { env: { X: 'y z' } });
+    // The statx fix is preloaded only under a runsc that needs it (see gvisorEnv); stat works either way.
+    expect(env.stdout).toBe(`y z c\n0\n[${PRELOAD}]\ndirectory\n`);
     // stdin larger than one frame and than a pipe's buffer, exact to the byte.
     const input = Buffer.alloc(3_000_000, 7);
     expect((await runtime.exec(id, 'wc -c', { stdin: input })).stdout.trim()).toBe('3000000');
@@ -50,6 +67,29 @@ describe.skipIf(!DRIVERS.includes('gvisor'))('gvisor exec agent', () => {
     expect(left.stdout.trim()).toBe('0');
     await runtime.destroy(id);
   }, 180_000);
+
+  // The static sh (scripts/install-static-sh.sh; CI installs it, elsewhere the test needs it installed).
+  it.skipIf(!process.env.CI && !existsSync(`${STATIC_SH_DIR}/sh`))(
+    "sh -c runs the static sh while /bin/sh is Debian's dash and the same file, the sandbox's own /bin/sh otherwise",
+    async () => {
+      const id = uniqueId('sh');
+      await runtime.create({ id });
+      const shell = 'readlink /proc/$$/exe; echo "$0" ~root "[$BASH_VERSION]"';
+      const r = await runtime.exec(id, `${shell}; no-such-command`);
+      // The same dash: its $0, its error messages, ~user through /etc/passwd.
+      expect([r.stdout, r.stderr, r.exitCode]).toEqual(['/.nube/sh\n/bin/sh /root []\n', '/bin/sh: 1: no-such-command: not found\n', 127]);
+      // /bin/sh made bash: bash runs; made dash again (the very file checked at start): the static one.
+      await runtime.exec(id, 'ln -sf bash /bin/sh');
+      expect((await runtime.exec(id, shell)).stdout).toMatch(/^\/usr\/bin\/bash\n\/bin\/sh \/root \[5\./);
+      await runtime.exec(id, 'ln -sf dash /bin/sh');
+      expect((await runtime.exec(id, shell)).stdout).toBe('/.nube/sh\n/bin/sh /root []\n');
+      // dash rewritten in place with the same bytes: no longer the file checked at start.
+      await runtime.exec(id, 'cp /usr/bin/dash /tmp/d && cat /tmp/d > /usr/bin/dash');
+      expect((await runtime.exec(id, shell)).stdout).toBe('/usr/bin/dash\n/bin/sh /root []\n');
+      await runtime.destroy(id);
+    },
+    120_000,
+  );
 
   it('streams output as it comes and an abort kills the command', async () => {
     const id = uniqueId('as');

@@ -98,8 +98,9 @@ static void reap_all(pid_t child, int running) {
   }
   kill(-child, SIGKILL);
   for (int round = 0; round < 1000; round++) {
-    while (waitpid(-1, NULL, WNOHANG) > 0) {}
-    if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD) return;
+    pid_t r;
+    while ((r = waitpid(-1, NULL, WNOHANG)) > 0) {}
+    if (r < 0 && errno == ECHILD) return;
     kill(-child, SIGKILL);
     kill_descendants();
     while (waitpid(-1, NULL, WNOHANG) > 0) {}

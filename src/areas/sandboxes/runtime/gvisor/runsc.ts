@@ -1,17 +1,20 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { chmod, chown, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { SandboxRuntimeError } from '../driver.js';
 import { Capture, type RawResult } from '../namespaces/exec.js';
 import { type RunResult, run } from '../namespaces/proc.js';
+import { STATIC_SH_DIR } from '../static-sh.js';
 import { AGENT_DIR_INSIDE, AGENT_SOCKET_INSIDE } from './agent.js';
 
 /** Where nube-run (the in-sandbox exec wrapper) is mounted inside every gVisor sandbox. */
 export const NUBE_RUN = '/.nube/nube-run';
 /** The sandbox's init and exec agent (nube-agent.c). */
 const NUBE_AGENT = '/.nube/nube-agent';
+// The static sh (../static-sh.ts) and its reference dash are copied into /.nube when installed.
+const STATIC_SH = ['/.nube/sh', '/.nube/dash.ref'];
 /** Exit code nube-run answers when the deadline killed the command. */
 const TIMEOUT_CODE = 124;
 
@@ -49,12 +52,13 @@ export function ociProcess(argv: string[], env: Record<string, string>, cwd: str
 
 /**
  * OCI bundle config: the overlay as root, fresh pid/ipc/uts/mount namespaces, nube-run mounted, the
- * exec agent as init, its socket's dir (on the host) read-only at /.nube-agent.
+ * exec agent as init (told of the static sh when /.nube has it), its socket's dir (on the host)
+ * read-only at /.nube-agent.
  */
-export function ociSpec(o: { id: string; rootfs: string; runDir: string; agentDir: string; env: Record<string, string> }) {
+export function ociSpec(o: { id: string; rootfs: string; runDir: string; agentDir: string; env: Record<string, string>; staticSh: boolean }) {
   return {
     ociVersion: '1.0.2',
-    process: ociProcess([NUBE_AGENT, AGENT_SOCKET_INSIDE], o.env, '/'),
+    process: ociProcess([NUBE_AGENT, AGENT_SOCKET_INSIDE, ...(o.staticSh ? STATIC_SH : [])], o.env, '/'),
     root: { path: o.rootfs, readonly: false },
     hostname: o.id,
     mounts: [
@@ -77,8 +81,29 @@ function sourcePath(name: string): string {
   throw new Error(`${name} not found near ${here}`);
 }
 
-/** The environment every command inside starts from (the caller's env may override it). */
-export const GVISOR_ENV = { LD_PRELOAD: '/.nube/statx-fix.so' };
+/** The build date (yyyymmdd) in `runsc --version`'s answer ("runsc version 0.0~20240729.0"); 0 when it says none. */
+export function runscBuild(version: string): number {
+  const m = /(20\d{6})/.exec(version);
+  return m ? Number(m[1]) : 0;
+}
+
+/**
+ * Whether this is Debian bookworm's runsc (20221219) or as old, with two quirks nube works around:
+ * statx with AT_NO_AUTOMOUNT answers EINVAL, and `<symlink to />/root` walks to `/`. Later ones
+ * (bookworm-backports: 20240729) have neither. An undated build is taken as recent.
+ */
+export function oldRunsc(build: number): boolean {
+  return build > 0 && build < 20240101;
+}
+
+/**
+ * The environment every command inside starts from (the caller's env may override it): statx-fix.so
+ * preloaded under an old runsc only (elsewhere it would cost every command a library load, about 1 ms
+ * on the ptrace platform).
+ */
+export function gvisorEnv(build: number): Record<string, string> {
+  return oldRunsc(build) ? { LD_PRELOAD: '/.nube/statx-fix.so' } : {};
+}
 
 /**
  * Compile what is mounted at /.nube once per source version: nube-agent and nube-run (static: they
@@ -90,20 +115,38 @@ export async function ensureNubeRun(runRoot: string): Promise<string> {
   const sources = ['nube-run.c', 'statx-fix.c', 'nube-agent.c', 'nube-procs.h'].map(sourcePath);
   const hash = createHash('sha256');
   for (const src of sources) hash.update(await readFile(src));
+  // Another static sh version is another dir (ensureStaticSh copies into it once).
+  hash.update(STATIC_SH_DIR);
   const dir = `${runRoot}/bin/gvisor-${hash.digest('hex').slice(0, 12)}`;
   if (existsSync(`${dir}/nube-run`)) return dir;
   await mkdir(dir, { recursive: true });
   await Promise.all([chmod(`${runRoot}/bin`, 0o755), chmod(dir, 0o755)]);
-  const tmp = `${dir}/${process.pid}.tmp`;
-  await run('gcc', ['-O2', '-Wall', '-shared', '-fPIC', '-o', tmp, sources[1]]);
-  await rename(tmp, `${dir}/statx-fix.so`);
-  await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sources[2]]);
-  await chmod(tmp, 0o755);
-  await rename(tmp, `${dir}/nube-agent`);
-  await run('gcc', ['-O2', '-Wall', '-static', '-o', tmp, sources[0]]);
-  await chmod(tmp, 0o755);
-  await rename(tmp, `${dir}/nube-run`);
+  const gcc = (flags: string[], src: string) => (tmp: string) => run('gcc', ['-O2', '-Wall', ...flags, '-o', tmp, src]);
+  await placeFile(dir, 'statx-fix.so', 0o755, gcc(['-shared', '-fPIC'], sources[1]!));
+  await placeFile(dir, 'nube-agent', 0o755, gcc(['-static'], sources[2]!));
+  await placeFile(dir, 'nube-run', 0o755, gcc(['-static'], sources[0]!));
   return dir;
+}
+
+/** Puts `dir/name` in place whole: `make` writes a temporary file, which gets `mode` and is renamed. */
+async function placeFile(dir: string, name: string, mode: number, make: (tmp: string) => Promise<unknown>): Promise<void> {
+  const tmp = `${dir}/${process.pid}.tmp`;
+  await make(tmp);
+  await chmod(tmp, mode);
+  await rename(tmp, `${dir}/${name}`);
+}
+
+/**
+ * Copies the static sh and its reference into `dir` (the /.nube of every sandbox) once it is installed
+ * (scripts/install-static-sh.sh); whether /.nube has them. Installed later, it is picked up by the next
+ * nube start.
+ */
+export async function ensureStaticSh(dir: string, from = STATIC_SH_DIR): Promise<boolean> {
+  if (existsSync(`${dir}/sh`)) return true;
+  if (!existsSync(`${from}/sh`) || !existsSync(`${from}/dash.ref`)) return false;
+  await placeFile(dir, 'dash.ref', 0o644, (tmp) => copyFile(`${from}/dash.ref`, tmp));
+  await placeFile(dir, 'sh', 0o755, (tmp) => copyFile(`${from}/sh`, tmp));
+  return true;
 }
 
 /** Where a sandbox's runsc processes live: its netns, and (once started) its sentry's user namespace. */
@@ -125,16 +168,27 @@ export interface RunscTarget {
  * puts it into the sandbox's cgroups before it starts. `--host-uds=open` lets the sandbox connect to
  * host unix sockets in its mounts (never create one): the one nube put at /.nube-agent for the agent
  * (the overlay's files are made through the gofer, which then makes no host sockets).
+ * `--overlay2=none`: since 2023 runsc wraps the root in an overlay of its own by default (root:self),
+ * which would keep the sandbox's writes out of nube's upper dir (snapshots, forks and resumes read it).
  */
 export class Runsc {
+  /** See gvisorEnv. */
+  readonly env: Record<string, string>;
+  /** See oldRunsc. */
+  readonly old: boolean;
+
   constructor(
     private readonly platform: string,
     private readonly uidBase: number,
     private readonly uidCount: number,
-  ) {}
+    build: number,
+  ) {
+    this.env = gvisorEnv(build);
+    this.old = oldRunsc(build);
+  }
 
   argv(t: RunscTarget, args: string[]): [string, string[]] {
-    const runsc = ['runsc', `--root=${t.root}`, '--ignore-cgroups', `--platform=${this.platform}`, '--network=host', '--host-uds=open', ...args];
+    const runsc = ['runsc', `--root=${t.root}`, '--ignore-cgroups', `--platform=${this.platform}`, '--network=host', '--host-uds=open', '--overlay2=none', ...args];
     const net = existsSync(`/run/netns/${t.netns}`) ? [`--net=/run/netns/${t.netns}`] : [];
     if (t.pid) return ['nsenter', [...net, `--user=/proc/${t.pid}/ns/user`, ...runsc]];
     const map = `${this.uidBase},0,${this.uidCount}`;

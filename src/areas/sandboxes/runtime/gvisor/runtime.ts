@@ -11,7 +11,7 @@ import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/
 import { takeSnapshot } from '../namespaces/snapshots.js';
 import { processStartTime, type SandboxRecord, saveRecord } from '../namespaces/state.js';
 import { AgentChannel, type AgentRequest, encodeRequest, runOnWorker } from './agent.js';
-import { GVISOR_ENV, NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ociSpec } from './runsc.js';
+import { NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ensureStaticSh, ociSpec, runscBuild } from './runsc.js';
 
 export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
   /** runsc platform: `ptrace` works everywhere; `kvm` needs usable /dev/kvm. */
@@ -20,10 +20,16 @@ export interface GvisorRuntimeOptions extends NamespacesRuntimeOptions {
 
 const MAX_FILE_BYTES = 256 * 1024 * 1024;
 
-// Debian's gVisor walks `<symlink to />/root` to `/` (a path bug; still inside the sandbox). For the
-// files API every absolute path argument gets its directory resolved by `realpath -m` (which walks
-// symlinks one component at a time, which gVisor gets right) and keeps its last component as given,
-// so a symlink itself can still be deleted or moved. $1 is the files script, $2 the operation.
+/** A command that ended without its own exit status: 137, and why in stderr. */
+function cutShort(why: string) {
+  return { stdout: Buffer.alloc(0), stderr: Buffer.from(why), exitCode: 137, durationMs: 0, timedOut: false, truncated: false };
+}
+
+// Debian bookworm's gVisor (20221219; see oldRunsc) walks `<symlink to />/root` to `/` (a path bug;
+// still inside the sandbox). Under that runsc, for the files API every absolute path argument gets its
+// directory resolved by `realpath -m` (which walks symlinks one component at a time, which gVisor gets
+// right) and keeps its last component as given, so a symlink itself can still be deleted or moved.
+// $1 is the files script, $2 the operation.
 const CANONICAL_DIRS = `s=$1; op=$2; shift 2; n=$#
 for a; do
   case $a in /?*) d=$(realpath -m -- "$(dirname -- "$a")") || exit 1; a="\${d%/}/$(basename -- "$a")";; esac
@@ -42,6 +48,8 @@ export class GvisorRuntime extends NamespacesRuntime {
   override readonly kind: string = 'gvisor';
   private runsc!: Runsc;
   private binDir = '';
+  /** /.nube holds the static sh (scripts/install-static-sh.sh): the agent runs `sh -c` with it. */
+  private staticSh = false;
   private gvReady: Promise<void> | null = null;
   private readonly restarts = new Map<string, Promise<SandboxRecord>>();
   /** Per running sandbox (keyed by id and sentry pid): the host end of its exec agent. */
@@ -58,8 +66,9 @@ export class GvisorRuntime extends NamespacesRuntime {
       if (has?.code !== 0) {
         throw new SandboxRuntimeError('HostUnsupported', 'runsc (gVisor) is not installed: apt-get install runsc');
       }
-      this.runsc = new Runsc(this.gvOpts.platform ?? 'ptrace', this.ctx.uidBase, this.ctx.uidCount);
+      this.runsc = new Runsc(this.gvOpts.platform ?? 'ptrace', this.ctx.uidBase, this.ctx.uidCount, runscBuild(has.stdout));
       this.binDir = await ensureNubeRun(this.layout.runRoot);
+      this.staticSh = await ensureStaticSh(this.binDir);
     })();
     this.gvReady.catch(() => {
       this.gvReady = null;
@@ -120,7 +129,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     // The agent's socket listens before the sentry starts, so its first worker finds it.
     this.closeAgent(rec.id);
     const channel = await AgentChannel.listen(this.agentDir(rec.id), this.ctx.uidBase, true);
-    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, agentDir: this.agentDir(rec.id), env: sandboxEnv(rec) });
+    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, agentDir: this.agentDir(rec.id), env: sandboxEnv(rec), staticSh: this.staticSh });
     // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
     await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
     const own = [bundle, `${bundle}/state`, `${bundle}/config.json`];
@@ -184,7 +193,7 @@ export class GvisorRuntime extends NamespacesRuntime {
 
   /** Run argv inside: on a worker of the sandbox's agent, or by `runsc exec` when none comes. */
   private async inside(rec: SandboxRecord, argv: string[], o: Omit<AgentRequest, 'argv' | 'env'> & { env?: Record<string, string> }) {
-    const req: AgentRequest = { ...o, argv, env: { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) } };
+    const req: AgentRequest = { ...o, argv, env: { ...this.runsc.env, ...sandboxEnv(rec, o.env) } };
     const payload = encodeRequest(req);
     const channel = payload ? await this.agent(rec)?.catch(() => null) : null;
     const worker = channel ? await channel.take() : null;
@@ -192,13 +201,11 @@ export class GvisorRuntime extends NamespacesRuntime {
     if (r) return r;
     // The worker ended without an exit status: the sandbox ended, or root inside killed the agent.
     if (!(await this.aliveAfter(rec, 1000))) return this.ended();
-    const why = 'nube: the sandbox\'s exec agent ended during this command (later commands start by runsc exec)\n';
-    return { stdout: Buffer.alloc(0), stderr: Buffer.from(why), exitCode: 137, durationMs: 0, timedOut: false, truncated: false };
+    return cutShort('nube: the sandbox\'s exec agent ended during this command (later commands start by runsc exec)\n');
   }
 
   private ended() {
-    const why = 'nube: the sandbox ended during this command (gVisor: past its memory or pids limit); its files are kept and the next call starts it again\n';
-    return { stdout: Buffer.alloc(0), stderr: Buffer.from(why), exitCode: 137, durationMs: 0, timedOut: false, truncated: false };
+    return cutShort('nube: the sandbox ended during this command (gVisor: past its memory or pids limit); its files are kept and the next call starts it again\n');
   }
 
   /** The fallback: one `runsc exec` of nube-run per command (output handed over at the end). */
@@ -217,8 +224,8 @@ export class GvisorRuntime extends NamespacesRuntime {
 
   protected override enter(rec: SandboxRecord, cwd = '/') {
     return (argv: string[], stdin?: Uint8Array | string) => {
-      // The files script: its absolute path arguments get their directory canonicalized first.
-      const args = argv[3] === 'nube-files' ? ['/bin/sh', '-c', CANONICAL_DIRS, 'nube-files', argv[2], ...argv.slice(4)] : argv;
+      // The files script: under an old runsc its absolute path arguments get their directory canonicalized first.
+      const args = argv[3] === 'nube-files' && this.runsc.old ? ['/bin/sh', '-c', CANONICAL_DIRS, 'nube-files', argv[2], ...argv.slice(4)] : argv;
       return this.inside(rec, args, { cwd, stdin, timeoutMs: 120_000, maxOutputBytes: MAX_FILE_BYTES });
     };
   }
@@ -264,7 +271,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     // runsc reads the process file and writes the pid file by path from the sandbox's user namespace:
     // both in the bundle (run dir), not in the data dir, which that uid may not be able to enter.
     const bundle = this.bundle(id);
-    const proc = await this.runsc.writeProcess(bundle, [NUBE_RUN, '0', '/bin/sh', '-c', command], { ...GVISOR_ENV, ...sandboxEnv(rec, o.env) }, o.cwd ?? '/root');
+    const proc = await this.runsc.writeProcess(bundle, [NUBE_RUN, '0', '/bin/sh', '-c', command], { ...this.runsc.env, ...sandboxEnv(rec, o.env) }, o.cwd ?? '/root');
     const pidFile = this.bgPidFile(id, execId);
     const [cmd, argv] = this.runsc.argv(this.target(rec), ['exec', `--process=${proc}`, `--internal-pid-file=${pidFile}`, id]);
     const script = '"$@"; echo "exit $?" > "$NUBE_STATUS.tmp"; mv "$NUBE_STATUS.tmp" "$NUBE_STATUS"; rm -f "$NUBE_PROC"';

@@ -17,8 +17,9 @@ export const HOST_PACKAGES = [
   'xfsprogs',
 ];
 
-/** What the gVisor driver needs on top (Debian's runsc). */
-export const GVISOR_PACKAGES = ['runsc'];
+/** What the gVisor driver needs on top (Debian's runsc; scripts/install-host-deps.sh takes it from bookworm-backports). */
+// make and curl: scripts/install-static-sh.sh builds the static sh gVisor sandboxes start commands with.
+export const GVISOR_PACKAGES = ['runsc', 'make', 'curl'];
 
 export async function missingPackages(wanted: string[]): Promise<string[]> {
   const res = await run('dpkg-query', ['-W', '-f=\u0024{Package} \u0024{Status}\n', ...wanted], {

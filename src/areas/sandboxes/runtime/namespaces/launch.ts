@@ -37,7 +37,9 @@ export async function prepareRootfs(ctx: LaunchContext, rec: SandboxRecord): Pro
   // apiece (even in parallel) cost milliseconds on a busy host.
   for (const d of [`${p.upper}/etc`, p.work, p.merged]) mkdirSync(d, { recursive: true });
   // No reachable resolver means no nameserver line: lookups then fail at once instead of stalling.
-  const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:1\n` : 'options timeout:1\n';
+  // One retry after 2 s: a single lost or late UDP answer (seen under load inside gVisor) is not a
+  // failed lookup; glibc's own default waits 5 s twice.
+  const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:2\n` : 'options timeout:1\n';
   // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
   chmodSync(p.run, 0o700);
   for (const d of [p.run, p.upper, `${p.upper}/etc`]) chownSync(d, uid, uid);

@@ -37,6 +37,7 @@ import { closeStore, openStore, type StoreMode, type StoreStatus, StoreTrimmer }
 import { Spawner } from './spawner.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
+import { STATIC_SH_DIR } from '../static-sh.js';
 import { buildTemplate, readBuildProgress, readTemplate, recipeHash, templateUnavailable } from './templates.js';
 
 export interface NamespacesRuntimeOptions {
@@ -67,6 +68,8 @@ export interface NamespacesRuntimeOptions {
   store?: StoreMode;
   /** Size of the store's sparse XFS image when one is made (default: the size of the data dir's filesystem). */
   storeSizeBytes?: number;
+  /** The static sh for `/bin/sh` (see ../static-sh.ts); default STATIC_SH_DIR (used when built), null: never. */
+  staticShDir?: string | null;
 }
 
 const ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -119,7 +122,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.network = new BridgeNetwork(this.opts.bridge ?? { name: 'nube0', cidr: '10.77.0.1/16' }, resolver);
       await this.network.ensure();
       this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
-      this.spawner = new Spawner(paths.helper, this.opts.dataDir);
+      this.spawner = new Spawner(paths.helper, this.opts.dataDir, this.opts.staticShDir === undefined ? STATIC_SH_DIR : this.opts.staticShDir);
     })();
     this.readyPromise.catch(() => {
       this.readyPromise = null;

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { lookup } from 'node:dns/promises';
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,12 +90,21 @@ describe.each(DRIVERS)('%s runtime: isolation', (driver) => {
   it('network policy: reaches the outside by default, deny by domain and allow apply live', async () => {
     const get = async () =>
       (await runtime.exec(id, "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://deb.debian.org/debian/dists/bookworm/Release 2>&1")).stdout;
-    // Where it should get through, up to three tries: under load a DNS answer inside gVisor was lost
-    // once, and curl's 5 s left the resolver no time to ask again.
+    // Where it should get through, up to five tries 3 s apart: in the full suite (only there, on two
+    // machines, the gVisor variant) every lookup from inside failed for a while ("could not resolve
+    // host") and worked again a minute later; the cause is not found yet, so a failure says what the
+    // sandbox and the host saw then.
     const get200 = async () => {
       let code = '';
-      for (let i = 0; i < 3 && code !== '200'; i++) code = await get();
-      return code;
+      for (let i = 0; i < 5 && code !== '200'; i++) {
+        if (i > 0) await new Promise((r) => setTimeout(r, 3000));
+        code = await get();
+      }
+      if (code === '200') return code;
+      const inside = await runtime.exec(id, 'cat /etc/resolv.conf; getent ahosts deb.debian.org || echo "getent: $?"; ip route 2>&1 | head -3', { timeoutMs: 20_000 });
+      const host = await lookup('deb.debian.org').then((a) => a.address, (e: Error) => e.message);
+      const policy = await runtime.describeNetworkPolicy(id).catch((e: Error) => e.message);
+      return `${code}\ninside: ${inside.stdout}${inside.stderr}\nhost resolves deb.debian.org: ${host}\npolicy: ${policy}`;
     };
     expect(await get200()).toBe('200');
     await runtime.setNetworkPolicy(id, { deny: ['deb.debian.org'] });
@@ -109,7 +119,7 @@ describe.each(DRIVERS)('%s runtime: isolation', (driver) => {
     await expect(runtime.setNetworkPolicy(id, { allow: ['not a domain!'] })).rejects.toMatchObject({
       code: 'InvalidInput',
     });
-  }, 90_000);
+  }, 180_000);
 
   it('a fork bomb stops at the pids limit, a memory hog at the memory limit; others unharmed', async () => {
     const other = uniqueId('oth');
@@ -127,9 +137,14 @@ describe.each(DRIVERS)('%s runtime: isolation', (driver) => {
     expect((await runtime.exec(other, 'echo alive')).stdout).toBe('alive\n');
     await runtime.exec(id, 'true'); // the exec's own cgroup was swept: the sandbox works again
     if (driver === 'gvisor') {
-      // gVisor (Debian's runsc) has no pids controller: the host cgroup's cap ends the whole sandbox,
-      // and the next call starts it again on its files (docs/decisions.md).
-      expect(await runtime.initPid(id)).not.toBe(before);
+      // gVisor (Debian's runsc) has no pids controller: past the host cgroup's thread cap either the
+      // sentry ends (a thread it needed was refused; the next call starts the sandbox again on its
+      // files) or it refuses the bomb's forks and lives on (a stub process it needed was refused).
+      // Which comes first is a race: both were seen on one machine, with the dynamic and the static sh
+      // (docs/decisions.md). Either way the bomb is gone, the sandbox answers, its files are kept.
+      const after = await runtime.initPid(id);
+      expect(after).toBeTruthy();
+      if (after === before) expect(Number((await runtime.exec(id, 'ps -e --no-headers | wc -l')).stdout)).toBeLessThan(10);
       expect((await runtime.exec(id, 'cat /root/kept')).stdout).toBe('kept\n');
     }
     const hog = await runtime.exec(id, "python3 -c \"b = bytearray(512 * 1024 * 1024); print('allocated')\"");

@@ -20,7 +20,8 @@ async function spawnerPid(): Promise<number | undefined> {
   for (const d of await readdir('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     const cmd = await readFile(`/proc/${d}/cmdline`, 'utf8').catch(() => '');
-    if (cmd.endsWith(`\0serve\0${socket}\0`)) return Number(d);
+    // `nube-helper serve SOCKET [STATIC_SH_DIR]`
+    if (cmd.includes(`\0serve\0${socket}\0`)) return Number(d);
   }
   return undefined;
 }

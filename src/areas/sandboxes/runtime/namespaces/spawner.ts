@@ -148,13 +148,15 @@ export class Spawner {
   constructor(
     private readonly helper: string,
     private readonly dataDir: string,
+    /** Where the static sh is (../static-sh.ts); null: every command runs as named. */
+    private readonly staticShDir: string | null = null,
   ) {}
 
   private start(): Promise<string> {
     this.starting ??= (async () => {
       await mkdir(`${this.dataDir}/run`, { recursive: true, mode: 0o700 });
       const path = socketPath(this.dataDir);
-      const child = spawn(this.helper, ['serve', path], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(this.helper, ['serve', path, ...(this.staticShDir ? [this.staticShDir] : [])], { stdio: ['pipe', 'pipe', 'inherit'] });
       this.server = child;
       await new Promise<void>((resolve, reject) => {
         let seen = '';

@@ -4,7 +4,7 @@
  *   nube-helper bpf <file>            write the seccomp filter as raw BPF (for bwrap --seccomp)
  *   nube-helper enter [opts] -- argv  run argv inside the namespaces of a sandbox
  *   nube-helper cg DIR... -- argv     join cgroups, then exec argv (starts a sandbox's init)
- *   nube-helper serve SOCKET          the spawner: `enter` per connection on a unix socket (below),
+ *   nube-helper serve SOCKET [SHDIR]  the spawner: `enter` per connection on a unix socket (below),
  *                                     or the start of a sandbox (launch.c)
  *
  * Why C and not nsenter: one process does what would otherwise take a shell, nsenter and a cgroup
@@ -227,6 +227,85 @@ static void close_target(struct opened *o) {
 static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_len);
 static int read_all(int fd, void *p, size_t n);
 
+/*
+ * The static sh (scripts/install-static-sh.sh: Debian's dash 0.5.12-2 linked statically, no loader and
+ * no relocations at start): `serve SOCKET DIR` loads DIR/sh into a sealed memfd and DIR/dash.ref
+ * (Debian's own /bin/dash) into memory. A command whose argv[0] is /bin/sh runs the static build when
+ * the sandbox's /bin/sh is that same dash byte for byte (compared inside the sandbox by each command's
+ * process, a prepared one while it waits, then still the same file at the exec: so a /bin/sh the
+ * sandbox changed or relinked is the one that runs), with the same argv.
+ */
+static int static_sh = -1;
+static unsigned char *sh_ref;
+static size_t sh_ref_len;
+
+static unsigned char *read_whole(const char *path, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (8 << 20)) { if (fd >= 0) close(fd); return NULL; }
+  unsigned char *b = malloc((size_t)st.st_size);
+  if (b && read_all(fd, b, (size_t)st.st_size) < 0) { free(b); b = NULL; }
+  close(fd);
+  *len = (size_t)st.st_size;
+  return b;
+}
+
+/* Absent or unreadable files leave the static sh off: every command then runs as it would anyway. */
+static void load_static_sh(const char *dir) {
+  char path[4096];
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/sh", dir);
+  unsigned char *sh = read_whole(path, &len);
+  snprintf(path, sizeof path, "%s/dash.ref", dir);
+  sh_ref = sh ? read_whole(path, &sh_ref_len) : NULL;
+  if (!sh || !sh_ref) { free(sh); free(sh_ref); sh_ref = NULL; return; }
+  int fd = (int)syscall(SYS_memfd_create, "nube-sh", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd >= 0 && write(fd, sh, len) == (ssize_t)len &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0) {
+    static_sh = fd;
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  free(sh);
+}
+
+/* Inside the sandbox: is its /bin/sh Debian's dash, byte for byte? Its identity goes into `seen`.
+   (Non-blocking: a FIFO made /bin/sh must not hold the command up; only a regular file of the
+   reference's size is read.) */
+static int sh_is_ref(struct stat *seen) {
+  if (static_sh < 0) return 0;
+  int fd = open("/bin/sh", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return 0;
+  int same = 0;
+  if (fstat(fd, seen) == 0 && S_ISREG(seen->st_mode) && (size_t)seen->st_size == sh_ref_len) {
+    unsigned char *b = malloc(sh_ref_len);
+    same = b && read_all(fd, b, sh_ref_len) == 0 && memcmp(b, sh_ref, sh_ref_len) == 0;
+    free(b);
+  }
+  close(fd);
+  return same;
+}
+
+/* Still the file that was compared: same device, inode, size, mtime and ctime (a write or a chmod
+   changes ctime, a replacement the inode). */
+static int same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* execvp, or the static sh for /bin/sh when /bin/sh is the reference dash: still the file found to be
+   it ahead (`ref`, its identity; a stat) or, when that is not so (none was found, or it changed since),
+   compared now; falling back to execvp if the kernel refuses the memfd. */
+static void exec_command(char **cmd, const struct stat *ref) {
+  struct stat now;
+  if (static_sh >= 0 && !strcmp(cmd[0], "/bin/sh") &&
+      ((ref && stat("/bin/sh", &now) == 0 && same_file(&now, ref)) || sh_is_ref(&now))) {
+    syscall(SYS_execveat, static_sh, "", cmd, environ, AT_EMPTY_PATH);
+  }
+  execvp(cmd[0], cmd);
+}
+
 static void enter_child(const struct entry *e, struct opened *o, int ctl) {
   char path[4096];
   setpgid(0, 0);
@@ -256,6 +335,10 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
     /* Prepared ahead: from here on it is a process of the sandbox like any other (its seccomp filter
        loaded before it waits), until the rest of the request (cwd, env, argv) comes through ctl. */
     if (load_filter() < 0) die("seccomp filter");
+    /* The comparison with the reference dash is made now, while waiting, not on the command's path:
+       then only a stat says /bin/sh is still that file. */
+    struct stat sh_seen;
+    int sh_ok = sh_is_ref(&sh_seen);
     unsigned char lb[4];
     if (read_all(ctl, lb, 4) < 0) _exit(125);
     size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
@@ -277,7 +360,7 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
       _exit(126);
     }
     if (rest.env) environ = rest.env;
-    execvp(rest.cmd[0], rest.cmd);
+    exec_command(rest.cmd, sh_ok ? &sh_seen : NULL);
     fprintf(stderr, "%s: %s\n", rest.cmd[0], strerror(errno));
     _exit(errno == ENOENT ? 127 : 126);
   }
@@ -287,7 +370,7 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
   }
   if (load_filter() < 0) die("seccomp filter");
   if (e->env) environ = e->env;
-  execvp(e->cmd[0], e->cmd);
+  exec_command(e->cmd, NULL);
   fprintf(stderr, "%s: %s\n", e->cmd[0], strerror(errno));
   _exit(errno == ENOENT ? 127 : 126);
 }
@@ -667,12 +750,13 @@ static void session(int conn) {
   _exit(0);
 }
 
-static int cmd_serve(const char *path) {
+static int cmd_serve(const char *path, const char *static_sh_dir) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof addr.sun_path) { fprintf(stderr, "nube-helper: socket path too long\n"); return 125; }
   strcpy(addr.sun_path, path);
   signal(SIGCHLD, SIG_IGN); /* sessions are reaped by the kernel */
   prepare_filter(); /* once: every session inherits the program */
+  if (static_sh_dir) load_static_sh(static_sh_dir);
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) die("socket");
   unlink(path);
@@ -740,7 +824,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "cg")) return cmd_cg(argc, argv);
   if (argc >= 3 && !strcmp(argv[1], "bpf")) return cmd_bpf(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "enter")) return cmd_enter(argc, argv);
-  if (argc >= 3 && !strcmp(argv[1], "serve")) return cmd_serve(argv[2]);
-  fprintf(stderr, "usage: nube-helper bpf FILE | enter [options] -- command... | cg DIR... -- command... | serve SOCKET\n");
+  if (argc >= 3 && !strcmp(argv[1], "serve")) return cmd_serve(argv[2], argc >= 4 ? argv[3] : NULL);
+  fprintf(stderr, "usage: nube-helper bpf FILE | enter [options] -- command... | cg DIR... -- command... | serve SOCKET [STATIC_SH_DIR]\n");
   return 125;
 }

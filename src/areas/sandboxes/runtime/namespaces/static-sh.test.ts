@@ -1,0 +1,60 @@
+// The static sh on the namespaces driver: `sh -c` runs it (from the spawner's sealed memfd) while the
+// sandbox's /bin/sh is Debian's dash byte for byte, and the sandbox's own /bin/sh otherwise.
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STATIC_SH_DIR } from '../static-sh.js';
+import { cleanup, testRuntime, uniqueId } from './test-env.js';
+
+// scripts/install-static-sh.sh; CI installs it, elsewhere the test needs it installed.
+describe.skipIf(!process.env.CI && !existsSync(`${STATIC_SH_DIR}/sh`))('namespaces runtime: the static sh', () => {
+  const { runtime, dataDir } = testRuntime('static-sh');
+  const plain = testRuntime('static-sh-off', { staticShDir: null });
+  const id = uniqueId('sh');
+  const shell = 'readlink /proc/$$/exe; echo "$0" ~root "[$BASH_VERSION]"';
+
+  beforeAll(async () => {
+    await runtime.ensureTemplate('base', (l) => console.log(l));
+    await runtime.create({ id });
+  }, 900_000);
+  afterAll(async () => {
+    await cleanup(runtime, dataDir);
+    await cleanup(plain.runtime, plain.dataDir);
+  }, 60_000);
+
+  it("runs for /bin/sh as the same dash: its $0, error text, exit status and ~user", async () => {
+    const r = await runtime.exec(id, `${shell}; no-such-command`);
+    expect([r.stdout, r.stderr, r.exitCode]).toEqual(['/memfd:nube-sh (deleted)\n/bin/sh /root []\n', '/bin/sh: 1: no-such-command: not found\n', 127]);
+    // Named `sh` for ps, top and pgrep, as an exec of /bin/sh names it (not after the memfd).
+    expect((await runtime.exec(id, 'cat /proc/$$/comm; ps -o comm= -p $$')).stdout).toBe('sh\nsh\n');
+    // Streamed commands (argv /bin/sh -c) take the same way; a program named directly runs as named.
+    const out: string[] = [];
+    await runtime.execStream(id, ['/bin/sh', '-c', 'readlink /proc/$$/exe'], {}, { stdout: (c) => out.push(c.toString()), stderr: () => {} });
+    expect(out.join('')).toBe('/memfd:nube-sh (deleted)\n');
+    expect((await runtime.exec(id, 'exec /usr/bin/dash -c "readlink /proc/\\$\\$/exe"')).stdout).toBe('/usr/bin/dash\n');
+    // Root inside cannot change it through /proc/PID/exe (a running program, and a sealed memfd).
+    const w = await runtime.exec(id, 'echo x >> /proc/$$/exe');
+    expect([w.exitCode, w.stderr]).toEqual([2, expect.stringMatching(/Text file busy|Operation not permitted|Permission denied/)]);
+    expect((await runtime.exec(id, 'echo still')).stdout).toBe('still\n');
+    // Without it (staticShDir: null), the sandbox's own dash, with the same answers.
+    const otherId = uniqueId('sho');
+    await plain.runtime.create({ id: otherId });
+    const p = await plain.runtime.exec(otherId, `${shell}; no-such-command`);
+    expect([p.stdout, p.stderr, p.exitCode]).toEqual(['/usr/bin/dash\n/bin/sh /root []\n', '/bin/sh: 1: no-such-command: not found\n', 127]);
+  }, 120_000);
+
+  it('gives way to whatever /bin/sh the sandbox made: bash, dash again, a dash changed in place', async () => {
+    await runtime.exec(id, 'ln -sf bash /bin/sh');
+    expect((await runtime.exec(id, shell)).stdout).toMatch(/^\/usr\/bin\/bash\n\/bin\/sh \/root \[5\./);
+    await runtime.exec(id, 'ln -sf dash /bin/sh');
+    expect((await runtime.exec(id, shell)).stdout).toBe('/memfd:nube-sh (deleted)\n/bin/sh /root []\n');
+    // A FIFO for /bin/sh does not hold the command up (only a regular file is read): exec fails at once.
+    await runtime.exec(id, 'mv /usr/bin/dash /usr/bin/dash.real && mkfifo /usr/bin/dash');
+    const fifo = await runtime.exec(id, 'true', { timeoutMs: 20_000 });
+    expect([fifo.timedOut, fifo.exitCode]).toEqual([false, 126]);
+    await runtime.execStream(id, ['/usr/bin/dash.real', '-c', 'rm /usr/bin/dash && mv /usr/bin/dash.real /usr/bin/dash'], {}, { stdout: () => {}, stderr: () => {} });
+    expect((await runtime.exec(id, 'readlink /proc/$$/exe')).stdout).toBe('/memfd:nube-sh (deleted)\n');
+    // Other bytes (one appended: still a program that runs): the sandbox's file runs.
+    await runtime.exec(id, 'printf x >> /usr/bin/dash');
+    expect((await runtime.exec(id, shell)).stdout).toBe('/usr/bin/dash\n/bin/sh /root []\n');
+  }, 120_000);
+});

@@ -5,6 +5,7 @@ import { AgentsPage } from './pages/agents.js';
 import { ApiKeysPage } from './pages/api-keys.js';
 import { DatabasesPage } from './pages/databases.js';
 import { DocumentsPage } from './pages/documents.js';
+import { DomainsPage } from './pages/domains.js';
 import { FilesPage } from './pages/files.js';
 import { MachinesPage } from './pages/machines.js';
 import { OverviewPage } from './pages/overview.js';
@@ -21,6 +22,7 @@ const PAGES = [
   { path: 'agents', title: 'Agents', view: AgentsPage },
   { path: 'machines', title: 'Machines', view: MachinesPage },
   { path: 'documents', title: 'Documents', view: DocumentsPage },
+  { path: 'domains', title: 'Domains', view: DomainsPage },
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
   { path: 'web', title: 'Web', view: WebPage },
   { path: 'keys', title: 'API keys', view: ApiKeysPage },

@@ -123,6 +123,16 @@ export function Progress({ value, label }: { value: number; label: string }) {
   );
 }
 
+/** A short outcome in words (what an action did), announced to screen readers; nothing when null. */
+export function Notice({ text }: { text: string | null }) {
+  if (!text) return null;
+  return (
+    <p class="notice" role="status">
+      {text}
+    </p>
+  );
+}
+
 /** A secret the API shows once (a new key, a webhook's signing secret). */
 export function ShownOnce({ text, secret, onDone }: { text: string; secret: string | null; onDone: () => void }) {
   if (!secret) return null;
@@ -180,11 +190,18 @@ export function useCursorPages() {
 }
 
 /** A button that asks `question` first and runs `onConfirm` only when the user agrees. */
-export function ConfirmButton({ question, onConfirm, disabled, children }: { question: string; onConfirm: () => Promise<unknown>; disabled?: boolean; children: ComponentChildren }) {
+export function ConfirmButton({
+  question,
+  onConfirm,
+  disabled,
+  label,
+  children,
+}: { question: string; onConfirm: () => Promise<unknown>; disabled?: boolean; /** The accessible name, when the text alone is too short. */ label?: string; children: ComponentChildren }) {
   return (
     <button
       type="button"
       disabled={disabled}
+      aria-label={label}
       onClick={async () => {
         if (confirm(question)) await onConfirm();
       }}

@@ -2,17 +2,15 @@
 // sandboxes: sign in, create a webhook, upload a file (and see its webhook delivered), run SQL, create
 // a sandbox and type `echo hola` in its terminal, fetch a page, create an API key; the first load's
 // size and time are measured; each page is saved as a screenshot under docs/console/.
-import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxNube, startSandboxNube, stopSandboxNube, TEMPLATE_WAIT_MS } from '../sandboxes/helpers.js';
+import { launchChromium, openPage, SHOTS } from './chromium.js';
 import { ensureConsoleBuilt } from './console-build.js';
 
-const SHOTS = join(import.meta.dirname, '..', '..', 'docs', 'console');
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 describe('web console in Chromium', () => {
   let t: SandboxNube;
@@ -28,7 +26,6 @@ describe('web console in Chromium', () => {
   };
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
     await ensureConsoleBuilt();
     // One loopback server: a page for the fetch playground, and the webhook endpoint.
     site = createServer((req, res) => {
@@ -49,10 +46,8 @@ describe('web console in Chromium', () => {
     await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
     siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
     t = await startSandboxNube('console-browser', { NUBE_OUTBOUND_ALLOW: '127.0.0.1/32' });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ARGS });
-    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    page.setDefaultTimeout(20_000);
-    page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
+    browser = await launchChromium();
+    page = await openPage(browser, { width: 1280, height: 860 }, 20_000);
     page.on('console', (m) => m.type() === 'error' && console.log(`page console: ${m.text()}`));
   }, TEMPLATE_WAIT_MS);
   afterAll(async () => {
@@ -82,7 +77,6 @@ describe('web console in Chromium', () => {
       expect(l.jsCssBytes).toBeGreaterThan(0);
       expect(l.jsCssBytes).toBeLessThan(250 * 1024);
     }
-    expect(load.interactiveMs).toBeLessThan(1000);
     await shot('sign-in');
     await page.getByLabel('API key').fill('nube_sk_live_wrongwrongwrongwrongwrongwrong');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -98,6 +92,8 @@ describe('web console in Chromium', () => {
     expect(stored).not.toContain(t.ownerKey);
     expect(stored).not.toContain('ncs_'); // the session cookie is HttpOnly
     await shot('overview');
+    // Last: a load slowed past the budget fails this test only, the later ones still find the session.
+    expect(load.interactiveMs).toBeLessThan(1000);
   });
 
   it('creates a webhook and shows its secret once', async () => {

@@ -1,18 +1,15 @@
 // The console's agents, machines and documents pages driven in headless Chromium against a real nube
 // (no sandboxes, no LLM): create a document from Markdown sections, see it listed, deploy it as a site
-// and read the site and its PDF; list machine tiers and try a launch (its answer in words); try to
+// and read the site and its PDF, edit it and deploy it again; list machine tiers and try a launch (its answer in words); try to
 // create an agent (an error in words where no template or LLM is provisioned). Screenshots of each page
 // go to docs/console/.
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNube, type TestNube } from '../helpers/server.js';
 import { siteRequest } from '../helpers/site.js';
+import { launchChromium, openPage, SHOTS, signIn } from './chromium.js';
 import { ensureConsoleBuilt } from './console-build.js';
-
-const SHOTS = join(import.meta.dirname, '..', '..', 'docs', 'console');
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 describe('console pages for agents, machines and documents in Chromium', () => {
   let t: TestNube;
@@ -25,17 +22,11 @@ describe('console pages for agents, machines and documents in Chromium', () => {
   };
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
     await ensureConsoleBuilt();
     t = await startNube();
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ARGS });
-    page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    page.setDefaultTimeout(20_000);
-    page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
-    await page.goto(`${t.baseUrl}/console`);
-    await page.getByLabel('API key').fill(t.ownerKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    browser = await launchChromium();
+    page = await openPage(browser, { width: 1280, height: 860 }, 20_000);
+    await signIn(page, t.baseUrl, t.ownerKey);
   }, 180_000);
   afterAll(async () => {
     await browser?.close();
@@ -71,6 +62,23 @@ describe('console pages for agents, machines and documents in Chromium', () => {
     console.log(`document pdf: ${JSON.stringify(pdf)}`);
     expect(pdf).toEqual({ status: 200, type: 'application/pdf', head: '%PDF-' });
     await shot('documents');
+    // Edited in the same form: its sections come back into it, and a change reaches the site once
+    // deployed again.
+    await row.getByRole('button', { name: 'Edit' }).click();
+    await page.getByRole('heading', { level: 2, name: 'Edit Menú de otoño' }).waitFor();
+    expect(await page.getByLabel('Heading of section 2').inputValue()).toBe('Postres');
+    await page.getByLabel('Body of section 1 (Markdown)').fill('- **Sopa** de elote\n- Ensalada');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByText('Saved Menú de otoño. Its site shows the change once deployed again.').waitFor();
+    await page.getByRole('heading', { level: 2, name: 'New document' }).waitFor();
+    await row.getByRole('button', { name: 'Deploy again' }).click();
+    for (const end = Date.now() + 20_000; Date.now() < end; await page.waitForTimeout(200)) {
+      if ((await siteRequest(site!, t.baseUrl, '/')).text.includes('de elote')) break;
+    }
+    const edited = await siteRequest(site!, t.baseUrl, '/');
+    expect(edited.text).toContain('<strong>Sopa</strong> de elote');
+    expect(edited.text).not.toContain('calabaza');
+    expect((await siteRequest(site!, t.baseUrl, '/')).status).toBe(200);
     page.once('dialog', (d) => d.accept());
     await row.getByRole('button', { name: 'Delete' }).click();
     await page.getByText('No documents yet.').waitFor();

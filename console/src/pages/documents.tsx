@@ -1,13 +1,31 @@
-// Documents: list, create from Markdown sections, deploy as a site (its link), PDF export, unpublish, delete.
+// Documents: list, create from Markdown sections, edit one (name, theme, sections), deploy as a site (its
+// link), PDF export, unpublish, delete.
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
-import { ConfirmButton, ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Notice, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 const THEMES = ['classic', 'modern', 'dark', 'minimal'] as const;
 type Theme = (typeof THEMES)[number];
 interface Section {
   heading: string;
   body: string;
+  /** What the editor does not show (id, format, images), sent back as it came. */
+  rest?: Record<string, unknown>;
+}
+const EMPTY: Section[] = [{ heading: '', body: '' }];
+
+/** A stored section as the editor holds it (heading/body, or their aliases title/content). */
+function editable(s: Record<string, unknown>): Section {
+  const { heading, title, body, content, ...rest } = s;
+  const text = (v: unknown) => (typeof v === 'string' ? v : '');
+  return { heading: text(heading ?? title), body: text(body ?? content), rest };
+}
+
+/** Sections with something in them, as the API takes them (Markdown unless a section came as HTML). */
+function toApi(sections: Section[]) {
+  return sections
+    .filter((s) => s.heading.trim() || s.body.trim())
+    .map((s) => ({ format: 'markdown' as const, ...s.rest, heading: s.heading, body: s.body }));
 }
 
 function SectionsEditor({ sections, onChange }: { sections: Section[]; onChange: (s: Section[]) => void }) {
@@ -20,7 +38,9 @@ function SectionsEditor({ sections, onChange }: { sections: Section[]; onChange:
         <div key={i} class="section-edit">
           <label for={`doc-heading-${i}`}>Heading of section {i + 1}</label>
           <input id={`doc-heading-${i}`} value={s.heading} onInput={(e) => set(i, { heading: e.currentTarget.value })} />
-          <label for={`doc-body-${i}`}>Body of section {i + 1} (Markdown)</label>
+          <label for={`doc-body-${i}`}>
+            Body of section {i + 1} ({s.rest?.format === 'html' ? 'HTML' : 'Markdown'})
+          </label>
           <textarea id={`doc-body-${i}`} rows={5} value={s.body} onInput={(e) => set(i, { body: e.currentTarget.value })} />
           {sections.length > 1 && (
             <button type="button" onClick={() => onChange(sections.filter((_, j) => j !== i))}>
@@ -40,7 +60,9 @@ export function DocumentsPage(_: { sub: string[] }) {
   const docs = useLoad(() => nube.documents.list());
   const [name, setName] = useState('');
   const [theme, setTheme] = useState<Theme>('classic');
-  const [sections, setSections] = useState<Section[]>([{ heading: '', body: '' }]);
+  const [sections, setSections] = useState<Section[]>(EMPTY);
+  const [editing, setEditing] = useState<{ id: string; name: string; published: boolean; hadSections: boolean } | null>(null);
+  const [note, setNote] = useState<string | null>(null);
   const [deployed, setDeployed] = useState<string | null>(null);
   const create = useAction();
   const act = useAction();
@@ -49,22 +71,31 @@ export function DocumentsPage(_: { sub: string[] }) {
     await act.run(fn);
     docs.reload();
   };
+  const reset = () => {
+    setEditing(null);
+    setName('');
+    setTheme('classic');
+    setSections(EMPTY);
+  };
   return (
     <Page title="Documents">
       <form
         class="card"
         onSubmit={async (e) => {
           e.preventDefault();
-          const filled = sections.filter((s) => s.heading.trim() || s.body.trim()).map((s) => ({ heading: s.heading, body: s.body, format: 'markdown' as const }));
-          const r = await create.run(() => nube.documents.create({ name, theme, sections: filled }));
+          setNote(null);
+          const filled = toApi(sections);
+          // A document whose pages an LLM wrote has no sections: left empty, they are not sent (its pages stay).
+          const input = { name, theme, ...(editing && !editing.hadSections && filled.length === 0 ? {} : { sections: filled }) };
+          const r = await create.run<unknown>(() => (editing ? nube.documents.update(editing.id, input) : nube.documents.create(input)));
           if (r) {
-            setName('');
-            setSections([{ heading: '', body: '' }]);
+            if (editing) setNote(editing.published ? `Saved ${name}. Its site shows the change once deployed again.` : `Saved ${name}.`);
+            reset();
             docs.reload();
           }
         }}
       >
-        <h2>New document</h2>
+        <h2>{editing ? `Edit ${editing.name}` : 'New document'}</h2>
         <div class="row">
           <label for="doc-name">Name</label>
           <input id="doc-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} aria-describedby="doc-error" />
@@ -78,11 +109,19 @@ export function DocumentsPage(_: { sub: string[] }) {
           </select>
         </div>
         <SectionsEditor sections={sections} onChange={setSections} />
-        <button type="submit" disabled={create.busy}>
-          {create.busy ? 'Creating…' : 'Create document'}
-        </button>
+        <div class="row">
+          <button type="submit" disabled={create.busy}>
+            {editing ? (create.busy ? 'Saving…' : 'Save changes') : create.busy ? 'Creating…' : 'Create document'}
+          </button>
+          {editing && (
+            <button type="button" onClick={reset}>
+              Cancel editing
+            </button>
+          )}
+        </div>
         <ErrorText error={create.error} id="doc-error" />
       </form>
+      <Notice text={note} />
       {deployed && (
         <p class="notice" role="status">
           Published: <a href={deployed}>open the site</a> ({deployed})
@@ -100,6 +139,19 @@ export function DocumentsPage(_: { sub: string[] }) {
             <td>{d.url ? <a href={d.url}>Open the site of {d.name}</a> : 'not published'}</td>
             <td>{new Date(d.updatedAt).toLocaleString()}</td>
             <td class="actions">
+              <button
+                type="button"
+                onClick={() => {
+                  setNote(null);
+                  setEditing({ id: d.id, name: d.name, published: d.status === 'published', hadSections: d.sections.length > 0 });
+                  setName(d.name);
+                  setTheme((THEMES as readonly string[]).includes(d.theme) ? (d.theme as Theme) : 'classic');
+                  setSections(d.sections.length > 0 ? d.sections.map(editable) : EMPTY);
+                  globalThis.scrollTo?.({ top: 0 });
+                }}
+              >
+                Edit
+              </button>
               <button
                 type="button"
                 onClick={async () => {

@@ -1,9 +1,10 @@
 // Machines: tiers catalogue, list with status/tier/URL, launch from an archive URL or a git repo, and per
-// machine its logs, releases with rollback, restart and delete. A `checkoutUrl` answer is shown as a link.
+// machine its secrets (names only; values are write-only), backups with restore, logs, releases with
+// rollback, restart and delete. A `checkoutUrl` answer is shown as a link.
 import { useState } from 'preact/hooks';
 import { nube } from '../api.js';
 import { navigate } from '../app.js';
-import { ConfirmButton, ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
+import { ConfirmButton, ErrorText, ListTable, Notice, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 function Checkout({ url }: { url: string | null }) {
   if (!url) return null;
@@ -120,6 +121,133 @@ function Releases({ id, onChange }: { id: string; onChange: () => void }) {
   );
 }
 
+function Secrets({ id, onChange }: { id: string; onChange: () => void }) {
+  const secrets = useLoad(() => nube.machines.secrets.get(id), [id]);
+  const [name, setName] = useState('');
+  const [value, setValue] = useState('');
+  const [restart, setRestart] = useState(true);
+  const [note, setNote] = useState<string | null>(null);
+  const act = useAction();
+  // Stored: a value is in the vault; applied: the running app was started with it.
+  const stored = new Set(secrets.data?.inVault ?? []);
+  const applied = new Set(secrets.data?.secretNames ?? []);
+  const names = [...new Set([...stored, ...applied])].sort();
+  return (
+    <div class="card">
+      <h2>Secrets</h2>
+      <p>Environment variables of the app, stored encrypted. Their values are never shown again; setting a name again replaces its value.</p>
+      <form
+        class="row"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setNote(null);
+          const r = await act.run(() => nube.machines.secrets.set(id, { body: { [name]: value }, query: { restart: restart ? 'true' : 'false' } }));
+          if (r) {
+            setNote(r.pendingRestart ? `${name} is set; the app gets it at its next restart.` : `${name} is set; the app restarted with it.`);
+            setName('');
+            setValue('');
+          }
+          secrets.reload();
+          onChange();
+        }}
+      >
+        <label for="secret-name">Name</label>
+        <input
+          id="secret-name"
+          required
+          pattern="[A-Za-z_][A-Za-z0-9_]{0,127}"
+          title="Letters, digits and _, not starting with a digit"
+          value={name}
+          onInput={(e) => setName(e.currentTarget.value)}
+        />
+        <label for="secret-value">Value</label>
+        <input id="secret-value" type="password" autocomplete="off" value={value} onInput={(e) => setValue(e.currentTarget.value)} />
+        <label class="check">
+          <input type="checkbox" checked={restart} onChange={(e) => setRestart(e.currentTarget.checked)} />
+          Restart the app now to apply
+        </label>
+        <button type="submit" disabled={act.busy}>
+          Set secret
+        </button>
+      </form>
+      <ErrorText error={secrets.error ?? act.error} />
+      <Notice text={note} />
+      <ListTable caption="Secrets" headers={['Name', 'Value', 'Running app']}>
+        {names.map((n) => (
+          <tr key={n}>
+            <td>{n}</td>
+            <td>{stored.has(n) ? 'stored (encrypted)' : 'not stored'}</td>
+            <td>{applied.has(n) ? 'has it' : 'gets it at the next restart'}</td>
+          </tr>
+        ))}
+      </ListTable>
+      {secrets.data && names.length === 0 && <p>No secrets yet.</p>}
+    </div>
+  );
+}
+
+function size(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+function Backups({ id, onChange }: { id: string; onChange: () => void }) {
+  const backups = useLoad(() => nube.machines.backups.list(id), [id]);
+  const [note, setNote] = useState<string | null>(null);
+  const act = useAction();
+  return (
+    <div class="card">
+      <h2>Backups</h2>
+      <p>
+        A copy of the app's data paths (<code>dataPaths</code> in its <code>nube.json</code>, not the whole disk) every day, kept 7 days. A
+        restore stops the app, puts the copied paths back and starts it again.
+      </p>
+      <div class="row">
+        <button type="button" onClick={() => backups.reload()}>
+          Refresh backups
+        </button>
+      </div>
+      <ErrorText error={backups.error ?? act.error} />
+      <Notice text={note} />
+      <ListTable caption="Backups" headers={['Taken', 'Status', 'Paths', 'Size', 'Consistency', 'Kept until', '']}>
+        {backups.data?.backups.map((b) => (
+          <tr key={b.id}>
+            <td>{new Date(b.createdAt).toLocaleString()}</td>
+            <td class="wrap">
+              <span class={`status ${b.status}`}>{b.status}</span>
+              {b.error ? ` ${b.error}` : ''}
+            </td>
+            <td class="wrap">{b.paths.join(', ')}</td>
+            <td>{size(b.sizeBytes)}</td>
+            <td>
+              {b.consistency} ({b.method})
+            </td>
+            <td>{new Date(b.expiresAt).toLocaleDateString()}</td>
+            <td>
+              {b.status === 'completed' && (
+                <ConfirmButton
+                  question={`Restore the backup of ${new Date(b.createdAt).toLocaleString()}? The app stops meanwhile and ${b.paths.join(', ')} are replaced.`}
+                  disabled={act.busy}
+                  onConfirm={async () => {
+                    setNote(null);
+                    const r = await act.run(() => nube.machines.backups.restore(id, b.id));
+                    if (r) setNote(`Restored ${r.restoredPaths.join(', ') || 'nothing (the backup held no paths)'}; the app started again.`);
+                    onChange();
+                  }}
+                >
+                  Restore
+                </ConfirmButton>
+              )}
+            </td>
+          </tr>
+        ))}
+      </ListTable>
+      {backups.data?.backups.length === 0 && <p>No backups yet: the first is taken within a day of the machine's start, when its nube.json names dataPaths.</p>}
+    </div>
+  );
+}
+
 function MachineDetail({ id }: { id: string }) {
   const m = useLoad(() => nube.machines.get(id), [id]);
   const act = useAction();
@@ -141,11 +269,7 @@ function MachineDetail({ id }: { id: string }) {
       }
     >
       <ErrorText error={m.error ?? act.error} />
-      {note && (
-        <p class="notice" role="status">
-          {note}
-        </p>
-      )}
+      <Notice text={note} />
       {d && (
         <>
           <div class="card">
@@ -182,6 +306,8 @@ function MachineDetail({ id }: { id: string }) {
               </ConfirmButton>
             </div>
           </div>
+          <Secrets id={id} onChange={m.reload} />
+          <Backups id={id} onChange={m.reload} />
           <Releases id={id} onChange={m.reload} />
           <Logs id={id} />
         </>

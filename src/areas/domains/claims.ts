@@ -168,9 +168,12 @@ export class DomainClaims {
   async verify(p: Principal, d: ClaimRow): Promise<{ row: ClaimRow; reason?: string }> {
     if (d.verified_at !== null) return { row: d };
     await this.notTakenByOther(p, d.domain);
-    const found = await this.txt(`${CHALLENGE}.${d.domain}`);
+    const name = `${CHALLENGE}.${d.domain}`;
+    const found = await this.txt(name);
     if (!found.includes(d.token)) {
-      return { row: d, reason: found.length ? 'the TXT record does not hold the token' : 'no TXT record found' };
+      // Named, so the fix is clear: DNS answers can lag behind a change by the record's TTL.
+      const why = found.length ? `the TXT record at ${name} does not hold the token ${d.token}` : `no TXT record found at ${name}`;
+      return { row: d, reason: `${why} (a record just made can take its TTL to show)` };
     }
     const now = Date.now();
     if (!(await this.repo.markVerified(d.domain, p.ownerId, now))) {

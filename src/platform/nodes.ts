@@ -203,7 +203,11 @@ export class NodeRegistry {
    */
   async place(req: PlacementRequest): Promise<string> {
     if (pinned.getStore() && this.holdsState) return this.id;
-    const nodes = await this.refreshIfStale();
+    // With other nodes, the table is read on every placement (one small SELECT): a create answered from
+    // a warm pool takes milliseconds, so a view even 200 ms old misses other replicas' placements and a
+    // round-robin burst piles onto one node. Alone, a view up to a second old still sees a cordon or a
+    // node joining soon enough.
+    const nodes = this.others ? await this.refresh() : await this.refreshIfStale();
     const loads: NodeLoad[] = nodes.map((n) => {
       const extra = this.placed.get(n.id);
       return {

@@ -103,8 +103,10 @@ describe.each(DIALECTS)('GET /metrics (%s)', (dialect) => {
     await t.nube.deps.jobs.enqueue('test.later', {}, { runAt: Date.now() + 3_600_000 });
 
     let all = await scrape();
-    // The delivery attempt is counted once the job records it, which may trail the receiver by a moment.
-    for (let i = 0; i < 100 && !value(all, 'nube_webhook_delivery_attempts_total', { outcome: 'success' }); i++) {
+    // The delivery attempt is counted once the job records it, which may trail the receiver by a moment,
+    // and the upload's event leaves the outbox once the relay has passed (on a loaded host, after the scrape).
+    const settled = () => value(all, 'nube_webhook_delivery_attempts_total', { outcome: 'success' }) && value(all, 'nube_outbox_backlog') === 0;
+    for (let i = 0; i < 100 && !settled(); i++) {
       await new Promise((r) => setTimeout(r, 100));
       all = await scrape();
     }

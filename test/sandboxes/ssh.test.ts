@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUTH_FAILURES } from '../../src/areas/sandboxes/networking/ssh-gateway.js';
+import { freePort } from '../helpers/process.js';
 import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'nube-ssh-'));
@@ -74,6 +75,10 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
   let known: string;
   const ssh = (tk: Ticket, cmd: string[], input?: string, user = tk.user, extra: string[] = []) =>
     runOpenSsh('ssh', [...sshOpts(known), '-p', String(tk.port), ...extra, `${user}@${tk.host}`, ...cmd], tk.password, input);
+  const enable = async (sid = id) => {
+    const r = await t.call('POST', `/sandboxes/${sid}/ssh-enable`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  };
   const ticket = async (sid = id): Promise<Ticket> => {
     const r = await t.call('POST', `/sandboxes/${sid}/ssh-ticket`);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -97,7 +102,7 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
     expect(before.status).toBe(409);
     expect(before.body.code).toBe('SshNotEnabled');
     const e = await t.call('POST', `/sandboxes/${id}/ssh-enable`);
-    expect(e.status).toBe(200);
+    expect(e.status, JSON.stringify(e.body)).toBe(200);
     expect(e.body).toMatchObject({ ok: true, enabled: true, user: id });
     const tk = await ticket();
     expect(tk).toMatchObject({ host: '127.0.0.1', user: id, port: e.body.port });
@@ -129,7 +134,7 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
   }, 120_000);
 
   it('sftp and scp copy files both ways', async () => {
-    await t.call('POST', `/sandboxes/${id}/ssh-enable`);
+    await enable();
     const tk = await ticket();
     const local = join(tmp, `up-${driver}.bin`);
     const data = Buffer.alloc(300_000, 7);
@@ -157,7 +162,8 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
     await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/www/index.html', content: 'forwarded' });
     await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 -m http.server 8081 --bind 127.0.0.1', cwd: '/root/www' });
     const tk = await ticket();
-    const localPort = 43000 + (driver === 'gvisor' ? 1 : 0);
+    // A free port, not a fixed one: another test file's server or connection may hold any given port.
+    const localPort = await freePort();
     const fwd = spawnOpenSsh(
       'ssh',
       [...sshOpts(known), '-p', String(tk.port), '-N', '-L', `${localPort}:127.0.0.1:8081`, `${tk.user}@${tk.host}`],
@@ -209,7 +215,7 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
 
   it('a ticket opens only its sandbox and expires', async () => {
     const tk = await ticket();
-    await t.call('POST', `/sandboxes/${other}/ssh-enable`);
+    await enable(other);
     const wrong = await ssh(tk, ['true'], undefined, other);
     expect(wrong.code).toBe(255);
     const ok = await ssh(tk, ['echo yes']);
@@ -235,7 +241,7 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
   }, 120_000);
 
   it('the host key is the same after a restart of nube; sessions work again', async () => {
-    await t.call('POST', `/sandboxes/${id}/ssh-enable`);
+    await enable();
     const before = readFileSync(known, 'utf8').trim().split(/\s+/).slice(-1)[0];
     await t.nube.close();
     const t2 = await startSandboxNube('ssh', { NUBE_SANDBOX_DRIVER: driver, NUBE_SSH_PORT: '0', NUBE_OWNER_KEY: t.ownerKey }, t.dataDir);

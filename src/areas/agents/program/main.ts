@@ -203,7 +203,7 @@ function app(): acp.AgentApp {
     }))
     .onRequest(acp.methods.agent.session.new, async ({ params }) => {
       const id = `ses_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
-      const cwd = params.cwd && params.cwd.startsWith('/') ? params.cwd : WORKSPACE;
+      const cwd = params.cwd?.startsWith('/') ? params.cwd : WORKSPACE;
       mkdirSync(cwd, { recursive: true });
       const s: Session = { id, cwd, history: [], servers: (params.mcpServers ?? []) as AcpMcpServer[], mcp: null, abort: null };
       sessions.set(id, s);

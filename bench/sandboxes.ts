@@ -2,7 +2,8 @@
 // same paths through nube's HTTP API (create -> first exec result, exec `true` round trip). Every
 // latency row has its ratio to a bare `bwrap true` (the floor of starting a namespaced process) timed
 // in the same run. Writes bench/results/sandboxes.json.
-import { mkdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
 import { loadConfig } from '../src/config.js';
@@ -10,6 +11,7 @@ import { BASE62, randomToken } from '../src/platform/ids.js';
 import { buildServer } from '../src/server.js';
 import type { SandboxRuntime } from '../src/areas/sandboxes/runtime/driver.js';
 import { GvisorRuntime } from '../src/areas/sandboxes/runtime/gvisor/runtime.js';
+import { STATIC_SH_DIR } from '../src/areas/sandboxes/runtime/static-sh.js';
 import { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
 import { bwrapTrue, time } from './lib/bare.js';
 import { execProfile } from './lib/exec-profile.js';
@@ -18,18 +20,24 @@ import { newResult, printTable, type ResultRow, writeResult } from './lib/result
 import { percentile, round } from './lib/stats.js';
 
 const ROOT = process.env.NUBE_BENCH_DATA ?? '/var/lib/nube-test';
+const STATIC_SH_NOTE = existsSync(`${STATIC_SH_DIR}/sh`) ? 'installed for this run' : 'NOT installed for this run (commands start slower)';
+const RUNSC_VERSION = spawnSync('runsc', ['--version']).stdout?.toString().split('\n')[0] ?? 'runsc missing';
 // NUBE_BENCH_BRIDGE=name:cidr when another run holds the default one.
 const [bridgeName, bridgeCidr] = (process.env.NUBE_BENCH_BRIDGE ?? 'nubeb0:10.79.0.1/16').split(':') as [string, string];
 const BRIDGE = { name: bridgeName, cidr: bridgeCidr };
 const dataDir = `${ROOT}/bench-${process.pid}`;
 const apiDir = `${ROOT}/bench-api-${process.pid}`;
-const runtime = new NamespacesRuntime({
-  dataDir,
-  templatesDir: `${ROOT}/templates`,
-  bridge: BRIDGE,
-  cgroupParent: 'nube-bench',
-  defaultLimits: { memoryMb: 256, cpus: 1, pids: 256 },
-});
+/** What every runtime of this bench shares: the template builds, bridge, cgroup parent and limits. */
+function runtimeOptions(dir: string) {
+  return {
+    dataDir: dir,
+    templatesDir: `${ROOT}/templates`,
+    bridge: BRIDGE,
+    cgroupParent: 'nube-bench',
+    defaultLimits: { memoryMb: 256, cpus: 1, pids: 256 },
+  };
+}
+const runtime = new NamespacesRuntime(runtimeOptions(dataDir));
 
 
 const rows: ResultRow[] = [];
@@ -231,8 +239,16 @@ async function apiPoolRows(): Promise<void> {
 }
 
 /**
+ * Between two pool-hit samples: a pool hit comes to a host that is not still busy with the previous
+ * one's aftermath (the gVisor agent forks a replacement worker after each command: on a 2-core host
+ * that fork shared the CPU with the next sample and added a third to it). Both drivers' rows wait the
+ * same; the API rows wait for the refill in the same spirit. NUBE_BENCH_SETTLE_MS=0 measures them back to back.
+ */
+const SETTLE_MS = Number(process.env.NUBE_BENCH_SETTLE_MS ?? 300);
+
+/**
  * A pool hit at the driver: a sandbox started ahead, which answered one `exec true` as the pool's do
- * before they enter it, is claimed (env, limits), then runs `true`.
+ * before they enter it, is claimed (env, limits), then runs `true`; samples SETTLE_MS apart.
  */
 async function claimExecSamples(rt: SandboxRuntime, n: number): Promise<number[]> {
   const ids = Array.from({ length: n }, nextId);
@@ -242,6 +258,7 @@ async function claimExecSamples(rt: SandboxRuntime, n: number): Promise<number[]
   }
   const samples: number[] = [];
   for (const id of ids) {
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
     samples.push(
       await time(async () => {
         await rt.claim(id, { env: { HOLDER: id }, limits: { memoryMb: 300 } });
@@ -306,14 +323,7 @@ async function snapshotSamples(rt: NamespacesRuntime, id: string, n: number): Pr
 /** The same fork with NUBE_SANDBOX_STORE=copy (the data dir's ext4 as it is: what a fork cost before the store). */
 async function copyStoreForkRow(): Promise<void> {
   const dir = `${ROOT}/bench-copy-${process.pid}`;
-  const rt = new NamespacesRuntime({
-    dataDir: dir,
-    templatesDir: `${ROOT}/templates`,
-    bridge: BRIDGE,
-    cgroupParent: 'nube-bench',
-    defaultLimits: { memoryMb: 256, cpus: 1, pids: 256 },
-    store: 'copy',
-  });
+  const rt = new NamespacesRuntime({ ...runtimeOptions(dir), store: 'copy' });
   try {
     const id = nextId();
     await rt.create({ id });
@@ -331,13 +341,7 @@ async function copyStoreForkRow(): Promise<void> {
 
 async function gvisorRows(): Promise<void> {
   const gvDir = `${ROOT}/bench-gvisor-${process.pid}`;
-  const gv = new GvisorRuntime({
-    dataDir: gvDir,
-    templatesDir: `${ROOT}/templates`,
-    bridge: BRIDGE,
-    cgroupParent: 'nube-bench',
-    defaultLimits: { memoryMb: 256, cpus: 1, pids: 256 },
-  });
+  const gv = new GvisorRuntime(runtimeOptions(gvDir));
   try {
     row('gvisor: create -> first exec', await createExecSamples(gv, 10), '- (targets are for the default driver)');
     const hits = await claimExecSamples(gv, 8);
@@ -437,10 +441,10 @@ try {
   const file = writeResult(
     newResult('sandboxes', rows, [
       `Template ready in ${round(tpl)} ms (cached build). Load average at the start: ${load0}, at the end: ${loadavg().map(round).join(', ')} on this 2-core VM (other suites may run at the same time).`,
-      'pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead that answered one exec `true`, as pooled ones have (runtime.claim: env and limits), then exec `true`.',
+      `pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead that answered one exec \`true\`, as pooled ones have (runtime.claim: env and limits), then exec \`true\`, samples ${SETTLE_MS} ms apart on both drivers (so a sample does not share the CPU with the previous one's aftermath).`,
       `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb / driverHeapGrowthMb = this process (the runtime, as in nube) after all answered (garbage collection moves both; RSS can shrink).`,
       'fork rows: the parent wrote 100 MB of random data and synced; one child per fork, timed from the call to the child running (its first exec not included); the child and the snapshot are deleted between samples. store column: image = upper dirs and snapshots on the sparse XFS image (reflink copies), copy = the data dir as it is (ext4 here, a full copy). snapshot row: the same copy alone, the parent frozen while it is taken.',
-      'gvisor rows call GvisorRuntime directly (runsc 0.0~20221219, ptrace platform: /dev/kvm here is nested and hangs); exec goes to the exec agent inside the sandbox (nube-agent over a host unix socket), the `runsc exec` row measures the fallback.',
+      `gvisor rows call GvisorRuntime directly (${RUNSC_VERSION}, ptrace platform: /dev/kvm here is nested and hangs, systrap starts processes 2.5x slower here); exec goes to the exec agent inside the sandbox (nube-agent over a host unix socket), the \`runsc exec\` row measures the fallback. The pool hit's exec is the second command of a freshly started sandbox. \`sh -c\` runs the static sh (scripts/install-static-sh.sh: Debian's dash linked statically) while the sandbox's /bin/sh is Debian's dash: ${STATIC_SH_NOTE}.`,
       'runtime rows call NamespacesRuntime directly; API rows go through nube over loopback HTTP (auth, validation, SQLite record, timers, rate limit) with a node:http keep-alive client in the same process (until 2026-11-26 the client was fetch, which spends 0.4-0.6 ms more of this process\'s CPU per request here: the `fetch client` row is the same exec through it, every third ten of the 300 samples).',
       'API create -> first exec: POST /sandboxes (template built) then POST /sandboxes/{id}/exec `true`, timed together; samples spread over 3 owners because creation is limited to 10 a minute per owner.',
       'ratio = p50 / p50 of a bare `bwrap --unshare-all ... true` in the same run (30 samples at the start and 30 at the end together; bareP50AtStartMs is the first half alone).',

@@ -1,6 +1,7 @@
-// Documents: list, create from Markdown sections, edit one (name, theme, sections), deploy as a site (its
-// link), PDF export, unpublish, delete.
-import { useState } from 'preact/hooks';
+// Documents: list, create from Markdown sections or from a prompt (an LLM writes the pages as a job; the
+// list follows it until done, or says why it failed), edit one (name, theme, prompt, sections), deploy as
+// a site (its link), PDF export, unpublish, delete.
+import { useEffect, useState } from 'preact/hooks';
 import { nube } from '../api.js';
 import { ConfirmButton, ErrorText, ListTable, Notice, Page, useAction, useLoad, usePaged } from '../ui.js';
 
@@ -56,12 +57,33 @@ function SectionsEditor({ sections, onChange }: { sections: Section[]; onChange:
   );
 }
 
+type Generation = { status: 'queued' | 'running' | 'done' | 'failed'; error: string | null } | null;
+
+/** A document's state in words: its pages being written, why writing them failed, or draft/published. */
+function StatusCell({ status, generation }: { status: string; generation: Generation }) {
+  if (generation?.status === 'queued' || generation?.status === 'running') return <span class="status pending">writing pages…</span>;
+  return (
+    <>
+      <span class={`status ${status}`}>{status}</span>
+      {generation?.status === 'failed' && <p class="error">Writing the pages failed: {generation.error ?? 'no reason given'}</p>}
+    </>
+  );
+}
+
 export function DocumentsPage(_: { sub: string[] }) {
   const docs = useLoad(() => nube.documents.list());
+  // While an LLM writes some document's pages, the list is read again every two seconds.
+  const writing = docs.data?.items.some((d) => d.generation?.status === 'queued' || d.generation?.status === 'running');
+  useEffect(() => {
+    if (!writing) return;
+    const t = setTimeout(docs.reload, 2000);
+    return () => clearTimeout(t);
+  }, [docs.data]);
   const [name, setName] = useState('');
+  const [prompt, setPrompt] = useState('');
   const [theme, setTheme] = useState<Theme>('classic');
   const [sections, setSections] = useState<Section[]>(EMPTY);
-  const [editing, setEditing] = useState<{ id: string; name: string; published: boolean; hadSections: boolean } | null>(null);
+  const [editing, setEditing] = useState<{ id: string; name: string; published: boolean; hadSections: boolean; prompt: string } | null>(null);
   const [note, setNote] = useState<string | null>(null);
   const [deployed, setDeployed] = useState<string | null>(null);
   const create = useAction();
@@ -74,6 +96,7 @@ export function DocumentsPage(_: { sub: string[] }) {
   const reset = () => {
     setEditing(null);
     setName('');
+    setPrompt('');
     setTheme('classic');
     setSections(EMPTY);
   };
@@ -85,11 +108,17 @@ export function DocumentsPage(_: { sub: string[] }) {
           e.preventDefault();
           setNote(null);
           const filled = toApi(sections);
-          // A document whose pages an LLM wrote has no sections: left empty, they are not sent (its pages stay).
-          const input = { name, theme, ...(editing && !editing.hadSections && filled.length === 0 ? {} : { sections: filled }) };
+          const wanted = prompt.trim();
+          // A prompt is sent when given (new) or changed (edit): with no sections, an LLM writes the pages from it.
+          const promptPart = wanted && wanted !== editing?.prompt ? { prompt: wanted } : {};
+          // A document whose pages an LLM wrote has no sections: left empty, they are not sent (its pages stay),
+          // nor are empty sections sent with a prompt (the LLM writes the pages).
+          const keepPages = filled.length === 0 && ((editing && !editing.hadSections) || wanted !== '');
+          const input = { name, theme, ...promptPart, ...(keepPages ? {} : { sections: filled }) };
           const r = await create.run<unknown>(() => (editing ? nube.documents.update(editing.id, input) : nube.documents.create(input)));
           if (r) {
-            if (editing) setNote(editing.published ? `Saved ${name}. Its site shows the change once deployed again.` : `Saved ${name}.`);
+            if ('prompt' in promptPart && !('sections' in input)) setNote(`An LLM is writing the pages of ${name}; the list shows when they are done.`);
+            else if (editing) setNote(editing.published ? `Saved ${name}. Its site shows the change once deployed again.` : `Saved ${name}.`);
             reset();
             docs.reload();
           }
@@ -108,6 +137,8 @@ export function DocumentsPage(_: { sub: string[] }) {
             ))}
           </select>
         </div>
+        <label for="doc-prompt">Describe it, and an LLM writes the pages (when no section below is filled)</label>
+        <textarea id="doc-prompt" rows={3} value={prompt} onInput={(e) => setPrompt(e.currentTarget.value)} />
         <SectionsEditor sections={sections} onChange={setSections} />
         <div class="row">
           <button type="submit" disabled={create.busy}>
@@ -133,7 +164,7 @@ export function DocumentsPage(_: { sub: string[] }) {
           <tr key={d.id}>
             <td>{d.name}</td>
             <td>
-              <span class={`status ${d.status}`}>{d.status}</span>
+              <StatusCell status={d.status} generation={d.generation} />
             </td>
             <td>{d.pageCount}</td>
             <td>{d.url ? <a href={d.url}>Open the site of {d.name}</a> : 'not published'}</td>
@@ -143,8 +174,9 @@ export function DocumentsPage(_: { sub: string[] }) {
                 type="button"
                 onClick={() => {
                   setNote(null);
-                  setEditing({ id: d.id, name: d.name, published: d.status === 'published', hadSections: d.sections.length > 0 });
+                  setEditing({ id: d.id, name: d.name, published: d.status === 'published', hadSections: d.sections.length > 0, prompt: d.prompt ?? '' });
                   setName(d.name);
+                  setPrompt(d.prompt ?? '');
                   setTheme((THEMES as readonly string[]).includes(d.theme) ? (d.theme as Theme) : 'classic');
                   setSections(d.sections.length > 0 ? d.sections.map(editable) : EMPTY);
                   globalThis.scrollTo?.({ top: 0 });

@@ -9,7 +9,8 @@
 # to it, from Debian's package, checked too): see nube-agent.c (gVisor) and nube-helper.c
 # (namespaces). Without it everything works, commands start slower. A second run only checks.
 # Kept in sync with STATIC_SH_DIR in src/areas/sandboxes/runtime/static-sh.ts: BUILD names this
-# recipe (what nube adds: getpwnam, the process name), so a changed recipe builds into a new dir.
+# recipe (what nube adds: getpwnam, the process name, the wait mode), so a changed recipe builds into a
+# new dir.
 set -eu
 VERSION=0.5.12-2
 ORIG_SHA256=6a474ac46e8b0b32916c4c60df694c82058d3297d8b385b74508030ca4a8f28a
@@ -18,7 +19,7 @@ DEB_SHA256=33ea40061da2f1a861ec46212b2b6a34f0776a049b1a3f0abce2fb8cb994258f
 # /bin/dash of that package: what a sandbox's /bin/sh must be for the static one to stand in for it.
 REFERENCE_SHA256=f5adb8bf0100ed0f8c7782ca5f92814e9229525a4b4e0d401cf3bea09ac960a6
 MIRROR=${NUBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-BUILD=n2
+BUILD=n3
 DEST=/opt/nube/dash/$VERSION-$BUILD
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -57,8 +58,10 @@ touch configure Makefile.in src/Makefile.in config.h.in
 # under --enable-static's --fatal-warnings).
 gcc -O2 -Wall -c -o getpwnam.o "$HERE/src/areas/sandboxes/runtime/static-sh-getpwnam.c"
 gcc -O2 -Wall -c -o comm.o "$HERE/src/areas/sandboxes/runtime/static-sh-comm.c"
+# The wait mode (a prepared command's execve made before the command is known): static-sh-wait.c.
+gcc -O2 -Wall -c -o wait.o "$HERE/src/areas/sandboxes/runtime/static-sh-wait.c"
 ./configure -q --disable-fnmatch --disable-lineno --disable-glob --enable-static ac_cv_func_getpwnam=yes CFLAGS=-O2 >/dev/null
-make -s LIBS="$tmp/dash-0.5.12/getpwnam.o $tmp/dash-0.5.12/comm.o" >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log" >&2; exit 1; }
+make -s LIBS="$tmp/dash-0.5.12/getpwnam.o $tmp/dash-0.5.12/comm.o $tmp/dash-0.5.12/wait.o" >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log" >&2; exit 1; }
 strip src/dash
 mkdir -p "$DEST"
 install -m 0755 src/dash "$DEST/sh.part"

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include "../static-sh-wait.h"
 #include "nube-procs.h"
 
 #define PARKED 2
@@ -109,6 +110,16 @@ static void command_child(int req, int in, int out, int err, sigset_t *old) {
   dup2(err, 2);
   signal(SIGPIPE, SIG_DFL);
   sigprocmask(SIG_SETMASK, old, NULL);
+  // While /bin/sh is the static sh's dash, the execve is made now, before the request: the static sh's
+  // wait mode (static-sh-wait.c) reads it from `req` itself and runs as that dash or executes what was
+  // asked, as below. In gVisor a new process's first steps are its dearest part of a command.
+  if (static_sh) {
+    struct sh_wait w;
+    char **wait_argv = sh_wait_argv(&w, "a", req, &sh_id);
+    char *no_env[] = {NULL};
+    if (fcntl(req, F_SETFD, 0) == 0) execve(static_sh, wait_argv, no_env);
+    fcntl(req, F_SETFD, FD_CLOEXEC);
+  }
   // [len u32][fields]: one read while it fits the pipe (the worker writes it in one write).
   static char head[65536];
   ssize_t got = 0;

@@ -112,7 +112,7 @@ export function gvisorEnv(build: number): Record<string, string> {
  * run root, not the data dir: runsc's gofer opens it by path from the sandbox's user namespace.
  */
 export async function ensureNubeRun(runRoot: string): Promise<string> {
-  const sources = ['nube-run.c', 'statx-fix.c', 'nube-agent.c', 'nube-procs.h'].map(sourcePath);
+  const sources = ['nube-run.c', 'statx-fix.c', 'nube-agent.c', 'nube-procs.h', '../static-sh-wait.h'].map(sourcePath);
   const hash = createHash('sha256');
   for (const src of sources) hash.update(await readFile(src));
   // Another static sh version is another dir (ensureStaticSh copies into it once).

@@ -21,12 +21,14 @@ function sourcePath(): string {
 /** Compile the helper once per source version into $DATA/bin and export the seccomp BPF beside it. */
 export async function ensureHelper(dataDir: string): Promise<HelperPaths> {
   const src = sourcePath();
-  // nube-helper.c includes launch.c: both make the binary.
-  const [text, launch] = await Promise.all([readFile(src), readFile(src.replace(/nube-helper\.c$/, 'launch.c'))]);
-  const hash = createHash('sha256').update(text).update(launch).digest('hex').slice(0, 12);
+  // nube-helper.c includes launch.c and the static sh's wait-mode header: all three make the binary.
+  const parts = [src, src.replace(/nube-helper\.c$/, 'launch.c'), src.replace(/namespaces\/helper\/nube-helper\.c$/, 'static-sh-wait.h')];
+  const hash = createHash('sha256');
+  for (const text of await Promise.all(parts.map((p) => readFile(p)))) hash.update(text);
+  const hash12 = hash.digest('hex').slice(0, 12);
   const dir = `${dataDir}/bin`;
-  const helper = `${dir}/nube-helper-${hash}`;
-  const seccompBpf = `${dir}/seccomp-${hash}.bpf`;
+  const helper = `${dir}/nube-helper-${hash12}`;
+  const seccompBpf = `${dir}/seccomp-${hash12}.bpf`;
   if (existsSync(helper) && existsSync(seccompBpf)) return { helper, seccompBpf };
   await mkdir(dir, { recursive: true });
   const tmp = `${helper}.${process.pid}.tmp`;

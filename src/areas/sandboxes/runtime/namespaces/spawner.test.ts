@@ -20,8 +20,11 @@ async function spawnerPid(): Promise<number | undefined> {
   for (const d of await readdir('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     const cmd = await readFile(`/proc/${d}/cmdline`, 'utf8').catch(() => '');
-    // `nube-helper serve SOCKET [STATIC_SH_DIR]`
-    if (cmd.includes(`\0serve\0${socket}\0`)) return Number(d);
+    // `nube-helper serve SOCKET [STATIC_SH_DIR]`, started by this process (its sessions are its forks,
+    // with the same command line).
+    if (!cmd.includes(`\0serve\0${socket}\0`)) continue;
+    const stat = await readFile(`/proc/${d}/stat`, 'utf8').catch(() => '');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid) return Number(d);
   }
   return undefined;
 }
@@ -111,8 +114,10 @@ describe('namespaces runtime: spawner', () => {
     expect(pid).toBeGreaterThan(0);
     process.kill(pid!, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 50));
+    // The session prepared before the kill may still answer the first exec; the one after needs a spawner.
     const r = await runtime.exec(id, 'echo back');
     expect(r.stdout).toBe('back\n');
+    expect((await runtime.exec(id, 'echo again')).stdout).toBe('again\n');
     const again = await spawnerPid();
     expect(again).toBeGreaterThan(0);
     expect(again).not.toBe(pid);

@@ -5,6 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STATIC_SH_DIR } from '../static-sh.js';
 import { cleanup, testRuntime, uniqueId } from './test-env.js';
 
+// Something of the host's environment the spawner inherits, which must never reach a sandbox.
+process.env.NUBE_TEST_HOST_ONLY = 'host-secret-7f3a';
+
 // scripts/install-static-sh.sh; CI installs it, elsewhere the test needs it installed.
 describe.skipIf(!process.env.CI && !existsSync(`${STATIC_SH_DIR}/sh`))('namespaces runtime: the static sh', () => {
   const { runtime, dataDir } = testRuntime('static-sh');
@@ -40,6 +43,32 @@ describe.skipIf(!process.env.CI && !existsSync(`${STATIC_SH_DIR}/sh`))('namespac
     await plain.runtime.create({ id: otherId });
     const p = await plain.runtime.exec(otherId, `${shell}; no-such-command`);
     expect([p.stdout, p.stderr, p.exitCode]).toEqual(['/usr/bin/dash\n/bin/sh /root []\n', '/bin/sh: 1: no-such-command: not found\n', 127]);
+  }, 120_000);
+
+  it('waits for the next command as the static sh already started, with nothing of the host in it', async () => {
+    // The next exec's prepared process became the static sh (its wait mode) while this one runs.
+    const r = await runtime.exec(
+      id,
+      'for i in $(seq 100); do p=$(pgrep -x nube-sh-wait) && break; sleep 0.05; done; ' +
+        'echo "$p"; tr "\\0" " " < /proc/$p/cmdline; echo; tr "\\0" "\\n" < /proc/$p/environ | wc -c; ' +
+        'grep -c host-secret-7f3a /proc/$p/environ /proc/$p/cmdline',
+    );
+    const [pid, cmdline, envBytes] = r.stdout.split('\n');
+    expect(Number(pid)).toBeGreaterThan(1);
+    expect(cmdline).toMatch(/^nube-sh-wait h \d+( \d+){7} $/);
+    expect(envBytes).toBe('0');
+    expect(r.stdout).not.toMatch(/:[1-9]/);
+    // It becomes the next command: the same shell, env and cwd as any exec.
+    const next = await runtime.exec(id, 'readlink /proc/$$/exe; echo "$0 $HOME $(pwd) [$NUBE_TEST_HOST_ONLY]"', { cwd: '/tmp', env: { HOME: '/root' } });
+    expect(next.stdout).toBe('/memfd:nube-sh (deleted)\n/bin/sh /root /tmp []\n');
+    // A command that is not `sh -c` is executed by it as named; a missing one and a bad cwd fail as before.
+    const direct: string[] = [];
+    await runtime.execStream(id, ['cat', '/proc/self/comm'], {}, { stdout: (c) => direct.push(c.toString()), stderr: () => {} });
+    expect(direct.join('')).toBe('cat\n');
+    const missing = await runtime.execStream(id, ['no-such-program'], {}, { stdout: () => {}, stderr: () => {} });
+    expect(missing.exitCode).toBe(127);
+    const badCwd = await runtime.exec(id, 'true', { cwd: '/no/such/dir' });
+    expect([badCwd.exitCode, badCwd.stderr]).toEqual([126, 'cwd /no/such/dir: No such file or directory\n']);
   }, 120_000);
 
   it('gives way to whatever /bin/sh the sandbox made: bash, dash again, a dash changed in place', async () => {

@@ -50,6 +50,7 @@
 
 extern char **environ;
 #include <linux/sched.h>
+#include "../../static-sh-wait.h"
 
 #define MAX_CG 16
 
@@ -339,6 +340,18 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
        then only a stat says /bin/sh is still that file. */
     struct stat sh_seen;
     int sh_ok = sh_is_ref(&sh_seen);
+    /* The sandbox's /bin/sh is Debian's dash: the static sh's execve is made now, before the command
+       is known (its wait mode, static-sh-wait.c: it reads the rest of the request from ctl itself,
+       then runs as that dash or executes what was asked). An empty environment: nothing of the
+       host's is in the waiting process, which root inside may inspect. */
+    if (sh_ok) {
+      struct sh_wait w;
+      char **wait_argv = sh_wait_argv(&w, "h", ctl, &sh_seen);
+      char *no_env[] = {NULL};
+      if (fcntl(ctl, F_SETFD, 0) == 0) syscall(SYS_execveat, static_sh, "", wait_argv, no_env, AT_EMPTY_PATH);
+      /* Refused (execveat failed): the command is read and run here, as without the static sh. */
+      fcntl(ctl, F_SETFD, FD_CLOEXEC);
+    }
     unsigned char lb[4];
     if (read_all(ctl, lb, 4) < 0) _exit(125);
     size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);

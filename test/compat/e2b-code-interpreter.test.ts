@@ -52,6 +52,21 @@ describe('@e2b/code-interpreter SDK: runCode', () => {
     expect((await sbx.runCode('os.environ.get("ONLY_NOW")')).text).toBeUndefined();
   });
 
+  it("runs in E2B's home: a file written by a relative path is read by one; a context runs in its cwd", async () => {
+    await sbx.files.write('data.csv', 'a,b\n1,2\n');
+    const r = await sbx.runCode('import os\nprint(os.getcwd(), os.environ["HOME"])\nopen("data.csv").read()');
+    expect(r.error).toBeUndefined();
+    expect(r.logs.stdout.join('')).toBe('/home/user /home/user\n');
+    expect(r.text).toBe("'a,b\\n1,2\\n'");
+    const tmp = await sbx.createCodeContext({ cwd: '/tmp' });
+    expect(tmp.cwd).toBe('/tmp');
+    expect((await sbx.runCode('import os\nos.getcwd()', { context: tmp })).text).toBe("'/tmp'");
+    // The default context is back in the home after another context ran.
+    expect((await sbx.runCode('os.getcwd()')).text).toBe("'/home/user'");
+    expect((await sbx.listCodeContexts()).find((c) => c.id !== tmp.id)?.cwd).toBe('/home/user');
+    await sbx.removeCodeContext(tmp);
+  });
+
   it('keeps contexts apart', async () => {
     const ctx = await sbx.createCodeContext();
     expect(ctx.language).toBe('python');

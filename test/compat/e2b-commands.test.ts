@@ -24,6 +24,11 @@ describe('e2b SDK: commands', () => {
     expect(r.stderr).toBe('oops\n');
   });
 
+  it("starts in E2B's home, /home/user, with HOME set to it", async () => {
+    const r = await sbx.commands.run('pwd; echo "$HOME"; cd && pwd');
+    expect(r.stdout).toBe('/home/user\n/home/user\n/home/user\n');
+  });
+
   it('streams output to onStdout and onStderr as it comes', async () => {
     const seen: { at: number; line: string }[] = [];
     const errs: string[] = [];

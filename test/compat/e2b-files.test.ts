@@ -22,8 +22,11 @@ describe('e2b SDK: files', () => {
     expect(info).toMatchObject({ name: 'hello.txt', path: '/tmp/e2b/hello.txt' });
     expect(await sbx.files.read('/tmp/e2b/hello.txt')).toBe('hello world\n');
     const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+    // A relative path is under E2B's home, /home/user, where commands start too.
     await sbx.files.write('data.bin', bytes.buffer);
-    expect(Array.from(await sbx.files.read('/root/data.bin', { format: 'bytes' }))).toEqual([0, 1, 2, 250, 255]);
+    expect(Array.from(await sbx.files.read('/home/user/data.bin', { format: 'bytes' }))).toEqual([0, 1, 2, 250, 255]);
+    expect((await sbx.commands.run('wc -c < data.bin')).stdout).toBe('5\n');
+    expect(await sbx.files.read('~/data.bin', { format: 'bytes' })).toHaveLength(5);
     const many = await sbx.files.write([
       { path: '/tmp/many/a.txt', data: 'A' },
       { path: '/tmp/many/b.txt', data: 'B' },

@@ -10,6 +10,7 @@ import type { SandboxView } from '../../areas/sandboxes/views.js';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { type Access, toNubeId } from './access.js';
+import { HOME } from './filesystem.js';
 import { created, detail, E2B_MARKER, e2bState, listed, nubeTemplate } from './views.js';
 
 export const E2B_PREFIX = '/e2b';
@@ -87,7 +88,8 @@ export class ControlPlane {
       template: nubeTemplate(b.templateID),
       timeoutSeconds: b.timeout ?? 300,
       metadata: { ...b.metadata, [E2B_MARKER]: 'true' },
-      env: b.envVars,
+      // E2B's home for everything in the sandbox (the code interpreter's kernel starts in $HOME).
+      env: { HOME, ...b.envVars },
     });
     if (!input.success) throw errors.validation(issues(input.error));
     const s = await this.sandboxes.create(p, input.data);

@@ -6,8 +6,12 @@ import type { SandboxesService } from '../../areas/sandboxes/facade.js';
 import type { Principal } from '../../platform/auth.js';
 import { ConnectError } from './connect-rpc.js';
 
-/** E2B resolves relative paths against the user's home; nube's commands run as root. */
-export const HOME = '/root';
+/**
+ * E2B's working directory and home (its user's, /home/user): relative paths resolve against it, commands
+ * start in it with HOME set to it, the code interpreter's kernel runs in it. Templates have the
+ * directory; nube's commands run as root (root inside a sandbox is no one outside it).
+ */
+export const HOME = '/home/user';
 
 export function absolute(path: unknown): string {
   if (typeof path !== 'string' || path === '') throw new ConnectError('invalid_argument', 'path is required');

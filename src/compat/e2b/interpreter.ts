@@ -88,8 +88,12 @@ export class Interpreter {
     const ctx = b.context_id ?? DEFAULT_CONTEXT;
     this.known(id, ctx);
     const env = b.env_vars ?? {};
-    const plain = ctx === DEFAULT_CONTEXT && Object.keys(env).length === 0;
-    const code = plain ? b.code : wrapped(b.code, ctx === DEFAULT_CONTEXT ? null : ctx, env);
+    // One kernel holds every context: a context's code runs in its cwd, and once a context exists the
+    // default one's goes back to the home (the kernel starts there: the sandbox's HOME).
+    const others = this.contexts.get(id);
+    const cwd = ctx === DEFAULT_CONTEXT ? (others?.size ? HOME : null) : others!.get(ctx)!.cwd;
+    const plain = cwd === null && Object.keys(env).length === 0;
+    const code = plain ? b.code : wrapped(b.code, ctx === DEFAULT_CONTEXT ? null : ctx, env, cwd);
     const cell = (await this.sandboxes.action(p, id, 'run-cell', { code, lang: 'python', timeoutSeconds: 600 })) as unknown as Cell;
     const lines: unknown[] = [];
     const now = () => Date.now() * 1000;
@@ -110,14 +114,15 @@ export class Interpreter {
 }
 
 /**
- * The cell in a context's own namespace (a dict kept in the kernel) and with `env` in os.environ for
- * this cell only. Its last expression is evaluated apart and becomes the wrapper's own last
+ * The cell in a context's own namespace (a dict kept in the kernel), in `cwd` (when given) and with
+ * `env` in os.environ for this cell only. Its last expression is evaluated apart and becomes the wrapper's own last
  * expression, so the kernel still answers it as the cell's result.
  */
-function wrapped(code: string, ctx: string | null, env: Record<string, string>): string {
+function wrapped(code: string, ctx: string | null, env: Record<string, string>, cwd: string | null): string {
   const s = (v: unknown) => JSON.stringify(v);
   return [
     'import ast as _nube_ast, os as _nube_os',
+    ...(cwd === null ? [] : [`_nube_os.chdir(${s(cwd)})`]),
     `_nube_env = ${s(env)}`,
     '_nube_old = {k: _nube_os.environ.get(k) for k in _nube_env}',
     '_nube_os.environ.update(_nube_env)',

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { SandboxesService } from '../../areas/sandboxes/facade.js';
 import type { Principal } from '../../platform/auth.js';
 import { ConnectError } from './connect-rpc.js';
+import { HOME } from './filesystem.js';
 
 export interface ProcessConfig {
   cmd: string;
@@ -98,7 +99,7 @@ export class Processes {
         p,
         id,
         argv,
-        { cwd: c.cwd || '/root', env: c.envs, timeoutMs: req.timeoutMs, signal: proc.kill.signal },
+        { cwd: c.cwd || HOME, env: { HOME, ...c.envs }, timeoutMs: req.timeoutMs, signal: proc.kill.signal },
         {
           stdout: (b) => emit({ event: { data: { stdout: b.toString('base64') } } }),
           stderr: (b) => emit({ event: { data: { stderr: b.toString('base64') } } }),

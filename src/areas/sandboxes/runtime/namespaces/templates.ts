@@ -48,7 +48,8 @@ export function recipeHash(name: string, uidBase: number): string {
   if (!recipe) throw new SandboxRuntimeError('NotFound', `unknown template ${name}`);
   // A derived recipe is rebuilt when its parent's recipe changes too.
   const parent = 'from' in recipe ? recipeHash(recipe.from, uidBase) : undefined;
-  const text = JSON.stringify({ name, recipe, uidBase, v: 1, ...(parent ? { parent } : {}) });
+  // v: what every Debian build does besides the recipe (v2: /home/user, E2B's home, exists).
+  const text = JSON.stringify({ name, recipe, uidBase, v: 2, ...(parent ? { parent } : {}) });
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
@@ -180,6 +181,8 @@ export async function buildTemplate(
       `--include=${recipe.packages.join(',')}`,
       // Per-sandbox files (resolv.conf, hosts, hostname) are written into each upper dir instead.
       '--customize-hook=rm -f "$1/etc/resolv.conf" "$1/etc/hostname"',
+      // E2B's home and working directory (src/compat/e2b): code written for E2B finds it.
+      '--customize-hook=mkdir -p "$1/home/user"',
       recipe.suite,
       `${tmp}/rootfs`,
     ];

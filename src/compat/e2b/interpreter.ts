@@ -115,8 +115,8 @@ export class Interpreter {
 
 /**
  * The cell in a context's own namespace (a dict kept in the kernel), in `cwd` (when given) and with
- * `env` in os.environ for this cell only. Its last expression is evaluated apart and becomes the wrapper's own last
- * expression, so the kernel still answers it as the cell's result.
+ * `env` in os.environ for this cell only. Its last expression is evaluated apart and becomes the
+ * wrapper's own last expression, so the kernel still answers it as the cell's result.
  */
 function wrapped(code: string, ctx: string | null, env: Record<string, string>, cwd: string | null): string {
   const s = (v: unknown) => JSON.stringify(v);

@@ -32,18 +32,6 @@ extern int main(int argc, char **argv);
 
 #define MAX_REQUEST (16u << 20)
 
-static int read_full(int fd, void *p, size_t n) {
-  char *c = p;
-  while (n > 0) {
-    ssize_t r = read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 static void set_comm(const char *argv0) {
   const char *base = strrchr(argv0, '/');
   prctl(PR_SET_NAME, base ? base + 1 : argv0);
@@ -90,10 +78,10 @@ __attribute__((constructor)) static void nube_wait(int argc, char **argv) {
   for (int i = 0; i < 7; i++) id[i] = strtoull(argv[3 + i], NULL, 10);
   unsigned char lb[4];
   /* The caller hung up before a command came (its sandbox stopped, nube went away): nothing runs. */
-  if (read_full(fd, lb, 4) < 0) _exit(0);
+  if (read_all(fd, lb, 4) < 0) _exit(0);
   uint32_t len = (uint32_t)lb[0] | ((uint32_t)lb[1] << 8) | ((uint32_t)lb[2] << 16) | ((uint32_t)lb[3] << 24);
   char *req = len > 0 && len <= MAX_REQUEST ? malloc((size_t)len + 1) : NULL;
-  if (!req || read_full(fd, req, len) < 0) _exit(st == &AGENT ? 0 : st->bad);
+  if (!req || read_all(fd, req, len) < 0) _exit(st == &AGENT ? 0 : st->bad);
   req[len] = 0;
   close(fd);
   size_t nf = 0;

@@ -1,10 +1,25 @@
-// How a prepared command starts the static sh's wait mode (static-sh-wait.c): included by the
-// namespaces helper (namespaces/helper/nube-helper.c) and gVisor's agent (gvisor/nube-agent.c), whose
-// builds hash this file with their own sources.
+// How a prepared command starts the static sh's wait mode (static-sh-wait.c), and how all three read
+// a request whole: included by the static sh, the namespaces helper (namespaces/helper/nube-helper.c)
+// and gVisor's agent (gvisor/nube-agent.c), whose builds hash this file with their own sources.
 #ifndef NUBE_STATIC_SH_WAIT_H
 #define NUBE_STATIC_SH_WAIT_H
+#include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* n bytes from fd into p: 0, or -1 at EOF or an error (EINTR retried). */
+static inline int read_all(int fd, void *p, size_t n) {
+  char *c = p;
+  while (n > 0) {
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
 
 /* argv[0], the format, the request's fd and seven numbers of /bin/sh's identity. */
 #define SH_WAIT_ARGC 10

@@ -49,18 +49,6 @@ static int write_all(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-static int read_all(int fd, void *buf, size_t n) {
-  char *p = buf;
-  while (n) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    p += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 // The static sh (scripts/install-static-sh.sh: Debian's dash 0.5.12-2 linked statically) stands in
 // for /bin/sh while /bin/sh is Debian's dash 0.5.12-2 byte for byte (compared once, at start, with
 // the reference copy from Debian's package) and the very same file since (its identity is checked

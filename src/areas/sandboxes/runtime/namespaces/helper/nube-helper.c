@@ -226,7 +226,6 @@ static void close_target(struct opened *o) {
 /* In the forked child: join the cgroups, enter the namespaces and root, become root inside, load the
    seccomp filter and exec. Never returns; failures exit 125 (setup), 126 (cwd, exec) or 127. */
 static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_len);
-static int read_all(int fd, void *p, size_t n);
 
 /*
  * The static sh (scripts/install-static-sh.sh: Debian's dash 0.5.12-2 linked statically, no loader and
@@ -523,18 +522,6 @@ static int send_frame(int fd, char type, const void *data, size_t len) {
   }
   size_t sent = (size_t)w - 5;
   return sent < len ? send_all(fd, (const char *)data + sent, len - sent) : 0;
-}
-
-static int read_all(int fd, void *p, size_t n) {
-  char *c = p;
-  while (n > 0) {
-    ssize_t r = read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= (size_t)r;
-  }
-  return 0;
 }
 
 static void session_fail(int conn, const char *msg) {

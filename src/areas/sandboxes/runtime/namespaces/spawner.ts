@@ -3,6 +3,8 @@
 // and teardown; the helper is a few hundred KB. Each exec is one unix-socket connection: a request
 // (target, cgroups, cwd, deadline, env, argv, stdin), then frames of stdout, stderr and status. The
 // protocol is described in helper/nube-helper.c (serve). Closing the connection kills the command.
+// A sandbox exec'd lately keeps one resident connection (helper/resident.c): its commands go one
+// after another over it, each made by a process already inside the sandbox.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -27,13 +29,17 @@ export type SpawnHead = Pick<SpawnRequest, 'target' | 'cgroups' | 'execCgroups'>
 /** The command itself: the second half of a prepared session's request. */
 export type SpawnRest = Omit<SpawnRequest, keyof SpawnHead>;
 
-/** Prepared sessions kept at once (one per sandbox exec'd lately); the oldest goes past it. */
+/** Resident sessions kept at once (one per sandbox exec'd lately); the oldest goes past it. */
 const MAX_PREPARED = 64;
 
+/** A resident session (helper/resident.c): one connection for a sandbox's commands, one at a time. */
 interface Prepared {
   sock: Socket;
   chunks: Buffer[];
   closed: boolean;
+  busy: boolean;
+  /** Closed by us (its sandbox stopped) while a command ran: that command is not run again. */
+  dropped?: boolean;
 }
 
 export interface SpawnSinks {
@@ -74,30 +80,41 @@ export function encodeRequest(req: SpawnRequest, stdin: Buffer): Buffer {
 }
 
 /**
- * Hands a session's output to `sinks` and resolves with its last status line (null: it ended with none,
- * which tells that nothing ran). It resolves as soon as the final status frame arrives (the helper
- * sends it last, after all output, once the command and whatever it left are gone), without waiting
- * for the session process to exit and the connection to close. Aborting `signal` closes the
- * connection, which kills the command's process group: "signal 9".
+ * Hands a session's output to `sinks` and resolves with its last status line (null: it ended with no
+ * frame at all, which tells that nothing ran). It resolves as soon as the final status frame arrives
+ * (the helper sends it last, after all output, once the command and whatever it left are gone),
+ * without waiting for the session process to exit and the connection to close; `keep` leaves the
+ * connection open for the next command (a resident session), else it is closed. Aborting `signal`
+ * closes the connection, which kills the command's process group: "signal 9".
  */
-function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, pending: Buffer[] = [], signal?: AbortSignal) {
+function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, pending: Buffer[] = [], signal?: AbortSignal, keep = false) {
   return new Promise<string | null>((resolve, reject) => {
     const abort = () => sock.destroy();
     if (signal?.aborted) abort();
     else signal?.addEventListener('abort', abort, { once: true });
     let buf: Buffer = pending.length ? Buffer.concat(pending) : Buffer.alloc(0);
     let status = '';
+    let framed = false;
     let settled = false;
+    let hung = false;
     // Belt and braces: if the helper hangs past the deadline, closing the connection kills the group.
-    const guard = timeoutMs ? setTimeout(() => sock.destroy(), timeoutMs + 5000) : undefined;
+    const guard = timeoutMs
+      ? setTimeout(() => {
+          hung = true;
+          sock.destroy();
+        }, timeoutMs + 5000)
+      : undefined;
     const settle = (fn: () => void) => {
       if (settled) return;
       settled = true;
       if (guard) clearTimeout(guard);
       signal?.removeEventListener('abort', abort);
+      sock.off('data', onData);
+      sock.off('error', onError);
+      sock.off('close', onClose);
       fn();
     };
-    const onData = (c: Buffer) => {
+    function onData(c: Buffer) {
       buf = buf.length ? Buffer.concat([buf, c]) : c;
       while (buf.length >= 5) {
         const len = buf.readUInt32LE(1);
@@ -105,6 +122,7 @@ function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, p
         const type = buf[0];
         const data = buf.subarray(5, 5 + len);
         buf = buf.subarray(5 + len);
+        framed = true;
         if (type === 0x6f) sinks.stdout(data);
         else if (type === 0x65) sinks.stderr(data);
         else if (type === 0x73) {
@@ -112,24 +130,29 @@ function relay(sock: Socket, sinks: SpawnSinks, timeoutMs: number | undefined, p
           const last = finalStatus(status);
           if (last) {
             settle(() => resolve(last));
-            sock.destroy();
+            if (!keep) sock.destroy();
             return;
           }
         }
       }
-    };
-    sock.on('data', onData);
-    onData(Buffer.alloc(0));
+    }
     let failure: Error | undefined;
-    sock.on('error', (e) => {
+    function onError(e: Error) {
       failure = e;
-    });
-    sock.on('close', () => {
+    }
+    function onClose() {
       const last = status.trim().split('\n').pop() ?? '';
       if (signal?.aborted) settle(() => resolve('signal 9'));
-      else if (status === '' && !failure) settle(() => resolve(null));
+      else if (hung) settle(() => reject(new Error('nube-helper serve did not end the exec 5 s past its deadline')));
+      // Nothing came: nothing ran. A resident session may have ended (its sandbox stopped) just as
+      // this command was written to it, which fails the write: that is the same answer.
+      else if (!framed && (!failure || keep)) settle(() => resolve(null));
       else settle(() => reject(failure ?? new Error(`nube-helper serve ended the exec without a status (${last || 'nothing'})`)));
-    });
+    }
+    sock.on('data', onData);
+    sock.on('error', onError);
+    sock.on('close', onClose);
+    onData(Buffer.alloc(0));
   });
 }
 
@@ -156,7 +179,10 @@ export class Spawner {
     this.starting ??= (async () => {
       await mkdir(`${this.dataDir}/run`, { recursive: true, mode: 0o700 });
       const path = socketPath(this.dataDir);
-      const child = spawn(this.helper, ['serve', path, ...(this.staticShDir ? [this.staticShDir] : [])], { stdio: ['pipe', 'pipe', 'inherit'] });
+      // Nothing of nube's environment (its secrets among it): commands get theirs from each request,
+      // and a resident session's zygote lives inside a sandbox.
+      const env = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+      const child = spawn(this.helper, ['serve', path, ...(this.staticShDir ? [this.staticShDir] : [])], { stdio: ['pipe', 'pipe', 'inherit'], env });
       this.server = child;
       await new Promise<void>((resolve, reject) => {
         let seen = '';
@@ -253,34 +279,50 @@ export class Spawner {
   }
 
   /**
-   * Run a command in a session prepared ahead for `key` (cgroups joined, namespaces entered) when
-   * there is one, so the command's own path has no cgroup migration; and prepare the next one for
-   * the same key while this one runs. `key` must change when the target does (a restarted sandbox).
-   * Without a prepared session, or when it ended unused (its sandbox stopped), this is `run`.
+   * Run a command in the resident session of `key` (helper/resident.c: a process already inside the
+   * sandbox makes the command's, prepared before it is asked for) when there is one and it is idle,
+   * making one for the next command otherwise. `key` must change when the target does (a restarted
+   * sandbox). A command while the resident one is busy (another exec in the same sandbox), or when
+   * it ended before this command started (its sandbox stopped), runs in a session of its own (`run`).
    */
   async runPrepared(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
-    // Encoded first: a request refused here (a NUL) must not take the prepared session and leave it waiting.
+    // Encoded first: a request refused here (a NUL) must not take the resident session.
     const stdin = Buffer.from(rest.stdin ?? '');
     const payload = encodeFields(restFields(rest, stdin), stdin);
     const p = this.prepared.get(key);
-    this.prepared.delete(key);
-    let status: string | null = null;
-    if (p && !p.closed) {
+    if (p && !p.closed && !p.busy) {
+      p.busy = true;
+      p.sock.ref();
       p.sock.removeAllListeners('data');
       p.sock.removeAllListeners('close');
-      p.sock.ref();
-      const done = relay(p.sock, sinks, rest.timeoutMs, p.chunks, signal);
+      const chunks = p.chunks;
+      p.chunks = [];
+      const done = relay(p.sock, sinks, rest.timeoutMs, chunks, signal, true);
       p.sock.write(payload);
-      this.prepareSoon(key, head());
-      status = await done;
+      const status = await done.finally(() => this.idle(key, p));
       if (status !== null) return status;
-    } else p?.sock.destroy();
-    const r = await this.run({ ...head(), ...rest }, sinks, signal);
-    this.prepareSoon(key, head());
-    return r;
+      if (p.dropped) throw new SandboxRuntimeError('InvalidState', 'the sandbox stopped while the command ran');
+    } else if (!p || p.closed) this.prepareSoon(key, head());
+    return this.run({ ...head(), ...rest }, sinks, signal);
   }
 
-  /** Prepare a session for `key` now (a sandbox that just started), unless one is there. */
+  /** A resident session between commands: output kept for the next, its end noted, not keeping us alive. */
+  private idle(key: string, p: Prepared): void {
+    p.busy = false;
+    if (p.sock.destroyed) p.closed = true;
+    if (p.closed) {
+      if (this.prepared.get(key) === p) this.prepared.delete(key);
+      return;
+    }
+    p.sock.on('data', (c: Buffer) => p.chunks.push(c));
+    p.sock.on('close', () => {
+      p.closed = true;
+      if (this.prepared.get(key) === p && !p.busy) this.prepared.delete(key);
+    });
+    p.sock.unref();
+  }
+
+  /** Make the resident session for `key` now (a sandbox that just started), unless one is there. */
   prepareAhead(key: string, head: SpawnHead): void {
     this.prepareSoon(key, head);
   }
@@ -292,33 +334,31 @@ export class Spawner {
   private async prepare(key: string, head: SpawnHead): Promise<void> {
     if (this.prepared.has(key)) return;
     const path = await this.start();
+    if (this.prepared.has(key)) return;
     const sock = connect(path);
-    const p: Prepared = { sock, chunks: [], closed: false };
-    sock.on('data', (c: Buffer) => p.chunks.push(c));
+    const p: Prepared = { sock, chunks: [], closed: false, busy: false };
+    // Errors show as the connection's end (close), where they are handled.
     sock.on('error', () => {});
-    sock.on('close', () => {
-      p.closed = true;
-      if (this.prepared.get(key) === p) this.prepared.delete(key);
-    });
-    // An idle prepared session must not keep the process alive.
-    sock.unref();
-    sock.write(encodeFields([...headFields(head), 'p:1'], Buffer.alloc(0)));
-    this.prepared.get(key)?.sock.destroy();
     this.prepared.set(key, p);
+    this.idle(key, p);
+    sock.write(encodeFields([...headFields(head), 'r:1'], Buffer.alloc(0)));
     if (this.prepared.size > MAX_PREPARED) {
-      const [oldest] = this.prepared;
-      if (oldest) {
-        this.prepared.delete(oldest[0]);
-        oldest[1].sock.destroy();
+      // The oldest idle one goes (a busy one's command would be killed).
+      for (const [k, q] of this.prepared) {
+        if (q.busy) continue;
+        this.prepared.delete(k);
+        q.sock.destroy();
+        break;
       }
     }
   }
 
-  /** Drop the prepared sessions of keys starting with `prefix` (a sandbox that stops). */
+  /** Drop the resident sessions of keys starting with `prefix` (a sandbox that stops). */
   forget(prefix: string): void {
     for (const [key, p] of this.prepared) {
       if (key.startsWith(prefix)) {
         this.prepared.delete(key);
+        p.dropped = p.busy;
         p.sock.destroy();
       }
     }
@@ -335,7 +375,10 @@ export class Spawner {
   }
 
   close(): void {
-    for (const p of this.prepared.values()) p.sock.destroy();
+    for (const p of this.prepared.values()) {
+      p.dropped = p.busy;
+      p.sock.destroy();
+    }
     this.prepared.clear();
     this.stopServer();
   }

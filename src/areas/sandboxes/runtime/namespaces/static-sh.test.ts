@@ -46,13 +46,20 @@ describe.skipIf(!process.env.CI && !existsSync(`${STATIC_SH_DIR}/sh`))('namespac
   }, 120_000);
 
   it('waits for the next command as the static sh already started, with nothing of the host in it', async () => {
-    // The next exec's prepared process became the static sh (its wait mode) while this one runs.
-    const r = await runtime.exec(
+    // Between two execs, the next one's process has become the static sh (its wait mode): a process
+    // in the background looks at it.
+    const bgId = await runtime.startBackground(
       id,
       'for i in $(seq 100); do p=$(pgrep -x nube-sh-wait) && break; sleep 0.05; done; ' +
         'echo "$p"; tr "\\0" " " < /proc/$p/cmdline; echo; tr "\\0" "\\n" < /proc/$p/environ | wc -c; ' +
         'grep -c host-secret-7f3a /proc/$p/environ /proc/$p/cmdline',
     );
+    let bg = await runtime.getBackground(id, bgId);
+    for (let i = 0; i < 200 && bg.state === 'running'; i++) {
+      await new Promise((res) => setTimeout(res, 25));
+      bg = await runtime.getBackground(id, bgId);
+    }
+    const r = { stdout: bg.stdout };
     const [pid, cmdline, envBytes] = r.stdout.split('\n');
     expect(Number(pid)).toBeGreaterThan(1);
     expect(cmdline).toMatch(/^nube-sh-wait h \d+( \d+){7} $/);

@@ -337,12 +337,7 @@ static void wait_nft(int conn, pid_t pid, int errfd) {
 static pid_t children_of(pid_t pid, pid_t *first) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t r = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (r <= 0) return 0;
-  buf[r] = 0;
+  if (read_small(path, buf, sizeof buf) <= 0) return 0;
   *first = (pid_t)atoi(buf);
   return *first;
 }
@@ -350,12 +345,8 @@ static pid_t children_of(pid_t pid, pid_t *first) {
 static int read_comm(pid_t pid, char *comm, size_t len) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/comm", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t r = read(fd, comm, len - 1);
-  close(fd);
+  ssize_t r = read_small(path, comm, len);
   if (r <= 0) return -1;
-  comm[r] = 0;
   if (comm[r - 1] == '\n') comm[r - 1] = 0;
   return 0;
 }
@@ -364,12 +355,7 @@ static int read_comm(pid_t pid, char *comm, size_t len) {
 static int start_time(pid_t pid, char *out, size_t len) {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t r = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (r <= 0) return -1;
-  buf[r] = 0;
+  if (read_small(path, buf, sizeof buf) <= 0) return -1;
   char *p = strrchr(buf, ')');
   if (!p) return -1;
   p += 2;

@@ -131,6 +131,16 @@ static int write_file(const char *path, const char *text) {
   return n < 0 ? -1 : 0;
 }
 
+/* A small file (a /proc one) read whole into buf, NUL-terminated: its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t r = read(fd, buf, len - 1);
+  close(fd);
+  if (r >= 0) buf[r] = 0;
+  return r;
+}
+
 static void write_status_file(const char *path, const char *text) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -183,7 +193,7 @@ static void on_stop(int sig) { (void)sig; stop_asked = 1; }
 /* A command to run inside a sandbox: from the command line (enter) or from a request (serve). */
 struct entry {
   int target, ncg, nexec;
-  int prepare; /* serve: "p:1", the command comes in a second request (see session) */
+  int prepare; /* serve: "p:1" (1), the command comes in a second request (see session); "r:1" (2), many (resident.c) */
   long timeout_ms;
   const char *cwd;
   const char *cgroups[MAX_CG], *exec_cgroups[MAX_CG];
@@ -306,20 +316,18 @@ static void exec_command(char **cmd, const struct stat *ref) {
   execvp(cmd[0], cmd);
 }
 
-static void enter_child(const struct entry *e, struct opened *o, int ctl) {
+/* Join these cgroups (the calling process); a failure exits 125 with the path named. */
+static void join_cgroups(const char *const *dirs, int n) {
   char path[4096];
-  setpgid(0, 0);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
-  for (int k = 0; k < e->ncg; k++) {
-    snprintf(path, sizeof path, "%s/cgroup.procs", e->cgroups[k]);
+  for (int k = 0; k < n; k++) {
+    snprintf(path, sizeof path, "%s/cgroup.procs", dirs[k]);
     if (write_file(path, "0") < 0) die(path);
   }
-  for (int k = 0; k < e->nexec; k++) {
-    snprintf(path, sizeof path, "%s/cgroup.procs", e->exec_cgroups[k]);
-    if (write_file(path, "0") < 0) die(path);
-  }
+}
+
+/* Enter the target's namespaces (all but pid, joined for children already) and root, and become root
+   inside. After this the process holds nothing of the host's but what it already had open. */
+static void enter_namespaces(struct opened *o) {
   for (int k = 0; k < 6; k++) {
     if (k == 3) continue;
     if (k == 5) {
@@ -331,50 +339,66 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
   if (setgroups(0, NULL) < 0) die("setgroups");
   if (setgid(0) < 0) die("setgid");
   if (setuid(0) < 0) die("setuid");
+}
+
+/* A prepared command (inside the sandbox, its seccomp filter loaded, stdio its own pipes): waits for
+   the rest of its request (cwd, env, argv) on ctl and runs it. When /bin/sh was found to be Debian's
+   dash (sh_ok, its identity in sh_seen), the static sh's execve is made now, before the command is
+   known (its wait mode, static-sh-wait.c: it reads the rest of the request from ctl itself, then runs
+   as that dash or executes what was asked), with an empty environment: nothing of the host's is in
+   the waiting process, which root inside may inspect. Never returns. */
+static void await_command(int ctl, const struct entry *e, int sh_ok, struct stat *sh_seen) {
+  if (sh_ok) {
+    struct sh_wait w;
+    char **wait_argv = sh_wait_argv(&w, "h", ctl, sh_seen);
+    char *no_env[] = {NULL};
+    if (fcntl(ctl, F_SETFD, 0) == 0) syscall(SYS_execveat, static_sh, "", wait_argv, no_env, AT_EMPTY_PATH);
+    /* Refused (execveat failed): the command is read and run here, as without the static sh. */
+    fcntl(ctl, F_SETFD, FD_CLOEXEC);
+  }
+  unsigned char lb[4];
+  if (read_all(ctl, lb, 4) < 0) _exit(125);
+  size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
+  char *req = len > 0 && len <= (16u << 20) ? malloc(len + 1) : NULL;
+  if (!req || read_all(ctl, req, len) < 0) _exit(125);
+  req[len] = 0;
+  close(ctl);
+  struct entry rest = *e;
+  size_t ignored = 0;
+  rest.cmd = NULL;
+  rest.env = NULL;
+  rest.prepare = 0;
+  if (req[len - 1] != 0 || parse_request(req, len - 1, &rest, &ignored) < 0) {
+    fprintf(stderr, "nube-helper: bad request\n");
+    _exit(125);
+  }
+  if (chdir(rest.cwd) < 0) {
+    fprintf(stderr, "cwd %s: %s\n", rest.cwd, strerror(errno));
+    _exit(126);
+  }
+  if (rest.env) environ = rest.env;
+  exec_command(rest.cmd, sh_ok ? sh_seen : NULL);
+  fprintf(stderr, "%s: %s\n", rest.cmd[0], strerror(errno));
+  _exit(errno == ENOENT ? 127 : 126);
+}
+
+static void enter_child(const struct entry *e, struct opened *o, int ctl) {
+  setpgid(0, 0);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  join_cgroups(e->cgroups, e->ncg);
+  join_cgroups(e->exec_cgroups, e->nexec);
+  enter_namespaces(o);
   if (ctl >= 0) {
     /* Prepared ahead: from here on it is a process of the sandbox like any other (its seccomp filter
-       loaded before it waits), until the rest of the request (cwd, env, argv) comes through ctl. */
+       loaded before it waits), until the rest of the request (cwd, env, argv) comes through ctl. The
+       comparison with the reference dash is made now, while waiting, not on the command's path: then
+       only a stat says /bin/sh is still that file. */
     if (load_filter() < 0) die("seccomp filter");
-    /* The comparison with the reference dash is made now, while waiting, not on the command's path:
-       then only a stat says /bin/sh is still that file. */
     struct stat sh_seen;
     int sh_ok = sh_is_ref(&sh_seen);
-    /* The sandbox's /bin/sh is Debian's dash: the static sh's execve is made now, before the command
-       is known (its wait mode, static-sh-wait.c: it reads the rest of the request from ctl itself,
-       then runs as that dash or executes what was asked). An empty environment: nothing of the
-       host's is in the waiting process, which root inside may inspect. */
-    if (sh_ok) {
-      struct sh_wait w;
-      char **wait_argv = sh_wait_argv(&w, "h", ctl, &sh_seen);
-      char *no_env[] = {NULL};
-      if (fcntl(ctl, F_SETFD, 0) == 0) syscall(SYS_execveat, static_sh, "", wait_argv, no_env, AT_EMPTY_PATH);
-      /* Refused (execveat failed): the command is read and run here, as without the static sh. */
-      fcntl(ctl, F_SETFD, FD_CLOEXEC);
-    }
-    unsigned char lb[4];
-    if (read_all(ctl, lb, 4) < 0) _exit(125);
-    size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
-    char *req = len > 0 && len <= (16u << 20) ? malloc(len + 1) : NULL;
-    if (!req || read_all(ctl, req, len) < 0) _exit(125);
-    req[len] = 0;
-    close(ctl);
-    struct entry rest = *e;
-    size_t ignored = 0;
-    rest.cmd = NULL;
-    rest.env = NULL;
-    rest.prepare = 0;
-    if (req[len - 1] != 0 || parse_request(req, len - 1, &rest, &ignored) < 0) {
-      fprintf(stderr, "nube-helper: bad request\n");
-      _exit(125);
-    }
-    if (chdir(rest.cwd) < 0) {
-      fprintf(stderr, "cwd %s: %s\n", rest.cwd, strerror(errno));
-      _exit(126);
-    }
-    if (rest.env) environ = rest.env;
-    exec_command(rest.cmd, sh_ok ? &sh_seen : NULL);
-    fprintf(stderr, "%s: %s\n", rest.cmd[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+    await_command(ctl, e, sh_ok, &sh_seen);
   }
   if (chdir(e->cwd) < 0) {
     fprintf(stderr, "cwd %s: %s\n", e->cwd, strerror(errno));
@@ -562,6 +586,7 @@ static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_l
       case 'e': e->env[nenv++] = v; break;
       case 'a': e->cmd[nargs++] = v; break;
       case 'p': e->prepare = 1; break;
+      case 'r': e->prepare = 2; break;
       default: return -1;
     }
   }
@@ -569,6 +594,149 @@ static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_l
 }
 
 #include "launch.c"
+
+/*
+ * A prepared command's second request, read from conn while the waiting child (pidfd) lives: "d:",
+ * "m:", "i:", "e:", "a:" fields (no target), then stdin. The session keeps the deadline (into e) and
+ * the stdin length (in_left); the child gets the whole request through ctl (closed here) and reads it
+ * itself. 0, or -1 when the caller hung up, the request was bad or the child died first.
+ */
+static int pass_rest(int conn, int pidfd, int ctl, struct entry *e, size_t *in_left) {
+  for (;;) {
+    struct pollfd w[2] = {{conn, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    if (poll(w, pidfd >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (w[1].revents || (w[0].revents & (POLLHUP | POLLERR))) return -1;
+    if (w[0].revents & POLLIN) break;
+  }
+  unsigned char lb[4];
+  if (read_all(conn, lb, 4) < 0) return -1;
+  size_t len = lb[0] | (lb[1] << 8) | (lb[2] << 16) | ((size_t)lb[3] << 24);
+  char *rest = len > 0 && len <= (16u << 20) ? malloc(len + 4) : NULL;
+  char *copy = rest ? malloc(len + 1) : NULL;
+  int rc = -1;
+  if (copy && read_all(conn, rest + 4, len) == 0) {
+    memcpy(rest, lb, 4);
+    memcpy(copy, rest + 4, len);
+    copy[len] = 0;
+    struct entry r = *e;
+    r.prepare = 0;
+    r.cmd = NULL;
+    r.env = NULL;
+    r.timeout_ms = 0;
+    *in_left = 0;
+    if (copy[len - 1] == 0 && parse_request(copy, len - 1, &r, in_left) == 0 &&
+        write(ctl, rest, len + 4) == (ssize_t)(len + 4)) {
+      e->timeout_ms = r.timeout_ms;
+      rc = 0;
+    }
+    free(r.cmd);
+    free(r.env);
+  }
+  free(rest);
+  free(copy);
+  close(ctl);
+  return rc;
+}
+
+/* A waiting child that will not get its command: killed and reaped at once, with what it left. */
+static void end_waiting(pid_t child, const struct entry *e) {
+  kill(-child, SIGKILL);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  kill_all(child, e);
+}
+
+/*
+ * Relay one started command (child, its pidfd or -1, the session's ends of its stdin, stdout and
+ * stderr pipes, closed here): in_left bytes of stdin from conn to the command, its output to conn as
+ * frames, the deadline (e->timeout_ms) on its process group and exec cgroups, then the final status
+ * frame once it and whatever it left are gone. Returns 0 when the caller got the status, -1 when it
+ * had gone (the command was killed then).
+ */
+static int relay_command(int conn, pid_t child, int pidfd, int infd, int outfd, int errfd, size_t in_left,
+                         const struct entry *e) {
+  static char inbuf[65536], outbuf[65536];
+  fcntl(infd, F_SETFL, O_NONBLOCK);
+  if (in_left == 0) { close(infd); infd = -1; }
+  size_t pend_off = 0, pend_len = 0;
+  int gone = 0, exited = 0, killed = 0, timed = 0, st = 0;
+  long deadline = e->timeout_ms > 0 ? now_ms() + e->timeout_ms : 0;
+  while (!exited || outfd >= 0 || errfd >= 0) {
+    struct pollfd p[5] = {
+      {gone ? -1 : conn, in_left > 0 && pend_len == 0 ? POLLIN : (in_left == 0 ? POLLIN : 0), 0},
+      {infd >= 0 && pend_len > 0 ? infd : -1, POLLOUT, 0},
+      {outfd, POLLIN, 0},
+      {errfd, POLLIN, 0},
+      {exited || pidfd < 0 ? -1 : pidfd, POLLIN, 0},
+    };
+    int wait_ms = -1;
+    if (deadline && !killed) wait_ms = (int)(deadline - now_ms() > 0 ? deadline - now_ms() : 0);
+    else if (pidfd < 0 && !exited) wait_ms = 10; /* no pidfd (old kernel): poll waitpid */
+    int rc = poll(p, 5, wait_ms);
+    if (rc < 0 && errno != EINTR) break;
+    if (deadline && !killed && now_ms() >= deadline) {
+      timed = 1;
+      kill_all(child, e);
+      killed = 1;
+    }
+    if (rc <= 0) goto reap;
+    if (p[0].revents) {
+      if (in_left > 0 && (p[0].revents & POLLIN)) {
+        ssize_t r = read(conn, inbuf, in_left < sizeof inbuf ? in_left : sizeof inbuf);
+        if (r > 0) {
+          in_left -= (size_t)r;
+          pend_off = 0;
+          pend_len = infd >= 0 ? (size_t)r : 0; /* stdin closed by the command: drop the rest */
+        } else if (r == 0 || errno != EINTR) gone = 1;
+      } else if (in_left == 0) {
+        ssize_t r = read(conn, outbuf, sizeof outbuf); /* nothing more is expected: EOF = caller gone */
+        if (r == 0 || (r < 0 && errno != EINTR) || (p[0].revents & (POLLHUP | POLLERR))) gone = 1;
+      } else gone = 1; /* hang-up while stdin was still coming */
+      if (gone && !killed) { kill_all(child, e); killed = 1; }
+    }
+    if (p[1].revents) {
+      ssize_t w = write(infd, inbuf + pend_off, pend_len);
+      if (w > 0) { pend_off += (size_t)w; pend_len -= (size_t)w; }
+      else if (w < 0 && errno != EAGAIN && errno != EINTR) { close(infd); infd = -1; pend_len = 0; }
+    }
+    if (infd >= 0 && pend_len == 0 && in_left == 0) { close(infd); infd = -1; }
+    for (int k = 2; k <= 3; k++) {
+      if (!p[k].revents) continue;
+      int *fd = k == 2 ? &outfd : &errfd;
+      ssize_t r = read(*fd, outbuf, sizeof outbuf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) { close(*fd); *fd = -1; continue; }
+      if (!gone && send_frame(conn, k == 2 ? 'o' : 'e', outbuf, (size_t)r) < 0) gone = 1;
+      if (gone && !killed) { kill_all(child, e); killed = 1; }
+    }
+  reap:
+    if (!exited && waitpid(child, &st, WNOHANG) == child) {
+      exited = 1;
+      /* A background child started by the shell dies when the shell ends. */
+      kill_all(child, e);
+      if (infd >= 0) { close(infd); infd = -1; }
+    }
+  }
+  if (infd >= 0) close(infd);
+  if (outfd >= 0) close(outfd);
+  if (errfd >= 0) close(errfd);
+  /* Read the stdin the command did not take, so the caller's write completes before we answer. */
+  while (!gone && in_left > 0) {
+    ssize_t r = read(conn, inbuf, in_left < sizeof inbuf ? in_left : sizeof inbuf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) { gone = 1; break; }
+    in_left -= (size_t)r;
+  }
+  char line[128];
+  status_line(st, timed, line, sizeof line);
+  if (!gone && send_frame(conn, 's', line, strlen(line)) < 0) gone = 1;
+  return gone ? -1 : 0;
+}
+
+static void resident_session(int conn, struct entry *e, struct opened *o);
 
 static void session(int conn) {
   signal(SIGCHLD, SIG_DFL); /* the server ignores it to reap sessions; we wait for our child */
@@ -598,6 +766,7 @@ static void session(int conn) {
     for (int k = 0; k < e.nexec; k++) rmdir(e.exec_cgroups[k]);
     session_fail(conn, msg);
   }
+  if (e.prepare == 2) resident_session(conn, &e, &o);
   int in[2], out[2], er[2], ctl[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) session_fail(conn, "pipe");
   if (e.prepare && pipe2(ctl, O_CLOEXEC) < 0) session_fail(conn, "pipe");
@@ -624,131 +793,34 @@ static void session(int conn) {
   if (e.prepare) {
     /*
      * A prepared session: cgroups joined and namespaces entered ahead of the command, so an exec's
-     * critical path has no cgroup migration (each one waits for an RCU grace period). The second
-     * request carries "d:", "m:", "i:", "e:", "a:" fields (no target), then stdin. If the child dies
-     * first (the sandbox stopped) or the caller hangs up, the session ends without a status line,
-     * which tells the caller nothing ran.
+     * critical path has no cgroup migration (each one waits for an RCU grace period). If the child
+     * dies first (the sandbox stopped) or the caller hangs up, the session ends without a status
+     * line, which tells the caller nothing ran.
      */
     close(ctl[0]);
-    for (;;) {
-      struct pollfd w[2] = {{conn, POLLIN, 0}, {pidfd, POLLIN, 0}};
-      if (poll(w, pidfd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) break;
-      if (w[1].revents || (w[0].revents & (POLLHUP | POLLERR))) break;
-      if (!(w[0].revents & POLLIN)) continue;
-      unsigned char lb2[4];
-      if (read_all(conn, lb2, 4) < 0) break;
-      size_t len2 = lb2[0] | (lb2[1] << 8) | (lb2[2] << 16) | ((size_t)lb2[3] << 24);
-      char *rest = len2 > 0 && len2 <= (16u << 20) ? malloc(len2 + 4) : NULL;
-      if (!rest || read_all(conn, rest + 4, len2) < 0) break;
-      memcpy(rest, lb2, 4);
-      /* The session reads the deadline and the stdin length; the child reads the rest itself. */
-      char *copy = malloc(len2 + 1);
-      if (!copy) break;
-      memcpy(copy, rest + 4, len2);
-      copy[len2] = 0;
-      struct entry r = e;
-      r.prepare = 0;
-      r.cmd = NULL;
-      r.env = NULL;
-      if (copy[len2 - 1] != 0 || parse_request(copy, len2 - 1, &r, &in_left) < 0) break;
-      e.timeout_ms = r.timeout_ms;
-      if (write(ctl[1], rest, len2 + 4) != (ssize_t)(len2 + 4)) break;
-      close(ctl[1]);
-      ctl[1] = -1;
-      break;
-    }
-    if (ctl[1] >= 0) {
+    if (pass_rest(conn, pidfd, ctl[1], &e, &in_left) < 0) {
       /* Reaped here at once: a sandbox's pid 1 that dies waits until every process of its pid
          namespace is reaped, and the runtime takes a pid 1 still there for a live sandbox. */
-      kill(-child, SIGKILL);
-      kill(child, SIGKILL);
-      waitpid(child, NULL, 0);
-      kill_all(child, &e);
+      end_waiting(child, &e);
       remove_exec_cgroups(&e);
       _exit(0);
     }
+    char line[32];
+    snprintf(line, sizeof line, "pid %d\n", child);
+    send_frame(conn, 's', line, strlen(line));
+  } else {
+    char line[32];
+    snprintf(line, sizeof line, "pid %d\n", child);
+    send_frame(conn, 's', line, strlen(line));
   }
-  char line[128];
-  snprintf(line, sizeof line, "pid %d\n", child);
-  int gone = send_frame(conn, 's', line, strlen(line)) < 0;
-  int infd = in[1];
-  fcntl(infd, F_SETFL, O_NONBLOCK);
-  if (in_left == 0) { close(infd); infd = -1; }
-  static char inbuf[65536], outbuf[65536];
-  size_t pend_off = 0, pend_len = 0;
-  int outfd = out[0], errfd = er[0], exited = 0, killed = 0, timed = 0, st = 0;
-  long deadline = e.timeout_ms > 0 ? now_ms() + e.timeout_ms : 0;
-  if (gone) { kill_all(child, &e); killed = 1; }
-  while (!exited || outfd >= 0 || errfd >= 0) {
-    struct pollfd p[5] = {
-      {gone ? -1 : conn, in_left > 0 && pend_len == 0 ? POLLIN : (in_left == 0 ? POLLIN : 0), 0},
-      {infd >= 0 && pend_len > 0 ? infd : -1, POLLOUT, 0},
-      {outfd, POLLIN, 0},
-      {errfd, POLLIN, 0},
-      {exited || pidfd < 0 ? -1 : pidfd, POLLIN, 0},
-    };
-    int wait_ms = -1;
-    if (deadline && !killed) wait_ms = (int)(deadline - now_ms() > 0 ? deadline - now_ms() : 0);
-    else if (pidfd < 0 && !exited) wait_ms = 10; /* no pidfd (old kernel): poll waitpid */
-    int rc = poll(p, 5, wait_ms);
-    if (rc < 0 && errno != EINTR) break;
-    if (deadline && !killed && now_ms() >= deadline) {
-      timed = 1;
-      kill_all(child, &e);
-      killed = 1;
-    }
-    if (rc <= 0) goto reap;
-    if (p[0].revents) {
-      if (in_left > 0 && (p[0].revents & POLLIN)) {
-        ssize_t r = read(conn, inbuf, in_left < sizeof inbuf ? in_left : sizeof inbuf);
-        if (r > 0) {
-          in_left -= (size_t)r;
-          pend_off = 0;
-          pend_len = infd >= 0 ? (size_t)r : 0; /* stdin closed by the command: drop the rest */
-        } else if (r == 0 || errno != EINTR) gone = 1;
-      } else if (in_left == 0) {
-        ssize_t r = read(conn, outbuf, sizeof outbuf); /* nothing more is expected: EOF = caller gone */
-        if (r == 0 || (r < 0 && errno != EINTR) || (p[0].revents & (POLLHUP | POLLERR))) gone = 1;
-      } else gone = 1; /* hang-up while stdin was still coming */
-      if (gone && !killed) { kill_all(child, &e); killed = 1; }
-    }
-    if (p[1].revents) {
-      ssize_t w = write(infd, inbuf + pend_off, pend_len);
-      if (w > 0) { pend_off += (size_t)w; pend_len -= (size_t)w; }
-      else if (w < 0 && errno != EAGAIN && errno != EINTR) { close(infd); infd = -1; pend_len = 0; }
-    }
-    if (infd >= 0 && pend_len == 0 && in_left == 0) { close(infd); infd = -1; }
-    for (int k = 2; k <= 3; k++) {
-      if (!p[k].revents) continue;
-      int *fd = k == 2 ? &outfd : &errfd;
-      ssize_t r = read(*fd, outbuf, sizeof outbuf);
-      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (r <= 0) { close(*fd); *fd = -1; continue; }
-      if (!gone && send_frame(conn, k == 2 ? 'o' : 'e', outbuf, (size_t)r) < 0) gone = 1;
-      if (gone && !killed) { kill_all(child, &e); killed = 1; }
-    }
-  reap:
-    if (!exited && waitpid(child, &st, WNOHANG) == child) {
-      exited = 1;
-      /* A background child started by the shell dies when the shell ends. */
-      kill_all(child, &e);
-      if (infd >= 0) { close(infd); infd = -1; }
-    }
-  }
-  /* Read the stdin the command did not take, so the caller's write completes before we hang up. */
-  while (!gone && in_left > 0) {
-    ssize_t r = read(conn, inbuf, in_left < sizeof inbuf ? in_left : sizeof inbuf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    in_left -= (size_t)r;
-  }
-  status_line(st, timed, line, sizeof line);
-  if (!gone) send_frame(conn, 's', line, strlen(line));
+  relay_command(conn, child, pidfd, in[1], out[0], er[0], in_left, &e);
   /* The caller has its answer; the session lingers for the removal. */
   close(conn);
   remove_exec_cgroups(&e);
   _exit(0);
 }
+
+#include "resident.c"
 
 static int cmd_serve(const char *path, const char *static_sh_dir) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -824,7 +896,11 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "cg")) return cmd_cg(argc, argv);
   if (argc >= 3 && !strcmp(argv[1], "bpf")) return cmd_bpf(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "enter")) return cmd_enter(argc, argv);
-  if (argc >= 3 && !strcmp(argv[1], "serve")) return cmd_serve(argv[2], argc >= 4 ? argv[3] : NULL);
+  if (argc >= 3 && !strcmp(argv[1], "serve")) {
+    args_start = argv[0];
+    args_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
+    return cmd_serve(argv[2], argc >= 4 ? argv[3] : NULL);
+  }
   fprintf(stderr, "usage: nube-helper bpf FILE | enter [options] -- command... | cg DIR... -- command... | serve SOCKET [STATIC_SH_DIR]\n");
   return 125;
 }

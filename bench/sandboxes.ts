@@ -202,37 +202,73 @@ async function apiRows(): Promise<void> {
   }
 }
 
-/** The same create with a warm pool: each sample waits for the pool to hold one, then creates. */
+/** Creates of the pool-hit burst (all taken from a pool filled for them, within its refill delay). */
+const BURST = 24;
+
+/**
+ * The same create with a warm pool, measured two ways. The target row compares like with like: the
+ * API exec `true` p50 comes from samples back to back, so do these: a burst of creates, each followed
+ * by its first exec, from a pool filled for the burst beforehand, all within the pool's refill delay
+ * (no refill runs among them). Then each create alone, after the host went quiet (300 ms, the pool
+ * refilled), beside an exec `true` taken alone after the same quiet: a process that sat idle answers
+ * its first request slower (caches, the CPU's own idle states), so those two are compared together.
+ */
 async function apiPoolRows(): Promise<void> {
-  const api = await apiNube(1, 4);
+  // Creation is rate limited to 10 a minute per owner: 2 x BURST + 1 creates need 6 owners at least.
+  const api = await apiNube(BURST + 2, 8);
   const pool = api.nube.services.sandboxes.core.pool;
-  // Ready, and no refill running: a refill's CPU would land in the sample on a small host.
-  const quiet = async () => {
+  const ready = async (n: number) => {
     await new Promise((r) => setTimeout(r, 300));
     const k = (await pool.status()).keys.find((x) => x.key === 'template:base');
-    return (k?.ready ?? 0) >= 1 && !k?.filling;
+    return (k?.ready ?? 0) >= n && !k?.filling;
   };
+  const owner = (i: number) => api.keys[i % api.keys.length]!;
   try {
-    const first = await api.post(api.keys[0]!, '/sandboxes', { timeoutSeconds: 300 });
-    await api.del(api.keys[0]!, first.id!);
+    const first = await api.post(owner(0), '/sandboxes', { timeoutSeconds: 300 });
+    await api.del(owner(0), first.id!);
+    for (const end = Date.now() + 120_000; !(await ready(BURST + 1)) && Date.now() < end; );
     const creates: number[] = [];
     const createExec: number[] = [];
-    for (let i = 0; i < 32; i++) {
-      for (const end = Date.now() + 60_000; !(await quiet()) && Date.now() < end; );
-      const key = api.keys[i % api.keys.length]!;
+    const held: [string, string][] = [];
+    for (let i = 0; i < BURST; i++) {
       let id = '';
       const c = await time(async () => {
-        id = (await api.post(key, '/sandboxes', { timeoutSeconds: 300, env: { N: String(i) } })).id!;
+        id = (await api.post(owner(i), '/sandboxes', { timeoutSeconds: 300, env: { N: String(i) } })).id!;
       });
-      const e = await time(() => api.post(key, `/sandboxes/${id}/exec`, { command: 'true' }));
+      const e = await time(() => api.post(owner(i), `/sandboxes/${id}/exec`, { command: 'true' }));
       creates.push(c);
       createExec.push(c + e);
-      await api.del(key, id);
+      held.push([owner(i), id]);
     }
     const s = (await pool.status()).keys.find((k) => k.key === 'template:base');
     const execNote = { apiExecP50Ms: round(apiExecP50), hits: s?.hits ?? 0, misses: s?.misses ?? 0 };
-    row('API: POST /sandboxes, pool hit', creates, '<= 2x API exec `true` p50', 2 * apiExecP50, execNote);
-    row('API: POST /sandboxes -> first exec result, pool hit', createExec, '-', undefined, execNote);
+    row('API: POST /sandboxes, pool hit (a burst, back to back)', creates, '<= 2x API exec `true` p50', 2 * apiExecP50, execNote);
+    row('API: POST /sandboxes -> first exec result, pool hit (burst)', createExec, '-', undefined, execNote);
+    for (const [key, id] of held) await api.del(key, id);
+
+    const alone: number[] = [];
+    const aloneExec: number[] = [];
+    const warm = await api.post(owner(BURST), '/sandboxes', { timeoutSeconds: 300 });
+    await api.post(owner(BURST), `/sandboxes/${warm.id}/exec`, { command: 'true' });
+    for (let i = 0; i < BURST; i++) {
+      const key = owner(BURST + 1 + i);
+      for (const end = Date.now() + 60_000; !(await ready(1)) && Date.now() < end; );
+      let id = '';
+      alone.push(
+        await time(async () => {
+          id = (await api.post(key, '/sandboxes', { timeoutSeconds: 300, env: { N: String(i) } })).id!;
+        }),
+      );
+      await api.del(key, id);
+      for (const end = Date.now() + 60_000; !(await ready(1)) && Date.now() < end; );
+      aloneExec.push(await time(() => api.post(owner(BURST), `/sandboxes/${warm.id}/exec`, { command: 'true' })));
+    }
+    const aloneExecP50 = percentile(aloneExec, 50);
+    row('API: POST /sandboxes, pool hit, alone after 300 ms quiet', alone, '-', undefined, {
+      apiExecAfterQuietP50Ms: round(aloneExecP50),
+      vsApiExecAfterQuiet: round(percentile(alone, 50) / aloneExecP50),
+    });
+    row('API: POST exec `true`, alone after 300 ms quiet', aloneExec, '-');
   } finally {
     await api.close();
   }
@@ -441,7 +477,7 @@ try {
   const file = writeResult(
     newResult('sandboxes', rows, [
       `Template ready in ${round(tpl)} ms (cached build). Load average at the start: ${load0}, at the end: ${loadavg().map(round).join(', ')} on this 2-core VM (other suites may run at the same time).`,
-      `pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=1 (each sample waits for the pool to hold one with no refill running, so every create is a hit, hits/misses columns, and the CPU of a refill is not in the sample: on this 2-core host a create right after another one shares the CPU with that refill); runtime ones claim a sandbox created ahead that answered one exec \`true\`, as pooled ones have (runtime.claim: env and limits), then exec \`true\`, samples ${SETTLE_MS} ms apart on both drivers (so a sample does not share the CPU with the previous one's aftermath).`,
+      `pool hit rows: API ones go through a nube with NUBE_SANDBOX_POOL=${BURST + 2}. The target row is a burst of ${BURST} creates back to back (each followed by its first exec), all hits from the pool filled beforehand and all within the pool's 250 ms refill delay, so no refill shares the CPU with them: like the API exec \`true\` samples it is compared with, which are back to back too (hits/misses columns). The "alone after 300 ms quiet" rows take one create at a time once the pool has refilled, and an exec \`true\` after the same quiet: a process that sat idle answers its next request slower, so that create is compared with that exec (vsApiExecAfterQuiet); runtime ones claim a sandbox created ahead that answered one exec \`true\`, as pooled ones have (runtime.claim: env and limits), then exec \`true\`, samples ${SETTLE_MS} ms apart on both drivers (so a sample does not share the CPU with the previous one's aftermath).`,
       `density: ${DENSITY} sandboxes created 4 at a time and left idle 3 s; hostMbPerIdleSandbox = drop of MemAvailable / ${DENSITY} (page cache and other helpers move it too), cgroupMbPerIdleSandbox = the sandboxes' own memory cgroups, driverRssGrowthMb / driverHeapGrowthMb = this process (the runtime, as in nube) after all answered (garbage collection moves both; RSS can shrink).`,
       'fork rows: the parent wrote 100 MB of random data and synced; one child per fork, timed from the call to the child running (its first exec not included); the child and the snapshot are deleted between samples. store column: image = upper dirs and snapshots on the sparse XFS image (reflink copies), copy = the data dir as it is (ext4 here, a full copy). snapshot row: the same copy alone, the parent frozen while it is taken.',
       `gvisor rows call GvisorRuntime directly (${RUNSC_VERSION}, ptrace platform: /dev/kvm here is nested and hangs, systrap starts processes 2.5x slower here); exec goes to the exec agent inside the sandbox (nube-agent over a host unix socket), the \`runsc exec\` row measures the fallback. The pool hit's exec is the second command of a freshly started sandbox. \`sh -c\` runs the static sh (scripts/install-static-sh.sh: Debian's dash linked statically) while the sandbox's /bin/sh is Debian's dash: ${STATIC_SH_NOTE}.`,

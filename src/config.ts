@@ -113,6 +113,8 @@ const envSchema = z.object({
     .default('nube0:10.77.0.1/16'),
   NUBE_SANDBOX_CGROUP: z.string().regex(/^[a-z0-9-]{1,32}$/).default('nube'),
   NUBE_SANDBOX_CGROUPS: z.enum(['auto', 'v1', 'v2']).default('auto'),
+  // The host's cgroup2 mount gets `favordynmods` (fast task migrations; see cgroup-tuning.ts).
+  NUBE_SANDBOX_FAVOR_DYNMODS: z.enum(['true', 'false']).default('true'),
   // Warm pool: sandboxes started ahead per template in use (0 turns it off), its upper bound when
   // creations come fast, and the share of the host's available memory pooled sandboxes may take.
   NUBE_SANDBOX_POOL: z.coerce.number().int().min(0).max(64).default(2),
@@ -259,6 +261,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       bridge: { name: e.NUBE_SANDBOX_BRIDGE.split(':')[0]!, cidr: e.NUBE_SANDBOX_BRIDGE.split(':')[1]! },
       cgroupParent: e.NUBE_SANDBOX_CGROUP,
       cgroups: e.NUBE_SANDBOX_CGROUPS,
+      favorDynmods: e.NUBE_SANDBOX_FAVOR_DYNMODS === 'true',
       mirror: e.NUBE_SANDBOX_MIRROR,
       store: e.NUBE_SANDBOX_STORE,
       storeSizeBytes: e.NUBE_SANDBOX_STORE_SIZE,

@@ -186,6 +186,8 @@ export interface SandboxesConfig {
   cgroupParent: string;
   /** Which cgroup hierarchy sandboxes use (NUBE_SANDBOX_CGROUPS): detected, or forced. */
   cgroups: CgroupChoice;
+  /** Turn the host's cgroup `favordynmods` on (NUBE_SANDBOX_FAVOR_DYNMODS, default true). */
+  favorDynmods: boolean;
   /** Debian mirror template builds download from (NUBE_SANDBOX_MIRROR); mmdebstrap's default when unset. */
   mirror?: string;
   /** Upper dirs and snapshots on a reflink-capable store (`auto`) or plain copies (`copy`): NUBE_SANDBOX_STORE. */

@@ -97,7 +97,7 @@ describe('nube doctor', () => {
     expect(line(r.lines, 'file storage')).toMatch(/^ok .*S3 bucket nube-doctor .*listed/);
     expect(line(r.lines, 'web search')).toMatch(/^ok .*answered a query with 3 results/);
     expect(line(r.lines, 'data directory')).toMatch(/^ok .*writable/);
-    for (const check of ['user', 'packages', 'user namespaces', 'cgroups', 'nftables', 'bridge subnet', 'store']) {
+    for (const check of ['user', 'packages', 'user namespaces', 'cgroups', 'cgroup migrations', 'nftables', 'bridge subnet', 'store']) {
       expect(line(r.lines, `sandboxes: ${check}`)).toMatch(/^ok /);
     }
     expect(line(r.lines, 'sandboxes: templates', 'base:')).toMatch(/base: (built|being built|not built)/);

@@ -33,6 +33,7 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
     bridge: c.bridge,
     cgroupParent: c.cgroupParent,
     cgroupVersion: c.cgroups,
+    favorDynmods: c.favorDynmods,
     mirror: c.mirror,
     store: c.store,
     storeSizeBytes: c.storeSizeBytes,

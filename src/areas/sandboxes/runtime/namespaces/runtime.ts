@@ -35,6 +35,7 @@ import { dnatBindable } from './port-forwards.js';
 import { newSnapshotId, takeSnapshot } from './snapshots.js';
 import { closeStore, openStore, type StoreMode, type StoreStatus, StoreTrimmer } from './store.js';
 import { Spawner } from './spawner.js';
+import { favorDynamicMigrations } from './cgroup-tuning.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
 import { STATIC_SH_DIR } from '../static-sh.js';
@@ -68,6 +69,8 @@ export interface NamespacesRuntimeOptions {
   store?: StoreMode;
   /** Size of the store's sparse XFS image when one is made (default: the size of the data dir's filesystem). */
   storeSizeBytes?: number;
+  /** Turn the host's cgroup `favordynmods` on (cgroup-tuning.ts); default true. */
+  favorDynmods?: boolean;
   /** The static sh for `/bin/sh` (see ../static-sh.ts); default STATIC_SH_DIR (used when built), null: never. */
   staticShDir?: string | null;
 }
@@ -114,11 +117,13 @@ export class NamespacesRuntime implements SandboxRuntime {
       this.trimmer = this.store.kind === 'image' ? new StoreTrimmer(this.store.root) : null;
       // Traversable, not listable: the sandbox's uid walks through to its own 0700 directory.
       await Promise.all([chmod(this.layout.runRoot, 0o711), chmod(this.layout.runDir, 0o711)]);
-      const [paths, resolver] = await Promise.all([
+      const [paths, resolver, tuning] = await Promise.all([
         ensureHelper(this.opts.dataDir),
         this.opts.resolver !== undefined ? Promise.resolve(this.opts.resolver) : hostResolver(),
+        this.opts.favorDynmods === false ? Promise.resolve('favordynmods left as it is (NUBE_SANDBOX_FAVOR_DYNMODS=false)') : favorDynamicMigrations(),
         ensureSubordinateIds(this.uidBase, this.uidCount),
       ]);
+      this.cgroupTuning = tuning;
       this.network = new BridgeNetwork(this.opts.bridge ?? { name: 'nube0', cidr: '10.77.0.1/16' }, resolver);
       await this.network.ensure();
       this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
@@ -129,6 +134,9 @@ export class NamespacesRuntime implements SandboxRuntime {
     });
     return this.readyPromise;
   }
+
+  /** What was done about the host's cgroup migrations (cgroup-tuning.ts), once ready. */
+  cgroupTuning: string | null = null;
 
   async checkHost(): Promise<void> {
     await this.ready();

@@ -90,4 +90,19 @@ describe('namespaces runtime: the resident session', () => {
     expect((await sh('echo still')).stdout).toBe('still\n');
     expect((await sh('echo and again')).stdout).toBe('and again\n');
   }, 30_000);
+
+  // Last: from here on the sandbox has two resident sessions.
+  it('a long command keeps its resident session busy; the execs beside it get another one', async () => {
+    const out: string[] = [];
+    const long = runtime.execStream(id, ['/bin/sh', '-c', 'sleep 4; echo long'], {}, { stdout: (c) => out.push(c.toString()), stderr: () => {} });
+    // This one runs in a session of its own while a second resident session is made.
+    expect((await sh('echo beside')).stdout).toBe('beside\n');
+    let zygotes = '';
+    for (const end = Date.now() + 10_000; zygotes !== '2' && Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
+      zygotes = (await sh('pgrep -xc nube-zygote || true')).stdout.trim();
+    }
+    expect(zygotes).toBe('2');
+    expect((await long).exitCode).toBe(0);
+    expect(out.join('')).toBe('long\n');
+  });
 });

@@ -29,8 +29,10 @@ export type SpawnHead = Pick<SpawnRequest, 'target' | 'cgroups' | 'execCgroups'>
 /** The command itself: the second half of a prepared session's request. */
 export type SpawnRest = Omit<SpawnRequest, keyof SpawnHead>;
 
-/** Resident sessions kept at once (one per sandbox exec'd lately); the oldest goes past it. */
+/** Resident sessions kept at once (sandboxes exec'd lately); the oldest idle one goes past it. */
 const MAX_PREPARED = 64;
+/** Resident sessions per sandbox: long commands (a server started through E2B) keep theirs busy. */
+const PER_KEY = 3;
 
 /** A resident session (helper/resident.c): one connection for a sandbox's commands, one at a time. */
 interface Prepared {
@@ -166,7 +168,9 @@ function finalStatus(status: string): string | null {
 export class Spawner {
   private server: ChildProcess | null = null;
   private starting: Promise<string> | null = null;
-  private readonly prepared = new Map<string, Prepared>();
+  private readonly prepared = new Map<string, Prepared[]>();
+  /** Resident sessions in `prepared`, all keys together. */
+  private count = 0;
 
   constructor(
     private readonly helper: string,
@@ -279,18 +283,19 @@ export class Spawner {
   }
 
   /**
-   * Run a command in the resident session of `key` (helper/resident.c: a process already inside the
-   * sandbox makes the command's, prepared before it is asked for) when there is one and it is idle,
-   * making one for the next command otherwise. `key` must change when the target does (a restarted
-   * sandbox). A command while the resident one is busy (another exec in the same sandbox), or when
-   * it ended before this command started (its sandbox stopped), runs in a session of its own (`run`).
+   * Run a command in an idle resident session of `key` (helper/resident.c: a process already inside
+   * the sandbox makes the command's, prepared before it is asked for). `key` must change when the
+   * target does (a restarted sandbox). Without an idle one (the sandbox's residents are busy with
+   * long commands, or it has none yet, or one ended before this command started: its sandbox
+   * stopped), the command runs in a session of its own (`run`) while another resident is made, up to
+   * PER_KEY of them.
    */
   async runPrepared(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
-    // Encoded first: a request refused here (a NUL) must not take the resident session.
+    // Encoded first: a request refused here (a NUL) must not take a resident session.
     const stdin = Buffer.from(rest.stdin ?? '');
     const payload = encodeFields(restFields(rest, stdin), stdin);
-    const p = this.prepared.get(key);
-    if (p && !p.closed && !p.busy) {
+    const p = this.prepared.get(key)?.find((x) => !x.closed && !x.busy);
+    if (p) {
       p.busy = true;
       p.sock.ref();
       p.sock.removeAllListeners('data');
@@ -302,7 +307,8 @@ export class Spawner {
       const status = await done.finally(() => this.idle(key, p));
       if (status !== null) return status;
       if (p.dropped) throw new SandboxRuntimeError('InvalidState', 'the sandbox stopped while the command ran');
-    } else if (!p || p.closed) this.prepareSoon(key, head());
+    }
+    this.prepareSoon(key, head());
     return this.run({ ...head(), ...rest }, sinks, signal);
   }
 
@@ -311,20 +317,29 @@ export class Spawner {
     p.busy = false;
     if (p.sock.destroyed) p.closed = true;
     if (p.closed) {
-      if (this.prepared.get(key) === p) this.prepared.delete(key);
+      this.drop(key, p);
       return;
     }
     p.sock.on('data', (c: Buffer) => p.chunks.push(c));
     p.sock.on('close', () => {
       p.closed = true;
-      if (this.prepared.get(key) === p && !p.busy) this.prepared.delete(key);
+      if (!p.busy) this.drop(key, p);
     });
     p.sock.unref();
   }
 
-  /** Make the resident session for `key` now (a sandbox that just started), unless one is there. */
+  private drop(key: string, p: Prepared): void {
+    const list = this.prepared.get(key);
+    const i = list?.indexOf(p) ?? -1;
+    if (!list || i < 0) return;
+    list.splice(i, 1);
+    this.count--;
+    if (list.length === 0) this.prepared.delete(key);
+  }
+
+  /** Make a resident session for `key` now (a sandbox that just started), unless it has one. */
   prepareAhead(key: string, head: SpawnHead): void {
-    this.prepareSoon(key, head);
+    if (!this.prepared.get(key)?.length) this.prepareSoon(key, head);
   }
 
   private prepareSoon(key: string, head: SpawnHead): void {
@@ -332,33 +347,42 @@ export class Spawner {
   }
 
   private async prepare(key: string, head: SpawnHead): Promise<void> {
-    if (this.prepared.has(key)) return;
     const path = await this.start();
-    if (this.prepared.has(key)) return;
+    const list = this.prepared.get(key) ?? [];
+    if (list.length >= PER_KEY || list.some((x) => !x.closed && !x.busy)) return;
     const sock = connect(path);
     const p: Prepared = { sock, chunks: [], closed: false, busy: false };
     // Errors show as the connection's end (close), where they are handled.
     sock.on('error', () => {});
-    this.prepared.set(key, p);
+    list.push(p);
+    this.prepared.set(key, list);
+    this.count++;
     this.idle(key, p);
     sock.write(encodeFields([...headFields(head), 'r:1'], Buffer.alloc(0)));
-    if (this.prepared.size > MAX_PREPARED) {
-      // The oldest idle one goes (a busy one's command would be killed).
-      for (const [k, q] of this.prepared) {
-        if (q.busy) continue;
-        this.prepared.delete(k);
-        q.sock.destroy();
-        break;
-      }
+    if (this.count > MAX_PREPARED) this.evictOne();
+  }
+
+  /** The oldest idle resident session goes (a busy one's command would be killed). */
+  private evictOne(): void {
+    for (const [key, list] of this.prepared) {
+      const q = list.find((x) => !x.busy);
+      if (!q) continue;
+      this.drop(key, q);
+      q.closed = true;
+      q.sock.destroy();
+      return;
     }
   }
 
   /** Drop the resident sessions of keys starting with `prefix` (a sandbox that stops). */
   forget(prefix: string): void {
-    for (const [key, p] of this.prepared) {
-      if (key.startsWith(prefix)) {
-        this.prepared.delete(key);
+    for (const [key, list] of this.prepared) {
+      if (!key.startsWith(prefix)) continue;
+      this.prepared.delete(key);
+      this.count -= list.length;
+      for (const p of list) {
         p.dropped = p.busy;
+        p.closed = true;
         p.sock.destroy();
       }
     }
@@ -375,11 +399,7 @@ export class Spawner {
   }
 
   close(): void {
-    for (const p of this.prepared.values()) {
-      p.dropped = p.busy;
-      p.sock.destroy();
-    }
-    this.prepared.clear();
+    this.forget('');
     this.stopServer();
   }
 }

@@ -7,9 +7,10 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
   const [loading, setLoading] = useState(true);
-  const reload = useCallback(() => {
+  /** Resolves once the new data (or error) is in place. */
+  const reload = useCallback((): Promise<void> => {
     setLoading(true);
-    load().then(
+    return load().then(
       (d) => {
         setData(d);
         setError(null);
@@ -22,7 +23,9 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []) {
     );
     // biome-ignore lint/correctness/useExhaustiveDependencies: callers pass their own deps
   }, deps);
-  useEffect(reload, [reload]);
+  useEffect(() => {
+    reload();
+  }, [reload]);
   return { data, error, loading, reload, setData };
 }
 

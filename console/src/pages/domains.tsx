@@ -57,8 +57,9 @@ export function DomainsPage(_: { sub: string[] }) {
   const run = async <T,>(fn: () => Promise<T>, said: (r: T) => string) => {
     setNote(null);
     const r = await act.run(fn);
+    // The list first: the note ("… is verified.") must not come before the row that shows it.
+    await list.reload();
     if (r) setNote(said(r));
-    list.reload();
   };
   return (
     <Page title="Domains">

@@ -19,7 +19,7 @@ DEB_SHA256=33ea40061da2f1a861ec46212b2b6a34f0776a049b1a3f0abce2fb8cb994258f
 # /bin/dash of that package: what a sandbox's /bin/sh must be for the static one to stand in for it.
 REFERENCE_SHA256=f5adb8bf0100ed0f8c7782ca5f92814e9229525a4b4e0d401cf3bea09ac960a6
 MIRROR=${NUBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-BUILD=n3
+BUILD=n4
 DEST=/opt/nube/dash/$VERSION-$BUILD
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 

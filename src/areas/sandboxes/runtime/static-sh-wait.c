@@ -37,6 +37,20 @@ static void set_comm(const char *argv0) {
   prctl(PR_SET_NAME, base ? base + 1 : argv0);
 }
 
+/* What ps and /proc/PID/cmdline show of this process is the wait argv's memory: the command's argv
+   goes there (as much as that room holds, NUL-padded), so `ps` shows `/bin/sh -c …` as for any sh. */
+static void show_argv(char **wait_argv, char **args) {
+  char *start = wait_argv[0], *end = wait_argv[SH_WAIT_ARGC - 1] + strlen(wait_argv[SH_WAIT_ARGC - 1]);
+  size_t room = (size_t)(end - start), at = 0;
+  for (int i = 0; args[i] && at < room; i++) {
+    size_t n = strlen(args[i]) + 1;
+    if (n > room - at) n = room - at;
+    memcpy(start + at, args[i], n);
+    at += n;
+  }
+  memset(start + at, 0, room - at + 1);
+}
+
 /* Where the two prepared children differ: their messages and exit codes. */
 struct style {
   const char *prefix;
@@ -107,6 +121,7 @@ __attribute__((constructor)) static void nube_wait(int argc, char **argv) {
       (unsigned long long)now.st_mtim.tv_sec == id[3] && (unsigned long long)now.st_mtim.tv_nsec == id[4] &&
       (unsigned long long)now.st_ctim.tv_sec == id[5] && (unsigned long long)now.st_ctim.tv_nsec == id[6]) {
     set_comm(args[0]);
+    show_argv(argv, args);
     int n = 0;
     while (args[n]) n++;
     exit(main(n, args));

@@ -5,4 +5,4 @@
  * agent from a copy in /.nube, the namespaces spawner from a sealed memfd. The dir is keyed by dash's
  * version and nube's build recipe (BUILD in the script).
  */
-export const STATIC_SH_DIR = '/opt/nube/dash/0.5.12-2-n3';
+export const STATIC_SH_DIR = '/opt/nube/dash/0.5.12-2-n4';

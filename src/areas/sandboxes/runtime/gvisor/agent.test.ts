@@ -78,6 +78,8 @@ describe.skipIf(!DRIVERS.includes('gvisor'))('gvisor exec agent', () => {
       const r = await runtime.exec(id, `${shell}; no-such-command`);
       // The same dash: its $0, its error messages, ~user through /etc/passwd.
       expect([r.stdout, r.stderr, r.exitCode]).toEqual(['/.nube/sh\n/bin/sh /root []\n', '/bin/sh: 1: no-such-command: not found\n', 127]);
+      // Its command line is the command's (the wait mode's argv is rewritten), as ps shows any sh's.
+      expect((await runtime.exec(id, 'ps -o args= -p $$')).stdout).toMatch(/^\/bin\/sh -c ps -o args= -p \$\$\s*\n$/);
       // /bin/sh made bash: bash runs; made dash again (the very file checked at start): the static one.
       await runtime.exec(id, 'ln -sf bash /bin/sh');
       expect((await runtime.exec(id, shell)).stdout).toMatch(/^\/usr\/bin\/bash\n\/bin\/sh \/root \[5\./);

@@ -27,8 +27,13 @@ describe.skipIf(!process.env.CI && !existsSync(`${STATIC_SH_DIR}/sh`))('namespac
   it("runs for /bin/sh as the same dash: its $0, error text, exit status and ~user", async () => {
     const r = await runtime.exec(id, `${shell}; no-such-command`);
     expect([r.stdout, r.stderr, r.exitCode]).toEqual(['/memfd:nube-sh (deleted)\n/bin/sh /root []\n', '/bin/sh: 1: no-such-command: not found\n', 127]);
-    // Named `sh` for ps, top and pgrep, as an exec of /bin/sh names it (not after the memfd).
+    // Named `sh` for ps, top and pgrep, as an exec of /bin/sh names it (not after the memfd), and its
+    // command line is the command's (as much as the wait mode's argv had room for), not the wait argv.
     expect((await runtime.exec(id, 'cat /proc/$$/comm; ps -o comm= -p $$')).stdout).toBe('sh\nsh\n');
+    expect((await runtime.exec(id, 'tr "\\0" "|" < /proc/$$/cmdline; echo')).stdout).toMatch(/^\/bin\/sh\|-c\|tr "\\0" "\|" < \/proc\/\$\$\/cmdline; echo\|+\n$/);
+    expect((await runtime.exec(id, 'pgrep -f "^/bin/sh -c pgrep" >/dev/null && echo found')).stdout).toBe('found\n');
+    const long = `echo ${'x'.repeat(300)} > /dev/null; ps -o args= -p $$`;
+    expect((await runtime.exec(id, long)).stdout).toMatch(/^\/bin\/sh -c echo x{20,}/);
     // Streamed commands (argv /bin/sh -c) take the same way; a program named directly runs as named.
     const out: string[] = [];
     await runtime.execStream(id, ['/bin/sh', '-c', 'readlink /proc/$$/exe'], {}, { stdout: (c) => out.push(c.toString()), stderr: () => {} });

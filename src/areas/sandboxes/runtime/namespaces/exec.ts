@@ -60,7 +60,7 @@ export class Capture {
   }
 }
 
-/** Sessions are prepared ahead per running init (a restarted sandbox has another key). */
+/** Resident sessions are kept per running init (a restarted sandbox has another key). */
 function sessionKey(rec: SandboxRecord): string {
   return `${rec.id}:${rec.init!.innerPid}:${rec.init!.startTime}`;
 }
@@ -70,11 +70,11 @@ function sessionHead(rec: SandboxRecord, cg: SandboxCgroup) {
 }
 
 /**
- * A sandbox just started: prepare the session of its first exec now (its cgroups joined, namespaces
- * entered), while the caller gets its answer, so that exec is as quick as the ones after it.
+ * A sandbox just started: open its resident session now (its zygote in the sandbox, the first
+ * command's process made), while the caller gets its answer, so that exec is as quick as the ones after it.
  */
 export function prepareFirstExec(spawner: Spawner, rec: SandboxRecord, cg: SandboxCgroup): void {
-  if (rec.init) spawner.prepareAhead(sessionKey(rec), sessionHead(rec, cg));
+  if (rec.init) spawner.openAhead(sessionKey(rec), sessionHead(rec, cg));
 }
 
 /**
@@ -93,7 +93,7 @@ export async function enterArgv(
   const out = new Capture(opts.maxOutputBytes);
   const err = new Capture(opts.maxOutputBytes);
   const started = performance.now();
-  const status = await spawner.runPrepared(
+  const status = await spawner.runResident(
     sessionKey(rec),
     () => sessionHead(rec, cg),
     {

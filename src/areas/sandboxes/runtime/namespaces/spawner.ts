@@ -24,18 +24,18 @@ export interface SpawnRequest {
   stdin?: string | Uint8Array;
 }
 
-/** Where a command runs: known before the command (a prepared session is made from it). */
+/** Where a command runs: known before the command (a resident session is made from it). */
 export type SpawnHead = Pick<SpawnRequest, 'target' | 'cgroups' | 'execCgroups'>;
-/** The command itself: the second half of a prepared session's request. */
+/** The command itself: what a resident session gets per command. */
 export type SpawnRest = Omit<SpawnRequest, keyof SpawnHead>;
 
 /** Resident sessions kept at once (sandboxes exec'd lately); the oldest idle one goes past it. */
-const MAX_PREPARED = 64;
+const MAX_RESIDENTS = 64;
 /** Resident sessions per sandbox: long commands (a server started through E2B) keep theirs busy. */
 const PER_KEY = 3;
 
 /** A resident session (helper/resident.c): one connection for a sandbox's commands, one at a time. */
-interface Prepared {
+interface Resident {
   sock: Socket;
   chunks: Buffer[];
   closed: boolean;
@@ -168,8 +168,8 @@ function finalStatus(status: string): string | null {
 export class Spawner {
   private server: ChildProcess | null = null;
   private starting: Promise<string> | null = null;
-  private readonly prepared = new Map<string, Prepared[]>();
-  /** Resident sessions in `prepared`, all keys together. */
+  private readonly residents = new Map<string, Resident[]>();
+  /** Resident sessions in `residents`, all keys together. */
   private count = 0;
 
   constructor(
@@ -290,11 +290,11 @@ export class Spawner {
    * stopped), the command runs in a session of its own (`run`) while another resident is made, up to
    * PER_KEY of them.
    */
-  async runPrepared(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+  async runResident(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
     // Encoded first: a request refused here (a NUL) must not take a resident session.
     const stdin = Buffer.from(rest.stdin ?? '');
     const payload = encodeFields(restFields(rest, stdin), stdin);
-    const p = this.prepared.get(key)?.find((x) => !x.closed && !x.busy);
+    const p = this.residents.get(key)?.find((x) => !x.closed && !x.busy);
     if (p) {
       p.busy = true;
       p.sock.ref();
@@ -308,12 +308,12 @@ export class Spawner {
       if (status !== null) return status;
       if (p.dropped) throw new SandboxRuntimeError('InvalidState', 'the sandbox stopped while the command ran');
     }
-    this.prepareSoon(key, head());
+    this.openSoon(key, head());
     return this.run({ ...head(), ...rest }, sinks, signal);
   }
 
   /** A resident session between commands: output kept for the next, its end noted, not keeping us alive. */
-  private idle(key: string, p: Prepared): void {
+  private idle(key: string, p: Resident): void {
     p.busy = false;
     if (p.sock.destroyed) p.closed = true;
     if (p.closed) {
@@ -328,43 +328,43 @@ export class Spawner {
     p.sock.unref();
   }
 
-  private drop(key: string, p: Prepared): void {
-    const list = this.prepared.get(key);
+  private drop(key: string, p: Resident): void {
+    const list = this.residents.get(key);
     const i = list?.indexOf(p) ?? -1;
     if (!list || i < 0) return;
     list.splice(i, 1);
     this.count--;
-    if (list.length === 0) this.prepared.delete(key);
+    if (list.length === 0) this.residents.delete(key);
   }
 
   /** Make a resident session for `key` now (a sandbox that just started), unless it has one. */
-  prepareAhead(key: string, head: SpawnHead): void {
-    if (!this.prepared.get(key)?.length) this.prepareSoon(key, head);
+  openAhead(key: string, head: SpawnHead): void {
+    if (!this.residents.get(key)?.length) this.openSoon(key, head);
   }
 
-  private prepareSoon(key: string, head: SpawnHead): void {
-    this.prepare(key, head).catch(() => {});
+  private openSoon(key: string, head: SpawnHead): void {
+    this.openResident(key, head).catch(() => {});
   }
 
-  private async prepare(key: string, head: SpawnHead): Promise<void> {
+  private async openResident(key: string, head: SpawnHead): Promise<void> {
     const path = await this.start();
-    const list = this.prepared.get(key) ?? [];
+    const list = this.residents.get(key) ?? [];
     if (list.length >= PER_KEY || list.some((x) => !x.closed && !x.busy)) return;
     const sock = connect(path);
-    const p: Prepared = { sock, chunks: [], closed: false, busy: false };
+    const p: Resident = { sock, chunks: [], closed: false, busy: false };
     // Errors show as the connection's end (close), where they are handled.
     sock.on('error', () => {});
     list.push(p);
-    this.prepared.set(key, list);
+    this.residents.set(key, list);
     this.count++;
     this.idle(key, p);
     sock.write(encodeFields([...headFields(head), 'r:1'], Buffer.alloc(0)));
-    if (this.count > MAX_PREPARED) this.evictOne();
+    if (this.count > MAX_RESIDENTS) this.evictOne();
   }
 
   /** The oldest idle resident session goes (a busy one's command would be killed). */
   private evictOne(): void {
-    for (const [key, list] of this.prepared) {
+    for (const [key, list] of this.residents) {
       const q = list.find((x) => !x.busy);
       if (!q) continue;
       this.drop(key, q);
@@ -376,9 +376,9 @@ export class Spawner {
 
   /** Drop the resident sessions of keys starting with `prefix` (a sandbox that stops). */
   forget(prefix: string): void {
-    for (const [key, list] of this.prepared) {
+    for (const [key, list] of this.residents) {
       if (!key.startsWith(prefix)) continue;
-      this.prepared.delete(key);
+      this.residents.delete(key);
       this.count -= list.length;
       for (const p of list) {
         p.dropped = p.busy;

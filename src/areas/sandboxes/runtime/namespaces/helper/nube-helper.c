@@ -193,7 +193,7 @@ static void on_stop(int sig) { (void)sig; stop_asked = 1; }
 /* A command to run inside a sandbox: from the command line (enter) or from a request (serve). */
 struct entry {
   int target, ncg, nexec;
-  int prepare; /* serve: "p:1" (1), the command comes in a second request (see session); "r:1" (2), many (resident.c) */
+  int resident; /* serve: "r:1", a resident session: the commands come in requests of their own (resident.c) */
   long timeout_ms;
   const char *cwd;
   const char *cgroups[MAX_CG], *exec_cgroups[MAX_CG];
@@ -367,7 +367,7 @@ static void await_command(int ctl, const struct entry *e, int sh_ok, struct stat
   size_t ignored = 0;
   rest.cmd = NULL;
   rest.env = NULL;
-  rest.prepare = 0;
+  rest.resident = 0;
   if (req[len - 1] != 0 || parse_request(req, len - 1, &rest, &ignored) < 0) {
     fprintf(stderr, "nube-helper: bad request\n");
     _exit(125);
@@ -382,7 +382,7 @@ static void await_command(int ctl, const struct entry *e, int sh_ok, struct stat
   _exit(errno == ENOENT ? 127 : 126);
 }
 
-static void enter_child(const struct entry *e, struct opened *o, int ctl) {
+static void enter_child(const struct entry *e, struct opened *o) {
   setpgid(0, 0);
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
@@ -390,16 +390,6 @@ static void enter_child(const struct entry *e, struct opened *o, int ctl) {
   join_cgroups(e->cgroups, e->ncg);
   join_cgroups(e->exec_cgroups, e->nexec);
   enter_namespaces(o);
-  if (ctl >= 0) {
-    /* Prepared ahead: from here on it is a process of the sandbox like any other (its seccomp filter
-       loaded before it waits), until the rest of the request (cwd, env, argv) comes through ctl. The
-       comparison with the reference dash is made now, while waiting, not on the command's path: then
-       only a stat says /bin/sh is still that file. */
-    if (load_filter() < 0) die("seccomp filter");
-    struct stat sh_seen;
-    int sh_ok = sh_is_ref(&sh_seen);
-    await_command(ctl, e, sh_ok, &sh_seen);
-  }
   if (chdir(e->cwd) < 0) {
     fprintf(stderr, "cwd %s: %s\n", e->cwd, strerror(errno));
     _exit(126);
@@ -464,7 +454,7 @@ static int cmd_enter(int argc, char **argv) {
   if (open_target(e.target, &o, what, sizeof what) < 0) die(what);
   pid_t child = fork();
   if (child < 0) die("fork");
-  if (child == 0) enter_child(&e, &o, -1);
+  if (child == 0) enter_child(&e, &o);
   setpgid(child, child); /* also from the parent, so a kill right after fork finds the group */
   close_target(&o);
   char line[128];
@@ -517,6 +507,8 @@ static int cmd_enter(int argc, char **argv) {
  *   response: frames of type byte + u32 LE length + data: 'o' stdout, 'e' stderr, 's' status
  *             ("pid P\n" at start, "exit C" / "signal S" (+ " timeout") at the end), then EOF.
  * A caller that closes the connection early gets its command killed (group and exec cgroups).
+ * A head with "r:1" and no "a:" opens a resident session instead (resident.c): many commands, one
+ * request each, over the same connection.
  */
 static int send_all(int fd, const void *p, size_t n) {
   const char *c = p;
@@ -585,18 +577,17 @@ static int parse_request(char *buf, size_t len, struct entry *e, size_t *stdin_l
       case 'i': *stdin_len = (size_t)atol(v); break;
       case 'e': e->env[nenv++] = v; break;
       case 'a': e->cmd[nargs++] = v; break;
-      case 'p': e->prepare = 1; break;
-      case 'r': e->prepare = 2; break;
+      case 'r': e->resident = 1; break;
       default: return -1;
     }
   }
-  return e->target > 0 && (nargs > 0 || e->prepare) ? 0 : -1;
+  return e->target > 0 && (nargs > 0 || e->resident) ? 0 : -1;
 }
 
 #include "launch.c"
 
 /*
- * A prepared command's second request, read from conn while the waiting child (pidfd) lives: "d:",
+ * A resident session's command request, read from conn while the waiting child (pidfd) lives: "d:",
  * "m:", "i:", "e:", "a:" fields (no target), then stdin. The session keeps the deadline (into e) and
  * the stdin length (in_left); the child gets the whole request through ctl (closed here) and reads it
  * itself. 0, or -1 when the caller hung up, the request was bad or the child died first.
@@ -622,7 +613,7 @@ static int pass_rest(int conn, int pidfd, int ctl, struct entry *e, size_t *in_l
     memcpy(copy, rest + 4, len);
     copy[len] = 0;
     struct entry r = *e;
-    r.prepare = 0;
+    r.resident = 0;
     r.cmd = NULL;
     r.env = NULL;
     r.timeout_ms = 0;
@@ -766,23 +757,14 @@ static void session(int conn) {
     for (int k = 0; k < e.nexec; k++) rmdir(e.exec_cgroups[k]);
     session_fail(conn, msg);
   }
-  if (e.prepare == 2) resident_session(conn, &e, &o);
-  int in[2], out[2], er[2], ctl[2] = {-1, -1};
+  if (e.resident) resident_session(conn, &e, &o);
+  int in[2], out[2], er[2];
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) session_fail(conn, "pipe");
-  if (e.prepare && pipe2(ctl, O_CLOEXEC) < 0) session_fail(conn, "pipe");
   pid_t child = fork();
   if (child < 0) session_fail(conn, "fork");
   if (child == 0) {
     if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(er[1], 2) < 0) _exit(125);
-    if (e.prepare) {
-      /* It may wait long: it keeps nothing of the session but its own pipes. */
-      close(conn);
-      close(in[1]);
-      close(out[0]);
-      close(er[0]);
-      close(ctl[1]);
-    }
-    enter_child(&e, &o, ctl[0]);
+    enter_child(&e, &o);
   }
   setpgid(child, child);
   close(in[0]);
@@ -790,29 +772,9 @@ static void session(int conn) {
   close(er[1]);
   close_target(&o);
   int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-  if (e.prepare) {
-    /*
-     * A prepared session: cgroups joined and namespaces entered ahead of the command, so an exec's
-     * critical path has no cgroup migration (each one waits for an RCU grace period). If the child
-     * dies first (the sandbox stopped) or the caller hangs up, the session ends without a status
-     * line, which tells the caller nothing ran.
-     */
-    close(ctl[0]);
-    if (pass_rest(conn, pidfd, ctl[1], &e, &in_left) < 0) {
-      /* Reaped here at once: a sandbox's pid 1 that dies waits until every process of its pid
-         namespace is reaped, and the runtime takes a pid 1 still there for a live sandbox. */
-      end_waiting(child, &e);
-      remove_exec_cgroups(&e);
-      _exit(0);
-    }
-    char line[32];
-    snprintf(line, sizeof line, "pid %d\n", child);
-    send_frame(conn, 's', line, strlen(line));
-  } else {
-    char line[32];
-    snprintf(line, sizeof line, "pid %d\n", child);
-    send_frame(conn, 's', line, strlen(line));
-  }
+  char line[32];
+  snprintf(line, sizeof line, "pid %d\n", child);
+  send_frame(conn, 's', line, strlen(line));
   relay_command(conn, child, pidfd, in[1], out[0], er[0], in_left, &e);
   /* The caller has its answer; the session lingers for the removal. */
   close(conn);

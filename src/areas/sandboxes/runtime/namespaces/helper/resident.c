@@ -3,14 +3,14 @@
  * connection kept for many commands of one sandbox, and one process inside it, the zygote, that
  * makes their processes. Included by nube-helper.c.
  *
- * Per command the caller sends what a prepared session's second request holds ("d:", "m:", "i:",
- * "e:", "a:" fields, then stdin) and gets frames 'o', 'e' and the final 's' status ("exit C" /
+ * Per command the caller sends a request of its own ("d:", "m:", "i:", "e:", "a:" fields, then
+ * stdin) and gets frames 'o', 'e' and the final 's' status ("exit C" /
  * "signal S", + " timeout"; no "pid" line); the connection then waits for the next. A hang-up, a
  * bad request, or a zygote or waiting process that died (the sandbox stopped, or root inside killed
  * it) ends the session; when that happens before a command's status, nothing of that command ran,
  * and the caller runs it in a session of its own.
  *
- * Why: a prepared session per exec costs a fork of serve, seven opens of the target's namespaces,
+ * Why: the session per exec it replaced (prepared ahead, one per command) cost a fork of serve, seven opens of the target's namespaces,
  * their setns, a chroot, the seccomp filter's load, a read of /bin/sh to compare it with the
  * reference dash and three cgroup migrations, on a 2-core host as much CPU as the command itself.
  * The zygote does all of that once: it joins the sandbox's cgroups and "EXEC_CGROUP-z", enters the
@@ -169,15 +169,11 @@ static void resident_session(int conn, struct entry *e, struct opened *o) {
     for (int k = 0; k < 4; k++) close(theirs[k]);
     int pidfd = -1;
     char tag;
-    if (sent < 0 || recv_fds(zs[0], &tag, &pidfd, 1) < 0 || (child = pidfd_pid(pidfd)) <= 0) {
-      close(in[1]);
-      close(out[0]);
-      close(er[0]);
-      close(ctl[1]);
-      break;
-    }
     size_t in_left = 0;
-    if (pass_rest(conn, pidfd, ctl[1], e, &in_left) < 0) {
+    int ready = sent == 0 && recv_fds(zs[0], &tag, &pidfd, 1) == 0 && (child = pidfd_pid(pidfd)) > 0;
+    /* pass_rest closes ctl's end either way. */
+    if (!ready) close(ctl[1]);
+    if (!ready || pass_rest(conn, pidfd, ctl[1], e, &in_left) < 0) {
       close(in[1]);
       close(out[0]);
       close(er[0]);

@@ -1,22 +1,21 @@
 // Speed target of issue #2: authenticated GET /api/v2/account at 50 connections on loopback, against a
 // bare Fastify route answering the same JSON in the same run. Also PostgreSQL, request logging on, and
 // MCP tools/list latency, and the cost of the per-request metric (GET /metrics configured). Flags:
-// --duration <s> (10), --connections <n> (50), --no-pg, --no-info, --no-metrics,
+// --duration <s> (10), --connections <n> (50), --no-pg, --no-info, --no-metrics, --no-scoped, --no-audit,
+// --audit-only (only the audit log's INSERT rows, written as api-audit.json),
 // --profile [--bare] (one CPU-profiled nube or bare run, printed, results not written; on VMs where V8's
 // sampling lands late, native time piles onto writev: `perf record -e cpu-clock` with --perf-basic-prof is truer).
-import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, getPriority, loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import pg from 'pg';
 import { summarizeProfile } from './lib/cpuprofile.js';
+import { type Server, startServer } from './lib/server-child.js';
 import { type LoadResult, runLoad } from './lib/load.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, summarize, timeIt } from './lib/stats.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
 const flag = (name: string) => argv.includes(`--${name}`);
 const num = (name: string, dflt: number) => {
@@ -36,83 +35,6 @@ const PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 const TARGET_RATIO = 0.5;
 const TARGET_P99_MS = 10;
 
-interface Server {
-  mode: string;
-  address: string;
-  child: ChildProcess;
-  cpuMicros(): Promise<number>;
-  /** Sends `msg` and waits for the reply carrying `key`. */
-  call(msg: string, key: string): Promise<unknown>;
-  stop(): Promise<void>;
-}
-
-/** Forks bench/lib/api-server.ts in its own process (own event loop, own core) and waits for it. */
-function startServer(
-  mode: 'nube' | 'bare',
-  env: Record<string, string>,
-  opts: { stdoutFile?: string; nodeArgs?: string[] } = {},
-): Promise<Server> {
-  const out = opts.stdoutFile ? openSync(opts.stdoutFile, 'w') : 'ignore';
-  const base = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith('NUBE_') && k !== 'DATABASE_URL' && k !== 'REDIS_URL'),
-  );
-  const child = fork(join(here, 'lib', 'api-server.ts'), [mode], {
-    execArgv: ['--import', 'tsx', ...(opts.nodeArgs ?? [])],
-    env: { ...base, ...env },
-    stdio: ['ignore', out, 'inherit', 'ipc'],
-  });
-  if (typeof out === 'number') closeSync(out);
-  const request = <T>(msg: string, pick: (m: Record<string, unknown>) => T | undefined): Promise<T> =>
-    new Promise((resolve, reject) => {
-      const onMsg = (m: unknown) => {
-        const v = m && typeof m === 'object' ? pick(m as Record<string, unknown>) : undefined;
-        if (v !== undefined) {
-          child.off('message', onMsg);
-          resolve(v);
-        }
-      };
-      child.on('message', onMsg);
-      child.send(msg, (err) => err && reject(err));
-    });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill();
-      reject(new Error(`${mode} server did not start within 60 s`));
-    }, 60_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${mode} server exited with ${code} before it was ready`));
-    });
-    child.on('message', (m: unknown) => {
-      const msg = m as { ready?: boolean; address?: string };
-      if (!msg.ready || !msg.address) return;
-      clearTimeout(timer);
-      child.removeAllListeners('exit');
-      resolve({
-        mode,
-        address: msg.address,
-        child,
-        cpuMicros: () =>
-          request('cpu', (m) => {
-            const c = m.cpu as { user: number; system: number } | undefined;
-            return c ? c.user + c.system : undefined;
-          }),
-        call: (msg, key) => request(msg, (m) => m[key]),
-        stop: () =>
-          new Promise<void>((res) => {
-            if (child.exitCode !== null) return res();
-            const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
-            child.once('exit', () => {
-              clearTimeout(kill);
-              res();
-            });
-            child.send('stop');
-          }),
-      });
-    });
-  });
-}
-
 interface Measured {
   requests: number;
   durationSec: number;
@@ -127,6 +49,8 @@ interface Contender {
   label: string;
   server: Server;
   headers: Record<string, string>;
+  /** The request measured (default GET /api/v2/account at CONNECTIONS connections). */
+  request?: { path: string; method: string; body: string; connections: number };
 }
 
 /**
@@ -136,7 +60,13 @@ interface Contender {
  */
 async function interleaved(contenders: Contender[], rounds: number): Promise<Map<string, Measured>> {
   const load = (c: Contender, durationSec: number) =>
-    runLoad({ url: `${c.server.address}/api/v2/account`, connections: CONNECTIONS, durationSec, headers: c.headers });
+    runLoad({
+      url: `${c.server.address}${c.request?.path ?? '/api/v2/account'}`,
+      connections: c.request?.connections ?? CONNECTIONS,
+      durationSec,
+      headers: c.headers,
+      ...(c.request ? { method: c.request.method, body: c.request.body } : {}),
+    });
   for (const c of contenders) await load(c, WARMUP);
   const acc = new Map(contenders.map((c) => [c.label, { samples: [] as number[], requests: 0, seconds: 0, cpu: 0 }]));
   for (let r = 0; r < rounds; r++) {
@@ -312,11 +242,56 @@ async function profile(): Promise<void> {
   console.log(`profile kept in ${profFile} (open in Chrome DevTools > Performance)`);
 }
 
+const AUDIT_TARGET = 1.15;
+
+/**
+ * Issue 32: what the audit log adds to a mutating call. Two nube servers on SQLite, NUBE_AUDIT on and
+ * off, each with a database; POST /databases/{id}/query with an INSERT, measured in alternating
+ * segments at 1 connection (sequential: the latency of one call) and at 8.
+ */
+async function auditRows(dir: string, key: string, servers: Server[], rows: ResultRow[], notes: string[]): Promise<void> {
+  const contenders: Contender[] = [];
+  for (const [label, on] of [['audit-on', '1'], ['audit-off', '0']] as const) {
+    const s = await startServer('nube', nubeEnv(join(dir, label), key, { NUBE_AUDIT: on }));
+    servers.push(s);
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const made = await fetch(`${s.address}/api/v2/databases`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench' }) });
+    const db = (await made.json()) as { id: string };
+    if (made.status !== 201) throw new Error(`create database answered ${made.status}`);
+    const path = `/api/v2/databases/${db.id}/query`;
+    const ddl = await fetch(`${s.address}${path}`, { method: 'POST', headers, body: JSON.stringify({ sql: 'CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)' }) });
+    if (ddl.status !== 200) throw new Error(`CREATE TABLE answered ${ddl.status}`);
+    contenders.push({ label, server: s, headers, request: { path, method: 'POST', body: JSON.stringify({ sql: 'INSERT INTO t (v) VALUES (?)', args: ['x'] }), connections: 1 } });
+  }
+  for (const connections of [1, 8]) {
+    for (const c of contenders) c.request!.connections = connections;
+    const m = await interleaved(contenders, ROUNDS);
+    const on = m.get('audit-on')!;
+    const off = m.get('audit-off')!;
+    for (const [label, r] of [['on', on], ['off', off]] as const) {
+      const row = loadRow(`POST /databases/{id}/query INSERT, ${connections} connection${connections > 1 ? 's' : ''}, audit ${label} (SQLite)`, r);
+      if (label === 'on') {
+        row.ratio = on.p50Ms / off.p50Ms;
+        row.ratioAgainst = 'p50 with audit off';
+        row.target = `p50 <= ${AUDIT_TARGET}x audit off`;
+        row.pass = row.ratio <= AUDIT_TARGET;
+      }
+      rows.push(row);
+    }
+  }
+  notes.push(
+    'Audit log (issue 32): two nube servers on SQLite, NUBE_AUDIT=1 and NUBE_AUDIT=0, the same INSERT through POST /databases/{id}/query ' +
+      "in alternating segments. With audit on, every answer waits for its entry's commit (HMAC chain; one INSERT in autocommit, shared by the " +
+      "entries waiting together); the ratio row is the p50 with audit on over the p50 with it off.",
+  );
+}
+
 const load = () => loadavg().map((l) => round(l)).join(' / ');
 const busyMachine = () => loadavg()[0]! > cpus().length;
 
 async function main(): Promise<void> {
   if (flag('profile')) return profile();
+  if (flag('audit-only')) return auditOnly();
   const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
   const key = `nube_sk_live_${randomBytes(24).toString('hex')}`;
   const auth = { authorization: `Bearer ${key}` };
@@ -337,6 +312,18 @@ async function main(): Promise<void> {
       { label: 'bare', server: bare, headers: auth },
       { label: 'sqlite', server: nube, headers: auth },
     ];
+
+    // The same nube with a scoped key (issue 32): authorization of a scope adds under 0.05 ms at p50.
+    if (!flag('no-scoped')) {
+      const res = await fetch(`${nube.address}/api/v2/account/keys`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'bench-scoped', scopes: ['account:read'] }),
+      });
+      if (res.status !== 201) throw new Error(`POST /account/keys answered ${res.status}: ${await res.text()}`);
+      const scoped = ((await res.json()) as { secret: string }).secret;
+      contenders.push({ label: 'scoped', server: nube, headers: { authorization: `Bearer ${scoped}` } });
+    }
 
     // nube on PostgreSQL: a fresh database, dropped at the end.
     if (!flag('no-pg')) {
@@ -374,6 +361,16 @@ async function main(): Promise<void> {
     const sq = m.get('sqlite')!;
     rows.push(loadRow('bare Fastify route, same JSON', b));
     rows.push(loadRow('nube GET /api/v2/account (SQLite)', sq, b, true));
+    const sc = m.get('scoped');
+    if (sc) {
+      const row = loadRow('nube GET /api/v2/account (SQLite), scoped key account:read', sc);
+      row.ratio = sc.throughputPerSec / sq.throughputPerSec;
+      row.ratioAgainst = 'the owner key, same server';
+      row.target = 'ratio >= 0.95 and p50 within +0.05 ms of the owner key';
+      row.pass = row.ratio >= 0.95 && sc.p50Ms - sq.p50Ms < 0.05;
+      rows.push(row);
+      notes.push(`Scoped key: p50 ${round(sc.p50Ms)} ms against the owner key's ${round(sq.p50Ms)} ms (${round(sc.p50Ms - sq.p50Ms)} ms), same server, interleaved segments.`);
+    }
     const pgm = m.get('pg');
     if (pgm) rows.push(loadRow('nube GET /api/v2/account (PostgreSQL)', pgm, b, true));
     const info = m.get('info');
@@ -432,6 +429,8 @@ async function main(): Promise<void> {
       requests: paced.requests,
     });
 
+    if (!flag('no-audit')) await auditRows(dir, key, servers, rows, notes);
+
     const mcp = await mcpToolsList(nube.address, key);
     rows.push({
       name: `MCP tools/list, ${MCP_CALLS} sequential POST /api/mcp (SQLite)`,
@@ -472,6 +471,27 @@ async function main(): Promise<void> {
   } finally {
     for (const s of servers) await s.stop();
     await pgDrop?.();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The audit rows alone (`--audit-only`), written as bench/results/api-audit.json. */
+async function auditOnly(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
+  const key = `nube_sk_live_${randomBytes(24).toString('hex')}`;
+  const rows: ResultRow[] = [];
+  const notes: string[] = [];
+  const servers: Server[] = [];
+  const loadBefore = load();
+  try {
+    await auditRows(dir, key, servers, rows, notes);
+    notes.push(`Machine load average (1/5/15 min) before: ${loadBefore}; after: ${load()}.`);
+    const result = newResult('api-audit', rows, notes, `npm run bench -- api ${argv.join(' ')}`);
+    printTable(result.rows);
+    for (const n of notes) console.log(`- ${n}`);
+    console.log(`wrote ${writeResult(result)}`);
+  } finally {
+    for (const s of servers) await s.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

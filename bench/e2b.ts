@@ -17,7 +17,8 @@ const CREATES = Number(process.env.E2B_BENCH_CREATES ?? 24);
 
 
 async function main() {
-  const { nube, key, dataDir, baseUrl } = await startSandboxNube('e2b', 'nubee2b0:10.101.0.1/16', {});
+  // Creations come faster than the spec's 10 a minute: the operator's setting raises it.
+  const { nube, key, dataDir, baseUrl } = await startSandboxNube('e2b', 'nubee2b0:10.101.0.1/16', { NUBE_SANDBOX_CREATE_PER_MINUTE: '1000' });
   process.env.E2B_API_URL = `${baseUrl}/e2b`;
   process.env.E2B_SANDBOX_URL = baseUrl;
   process.env.E2B_API_KEY = key;
@@ -33,12 +34,7 @@ async function main() {
     });
   try {
     await nube.services.sandboxes.core.runtime.ensureTemplate('base');
-    // Creation is rate limited to 10 a minute per owner (on every surface): spread over a few owners.
-    const keys = [key];
-    for (let i = 0; i < Math.ceil(CREATES / 9) - 1; i++) {
-      keys.push((await nube.services.account.createAccount({ name: `e2b-bench${i}`, plan: 'tera' })).secret);
-    }
-    const warm = await Sandbox.create();
+    const warm = await Sandbox.create({ timeoutMs: 900_000 });
     await warm.commands.run('true');
 
     const bare: number[] = [];
@@ -50,7 +46,7 @@ async function main() {
       let s: Sandbox | undefined;
       creates.push(
         await time(async () => {
-          s = await Sandbox.create({ apiKey: keys[i % keys.length] });
+          s = await Sandbox.create();
           await s.commands.run('true');
         }),
       );
@@ -118,6 +114,7 @@ async function main() {
     newResult('e2b', rows, [
       'The real `e2b` npm SDK (2.x) against an in-process nube on loopback, SQLite, namespaces driver; sequential calls, one at a time.',
       'Ratios are p50 against p50: creation and REST exec against a bare `bwrap true`, the SDK\'s commands.run against nube\'s own REST exec of what it runs (E2B\'s SDK wraps every command in `/bin/bash -l -c`, a login shell that reads /etc/profile) on the same sandbox.',
+      "Since issue 30 the SDK's commands run as E2B's `user` (util-linux setpriv in front of the command, one more exec): the ratio against nube's own REST exec (as root) went from 0.96 to 1.17 in the same conditions.",
       `Load average at the end: ${load} on this 2-core VM (other suites may run at the same time).`,
     ]),
   );

@@ -1,8 +1,8 @@
 // Fleet benchmark: `npm run bench -- fleet`. A real nube (in this process, SQLite, namespaces driver)
 // whose LLM upstream is the OpenAI-protocol stub in a child process answering after BENCH_FLEET_LLM_MS.
 // Baselines measured in the same run: the stub's own round trip (the floor of any turn) and the
-// conversation store's query called in process (the floor of GET /messages). Rows: one turn on a warm
-// box; 100 conversations at once on a fleet capped at 10 boxes (clients retry after each 503's
+// conversation store's query called in process (the floor of GET /messages). Rows: a conversation's next turn on
+// its own box, a new conversation on a spare and at capacity (a box built for it); 100 conversations at once on a fleet capped at 10 boxes (clients retry after each 503's
 // retryAfter: no turn may be lost, every retryAfter must have been enough); GET /messages with 10,000
 // messages in the conversation. Writes bench/results/fleet.json.
 import { fork } from 'node:child_process';
@@ -68,28 +68,46 @@ async function main() {
     const STUB = 'stub: whole streamed answer (direct, the baseline)';
     rows.push({ name: STUB, p50Ms: st.p50Ms, p99Ms: st.p99Ms });
 
-    // One turn on a warm box, sequentially.
-    const one = (await call('POST', '/fleet-agents', { name: 'uno', capacity: 1 })).body;
+    // A box serves one conversation for its whole life: a conversation's next turn runs on its own box
+    // (the warm path); a new conversation takes a spare built ahead, or, at capacity, the idlest box is
+    // destroyed and a new one built for it.
+    const allRunning = async () => {
+      for (let i = 0; i < 1200; i++) {
+        const agents = (await call('GET', '/agents')).body.agents as { status: string }[];
+        if (agents.every((a) => a.status === 'running')) return;
+        await sleep(50);
+      }
+      throw new Error('the fleet boxes did not finish building in 60 s');
+    };
+    const one = (await call('POST', '/fleet-agents', { name: 'uno', capacity: 12 })).body;
     const g1 = `web-${randomUUID()}`;
     const warm = await call('POST', `/fleet-agents/${one.id}/message`, { groupId: g1, text: 'calentar' }, one.token);
     if (warm.status !== 200) throw new Error(`warm-up turn answered ${warm.status}: ${JSON.stringify(warm.body)}`);
-    const turns: number[] = [];
-    for (let i = 0; i < N; i++) {
-      const t0 = performance.now();
-      const r = await call('POST', `/fleet-agents/${one.id}/message`, { groupId: `web-${randomUUID()}`, text: `hola ${i}` }, one.token);
-      if (r.status !== 200) throw new Error(`turn answered ${r.status}`);
-      turns.push(performance.now() - t0);
-    }
-    const tt = summarize(turns);
-    rows.push({
-      name: 'POST /message: one turn on a warm box (new conversation each)',
-      p50Ms: tt.p50Ms,
-      p99Ms: tt.p99Ms,
-      overStubMs: tt.p50Ms - st.p50Ms,
-      ratio: tt.p50Ms / st.p50Ms,
-      ratioAgainst: STUB,
-    });
+    const timeTurns = async (n: number, fleet: { id: string; token: string }, group: () => string, before?: () => Promise<void>) => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) {
+        await before?.();
+        const t0 = performance.now();
+        const r = await call('POST', `/fleet-agents/${fleet.id}/message`, { groupId: group(), text: `hola ${i}` }, fleet.token);
+        if (r.status !== 200) throw new Error(`turn answered ${r.status}: ${JSON.stringify(r.body)}`);
+        out.push(performance.now() - t0);
+      }
+      return summarize(out);
+    };
+    const turnRow = (name: string, x: { p50Ms: number; p99Ms: number }) =>
+      rows.push({ name, p50Ms: x.p50Ms, p99Ms: x.p99Ms, overStubMs: x.p50Ms - st.p50Ms, ratio: x.p50Ms / st.p50Ms, ratioAgainst: STUB });
+    turnRow("POST /message: a conversation's next turn, on its own box", await timeTurns(N, one, () => g1));
+    const NEW = Math.min(N, 10);
+    // The spare (built while nothing else runs) is taken by the new conversation, and the next one built.
+    turnRow('POST /message: a new conversation, on a spare box built ahead', await timeTurns(NEW, one, () => `web-${randomUUID()}`, allRunning));
     await call('DELETE', `/fleet-agents/${one.id}`);
+    const full = (await call('POST', '/fleet-agents', { name: 'lleno', capacity: 1 })).body;
+    await call('POST', `/fleet-agents/${full.id}/message`, { groupId: `web-${randomUUID()}`, text: 'calentar' }, full.token);
+    turnRow(
+      'POST /message: a new conversation at capacity (the idlest box destroyed, a new one built)',
+      await timeTurns(NEW, full, () => `web-${randomUUID()}`, allRunning),
+    );
+    await call('DELETE', `/fleet-agents/${full.id}`);
 
     // 100 conversations at once on a fleet capped at 10 boxes (built on demand, from none).
     const fa = (await call('POST', '/fleet-agents', { name: 'cien', capacity: BOXES })).body;
@@ -218,7 +236,7 @@ async function main() {
     rows.push({ name: `GET /messages first page, limit 50 (${MESSAGES} messages)`, p50Ms: fp.p50Ms, p99Ms: fp.p99Ms, target: 'p50 < 5 ms', pass: fp.p50Ms < 5 });
     notes.push(
       `load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}; the stub answers after ${LLM_MS} ms; ${N} sequential samples per turn row, ${READS} per read row; the long conversation answered ${head.status}`,
-      `fleet: NUBE_FLEET_TURNS_PER_BOX=1 and NUBE_FLEET_QUEUE_FACTOR=1 (defaults): 10 turns run and 10 wait, the rest get 503 FleetFull with retryAfter; each client sleeps retryAfter and retries (a retry answered 503 again counts as a retryAfter not enough)`,
+      `fleet: one conversation per box, NUBE_FLEET_SPARE_BOXES=1 and NUBE_FLEET_QUEUE_FACTOR=1 (defaults): 10 turns run (each new conversation in a box of its own: at capacity the idlest box is destroyed and a new one built) and 10 wait, the rest get 503 FleetFull with retryAfter; each client sleeps retryAfter and retries (a retry answered 503 again counts as a retryAfter not enough)`,
       'a turn goes nube -> ACP (TCP to the box sandbox) -> agent program -> LLM gateway -> stub and back, then the transcript and the turn event are written',
     );
   } catch (e) {

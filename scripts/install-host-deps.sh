@@ -8,8 +8,8 @@
 # line belongs to the documents area, not the sandbox driver, so host-deps.ts does not list it.
 set -eu
 GVISOR=""
-PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync xfsprogs"
-PKGS="$PKGS chromium fonts-liberation fonts-dejavu-core poppler-utils"
+PKGS="mmdebstrap bubblewrap uidmap nftables iproute2 util-linux libseccomp-dev gcc libc6-dev patch rsync xfsprogs btrfs-progs zstd"
+PKGS="$PKGS chromium fonts-liberation fonts-dejavu-core poppler-utils ffmpeg"
 # The SSH gateway copies the host's sftp-server into a sandbox for SFTP (and scp); the tests drive it
 # with the real OpenSSH client. Sandbox networking's line, not the driver's.
 PKGS="$PKGS openssh-sftp-server openssh-client"
@@ -18,7 +18,15 @@ for arg in "$@"; do
     --gvisor) GVISOR=1 ;;
     # The test suite: a User-mode Linux kernel, where cgroup v2 limits are tried on a real v2 kernel.
     # pebble: the ACME test CA the TLS tests get certificates from.
-    --test) PKGS="$PKGS user-mode-linux pebble" ;;
+    # postgresql, redis-server: the suite starts throwaway servers from them when none answers
+    # (test/services.ts); installed only, never started or enabled as services here.
+    # python3-pytest, mypy, python3-build, python3-venv: the Python SDK's tests (packages/python), its
+    # type check, its wheel, and the fresh venv the wheel is installed into.
+    # docker-registry, skopeo: the OCI registry on loopback the template tests pull from, and the tool
+    # that pushes the images they make (test/templates/registry.ts); busybox-static: the shell and
+    # tools of the musl image and of the base the Dockerfile tests build on (sh, httpd, su, wget);
+    # musl-tools: musl-gcc, for the musl-linked program of that image.
+    --test) PKGS="$PKGS user-mode-linux pebble postgresql redis-server python3-pytest mypy python3-build python3-venv docker-registry skopeo busybox-static musl-tools" ;;
   esac
 done
 if [ "${NUBE_SANDBOX_DRIVER:-}" = "gvisor" ]; then
@@ -32,9 +40,28 @@ for p in $PKGS; do
 done
 if [ -n "$missing" ]; then
   export DEBIAN_FRONTEND=noninteractive
+  # PostgreSQL, Redis and the OCI registry are the test suite's, which starts its own: Debian's
+  # packages would start and enable them as system services, which the user did not ask for.
+  services=""
+  for s in postgresql redis-server docker-registry; do
+    case " $missing " in *" $s "*) services="$services $s" ;; esac
+  done
+  blocked=""
+  if [ -n "$services" ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# nube setup: no service starts while packages install\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    blocked=1
+  fi
   apt-get update -qq
   # shellcheck disable=SC2086
-  apt-get install -y -qq --no-install-recommends $missing
+  apt-get install -y -qq --no-install-recommends $missing || { [ -n "$blocked" ] && rm -f /usr/sbin/policy-rc.d; exit 1; }
+  [ -n "$blocked" ] && rm -f /usr/sbin/policy-rc.d
+  if [ -n "$services" ] && [ -d /run/systemd/system ]; then
+    for s in $services; do
+      # postgresql@ units follow the umbrella unit.
+      systemctl disable --now "$s" >/dev/null 2>&1 || true
+    done
+  fi
 fi
 # gVisor: runsc from bookworm-backports (0.0~20240729), not bookworm's own (0.0~20221219): the older
 # one rejects statx with AT_NO_AUTOMOUNT (every command then needs a preloaded fix) and starts and

@@ -1,16 +1,21 @@
 #!/usr/bin/env node
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { AccountRepo } from './areas/account/repo.js';
-import { AccountService } from './areas/account/service.js';
+import { AccountService, generateOwnerKey } from './areas/account/service.js';
 import { makeRuntime } from './areas/sandboxes/index.js';
+import { cleanup, formatCleanup } from './areas/sandboxes/leftovers.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
 import { doctor, formatReport } from './doctor.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { NodeRegistry, type NodeState } from './platform/nodes.js';
 import { Usage } from './platform/usage.js';
 import { buildServer } from './server.js';
+import { auditKey, verifyChains } from './areas/audit/chain.js';
 import { openStore } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
+import { DEFAULT_PATHS, install as installService, packageRoot, passThrough, uninstall as uninstallService } from './systemd-service.js';
 import { VERSION } from './version.js';
 
 function config(): Config {
@@ -91,11 +96,13 @@ keys
   .description('create an API key for an account (default: the first account); prints it once')
   .option('--account <id>', 'account id')
   .option('--name <name>', 'key name', 'cli')
-  .action((opts: { account?: string; name: string }) =>
+  .option('--format <format>', 'nube (nube_sk_live_...) or e2b (e2b_<hex>, taken as is by E2B\'s SDKs)', 'nube')
+  .action((opts: { account?: string; name: string; format: string }) =>
     withAccounts(async (svc) => {
+      if (opts.format !== 'nube' && opts.format !== 'e2b') throw new Error('--format is nube or e2b');
       const accountId = opts.account ?? (await svc.listAccounts())[0]?.id;
       if (!accountId) throw new Error('no account yet: run `nube accounts create` or start the server once');
-      const { key, secret } = await svc.createKey(accountId, opts.name);
+      const { key, secret } = await svc.createKey(accountId, opts.name, generateOwnerKey(opts.format));
       console.log(JSON.stringify({ id: key.id, accountId, apiKey: secret }, null, 2));
     }),
   );
@@ -115,6 +122,28 @@ keys
       console.log(`revoked ${keyId}`);
     }),
   );
+
+const audit = program.command('audit').description('the audit log');
+audit
+  .command('verify')
+  .description("check every account's hash chain (or one's); exits 1 naming the first edited or removed entry")
+  .option('--account <id>', 'only this account')
+  .action(async (opts: { account?: string }) => {
+    const cfg = config();
+    const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
+    try {
+      await migrateToLatest(store.db, ALL_MIGRATIONS);
+      const r = await verifyChains(store.db, auditKey(cfg.secret), opts.account);
+      for (const p of r.problems) {
+        const at = p.entryId ? `entry ${p.entryId} (seq ${p.seq})` : `after entry ${p.seq - 1}`;
+        console.error(`account ${p.accountId || '(none: refused credentials)'}: ${at}: ${p.reason}`);
+      }
+      console.log(`${r.problems.length ? 'BROKEN' : 'ok'}: ${r.entries} entries checked in ${r.accounts} chains, ${r.problems.length} broken`);
+      if (r.problems.length) process.exitCode = 1;
+    } finally {
+      await store.close();
+    }
+  });
 
 /** The node registry straight on the store (the deployment's DATABASE_URL), without starting a node. */
 async function withNodes<T>(fn: (nodes: NodeRegistry) => Promise<T>): Promise<T> {
@@ -198,6 +227,66 @@ program
     const { reports, exitCode } = await doctor();
     process.stdout.write(opts.json ? `${JSON.stringify(reports, null, 2)}\n` : formatReport(reports));
     process.exitCode = exitCode;
+  });
+
+program
+  .command('cleanup')
+  .description(
+    'remove what a stopped nube left on the host (store mount, bridge, nft table, empty cgroups, run dir) when no sandbox needs it; refuses while nube runs on the data dir or its sandboxes run',
+  )
+  .option('--force', "kill this data dir's running sandboxes first (their files stay: nube starts them again when it starts)")
+  .option('--json', 'print the result as JSON')
+  .action(async (opts: { force?: boolean; json?: boolean }) => {
+    const r = await cleanup(config(), !!opts.force);
+    process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : formatCleanup(r));
+    process.exitCode = r.refused || r.failed.length ? 1 : 0;
+  });
+
+const service = program.command('service').description('nube as a systemd service (unit nube.service, configuration in /etc/nube/env)');
+service
+  .command('install')
+  .description("write the unit and /etc/nube/env (this shell's NUBE_* configuration; an existing file is kept), enable and start it")
+  .option('--no-start', 'write the files only')
+  .option('--unit-dir <dir>', 'where systemd reads units', DEFAULT_PATHS.unitDir)
+  .option('--environment-file <file>', 'the environment file', DEFAULT_PATHS.envFile)
+  .action((opts: { start: boolean; unitDir: string; environmentFile: string }) => {
+    const r = installService({
+      root: packageRoot(dirname(fileURLToPath(import.meta.url))),
+      env: process.env,
+      dataDir: config().dataDir,
+      paths: { unitDir: opts.unitDir, envFile: opts.environmentFile },
+      start: opts.start,
+    });
+    console.log(`wrote ${r.unitFile}`);
+    console.log(r.keptEnv ? `kept ${r.envFile} as it was (edit it, then: systemctl restart nube)` : `wrote ${r.envFile} (mode 600)`);
+    if (r.started) console.log('nube.service is enabled and started: nube service status, nube service logs');
+    else {
+      console.log(`not started: ${r.notStarted}`);
+      if (opts.start) process.exitCode = 1;
+    }
+  });
+service
+  .command('status')
+  .description('systemctl status nube.service')
+  .action(() => {
+    process.exitCode = passThrough('status');
+  });
+service
+  .command('logs')
+  .description("nube.service's log from the journal")
+  .option('-f, --follow', 'keep printing new lines')
+  .action((opts: { follow?: boolean }) => {
+    process.exitCode = passThrough('logs', opts.follow);
+  });
+service
+  .command('uninstall')
+  .description('stop and disable nube.service and remove its unit (sandboxes keep running); --purge removes /etc/nube/env too')
+  .option('--purge', 'remove the environment file too')
+  .option('--unit-dir <dir>', 'where systemd reads units', DEFAULT_PATHS.unitDir)
+  .option('--environment-file <file>', 'the environment file', DEFAULT_PATHS.envFile)
+  .action((opts: { purge?: boolean; unitDir: string; environmentFile: string }) => {
+    const { removed } = uninstallService({ purge: opts.purge, paths: { unitDir: opts.unitDir, envFile: opts.environmentFile } });
+    console.log(removed.length ? `removed ${removed.join(', ')}` : 'nothing to remove');
   });
 
 program.parseAsync().catch((e: unknown) => {

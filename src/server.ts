@@ -15,10 +15,14 @@ import { errors } from './platform/errors.js';
 import { newId } from './platform/ids.js';
 import { registerJobMetrics } from './platform/jobs-metrics.js';
 import { mountMcp } from './platform/mcp.js';
+import { ScopeCatalog } from './platform/scope-catalog.js';
+import { ownsResource } from './areas/account/key-scope.js';
 import { Metrics } from './platform/metrics.js';
-import { installRequestMetrics, mountMetricsRoute } from './platform/metrics-http.js';
+import { installRequestMetrics, mountMetricsRoute, operationOf } from './platform/metrics-http.js';
+import { installRequestTracing, startTracing } from './platform/tracing.js';
 import { OutboundClient } from './platform/outbound.js';
 import { NodeForwarder } from './platform/node-forward.js';
+import { ProxyTrust } from './platform/request-origin.js';
 import { NodeRegistry } from './platform/nodes.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { Outbox } from './platform/outbox.js';
@@ -63,6 +67,9 @@ export async function buildServer(config: Config): Promise<Nube> {
     // With logging off, every request shares the server's logger instead of building a child per request.
     ...(config.logLevel === 'silent' ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // Behind the operator's reverse proxy (NUBE_TRUST_PROXY) req.ip is the client's; no one else's
+    // X-Forwarded-For counts.
+    ...(config.trustProxy.length ? { trustProxy: config.trustProxy } : {}),
     // The HTTP layer's own errors leave in the API's one error shape (platform/http-errors.ts); so does
     // the 503 while closing (the onRequest hook below), which Fastify would write in its own.
     frameworkErrors,
@@ -73,6 +80,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   const store = openStore({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
+    traced: config.tracing.endpoint !== undefined,
     onIdleError: (err) => app.log.warn({ err }, 'idle PostgreSQL connection lost; it will be replaced'),
   });
   await migrateToLatest(store.db, ALL_MIGRATIONS);
@@ -96,7 +104,8 @@ export async function buildServer(config: Config): Promise<Nube> {
   const metrics = new Metrics((obj, msg) => app.log.warn(obj, msg));
   registerJobMetrics(metrics, store.db);
   const nodes = new NodeRegistry(store.db, config.nodes, { driver: config.sandboxes.driver, version: VERSION }, app.log);
-  const forwarder = new NodeForwarder(nodes, config.secret);
+  const proxyTrust = new ProxyTrust(config.trustProxy);
+  const forwarder = new NodeForwarder(nodes, config.secret, proxyTrust);
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
     httpsUrl: (forHost) => (publicIsHttps || forHost === undefined || covers(forHost) ? httpsUrl : null),
@@ -108,7 +117,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     metrics,
     // A lease names the node holding it (`wrk_…@node`): after a node dies, which jobs wait out its leases.
     jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs, workerId: `${newId('wrk')}@${config.nodes.id}` }),
-    auth: new Authenticator(),
+    auth: new Authenticator(proxyTrust),
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
     outbound: new OutboundClient({ allow: config.outboundAllow }),
@@ -122,6 +131,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     { value: await deps.events.backlog() },
   ]);
   const services = await createServices(deps);
+  services.account.useCatalog(new ScopeCatalog(operations), ownsResource(services));
   covers = (host) => services.domains.certificates.covers(host);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
@@ -152,6 +162,8 @@ export async function buildServer(config: Config): Promise<Nube> {
       );
     });
   installErrorHandling(app);
+  const tracing = startTracing(config.tracing, config.nodes.id);
+  installRequestTracing(app, operationOf);
   if (config.metrics.mode !== 'off') {
     metrics.collectProcessMetrics();
     installRequestMetrics(app, metrics);
@@ -163,16 +175,18 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimiter: deps.rateLimiter,
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+    rateLimitSettings: config.rateLimits,
     forwarder,
   });
   // Before the areas' routes: its port-host hook must run before the sandboxes' port proxy.
-  mountE2b(app, services.sandboxes, deps);
+  mountE2b(app, services.sandboxes, deps, (ownerId) => services.account.planOf(ownerId));
   mountWebSockets(app, {
     operations,
     auth: deps.auth,
     rateLimiter: deps.rateLimiter,
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
+    rateLimitSettings: config.rateLimits,
   });
   for (const area of AREAS) area.routes?.(app, services, deps);
   const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
@@ -228,6 +242,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       await bus.close();
       redis?.disconnect();
       await store.close();
+      await tracing.stop();
     },
   };
 }

@@ -8,6 +8,10 @@ import { documentsOperations } from '../src/areas/documents/operations.js';
 import { filesOperations } from '../src/areas/files/operations.js';
 import { fleetOperations } from '../src/areas/fleet/operations.js';
 import { imagesOperations } from '../src/areas/images/operations.js';
+import { paymentsOperations } from '../src/areas/payments/operations.js';
+import { formsOperations } from '../src/areas/forms/operations.js';
+import { datasetsOperations } from '../src/areas/datasets/operations.js';
+import { templatesOperations } from '../src/areas/templates/operations.js';
 import { machinesOperations } from '../src/areas/machines/operations.js';
 import {
   SANDBOX_ACTIONS,
@@ -120,6 +124,11 @@ const DATABASE_EXTRAS = new Set([
 const databasesSpecOps = databasesOperations.filter((op) => !DATABASE_EXTRAS.has(op.id));
 const databasesExtraOps = databasesOperations.filter((op) => DATABASE_EXTRAS.has(op.id));
 
+// Beyond the spec, as Mux and Cloudflare Stream users expect: a video file streamed as HLS.
+const FILE_EXTRAS = new Set(['files.hls', 'files.hlsGet', 'files.hlsDelete']);
+const filesSpecOps = filesOperations.filter((op) => !FILE_EXTRAS.has(op.id));
+const filesExtraOps = filesOperations.filter((op) => FILE_EXTRAS.has(op.id));
+
 // Beyond the spec: an agent's transcript (turns kept also when their client disconnected).
 const AGENT_EXTRAS = new Set(['agents.turns']);
 const agentsSpecOps = agentsOperations.filter((op) => !AGENT_EXTRAS.has(op.id));
@@ -139,7 +148,7 @@ const fleetExtraOps = fleetOperations.filter((op) => !FLEET_SPEC.has(op.id));
 const SPEC_OPS: AnyOperation[] = [
   ...sandboxesSpecOps,
   ...webOperations,
-  ...filesOperations,
+  ...filesSpecOps,
   ...databasesSpecOps,
   ...machinesSpecOps,
   ...documentsOperations,
@@ -153,10 +162,19 @@ const EXTRA_OPS: AnyOperation[] = [
   ...shareTokensOperations,
   ...websitesOperations,
   ...webhooksExtraOps,
+  ...filesExtraOps,
   ...databasesExtraOps,
   ...agentsExtraOps,
   ...machinesExtraOps,
   ...fleetExtraOps,
+  // Beyond the spec's table, which names payment.paid for "a payment link": the links themselves.
+  ...paymentsOperations,
+  // Beyond the spec's table, which names `datasetId` on web extraction: the datasets themselves.
+  ...datasetsOperations,
+  // Beyond the spec's table, which names form.submitted for "a form was submitted": the forms and their submissions.
+  ...formsOperations,
+  // Beyond the spec, which names only nube's own templates: templates of an owner's own (issue 31).
+  ...templatesOperations,
 ];
 const ALL = [...SPEC_OPS, ...EXTRA_OPS];
 
@@ -177,7 +195,7 @@ describe('operation registry (the whole spec surface)', () => {
       [
         sandboxesSpecOps,
         webOperations,
-        filesOperations,
+        filesSpecOps,
         databasesSpecOps,
         machinesSpecOps,
         documentsOperations,
@@ -215,7 +233,11 @@ describe('operation registry (the whole spec surface)', () => {
 
   it('carries the spec rules that need declaring', () => {
     const byId = new Map(ALL.map((op) => [op.id, op]));
-    expect(byId.get('sandboxes.create')?.rateLimit).toEqual({ points: 10, windowSeconds: 60 });
+    expect(byId.get('sandboxes.create')?.rateLimit).toEqual({
+      points: 10,
+      windowSeconds: 60,
+      setting: 'sandboxCreate',
+    });
     expect(byId.get('documents.pdf')?.produces).toBe('application/pdf');
     expect(byId.get('documents.pdf')?.auth).toEqual(['owner', 'share']);
     expect(byId.get('agents.message')?.produces).toBe('text/event-stream');
@@ -306,5 +328,27 @@ describe('operation registry (the whole spec surface)', () => {
     const paths = doc.paths as Record<string, Record<string, unknown>>;
     expect(Object.values(paths).reduce((n, p) => n + Object.keys(p).length, 0)).toBe(ALL.length + 1);
     await expect(SwaggerParser.validate(structuredClone(doc) as never)).resolves.toBeTruthy();
+  });
+});
+
+describe('credential reach (src/platform/credential-reach.ts)', () => {
+  it('says exactly which operations each scoped credential may call, as the registry declares them', async () => {
+    const { operations } = await import('../src/areas/index.js');
+    const { CREDENTIAL_REACH } = await import('../src/platform/credential-reach.js');
+    const declared = new Map<string, string[]>();
+    for (const op of operations)
+      for (const s of op.auth)
+        if (s !== 'owner' && s !== 'public') declared.set(s, [...(declared.get(s) ?? []), op.id]);
+    const tabled = new Map(
+      CREDENTIAL_REACH.filter((c) => c.scheme && c.scheme !== 'owner').map((c) => [
+        c.scheme!,
+        [...(c.operations as string[])],
+      ]),
+    );
+    // A scheme the registry uses with no row, or a row that differs: widen the table on purpose, or not at all.
+    expect(new Map([...declared].map(([k, v]) => [k, v.sort()]))).toEqual(
+      new Map([...tabled].filter(([, v]) => v.length).map(([k, v]) => [k, v.sort()])),
+    );
+    expect(operations.filter((op) => op.auth.includes('public')).map((op) => op.id)).toEqual([]);
   });
 });

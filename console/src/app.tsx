@@ -4,11 +4,14 @@ import { nube, signIn, signOut } from './api.js';
 import { AgentsPage } from './pages/agents.js';
 import { ApiKeysPage } from './pages/api-keys.js';
 import { DatabasesPage } from './pages/databases.js';
+import { DatasetsPage } from './pages/datasets.js';
 import { DocumentsPage } from './pages/documents.js';
 import { DomainsPage } from './pages/domains.js';
 import { FilesPage } from './pages/files.js';
+import { FormsPage } from './pages/forms.js';
 import { MachinesPage } from './pages/machines.js';
 import { OverviewPage } from './pages/overview.js';
+import { PaymentsPage } from './pages/payments.js';
 import { SandboxesPage } from './pages/sandboxes.js';
 import { WebPage } from './pages/web.js';
 import { WebhooksPage } from './pages/webhooks.js';
@@ -23,8 +26,11 @@ const PAGES = [
   { path: 'machines', title: 'Machines', view: MachinesPage },
   { path: 'documents', title: 'Documents', view: DocumentsPage },
   { path: 'domains', title: 'Domains', view: DomainsPage },
+  { path: 'forms', title: 'Forms', view: FormsPage },
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
   { path: 'web', title: 'Web', view: WebPage },
+  { path: 'datasets', title: 'Datasets', view: DatasetsPage },
+  { path: 'payments', title: 'Payment links', view: PaymentsPage },
   { path: 'keys', title: 'API keys', view: ApiKeysPage },
 ] as const;
 

@@ -3,7 +3,7 @@ import { FitAddon } from '@xterm/addon-fit';
 import { Terminal as XTerm } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { nube } from './api.js';
+import { nube, terminalProtocols } from './api.js';
 
 export function TerminalView({ sandboxId }: { sandboxId: string }) {
   const box = useRef<HTMLDivElement>(null);
@@ -14,7 +14,7 @@ export function TerminalView({ sandboxId }: { sandboxId: string }) {
     term.loadAddon(fit);
     term.open(box.current!);
     fit.fit();
-    const t = nube.openTerminal(sandboxId, { rows: term.rows, cols: term.cols });
+    const t = nube.openTerminal(sandboxId, { rows: term.rows, cols: term.cols, protocols: terminalProtocols() });
     const decoder = new TextDecoder();
     t.ready.then(
       () => {

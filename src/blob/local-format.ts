@@ -24,10 +24,9 @@ export function encodeHeader(meta: StoredMeta): Buffer {
   return header;
 }
 
-export async function readHeader(fh: FileHandle, path: string): Promise<StoredMeta> {
-  const header = Buffer.alloc(HEADER_SIZE);
-  const { bytesRead } = await fh.read(header, 0, HEADER_SIZE, 0);
-  if (bytesRead !== HEADER_SIZE || !header.subarray(0, MAGIC.byteLength).equals(MAGIC)) {
+/** The metadata of a blob file from its first bytes (at least HEADER_SIZE of them). */
+export function parseHeader(header: Buffer, path: string): StoredMeta {
+  if (header.length < HEADER_SIZE || !header.subarray(0, MAGIC.byteLength).equals(MAGIC)) {
     throw new Error(`corrupt blob file (bad header): ${path}`);
   }
   const len = header.readUInt32BE(MAGIC.byteLength);

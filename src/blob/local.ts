@@ -3,9 +3,10 @@ import { constants as fsConstants } from 'node:fs';
 import { copyFile, type FileHandle, mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
+import { DurableWriter } from './durable-writer.js';
 import { InvalidRange, NotFound, TooLarge } from './errors.js';
 import { assertValidKey, assertValidPrefix } from './keys.js';
-import { encodeHeader, HEADER_SIZE, readHeader, writeAll } from './local-format.js';
+import { encodeHeader, HEADER_SIZE, parseHeader, writeAll } from './local-format.js';
 import { checkPutOptions, iterateBody, Meter, toBuffer } from './meter.js';
 import type {
   BlobBody,
@@ -35,6 +36,8 @@ const DATA_SUFFIX = '~';
 const WRITE_BATCH_BYTES = 1 << 20;
 const WRITE_BATCH_COUNT = 256;
 const READ_CHUNK = 256 * 1024;
+/** Data bytes read along with the header: an object this small is served from that one read. */
+const SMALL_READ = 64 * 1024;
 const DEFAULT_TYPE = 'application/octet-stream';
 
 function isErrno(err: unknown, ...codes: string[]): boolean {
@@ -57,6 +60,7 @@ export class LocalBlobStore implements BlobStore {
   readonly #root: string;
   readonly #signer: UrlTokenSigner;
   readonly #baseUrl: string;
+  readonly #writer = new DurableWriter();
 
   constructor(options: LocalBlobStoreOptions) {
     this.location = options.location;
@@ -73,57 +77,125 @@ export class LocalBlobStore implements BlobStore {
     return join(this.#root, ...segments, last + DATA_SUFFIX);
   }
 
+  /**
+   * Streams `body` to a temp file, hashing it, then renames it into place. A small object (one batch,
+   * most uploads) is committed as one job on the durable writer's threads (see durable-writer.ts).
+   */
   async put(key: string, body: BlobBody, options: PutOptions = {}): Promise<PutResult> {
     const dest = this.pathFor(key);
     checkPutOptions(options);
     const meter = new Meter(options);
-    const tmpDir = join(this.#root, TMP_DIR);
-    await mkdir(tmpDir, { recursive: true });
-    const tmp = join(tmpDir, randomUUID());
-    const fh = await open(tmp, 'wx', 0o640);
-    let closed = false;
-    let committed = false;
-    // One write in flight while the next batch is read and hashed, so disk and input overlap.
-    let inFlight: Promise<void> = Promise.resolve();
+    const source = iterateBody(body)[Symbol.asyncIterator]();
+    // The first batch decides: a body that ends within it is a small object.
+    const first: Buffer[] = [];
+    let firstBytes = 0;
+    let ended = false;
     try {
-      let pos = HEADER_SIZE;
-      let batch: Buffer[] = [];
-      let batched = 0;
-      const flush = async () => {
-        await inFlight;
-        inFlight = writeAll(fh, batch, pos);
-        // Keep a rejection from being reported as unhandled before the next await picks it up.
-        inFlight.catch(() => {});
-        pos += batched;
-        batch = [];
-        batched = 0;
-      };
-      for await (const raw of iterateBody(body)) {
-        const chunk = toBuffer(raw);
+      while (firstBytes < WRITE_BATCH_BYTES && first.length < WRITE_BATCH_COUNT) {
+        const next = await source.next();
+        if (next.done) {
+          ended = true;
+          break;
+        }
+        const chunk = toBuffer(next.value);
         if (chunk.byteLength === 0) continue;
         meter.add(chunk);
-        batch.push(chunk);
-        batched += chunk.byteLength;
-        if (batched >= WRITE_BATCH_BYTES || batch.length >= WRITE_BATCH_COUNT) await flush();
+        first.push(chunk);
+        firstBytes += chunk.byteLength;
       }
-      if (batched > 0) await flush();
-      await inFlight;
+    } catch (err) {
+      await source.return?.();
+      throw err;
+    }
+    const contentType = options.contentType ?? DEFAULT_TYPE;
+    if (ended) {
       const { size, sha256 } = meter.finish();
-      const contentType = options.contentType ?? DEFAULT_TYPE;
-      await writeAll(fh, [encodeHeader({ contentType, sha256, size })], 0);
-      await fh.sync();
-      await fh.close();
-      closed = true;
-      await mkdir(dirname(dest), { recursive: true });
-      await rename(tmp, dest);
-      committed = true;
-      await fsyncDir(dirname(dest));
+      await this.#writer.commit(join(this.#root, TMP_DIR, randomUUID()), dest, [encodeHeader({ contentType, sha256, size }), ...first]);
       return { size, sha256, etag: sha256 };
+    }
+    let result: { size: number; sha256: string } | undefined;
+    await this.#commit(dest, 'wx', async (fh) => {
+      // One write in flight while the next batch is read and hashed, so disk and input overlap.
+      let inFlight: Promise<void> = Promise.resolve();
+      try {
+        let pos = HEADER_SIZE;
+        let batch: Buffer[] = first;
+        let batched = firstBytes;
+        const flush = async () => {
+          await inFlight;
+          inFlight = writeAll(fh, batch, pos);
+          // Keep a rejection from being reported as unhandled before the next await picks it up.
+          inFlight.catch(() => {});
+          pos += batched;
+          batch = [];
+          batched = 0;
+        };
+        await flush();
+        for await (const raw of { [Symbol.asyncIterator]: () => source }) {
+          const chunk = toBuffer(raw);
+          if (chunk.byteLength === 0) continue;
+          meter.add(chunk);
+          batch.push(chunk);
+          batched += chunk.byteLength;
+          if (batched >= WRITE_BATCH_BYTES || batch.length >= WRITE_BATCH_COUNT) await flush();
+        }
+        if (batched > 0) await flush();
+        await inFlight;
+        result = meter.finish();
+        await writeAll(fh, [encodeHeader({ contentType, ...result })], 0);
+        await fh.sync();
+      } finally {
+        await inFlight.catch(() => {});
+      }
+    });
+    const { size, sha256 } = result!;
+    return { size, sha256, etag: sha256 };
+  }
+
+  /**
+   * Creates a temp file, lets `write` fill it (durably), then renames it to `dest` and makes the
+   * rename durable. Nothing is left behind when any step fails.
+   */
+  async #commit(dest: string, flags: string | number, write: (fh: FileHandle, tmp: string) => Promise<void>): Promise<void> {
+    const tmp = join(this.#root, TMP_DIR, randomUUID());
+    let fh: FileHandle;
+    try {
+      fh = await open(tmp, flags, 0o640);
+    } catch (err) {
+      if (!isErrno(err, 'ENOENT')) throw err;
+      await mkdir(dirname(tmp), { recursive: true });
+      fh = await open(tmp, flags, 0o640);
+    }
+    let committed = false;
+    let closing: Promise<void> | undefined;
+    try {
+      await write(fh, tmp);
+      // The bytes are durable: the file may close while it is renamed.
+      closing = fh.close();
+      closing.catch(() => {});
+      await this.#renameInto(tmp, dest);
+      committed = true;
+      await Promise.all([closing, fsyncDir(dirname(dest))]);
     } finally {
-      await inFlight.catch(() => {});
-      if (!closed) await fh.close().catch(() => {});
+      if (!closing) await fh.close().catch(() => {});
       if (!committed) await rm(tmp, { force: true });
     }
+  }
+
+  /** rename(2), creating the destination's folders only when it finds none. */
+  async #renameInto(from: string, to: string): Promise<void> {
+    try {
+      await rename(from, to);
+    } catch (err) {
+      if (!isErrno(err, 'ENOENT')) throw err;
+      await mkdir(dirname(to), { recursive: true });
+      await rename(from, to);
+    }
+  }
+
+  /** Closes the threads that commit small objects. */
+  close(): void {
+    this.#writer.close();
   }
 
   async #openExisting(key: string): Promise<{ fh: FileHandle; path: string }> {
@@ -136,17 +208,29 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
-  async #describe(fh: FileHandle, path: string): Promise<BlobHead & { sha256: string }> {
-    const meta = await readHeader(fh, path);
-    const st = await fh.stat();
+  /**
+   * Header and stat in one round trip, with the first `SMALL_READ` bytes of data read along: a small
+   * object needs no further read.
+   */
+  async #describe(fh: FileHandle, path: string): Promise<BlobHead & { first: Buffer }> {
+    const buf = Buffer.allocUnsafe(HEADER_SIZE + SMALL_READ);
+    const [{ bytesRead }, st] = await Promise.all([fh.read(buf, 0, buf.length, 0), fh.stat()]);
+    const meta = parseHeader(buf.subarray(0, bytesRead), path);
     // The etag is the content hash: identical bytes give identical tags, even across copies.
-    return { size: meta.size, contentType: meta.contentType, etag: meta.sha256, lastModified: st.mtime, sha256: meta.sha256 };
+    return {
+      size: meta.size,
+      contentType: meta.contentType,
+      etag: meta.sha256,
+      lastModified: st.mtime,
+      first: buf.subarray(HEADER_SIZE, bytesRead),
+    };
   }
 
   async get(key: string, options: GetOptions = {}): Promise<GetResult> {
     const { fh, path } = await this.#openExisting(key);
+    let closing = false;
     try {
-      const { sha256: _sha, ...head } = await this.#describe(fh, path);
+      const { first, ...head } = await this.#describe(fh, path);
       let start = 0;
       let end = head.size - 1;
       if (options.range) {
@@ -160,14 +244,17 @@ export class LocalBlobStore implements BlobStore {
       }
       const contentLength = end - start + 1;
       const range = options.range ? { start, end } : undefined;
-      if (contentLength <= 0) {
-        await fh.close();
-        return { ...head, stream: Readable.from([]), contentLength: 0, range };
+      if (end < first.length) {
+        // Read whole already: the file closes in the background.
+        closing = true;
+        fh.close().catch(() => {});
+        const bytes = contentLength > 0 ? [first.subarray(start, end + 1)] : [];
+        return { ...head, stream: Readable.from(bytes, { objectMode: false }), contentLength: Math.max(0, contentLength), range };
       }
       const stream = fh.createReadStream({ start: HEADER_SIZE + start, end: HEADER_SIZE + end, highWaterMark: READ_CHUNK });
       return { ...head, stream, contentLength, range };
     } catch (err) {
-      await fh.close();
+      if (!closing) await fh.close();
       throw err;
     }
   }
@@ -181,7 +268,7 @@ export class LocalBlobStore implements BlobStore {
       throw err;
     }
     try {
-      const { sha256: _sha, ...head } = await this.#describe(opened.fh, opened.path);
+      const { first: _first, ...head } = await this.#describe(opened.fh, opened.path);
       return head;
     } finally {
       await opened.fh.close();
@@ -201,32 +288,17 @@ export class LocalBlobStore implements BlobStore {
 
   async copy(from: string, to: string): Promise<BlobHead> {
     const src = this.pathFor(from);
-    const dest = this.pathFor(to);
-    const tmpDir = join(this.#root, TMP_DIR);
-    await mkdir(tmpDir, { recursive: true });
-    const tmp = join(tmpDir, randomUUID());
-    let committed = false;
-    try {
+    await this.#commit(this.pathFor(to), 'wx', async (fh, tmp) => {
       try {
-        // FICLONE makes it a reflink on filesystems that can (btrfs, xfs), a plain copy elsewhere.
+        // Onto the temp file (the same inode as `fh`). FICLONE makes it a reflink on filesystems that
+        // can (btrfs, xfs), a plain copy elsewhere.
         await copyFile(src, tmp, fsConstants.COPYFILE_FICLONE);
       } catch (err) {
         if (isErrno(err, 'ENOENT', 'ENOTDIR')) throw new NotFound(from);
         throw err;
       }
-      const fh = await open(tmp, 'r+');
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await mkdir(dirname(dest), { recursive: true });
-      await rename(tmp, dest);
-      committed = true;
-      await fsyncDir(dirname(dest));
-    } finally {
-      if (!committed) await rm(tmp, { force: true });
-    }
+      await fh.sync();
+    });
     const head = await this.head(to);
     if (!head) throw new NotFound(to);
     return head;

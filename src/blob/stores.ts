@@ -130,6 +130,7 @@ export function createBlobStores(options: BlobStoresOptions): BlobStores {
     },
     close() {
       for (const c of clients.values()) c.destroy();
+      for (const store of stores.values()) if (store instanceof LocalBlobStore) store.close();
     },
   };
 }

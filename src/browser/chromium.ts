@@ -6,6 +6,8 @@ import {
   type BrowserStats,
   BrowserUnavailable,
   type PdfJob,
+  type RenderedPage,
+  type RenderJob,
   RenderTimeout,
 } from './types.js';
 
@@ -98,6 +100,59 @@ export class ChromiumBrowser implements Browser {
     } finally {
       slot.job = undefined;
       this.release(slot);
+    }
+  }
+
+  /**
+   * A page with JavaScript on: a fresh context (no cookies, storage or cache from any other render, all
+   * gone when it closes), every request it makes answered by `job.fetch` (nube's outbound guard) within
+   * a byte budget, nothing fetched by Chromium itself. The DOM is read once the network is quiet for
+   * half a second, or at the deadline.
+   */
+  async render(job: RenderJob): Promise<RenderedPage> {
+    if (this.closed) throw new Error('the browser is closed');
+    while (this.busy >= this.opts.pages) await new Promise<void>((r) => this.waiters.push(r));
+    this.busy += 1;
+    let context: BrowserContext | undefined;
+    let left = job.maxBytes;
+    let requests = 0;
+    let refused = 0;
+    try {
+      const browser = await this.ensureBrowser();
+      context = await browser.newContext({ javaScriptEnabled: true, serviceWorkers: 'block', acceptDownloads: false });
+      await context.route('**/*', async (route) => {
+        const r = route.request();
+        requests += 1;
+        try {
+          if (left <= 0) throw new Error('byte budget spent');
+          const a = await job.fetch({ url: r.url(), method: r.method(), headers: await r.allHeaders(), body: r.postDataBuffer() }, left);
+          left -= a.body.length;
+          await route.fulfill({ status: a.status, headers: a.headers, body: a.body });
+        } catch {
+          refused += 1;
+          await route.abort('blockedbyclient').catch(() => {});
+        }
+      });
+      const ctx = context;
+      const page = await ctx.newPage();
+      const out = await withDeadline(
+        job.timeoutMs,
+        () => ctx.close().catch(() => {}),
+        async () => {
+          await page.goto(job.url, { waitUntil: 'load', timeout: job.timeoutMs });
+          // Scripts that fetch after load get until the network is quiet (or the deadline).
+          await page.waitForLoadState('networkidle', { timeout: Math.max(1, job.timeoutMs / 2) }).catch(() => {});
+          return { url: page.url(), html: await page.content() };
+        },
+      );
+      this.renders += 1;
+      return { ...out, requests, refused };
+    } finally {
+      await context?.close().catch(() => {});
+      this.busy -= 1;
+      this.checkMemory();
+      if (this.restartWhenIdle && this.busy === 0) this.restart();
+      this.waiters.shift()?.();
     }
   }
 

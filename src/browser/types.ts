@@ -21,6 +21,39 @@ export interface PdfJob {
   timeoutMs?: number;
 }
 
+/** A request a rendered page makes, handed to the caller to fetch (through nube's outbound guard). */
+export interface PageRequest {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body: Buffer | null;
+}
+
+export interface PageAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export interface RenderJob {
+  url: string;
+  /** Fetches every request the page makes (its own document included); a throw fails that request. */
+  fetch(req: PageRequest, budget: number): Promise<PageAnswer>;
+  /** Bytes all the page's answers may add up to; past it further requests fail. */
+  maxBytes: number;
+  timeoutMs: number;
+}
+
+export interface RenderedPage {
+  /** URL of the page after redirects and scripts. */
+  url: string;
+  /** The DOM serialized after scripts ran (network quiet, or the time cap). */
+  html: string;
+  /** Requests the page made, and those refused (guard, budget). */
+  requests: number;
+  refused: number;
+}
+
 export interface BrowserStats {
   running: boolean;
   launches: number;
@@ -37,6 +70,8 @@ export interface BrowserStats {
  */
 export interface Browser {
   pdf(job: PdfJob): Promise<Buffer>;
+  /** A web page with JavaScript on, in a context of its own that keeps nothing afterwards. */
+  render(job: RenderJob): Promise<RenderedPage>;
   stats(): BrowserStats;
   close(): Promise<void>;
 }

@@ -1,4 +1,4 @@
-import { SCHEMES } from './auth.js';
+import { CREDENTIAL_REACH } from './credential-reach.js';
 import type { JsonSchema } from './json-schema.js';
 
 // docs/api.md: the API's contract for readers, rendered from the OpenAPI document (itself derived from
@@ -131,11 +131,17 @@ export function buildApiDoc(doc: JsonSchema): string {
     '',
     '## Credentials',
     '',
-    '| scheme | credential |',
-    '|---|---|',
-    ...Object.entries(SCHEMES)
-      .filter(([name]) => name !== 'public')
-      .map(([name, s]) => `| \`${name}\` | ${'prefix' in s ? `\`${s.prefix}...\`: ` : ''}${cell(s.description)} |`),
+    'Each credential is made for a holder, and reaches what that holder needs and nothing more (a test',
+    'calls every operation with each and checks the rest is refused: 401, or 403 `CredentialNotAllowed`).',
+    '',
+    '| credential | held by | operations | other entry points | never |',
+    '|---|---|---|---|---|',
+    ...CREDENTIAL_REACH.map(
+      (c) =>
+        `| ${cell(c.credential)}${c.scheme ? ` (scheme \`${c.scheme}\`)` : ''} | ${cell(c.holder)} | ${
+          c.operations === '*' ? 'all' : c.operations.length ? c.operations.map((o) => `\`${o}\``).join(', ') : 'none'
+        } | ${cell(c.routes)} | ${cell(c.never)} |`,
+    ),
     '',
     'OpenAPI names: `ownerBearer`/`ownerApiKey` (owner), `agentToken`, `fleetAgentToken`, `fleetPublicKey`,',
     '`shareToken`, `clientCredential`. Another owner\'s resource answers 404, never 403.',

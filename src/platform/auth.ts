@@ -1,5 +1,7 @@
 import type { PlanName } from './plans.js';
-import { errors } from './errors.js';
+import { ApiError, errors } from './errors.js';
+import { ProxyTrust } from './request-origin.js';
+import { checkScope, ipAllowed, type KeyScope } from './scopes.js';
 
 /**
  * Credential schemes. Each operation lists the ones it accepts. Areas register a resolver per scheme
@@ -8,7 +10,10 @@ import { errors } from './errors.js';
  */
 export const SCHEMES = {
   public: { description: 'No credential.' },
-  owner: { prefix: 'nube_sk_live_', description: 'Owner API key (Authorization: Bearer or X-API-Key).' },
+  owner: {
+    prefix: 'nube_sk_live_',
+    description: 'Owner API key, `nube_sk_live_...` or `e2b_<hex>` (Authorization: Bearer or X-API-Key).',
+  },
   agent: { prefix: 'agt_', description: "An agent's embed token: message and try of that agent only." },
   fleetAgent: { prefix: 'flt_tk_', description: 'A fleet agent token with scope MESSAGE.' },
   fleetPublic: { prefix: 'flt_pk_', description: 'Ephemeral fleet public key: read a conversation.' },
@@ -28,6 +33,20 @@ export interface Principal {
   credentialId?: string;
   /** Scoped credentials carry the one resource they may address (agent id, fleet agent id, file id). */
   resourceId?: string;
+  /** A scoped owner key's limits (platform/scopes.ts); absent for a full owner key. */
+  scope?: KeyScope;
+}
+
+/**
+ * What the credential is used for. A scoped key is checked against `operation`; an entry point that
+ * names none (the console's sign-in, E2B, libSQL, terminals, an agent's raw ACP socket) takes only full
+ * keys, unless it says `anyScope` and checks operations itself (MCP replays every tool call through REST).
+ */
+export interface AuthUse {
+  operation?: { id: string; method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'; access?: 'read' | 'write' };
+  anyScope?: boolean;
+  /** The source address, for keys with allowedIps. */
+  ip?: string;
 }
 
 export const PUBLIC_PRINCIPAL: Principal = { scheme: 'public', ownerId: '', plan: 'byte' };
@@ -47,32 +66,45 @@ export interface CredentialSource {
   queryToken?: string;
   /**
    * The browser console's session cookie travels with the request's `Cookie` header; it stands for the
-   * owner only when the request proves it comes from nube's own pages (see `sameOrigin`).
+   * owner only with the session's CSRF token, from nube's own pages (see `sameOrigin`).
    */
   cookie?: string | string[];
   /** What the CSRF check reads for a cookie credential; absent, the cookie is never looked at. */
   request?: CookieRequest;
 }
 
-/** The parts of a request the console cookie's CSRF check reads. */
+/** The parts of a request the console cookie's CSRF checks read. */
 export interface CookieRequest {
   /** Whether the call changes state (anything but GET/HEAD, and every WebSocket upgrade). */
   stateChanging: boolean;
+  /** The browser used HTTPS (directly or to a trusted proxy): the cookie is then the `__Host-` one. */
+  secure: boolean;
+  /** The host the browser addressed (platform/request-origin.ts). */
   host?: string;
   origin?: string | string[];
   secFetchSite?: string | string[];
+  /** The session's CSRF token (header `x-nube-csrf`, or WebSocket subprotocol `nube-csrf.<token>`). */
+  csrf?: string;
 }
 
-/** Resolves the console's session cookie (`name`) to the owner it signed in as, or null. */
+/** Resolves the console's session cookie to the owner it signed in as, or null. */
 export interface SessionResolver {
-  cookieName: string;
+  /** The cookie's name for a request over HTTPS (`__Host-`, Secure) or plain HTTP. */
+  cookieName(secure: boolean): string;
   resolve(token: string): Principal | null | Promise<Principal | null>;
+  /** Whether `csrf` is the CSRF token of the session `principal` was resolved from (constant time). */
+  csrfValid(principal: Principal, csrf: string): boolean;
 }
+
+/** Header (and WebSocket subprotocol prefix) carrying the console session's CSRF token. */
+export const CSRF_HEADER = 'x-nube-csrf';
+export const CSRF_PROTOCOL_PREFIX = 'nube-csrf.';
 
 /**
- * A cookie-authenticated call is CSRF-safe when it comes from a page of this very host: the cookie is
- * SameSite=Strict (no cross-site request carries it), and a state-changing call must also name this host
- * as its Origin (or say `Sec-Fetch-Site: same-origin`), which a cross-site form or script cannot forge.
+ * A cookie-authenticated call comes from a page of this very host: the cookie is SameSite=Strict (no
+ * cross-site request carries it), and a state-changing call must also name this host as its Origin (or
+ * say `Sec-Fetch-Site: same-origin`), which a cross-site form or script cannot forge. A program that
+ * copied the cookie can forge both, so the session's CSRF token is required too (Authenticator).
  */
 export function sameOrigin(r: CookieRequest): boolean {
   if (!r.stateChanging) return true;
@@ -98,9 +130,13 @@ export function readCookie(header: string | string[] | undefined, name: string):
   return undefined;
 }
 
-const PREFIXES = Object.entries(SCHEMES).flatMap(([name, s]) =>
-  'prefix' in s ? [[s.prefix, name as Exclude<SchemeName, 'public'>] as const] : [],
-);
+/** Owner keys in E2B's format (`e2b_` + hex), which E2B's SDKs accept as they are. */
+export const E2B_KEY_PREFIX = 'e2b_';
+
+const PREFIXES = [
+  ...Object.entries(SCHEMES).flatMap(([name, s]) => ('prefix' in s ? [[s.prefix, name as Exclude<SchemeName, 'public'>] as const] : [])),
+  [E2B_KEY_PREFIX, 'owner'] as const,
+];
 
 export function schemeOf(credential: string): Exclude<SchemeName, 'public'> | undefined {
   for (const [prefix, name] of PREFIXES) if (credential.startsWith(prefix)) return name;
@@ -111,17 +147,25 @@ export class Authenticator {
   private readonly resolvers = new Map<string, CredentialResolver>();
   private session: SessionResolver | undefined;
 
+  /** `proxy`: the reverse proxies whose forwarded scheme and host are believed (NUBE_TRUST_PROXY). */
+  constructor(readonly proxy: ProxyTrust = new ProxyTrust()) {}
+
   register(resolver: CredentialResolver): void {
     this.resolvers.set(resolver.scheme, resolver);
   }
 
-  /** The console's session cookie: accepted in place of an owner key, only where the CSRF check passes. */
+  /** The console's session cookie: accepted in place of an owner key, only with its CSRF token and Origin. */
   registerSession(resolver: SessionResolver): void {
     this.session = resolver;
   }
 
   /** Principal for the request's credential against the schemes `accepted`; throws 401/403. */
-  authenticate(src: CredentialSource, accepted: readonly SchemeName[]): Principal | Promise<Principal> {
+  authenticate(src: CredentialSource, accepted: readonly SchemeName[], use: AuthUse = {}): Principal | Promise<Principal> {
+    const p = this.authenticateAny(src, accepted);
+    return p instanceof Promise ? p.then((x) => scoped(x, use)) : scoped(p, use);
+  }
+
+  private authenticateAny(src: CredentialSource, accepted: readonly SchemeName[]): Principal | Promise<Principal> {
     const credential = extract(src, accepted.includes('share'));
     if (!credential) {
       const fromCookie = this.fromCookie(src, accepted);
@@ -136,14 +180,42 @@ export class Authenticator {
   }
 
   private fromCookie(src: CredentialSource, accepted: readonly SchemeName[]): Principal | Promise<Principal> | undefined {
-    if (!this.session || !src.request || !accepted.includes('owner')) return undefined;
-    const token = readCookie(src.cookie, this.session.cookieName);
+    const session = this.session;
+    const req = src.request;
+    if (!session || !req || !accepted.includes('owner')) return undefined;
+    const token = readCookie(src.cookie, session.cookieName(req.secure));
     if (!token) return undefined;
-    if (!sameOrigin(src.request))
+    if (!sameOrigin(req))
       throw errors.forbidden('a console session cookie is accepted only from nube\'s own pages (Origin must be this host)', 'CrossSiteRequest');
-    const principal = this.session.resolve(token);
-    return principal instanceof Promise ? principal.then((p) => admit(p, accepted)) : admit(principal, accepted);
+    // The cookie alone (copied by whoever it reached) is not a credential: the page's CSRF token, which
+    // only the sign-in answer carried, must come with it.
+    const withToken = (p: Principal | null): Principal => {
+      if (p && !(req.csrf && session.csrfValid(p, req.csrf))) {
+        if (accepted.includes('public')) return PUBLIC_PRINCIPAL;
+        throw errors.unauthorized(
+          `a console session cookie needs the session's CSRF token (header ${CSRF_HEADER}) that nube's console got at sign-in; sign in again`,
+        );
+      }
+      return admit(p, accepted);
+    };
+    const principal = session.resolve(token);
+    return principal instanceof Promise ? principal.then(withToken) : withToken(principal);
   }
+}
+
+/** A scoped key's expiry, source address and scope, checked on every use (cached principals included). */
+function scoped(p: Principal, use: AuthUse): Principal {
+  const scope = p.scope;
+  if (!scope) return p;
+  if (scope.expiresAt !== undefined && Date.now() >= scope.expiresAt) {
+    throw new ApiError(401, 'KeyExpired', `this key expired at ${new Date(scope.expiresAt).toISOString()}; create a new one`);
+  }
+  if (scope.allowedIps && !ipAllowed(scope.allowedIps, use.ip)) {
+    throw errors.forbidden(`this key is not accepted from ${use.ip ?? 'this address'}`, 'AddressNotAllowed');
+  }
+  if (use.operation) checkScope(scope, use.operation);
+  else if (!use.anyScope) throw errors.forbidden('a scoped key reaches only the REST API and MCP; this entry point takes a full owner key', 'ScopeMissing', { scope: '*' });
+  return p;
 }
 
 function admit(principal: Principal | null, accepted: readonly SchemeName[]): Principal {

@@ -1,6 +1,7 @@
 // The shape of nube's configuration: what src/config.ts reads once from the environment and the platform
 // hands every area (deps.config). Areas import this shape, never the module that reads the environment.
 import type { PlanName } from './plans.js';
+import type { TracingConfig } from './tracing.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -20,12 +21,19 @@ export interface Config {
   logLevel: LogLevel;
   bodyLimitBytes: number;
   rateLimitPerMinute: number;
+  /** Operator settings that replace an operation's own rate (RateLimitRule.setting), per plan. */
+  rateLimits: RateLimitSettings;
   authCacheMs: number;
+  /** Record every mutating call and refused credential in the audit log (NUBE_AUDIT, default on). */
+  audit: boolean;
   jobPollMs: number;
   runWorkers: boolean;
   /** On stop, how long open responses and leased jobs get before connections are cut and jobs released. */
   shutdownGraceMs: number;
   outboundAllow: string[];
+  templates: TemplatesConfig;
+  /** Reverse proxies (addresses or CIDRs) whose X-Forwarded-* headers are believed (NUBE_TRUST_PROXY). */
+  trustProxy: string[];
   webhookTimeoutMs: number;
   /** Milliseconds to wait before retry 1, 2, ...; a delivery gets 1 + length attempts. */
   webhookRetryMs: number[];
@@ -33,15 +41,21 @@ export interface Config {
   sandboxes: SandboxesConfig;
   web: WebConfig;
   sites: { host: string };
+  /** Forms on sites: submissions one client address may make per minute (NUBE_FORMS_PER_MINUTE). */
+  forms: { perMinute: number };
   pdf: PdfConfig;
   llm: LlmConfig;
   metrics: MetricsConfig;
+  tracing: TracingConfig;
   databases: DatabasesConfig;
   machines: MachinesConfig;
+  payments: PaymentsConfig;
   fleet: FleetConfig;
   tls: TlsConfig;
   nodes: NodesConfig;
 }
+
+export type RateLimitSettings = Record<'sandboxCreate', Record<PlanName, number>>;
 
 /** HTTPS: nube's own listener, the certificates it serves, and the ACME CA it gets them from. */
 export interface TlsConfig {
@@ -104,14 +118,28 @@ export interface MachinesConfig {
   checkoutOperatorKey?: string;
   backupIntervalMs: number;
   backupKeepMs: number;
+  /** How long a (re)started app has to answer its health check before it counts as not serving. */
+  startTimeoutMs: number;
   /** PEM bundle of extra CAs machine boxes trust (an operator behind a TLS-inspecting proxy). */
   extraCaBundle?: string;
+}
+
+/** The payment provider behind payment links: Stripe Checkout when configured, else nube's own page. */
+export interface PaymentsConfig {
+  stripe?: {
+    secretKey: string;
+    /** Signing secret of the Stripe webhook endpoint pointed at `/payments/stripe/webhook`; unset: payments are never confirmed. */
+    webhookSecret?: string;
+    /** Stripe's API (a local server speaking it in tests). */
+    apiUrl: string;
+  };
 }
 
 /** The fleet's pool and conversation store. */
 export interface FleetConfig {
   maxBoxes: number;
-  turnsPerBox: number;
+  /** Boxes built ahead per active fleet agent (within its capacity), each for one new conversation. */
+  spareBoxes: number;
   /** Turns that may wait, per running slot of a fleet agent; beyond: 503 FleetFull. */
   queueFactor: number;
   idleMs: number;
@@ -174,6 +202,16 @@ export interface FilesConfig {
   ai?: { baseUrl: string; apiKey: string; model: string };
 }
 
+/** Templates made from images and Dockerfiles (areas/templates). */
+export interface TemplatesConfig {
+  /** Registry origins reached although private (NUBE_TEMPLATE_REGISTRY_ALLOW); `http://` ones in plain HTTP. */
+  registryAllow: string[];
+  /** What one template may unpack to, bytes of file content (NUBE_TEMPLATE_MAX_BYTES). */
+  maxBytes: number;
+  /** Image blobs (layers, configs) kept by digest. */
+  blobDir: string;
+}
+
 export interface SandboxesConfig {
   /** namespaces (bwrap + user namespaces) or gvisor (runsc, a user-space kernel). */
   driver: 'namespaces' | 'gvisor';
@@ -192,12 +230,16 @@ export interface SandboxesConfig {
   mirror?: string;
   /** Upper dirs and snapshots on a reflink-capable store (`auto`) or plain copies (`copy`): NUBE_SANDBOX_STORE. */
   store: 'auto' | 'copy';
-  /** Size of the store's sparse XFS image when nube makes one (NUBE_SANDBOX_STORE_SIZE); default the data dir's filesystem size. */
+  /** Upper bound of the store image's size when nube makes one (NUBE_SANDBOX_STORE_SIZE); default what the host can spare. */
   storeSizeBytes?: number;
+  /** Free space the host keeps (NUBE_STORE_RESERVE_GB, default 10): bounds a new store image; doctor and /metrics warn near it. */
+  storeReserveBytes: number;
   /** Warm pool (NUBE_SANDBOX_POOL*): per template in use, sandboxes started ahead and handed out on create. */
   pool: SandboxPoolConfig;
   /** Raw TCP/UDP exposures: host ports [first, last], listen address, host name clients are told. */
   raw: { first: number; last: number; bind: string; host: string };
+  /** Private/loopback/link-local IPv4 ranges a network policy may open (NUBE_SANDBOX_PRIVATE_ALLOW); closed otherwise. */
+  privateAllow: string[];
   /** SSH gateway port (0: any free port), on raw.bind, told to clients as raw.host. */
   sshPort: number;
   /** Servers domain-verify resolves TXT records with (ip or ip:port); empty: the host's resolver. */

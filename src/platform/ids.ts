@@ -24,3 +24,12 @@ export const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu
 export function newId(prefix: string, now = Date.now()): string {
   return `${prefix}_${now.toString(36).padStart(9, '0')}${randomToken(12)}`;
 }
+
+/** An opaque list cursor: the last id of the page (ids are time-ordered, so `id <` is stable under inserts). */
+export const idCursor = (id: string): string => Buffer.from(id).toString('base64url');
+
+/** The id a cursor of `idCursor` carries, or undefined when it is not one of `prefix`'s ids. */
+export function idFromCursor(cursor: string, prefix: string): string | undefined {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  return new RegExp(`^${prefix}_[0-9a-z]{9,40}$`).test(id) ? id : undefined;
+}

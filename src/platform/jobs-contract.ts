@@ -25,6 +25,18 @@ export interface JobInfo<T = unknown> {
 export interface JobContext<T = unknown> extends JobInfo<T> {
   /** Aborted when the lease is lost or the queue stops before the handler finished. */
   signal: AbortSignal;
+  /**
+   * Aborted the moment the queue begins to stop (nube's own shutdown), before the grace ends. Work cut
+   * from then on was cut by nube, not failed by the job: a handler that records outcomes of its own
+   * (a machine's launch, a document's generation) checks `cutShort(job)` before recording a failure,
+   * and rethrows instead; the queue then hands the job back without counting the attempt.
+   */
+  stopping: AbortSignal;
+}
+
+/** The attempt was cut by nube (its shutdown, or the lease lost to another worker), not failed by the job. */
+export function cutShort(job: Pick<JobContext, 'signal' | 'stopping'>): boolean {
+  return job.stopping.aborted || job.signal.aborted;
 }
 
 export type JobHandler<T> = (payload: T, job: JobContext<T>) => Promise<void>;
@@ -103,5 +115,10 @@ export interface JobQueueOptions {
   retainDeadMs?: number;
   /** How often a queue prunes old jobs (default 10 min). */
   pruneIntervalMs?: number;
+  /**
+   * How often leases held by a worker whose process is gone from this host are taken back at once
+   * (default 5 s; the first poll does it too), rather than waited out (worker-liveness.ts).
+   */
+  reclaimIntervalMs?: number;
   workerId?: string;
 }

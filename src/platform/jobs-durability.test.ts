@@ -9,12 +9,12 @@ const pgUp = await postgresAvailable();
 const CHILD = `
 const { openStore } = await import(${JSON.stringify(new URL('../store/db.ts', import.meta.url).href)});
 const { createJobQueue } = await import(${JSON.stringify(new URL('./jobs.ts', import.meta.url).href)});
-const { location, type } = JSON.parse(process.env.NUBE_JOBS_CHILD);
+const { location, type, leaseMs } = JSON.parse(process.env.NUBE_JOBS_CHILD);
 const queue = createJobQueue({ store: openStore(location), pollIntervalMs: 20 });
 queue.register(type, async (_p, job) => {
   process.stdout.write('leased ' + job.id + ' ' + queue.workerId + '\\n');
   await new Promise(() => {});
-}, { leaseMs: 600 });
+}, { leaseMs: leaseMs ?? 600 });
 queue.start();
 `;
 
@@ -48,42 +48,79 @@ describe.each(['sqlite', 'postgres'] as const)('job queue durability on %s', (di
       expect(await queue.get(id)).toMatchObject({ status: 'done', leasedBy: queue.workerId });
     });
 
-    it('a worker killed with SIGKILL mid-job: a new queue runs the job after the lease expires', async () => {
+    it('a worker on this host killed with SIGKILL mid-job: a new queue takes its lease back at once', async () => {
       const type = uniqueType('killed');
       const bootstrap = kit.queue();
       const id = await bootstrap.enqueue(type, { important: true });
       const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD], {
-        env: { ...process.env, NUBE_JOBS_CHILD: JSON.stringify({ location: kit.location, type }) },
+        env: { ...process.env, NUBE_JOBS_CHILD: JSON.stringify({ location: kit.location, type, leaseMs: 120_000 }) },
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       const exited = new Promise((r) => child.once('exit', r));
+      let childWorker = '';
       try {
         const line = await new Promise<string>((resolve, reject) => {
           createInterface({ input: child.stdout! }).once('line', resolve);
           child.once('exit', (code) => reject(new Error(`worker exited early (${code})`)));
         });
-        const [, leasedId, childWorker] = line.split(' ');
+        const [, leasedId, worker] = line.split(' ');
+        childWorker = worker!;
         expect(leasedId).toBe(id);
-        await sleep(300); // past one heartbeat: the child keeps renewing while alive
+        // The worker's id names its process on this host (boot, pid namespace, pid, start time).
+        expect(childWorker).toMatch(new RegExp(`#[0-9a-f]{32}\\.\\d+\\.${child.pid}\\.\\d+$`));
         const held = await bootstrap.get(id);
         expect(held).toMatchObject({ status: 'running', attempts: 1, leasedBy: childWorker });
-        expect(held!.leaseUntil!.getTime()).toBeGreaterThan(Date.now());
+        // A live worker's lease is not taken: this queue's poll leaves the job alone.
+        expect(await bootstrap.runDue()).toBe(0);
+        expect(await bootstrap.get(id)).toMatchObject({ status: 'running', leasedBy: childWorker });
       } finally {
         child.kill('SIGKILL');
         await exited;
       }
       const leaseUntil = (await bootstrap.get(id))!.leaseUntil!.getTime();
+      expect(leaseUntil - Date.now()).toBeGreaterThan(60_000);
 
+      // A queue started after the kill (nube restarted) runs the job at once, not in two minutes.
       const restarted = kit.queue({ store: kit.store() });
       const ran: unknown[] = [];
       restarted.register(type, async (payload, job) => {
         ran.push({ payload, attempt: job.attempts, at: Date.now() });
       });
-      expect(await restarted.runDue()).toBe(0); // the dead worker's lease still holds
-      restarted.start();
-      await waitFor(async () => (await restarted.get(id))?.status === 'done');
+      expect(await restarted.runDue()).toBe(1);
       expect(ran).toEqual([{ payload: { important: true }, attempt: 2, at: expect.any(Number) }]);
-      expect((ran[0] as { at: number }).at).toBeGreaterThanOrEqual(leaseUntil);
+      expect((ran[0] as { at: number }).at).toBeLessThan(leaseUntil - 60_000);
+      expect(await restarted.get(id)).toMatchObject({ status: 'done', leasedBy: restarted.workerId });
+    });
+
+    it('a handler that fails once the queue is stopping is handed back, not failed', async () => {
+      const type = uniqueType('cut');
+      const queue = kit.queue();
+      let sawStopping = false;
+      let entered = false;
+      queue.register(
+        type,
+        async (_p, job) => {
+          if (!entered) {
+            entered = true;
+            // What nube's stop does to a build: the exec it waits on ends with an error mid-grace.
+            await new Promise((r) => job.stopping.addEventListener('abort', r));
+            sawStopping = job.stopping.aborted && !job.signal.aborted;
+          }
+          throw new Error('nube-helper serve ended the exec without a status (nothing)');
+        },
+        { leaseMs: 60_000, maxAttempts: 1 },
+      );
+      const id = await queue.enqueue(type, null);
+      queue.start();
+      await waitFor(() => entered);
+      await queue.stop({ graceMs: 5000 });
+      expect(sawStopping).toBe(true);
+      // One attempt allowed and it was cut: still queued, the attempt not counted, no error recorded.
+      expect(await queue.get(id)).toMatchObject({ status: 'queued', attempts: 0, leasedBy: null, lastError: null });
+      // Started again, the queue is no longer stopping: a failure is the job's own again.
+      queue.start();
+      await waitFor(async () => (await queue.get(id))?.status === 'dead');
+      expect((await queue.get(id))?.lastError).toContain('ended the exec without a status');
     });
 
     it('graceful stop lets short handlers finish and releases the rest at once', async () => {

@@ -16,6 +16,8 @@ import type {
 } from './jobs-contract.js';
 import { defaultBackoff, PermanentJobError } from './jobs-retry.js';
 import * as q from './jobs-sql.js';
+import { goneHere, taggedWorkerId } from './worker-liveness.js';
+import { inSpan } from './tracing.js';
 
 const silent: JobLogger = { info: () => {}, warn: () => {}, error: () => {} };
 
@@ -46,11 +48,15 @@ export class SqlJobQueue implements JobQueue {
   private wakeUp: (() => void) | undefined;
   private wakePending = false;
   private lastPrune = 0;
+  private lastReclaim = 0;
+  /** Aborted when stop() begins: handlers see it as `job.stopping` (a new one at each start). */
+  private stopping = new AbortController();
 
   constructor(private readonly opts: JobQueueOptions) {
     this.db = opts.store.db;
     this.log = opts.logger ?? silent;
-    this.workerId = opts.workerId ?? newId('wrk');
+    // The process's tag lets a restarted nube on this host take back this worker's leases at once.
+    this.workerId = taggedWorkerId(opts.workerId ?? newId('wrk'));
   }
 
   register<T>(type: string, handler: JobHandler<T>, o: HandlerOptions = {}): void {
@@ -100,12 +106,14 @@ export class SqlJobQueue implements JobQueue {
 
   start(): void {
     if (this.loop) return;
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
     this.accepting = true;
     this.loop = this.pollLoop();
   }
 
   async stop(o: { graceMs?: number } = {}): Promise<void> {
     this.accepting = false;
+    this.stopping.abort(new Error('job queue stopping'));
     this.wake();
     await this.loop;
     this.loop = undefined;
@@ -185,12 +193,28 @@ export class SqlJobQueue implements JobQueue {
   }
 
   /**
+   * Leases held by a worker whose process is certainly gone from this host (a kill -9, a crash) end now
+   * instead of at their expiry: the job is due at once, its interrupted attempt counted as a crash's is.
+   */
+  private async maybeReclaim(): Promise<void> {
+    const now = Date.now();
+    if (now - this.lastReclaim < (this.opts.reclaimIntervalMs ?? 5000)) return;
+    this.lastReclaim = now;
+    const held = await q.heldLeases(this.db, now);
+    const gone = goneHere([...new Set(held.map((h) => h.leased_by))].filter((w) => w !== this.workerId));
+    if (!gone.size) return;
+    const n = await q.expireLeases(this.db, [...gone], Date.now());
+    if (n) this.log.warn({ worker: this.workerId, jobs: n, from: [...gone] }, 'took back the leases of a worker that is gone from this host');
+  }
+
+  /**
    * Leases as many due jobs as there are free slots and starts them. Types sharing a lease length are
    * claimed together; each round's limit is the smallest free slot count among them, so no type can
    * exceed its concurrency, and a full round means more may be due, so it claims again.
    */
   private async poll(manual: boolean): Promise<Promise<void>[]> {
     const started: Promise<void>[] = [];
+    await this.maybeReclaim();
     const now = Date.now();
     for (const dead of await q.reapExhausted(this.db, now)) {
       this.log.error({ job: dead.id, type: dead.type, attempts: dead.attempts }, 'job dead: lease expired');
@@ -263,6 +287,7 @@ export class SqlJobQueue implements JobQueue {
 
   private async attempt(row: q.JobRow, h: Registered, lease: q.Lease, signal: AbortSignal): Promise<void> {
     const log = { job: row.id, type: row.type, attempt: row.attempts };
+    const stopping = this.stopping.signal;
     let failure: { err: unknown } | undefined;
     try {
       let info: JobInfo;
@@ -272,7 +297,9 @@ export class SqlJobQueue implements JobQueue {
         throw new PermanentJobError('job payload is not valid JSON', { cause: err });
       }
       // Background work runs on the node that leased it: placement keeps what it creates here.
-      await runPinned(() => h.handler(info.payload, { ...info, signal }));
+      await inSpan(`job ${row.type}`, { 'nube.job.type': row.type, 'nube.job.attempt': row.attempts }, () =>
+        runPinned(() => h.handler(info.payload, { ...info, signal, stopping })),
+      );
     } catch (err) {
       failure = { err };
     }
@@ -285,6 +312,13 @@ export class SqlJobQueue implements JobQueue {
         return;
       }
       const { err } = failure;
+      if (stopping.aborted) {
+        // Cut by nube's own stop (an exec ended with the helper, a connection closed): handed back as
+        // if nube had crashed, never recorded as the job's failure; the attempt is not counted.
+        const n = await q.release(this.db, [lease], now);
+        this.log.warn({ ...log, err, released: n }, 'job cut by the stop of nube; it runs again');
+        return;
+      }
       const status = await q.fail(this.db, lease, {
         error: err instanceof Error ? err.stack || err.message : String(err),
         permanent: err instanceof PermanentJobError,

@@ -188,6 +188,30 @@ export async function reapExhausted(db: Db, now: number): Promise<JobRow[]> {
     .execute();
 }
 
+/** Workers holding unexpired leases (the queue judges which of them are gone from this host). */
+export async function heldLeases(db: Db, now: number): Promise<{ leased_by: string }[]> {
+  const rows = await db
+    .selectFrom('jobs')
+    .select('leased_by')
+    .distinct()
+    .where('status', '=', 'running')
+    .where('lease_until', '>', now)
+    .execute();
+  return rows.filter((r): r is { leased_by: string } => r.leased_by !== null);
+}
+
+/** Ends the leases of these (dead) workers now, so the jobs are claimed (or reaped) at the next poll. */
+export async function expireLeases(db: Db, workers: string[], now: number): Promise<number> {
+  const res = await db
+    .updateTable('jobs')
+    .set({ lease_until: now, updated_at: now })
+    .where('status', '=', 'running')
+    .where('leased_by', 'in', workers)
+    .where('lease_until', '>', now)
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows);
+}
+
 /** Extends a lease; false when it is no longer ours (expired and taken over, or released). */
 export async function heartbeat(db: Db, lease: Lease, until: number): Promise<boolean> {
   const res = await db

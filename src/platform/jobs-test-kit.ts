@@ -10,7 +10,8 @@ import { migrateToLatest } from '../store/migrate.js';
 import { createJobQueue, type JobQueue, type JobQueueOptions, jobsMigrations } from './jobs.js';
 import { randomToken } from './ids.js';
 
-const PG_ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
+// The suite's PostgreSQL (test/services.ts: the configured one, or a throwaway one it started).
+const PG_ADMIN = process.env.NUBE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** True when PostgreSQL answers; under CI its absence is an error, never a skip. */
 export async function postgresAvailable(): Promise<boolean> {
@@ -45,7 +46,7 @@ export class JobsKit {
     const dataDir = mkdtempSync(join(tmpdir(), 'nube-jobs-'));
     if (dialect === 'postgres') {
       this.pgDb = `nube_test_jobs_${randomToken(10)}`;
-      this.location = { dataDir, databaseUrl: `postgres://postgres@127.0.0.1:5432/${this.pgDb}` };
+      this.location = { dataDir, databaseUrl: PG_ADMIN.replace(/\/[^/]*$/, `/${this.pgDb}`) };
     } else {
       this.location = { dataDir };
     }

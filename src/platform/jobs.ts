@@ -20,6 +20,7 @@ export type {
   JobQueueOptions,
   JobRef,
 } from './jobs-contract.js';
+export { cutShort } from './jobs-contract.js';
 export { defaultBackoff, PermanentJobError } from './jobs-retry.js';
 
 export function createJobQueue(opts: JobQueueOptions): JobQueue {

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { type RateLimiterAbstract, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { RateLimitSettings } from './config-shape.js';
 import type { PlanName } from './plans.js';
 import { errors } from './errors.js';
 import type { RateLimitRule } from './operation.js';
@@ -11,6 +12,12 @@ export type RateLimitResult = { allowed: true } | { allowed: false; retryAfterSe
 export interface RateLimiter {
   /** The in-process limiter answers synchronously; a shared one (Redis) with a promise. */
   consume(key: string, rule: RateLimitRule): RateLimitResult | Promise<RateLimitResult>;
+}
+
+/** The rule as this caller gets it: an operator setting for the plan replaces the rule's own points. */
+export function ruleFor(rule: RateLimitRule, settings: RateLimitSettings, plan: PlanName): RateLimitRule {
+  if (!rule.setting) return rule;
+  return { points: settings[rule.setting][plan], windowSeconds: rule.windowSeconds };
 }
 
 const ALLOWED: RateLimitResult = { allowed: true };

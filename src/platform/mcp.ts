@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { REPLAY_HEADER, type ReplayOrigin, withReplayOrigin } from './audit-context.js';
 import type { Authenticator, SchemeName } from './auth.js';
 import { describe } from './catalog.js';
 import { errors } from './errors.js';
@@ -21,7 +22,12 @@ export function mountMcp(app: FastifyInstance, ops: AnyOperation[], auth: Authen
   const tools = ops.map((op) => ({ name: toolName(op), description: describe(op), inputSchema: toolInputSchema(op) }));
 
   app.all('/api/mcp', async (req, reply) => {
-    await auth.authenticate({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] }, ANY_CREDENTIAL);
+    // A scoped key opens MCP: each tool call replays through REST, which checks the tool's operation.
+    const principal = await auth.authenticate({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] }, ANY_CREDENTIAL, {
+      anyScope: true,
+      ip: req.ip,
+    });
+    const allowed = principal.scope?.allowed;
     if (req.method !== 'POST') throw errors.methodNotAllowed(['POST']);
     const credentialHeaders: Record<string, string> = {};
     for (const h of ['authorization', 'x-api-key'] as const) {
@@ -30,19 +36,25 @@ export function mountMcp(app: FastifyInstance, ops: AnyOperation[], auth: Authen
     }
 
     const server = new Server({ name: 'nube', version }, { capabilities: { tools: {} } });
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed ? tools.filter((t) => allowed.has(byName.get(t.name)!.id)) : tools }));
     server.setRequestHandler(CallToolRequestSchema, async (call) => {
       const op = byName.get(call.params.name);
       if (!op) {
         return { isError: true, content: [{ type: 'text' as const, text: `unknown tool ${call.params.name}` }] };
       }
       const r = toolRequest(op, API_PREFIX, (call.params.arguments ?? {}) as Record<string, unknown>);
-      const res = await app.inject({
-        method: r.method as 'GET',
-        url: r.url,
-        headers: { ...credentialHeaders, ...(r.body !== undefined ? { 'content-type': 'application/json' } : {}) },
-        ...(r.body !== undefined ? { payload: JSON.stringify(r.body) } : {}),
-      });
+      // The replayed request's audit entry names this request's caller (platform/audit-context.ts).
+      const origin: ReplayOrigin = { via: 'mcp', ip: req.ip, userAgent: req.headers['user-agent'], requestId: req.id };
+      const res = await withReplayOrigin(origin, (handle) =>
+        app.inject({
+          method: r.method as 'GET',
+          // The caller's own address, so a key's allowedIps reads the same through MCP as through REST.
+          remoteAddress: req.ip,
+          url: r.url,
+          headers: { ...credentialHeaders, [REPLAY_HEADER]: handle, ...(r.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+          ...(r.body !== undefined ? { payload: JSON.stringify(r.body) } : {}),
+        }),
+      );
       const type = String(res.headers['content-type'] ?? '');
       let structured: Record<string, unknown> | undefined;
       if (type.startsWith('application/json')) {

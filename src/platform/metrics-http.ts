@@ -30,6 +30,11 @@ export function labelRequest(req: FastifyRequest, operation: string): void {
   (req as Labelled)[OPERATION] = operation;
 }
 
+/** A request's operation as metrics and traces name it: a hook's label, else the route's registry id. */
+export function operationOf(req: FastifyRequest): string | undefined {
+  return (req as Labelled)[OPERATION] ?? (req.routeOptions.config as OperationRouteConfig | undefined)?.operationId;
+}
+
 /**
  * Request counts and latencies: nube_http_request_duration_seconds{operation, status_class}. `operation`
  * is the registry id (`account.get`) or, for routes outside the registry, `METHOD /route` (`GET

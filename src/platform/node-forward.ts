@@ -12,6 +12,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent } from 'undici';
 import { errors } from './errors.js';
 import type { NodeRegistry } from './nodes.js';
+import { NODE_ORIGIN_HEADER, ProxyTrust } from './request-origin.js';
+import { injectTraceContext, inSpan, SpanKind } from './tracing.js';
 
 /** Header carrying the internal credential; a request with a valid one was relayed by another node. */
 export const NODE_TOKEN_HEADER = 'x-nube-node-token';
@@ -87,6 +89,8 @@ export class NodeForwarder {
   constructor(
     private readonly nodes: NodeRegistry,
     secret: string,
+    /** What this node believes of a request's scheme and host, passed on to the node it relays to. */
+    private readonly proxy: ProxyTrust = new ProxyTrust(),
   ) {
     this.token = nodeToken(secret);
     this.tokenBuf = Buffer.from(this.token);
@@ -148,7 +152,7 @@ export class NodeForwarder {
   async forward(req: FastifyRequest, reply: FastifyReply, nodeId: string, body: 'stream' | 'parsed'): Promise<void> {
     const node = await this.nodes.get(nodeId);
     if (!node || node.status === 'down') throw errors.unavailable(`node ${nodeId} is down; retry later`, 30);
-    const headers = this.outgoingHeaders(req.headers, req.ip);
+    const headers = this.outgoingHeaders(req.raw, req.ip, isRelayed(req));
     let payload: string | IncomingMessage | undefined;
     if (body === 'stream') {
       // Without a length (chunked, or an in-process inject), a method that may carry one streams what comes.
@@ -165,12 +169,18 @@ export class NodeForwarder {
       delete headers['content-length'];
     }
     const ac = new AbortController();
-    const res = await this.agent
-      .request({ origin: node.address, path: req.url, method: req.method as 'GET', headers, body: payload, signal: ac.signal })
-      .catch((err: unknown) => {
-        req.log.warn({ err, node: nodeId }, 'forwarding to a node failed');
-        throw errors.unavailable(`node ${nodeId} did not answer; retry later`, 5);
-      });
+    const res = await inSpan(
+      `forward to node ${nodeId}`,
+      { 'nube.node': nodeId },
+      () => {
+        injectTraceContext(headers);
+        return this.agent.request({ origin: node.address, path: req.url, method: req.method as 'GET', headers, body: payload, signal: ac.signal });
+      },
+      SpanKind.CLIENT,
+    ).catch((err: unknown) => {
+      req.log.warn({ err, node: nodeId }, 'forwarding to a node failed');
+      throw errors.unavailable(`node ${nodeId} did not answer; retry later`, 5);
+    });
     reply.hijack();
     const out = reply.raw;
     const resHeaders: Record<string, string | string[]> = {};
@@ -184,12 +194,15 @@ export class NodeForwarder {
     pipeline(res.body, out, () => {});
   }
 
-  private outgoingHeaders(incoming: IncomingHttpHeaders, ip: string): Record<string, string | string[]> {
+  private outgoingHeaders(req: IncomingMessage, ip: string, relayed: boolean): Record<string, string | string[]> {
+    const incoming = req.headers;
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(incoming)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
     // The host header passes unchanged: the port proxy routes by the host name the client used.
     headers['x-forwarded-for'] = incoming['x-forwarded-for'] ? `${incoming['x-forwarded-for']}, ${ip}` : ip;
     headers[NODE_TOKEN_HEADER] = this.token;
+    // The scheme and host the browser used, as this node judged them (the console cookie's checks).
+    headers[NODE_ORIGIN_HEADER] = ProxyTrust.describe(this.proxy.originOf(req, relayed));
     headers[FROM_HEADER] = this.nodes.id;
     // markRelayed keeps the incoming count; a fresh request starts at one hop.
     headers[HOPS_HEADER] = String(Number(incoming[HOPS_HEADER] ?? 0) + 1);
@@ -240,7 +253,7 @@ export class NodeForwarder {
     const tls = url.protocol === 'https:';
     const port = Number(url.port || (tls ? 443 : 80));
     const upstream = tls ? tlsConnect({ host: url.hostname, port, servername: url.hostname }) : netConnect({ host: url.hostname, port });
-    const headers = this.outgoingHeaders(req.headers, req.socket.remoteAddress ?? '');
+    const headers = this.outgoingHeaders(req, req.socket.remoteAddress ?? '', isRelayed(req));
     headers.connection = 'Upgrade';
     headers.upgrade = String(req.headers.upgrade ?? 'websocket');
     let text = `${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/1.1\r\n`;

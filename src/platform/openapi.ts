@@ -116,7 +116,11 @@ function operationObject(op: AnyOperation, operationId: string, path: string, in
     [String(op.successStatus ?? 200)]: {
       description: 'Success',
       content: op.produces
-        ? { [op.produces]: { schema: op.produces.startsWith('application/json') ? output(op.response) : { type: 'string' } } }
+        ? Object.fromEntries(
+            op.produces
+              .split(/,\s*/)
+              .map((type) => [type, { schema: type.startsWith('application/json') ? output(op.response) : { type: 'string' } }]),
+          )
         : { 'application/json': { schema: output(op.response) } },
     },
   };

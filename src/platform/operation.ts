@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { z } from 'zod';
 import type { Principal, SchemeName } from './auth.js';
+import type { RateLimitSettings } from './config-shape.js';
 
 /**
  * Area services reachable from handlers. Platform code knows none of them: each area adds its service
@@ -42,6 +43,8 @@ export interface RateLimitRule {
   /** Requests allowed per window for one owner on this operation. */
   points: number;
   windowSeconds: number;
+  /** An operator setting (config.rateLimits) that replaces `points`, per the caller's plan. */
+  setting?: keyof RateLimitSettings;
 }
 
 export interface OperationSpec<
@@ -62,6 +65,8 @@ export interface OperationSpec<
   tags: string[];
   /** Credential schemes accepted; `public` means no credential is needed. */
   auth: SchemeName[];
+  /** For scoped keys: whether it reads or writes, when its method says otherwise (a POST that only searches). */
+  access?: 'read' | 'write';
   params?: PS;
   query?: QS;
   body?: BS;
@@ -75,7 +80,7 @@ export interface OperationSpec<
    */
   anyText?: true | readonly string[];
   response: RS;
-  /** Content type of a non-JSON success response (the handler returns a RawResponse). */
+  /** Content type of a non-JSON success response (the handler returns a RawResponse); several: comma separated. */
   produces?: string;
   successStatus?: 200 | 201;
   /** Error statuses and codes this operation documents beyond 400/401/404/429/500. */
@@ -117,9 +122,7 @@ export function fastifyPath(path: string): string {
   return path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
 }
 
-export function pathParamNames(path: string): string[] {
-  return [...path.matchAll(/\{([A-Za-z0-9_]+)\}/g)].map((m) => m[1]!);
-}
+export { pathParamNames } from './path-params.js';
 
 export function fillPath(path: string, values: Record<string, unknown>): string {
   return path.replace(/\{([A-Za-z0-9_]+)\}/g, (_, k: string) => encodeURIComponent(String(values[k] ?? '')));

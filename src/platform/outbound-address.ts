@@ -163,11 +163,31 @@ export function isPublicAddress(ip: string): boolean {
   return !NON_PUBLIC.some((c) => inCidr(a, c));
 }
 
+/** Whether two addresses or CIDRs (`10.0.0.0/8`, `10.1.2.3`) share an address; false across families. */
+export function cidrsOverlap(a: string, b: string): boolean {
+  const x = parseCidr(a);
+  const y = parseCidr(b);
+  if (x.v !== y.v) return false;
+  const bits = Math.min(x.bits, y.bits);
+  const shift = BigInt((x.v === 4 ? 32 : 128) - bits);
+  return x.base >> shift === y.base >> shift;
+}
+
+/** Whether `inner` lies wholly inside `outer` (addresses or CIDRs). */
+export function cidrWithin(inner: string, outer: string): boolean {
+  const i = parseCidr(inner);
+  return i.bits >= parseCidr(outer).bits && cidrsOverlap(inner, outer);
+}
+
+/** Whether the address is inside one of the list's ranges. */
+export function inAllowList(ip: string, allow: AllowList): boolean {
+  const a = toBig(ip);
+  return !!a && allow.cidrs.some((c) => inCidr(a, c));
+}
+
 /** Public, or admitted by the operator's allow-list. */
 export function isAllowedAddress(ip: string, allow: AllowList | readonly string[]): boolean {
-  const a = toBig(ip);
-  if (!a) return false;
-  return asAllowList(allow).cidrs.some((c) => inCidr(a, c)) || isPublicAddress(ip);
+  return inAllowList(ip, asAllowList(allow)) || isPublicAddress(ip);
 }
 
 export interface CheckedUrl {

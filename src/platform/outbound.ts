@@ -26,6 +26,7 @@ import {
   type Resolver,
   safeLookup,
 } from './outbound-address.js';
+import { inSpan, SpanKind, tracingOn, withTraceContext } from './tracing.js';
 
 export {
   type AllowList,
@@ -57,6 +58,8 @@ export interface OutboundInit {
    * test CA, such as pebble's for ACME); never used for any other origin.
    */
   trustedCa?: string;
+  /** Send the W3C `traceparent` of this exchange's span when traces are on (webhook deliveries do). */
+  propagateTrace?: boolean;
 }
 
 export type OutboundBody = Dispatcher.ResponseData['body'];
@@ -106,7 +109,13 @@ export class OutboundClient {
    * One request, redirects followed by hand up to `maxRedirects`, every hop checked. Throws
    * OutboundError (OutboundBlockedError when an address or URL is refused: nothing was sent to it).
    */
-  async request(input: string | URL, init: OutboundInit = {}): Promise<OutboundResponse> {
+  request(input: string | URL, init: OutboundInit = {}): Promise<OutboundResponse> {
+    if (!tracingOn()) return this.requestOnce(input, init);
+    const host = URL.canParse(String(input)) ? new URL(input).hostname : '';
+    return inSpan(`outbound ${init.method ?? 'GET'}`, { 'server.address': host }, () => this.requestOnce(input, init), SpanKind.CLIENT);
+  }
+
+  private async requestOnce(input: string | URL, init: OutboundInit): Promise<OutboundResponse> {
     const timeout = init.timeoutMs ? AbortSignal.timeout(init.timeoutMs) : undefined;
     const signal = timeout && init.signal ? AbortSignal.any([init.signal, timeout]) : (timeout ?? init.signal);
     const trusted = init.trustedOrigin ? new URL(init.trustedOrigin).origin : undefined;
@@ -115,6 +124,7 @@ export class OutboundClient {
     let body = init.body;
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(init.headers ?? {})) headers[k.toLowerCase()] = v;
+    if (init.propagateTrace) withTraceContext(headers);
     let url = String(input);
     let hop = 0;
     try {

@@ -8,6 +8,8 @@ export interface Plan {
   monthlyMxn: number;
   listMonthlyMxn: number;
   storageBytes: number;
+  /** A sandbox's writable disk (MiB): its default and most a create may ask for (diskMB). */
+  sandboxDiskMb: number;
   aiCreditsPerMonth: number;
   llmTokensPerMonth: number | null;
   databases: number;
@@ -15,6 +17,8 @@ export interface Plan {
   simultaneousAgents: number;
   sessionSeconds: number;
   trashRetentionDays: number;
+  /** How long the audit log keeps an entry. */
+  auditRetentionDays: number;
   includes: { staticWebsites: boolean; customDomains: boolean; hlsStreaming: boolean; imageTransformation: boolean; branding: boolean };
 }
 
@@ -29,6 +33,7 @@ export const PLANS: Record<PlanName, Plan> = {
     monthlyMxn: 0,
     listMonthlyMxn: 0,
     storageBytes: 100 * MB,
+    sandboxDiskMb: 2048,
     aiCreditsPerMonth: 999,
     llmTokensPerMonth: null,
     databases: 3,
@@ -36,6 +41,7 @@ export const PLANS: Record<PlanName, Plan> = {
     simultaneousAgents: 4,
     sessionSeconds: 1 * HOUR,
     trashRetentionDays: 7,
+    auditRetentionDays: 7,
     includes: { staticWebsites: false, customDomains: false, hlsStreaming: false, imageTransformation: false, branding: true },
   },
   mega: {
@@ -44,6 +50,7 @@ export const PLANS: Record<PlanName, Plan> = {
     monthlyMxn: 299,
     listMonthlyMxn: 499,
     storageBytes: 10 * GB,
+    sandboxDiskMb: 10_240,
     aiCreditsPerMonth: 10_000,
     llmTokensPerMonth: 10_000_000,
     databases: 10,
@@ -51,6 +58,7 @@ export const PLANS: Record<PlanName, Plan> = {
     simultaneousAgents: 8,
     sessionSeconds: 4 * HOUR,
     trashRetentionDays: 7,
+    auditRetentionDays: 90,
     includes: { staticWebsites: true, customDomains: true, hlsStreaming: true, imageTransformation: true, branding: false },
   },
   tera: {
@@ -59,6 +67,7 @@ export const PLANS: Record<PlanName, Plan> = {
     monthlyMxn: 2490,
     listMonthlyMxn: 2490,
     storageBytes: 100 * GB,
+    sandboxDiskMb: 51_200,
     aiCreditsPerMonth: 50_000,
     llmTokensPerMonth: 50_000_000,
     databases: 20,
@@ -66,6 +75,7 @@ export const PLANS: Record<PlanName, Plan> = {
     simultaneousAgents: 20,
     sessionSeconds: 24 * HOUR,
     trashRetentionDays: 7,
+    auditRetentionDays: 365,
     includes: { staticWebsites: true, customDomains: true, hlsStreaming: true, imageTransformation: true, branding: false },
   },
 };

@@ -51,6 +51,7 @@ describe('handler context signal', () => {
       rateLimiter: new MemoryRateLimiter(),
       services: {} as Services,
       defaultRateLimit: { points: 1000, windowSeconds: 60 },
+      rateLimitSettings: { sandboxCreate: { byte: 10, mega: 10, tera: 10 } },
     });
     await app.listen({ host: '127.0.0.1', port: 0 });
     port = (app.server.address() as AddressInfo).port;

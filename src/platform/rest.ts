@@ -1,10 +1,12 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Authenticator, CredentialSource, Principal } from './auth.js';
+import type { IncomingMessage } from 'node:http';
+import { notePrincipal } from './audit-context.js';
+import { type Authenticator, CSRF_HEADER, CSRF_PROTOCOL_PREFIX, type CredentialSource, type Principal } from './auth.js';
 import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
-import type { RateLimiter, RateLimitResult } from './limits.js';
+import type { RateLimitSettings } from './config-shape.js';
+import { type RateLimiter, type RateLimitResult, ruleFor } from './limits.js';
 import type { OperationRouteConfig } from './metrics-http.js';
 import { alreadyCounted, isRelayed, mayRelayAgain, type NodeForwarder } from './node-forward.js';
 import { ElsewhereError, runPinned } from './nodes.js';
@@ -17,6 +19,7 @@ import {
   type RateLimitRule,
   type Services,
 } from './operation.js';
+import { checkResource } from './scopes.js';
 import { parseOr400 } from './validate.js';
 
 export const API_PREFIX = '/api/v2';
@@ -27,6 +30,7 @@ export interface RestDeps {
   rateLimiter: RateLimiter;
   services: Services;
   defaultRateLimit: RateLimitRule;
+  rateLimitSettings: RateLimitSettings;
   /** Relays a request whose work belongs on another node (ElsewhereError); absent: served here only. */
   forwarder?: NodeForwarder;
 }
@@ -112,24 +116,50 @@ class RequestContext {
 
 function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply) {
   const query = (req.query ?? {}) as Record<string, unknown>;
-  const principal = deps.auth.authenticate(credentialSource(req.headers, query, req.method !== 'GET' && req.method !== 'HEAD'), op.auth);
+  const principal = deps.auth.authenticate(credentialSource(deps.auth, req.raw, query, req.method !== 'GET' && req.method !== 'HEAD', isRelayed(req)), op.auth, { operation: op, ip: req.ip });
   return settled(principal) ? limited(op, deps, req, reply, principal) : principal.then((p) => limited(op, deps, req, reply, p));
 }
 
 /** The credentials a request to /api/v2 may carry, the console's session cookie included (with its CSRF facts). */
-export function credentialSource(headers: IncomingHttpHeaders, query: Record<string, unknown>, stateChanging: boolean): CredentialSource {
+export function credentialSource(
+  auth: Authenticator,
+  req: IncomingMessage,
+  query: Record<string, unknown>,
+  stateChanging: boolean,
+  relayed: boolean,
+): CredentialSource {
+  const headers = req.headers;
   return {
     authorization: headers.authorization,
     apiKey: headers['x-api-key'],
     queryToken: typeof query.token === 'string' ? query.token : undefined,
     cookie: headers.cookie,
-    request: { stateChanging, host: headers.host, origin: headers.origin, secFetchSite: headers['sec-fetch-site'] },
+    // Only a request with cookies needs the facts the cookie's checks read.
+    request: headers.cookie ? cookieRequest(auth, req, stateChanging, relayed) : undefined,
+  };
+}
+
+function cookieRequest(auth: Authenticator, req: IncomingMessage, stateChanging: boolean, relayed: boolean) {
+  const headers = req.headers;
+  const origin = auth.proxy.originOf(req, relayed);
+  // A browser's WebSocket cannot set headers: the token then travels as a subprotocol.
+  const protocols = String(headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+  const viaProtocol = protocols.find((p) => p.startsWith(CSRF_PROTOCOL_PREFIX))?.slice(CSRF_PROTOCOL_PREFIX.length);
+  const header = headers[CSRF_HEADER];
+  return {
+    stateChanging,
+    secure: origin.secure,
+    host: origin.host,
+    origin: headers.origin,
+    secFetchSite: headers['sec-fetch-site'],
+    csrf: (Array.isArray(header) ? header[0] : header) ?? viaProtocol,
   };
 }
 
 function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
+  notePrincipal(req, principal);
   if (alreadyCounted(req)) return handle(op, deps, req, reply, principal);
-  const rule = op.rateLimit ?? deps.defaultRateLimit;
+  const rule = ruleFor(op.rateLimit ?? deps.defaultRateLimit, deps.rateLimitSettings, principal.plan);
   const who = principal.ownerId || `ip:${req.ip}`;
   const rl = deps.rateLimiter.consume(`${who}:${op.id}`, rule);
   const go = (r: RateLimitResult) => {
@@ -141,6 +171,7 @@ function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: F
 
 function handle(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
   rejectNul(op, req);
+  if (principal.scope) checkResource(principal.scope, op, req.params as Record<string, unknown>);
   const params = op.params ? parseOr400(op.params, req.params, 'params') : undefined;
   const parsedQuery = op.query ? parseOr400(op.query, req.query ?? {}, 'query') : undefined;
   let body: unknown;

@@ -1,5 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../store/schema.js';
+import type { Principal } from './auth.js';
+import { errors } from './errors.js';
 
 /** Monthly metered quantities (AI credits, LLM tokens, web queries) and live gauges per owner. */
 export type CounterMetric = 'aiCredits' | 'llmTokens' | 'webQueries' | 'machineChargesCentavos';
@@ -72,5 +74,29 @@ export class Usage {
       .where('period', '=', currentPeriod(now))
       .executeTakeFirst();
     return Number(row?.value ?? 0);
+  }
+
+  /**
+   * What a scoped key with caps consumed is counted under `key:<keyId>` too (beside its owner's total),
+   * so its monthly caps can be checked. Web queries count toward the key's AI credits, as they do for
+   * the account's.
+   */
+  async addForKey(p: Principal, metric: 'webQueries' | 'aiCredits', amount: number, now = new Date()): Promise<void> {
+    if (p.scope?.caps && p.credentialId && amount > 0) await this.add(`key:${p.credentialId}`, metric, amount, now);
+  }
+
+  /** 402 KeyCapReached when the key has used up a cap on what it is about to consume. */
+  async assertKeyCaps(p: Principal, now = new Date()): Promise<void> {
+    const caps = p.scope?.caps;
+    if (!caps || !p.credentialId) return;
+    const who = `key:${p.credentialId}`;
+    const [web, ai] = await Promise.all([this.counter(who, 'webQueries', now), this.counter(who, 'aiCredits', now)]);
+    const used = { webQueries: web, aiCredits: web + ai };
+    for (const m of ['webQueries', 'aiCredits'] as const) {
+      const cap = caps[m];
+      if (cap !== undefined && used[m] >= cap) {
+        throw errors.paymentRequired(`this key's monthly ${m} cap (${cap}) is reached; ${used[m]} used this month`, 'KeyCapReached', { cap: m, limit: cap, used: used[m] });
+      }
+    }
   }
 }

@@ -6,8 +6,11 @@ import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer } from 'ws';
 import { ApiError, errors } from './errors.js';
+import { ruleFor } from './limits.js';
 import { type AnyOperation, type OpContext, pathParamNames } from './operation.js';
+import { isRelayed } from './node-forward.js';
 import { API_PREFIX, credentialSource, type RestDeps } from './rest.js';
+import { checkResource } from './scopes.js';
 import { parseOr400 } from './validate.js';
 
 /** Upgrades a WebSocket operation took; other upgrade listeners (agents' ACP socket) leave these alone. */
@@ -55,14 +58,15 @@ export function mountWebSockets(app: FastifyInstance, deps: RestDeps): void {
       const query: Record<string, string> = {};
       for (const [k, v] of url.searchParams) query[k] = v;
       const { op } = route;
-      const principal = await deps.auth.authenticate(credentialSource(req.headers, query, true), op.auth);
-      const r = await deps.rateLimiter.consume(`${principal.ownerId || `ip:${socket.remoteAddress}`}:${op.id}`, op.rateLimit ?? deps.defaultRateLimit);
+      const principal = await deps.auth.authenticate(credentialSource(deps.auth, req, query, true, isRelayed(req)), op.auth, { operation: op, ip: socket.remoteAddress });
+      const r = await deps.rateLimiter.consume(`${principal.ownerId || `ip:${socket.remoteAddress}`}:${op.id}`, ruleFor(op.rateLimit ?? deps.defaultRateLimit, deps.rateLimitSettings, principal.plan));
       if (!r.allowed) throw errors.tooManyRequests(r.retryAfterSec);
       const raw: Record<string, string> = {};
       route.names.forEach((n, i) => {
         raw[n] = decodeURIComponent(m[i + 1]!);
       });
       if (Object.values(raw).some((v) => v.includes('\u0000'))) throw errors.notFound();
+      if (principal.scope) checkResource(principal.scope, op, raw);
       const params = op.params ? parseOr400(op.params, raw, 'params') : undefined;
       const parsedQuery = op.query ? parseOr400(op.query, query, 'query') : undefined;
       const controller = new AbortController();

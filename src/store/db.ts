@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import type { Tables } from './schema.js';
+import { storeTracing } from './traced.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -22,6 +23,8 @@ export interface StoreOptions {
   dataDir: string;
   /** SQLite file name; ':memory:' for throwaway stores. */
   file?: string;
+  /** A span per statement (platform/tracing.ts); only when traces are configured: it costs a step per statement. */
+  traced?: boolean;
   /** Told about errors of idle PostgreSQL connections (they are replaced, not fatal). */
   onIdleError?: (err: Error) => void;
 }
@@ -32,7 +35,7 @@ export function openStore(opts: StoreOptions): Store {
     // An idle pooled connection that the server drops (restart, failover, pg_terminate_backend) emits
     // 'error' on the pool; unhandled, that would crash nube. The pool replaces the connection on next use.
     pool.on('error', (err) => opts.onIdleError?.(err));
-    const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+    const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }), plugins: opts.traced ? [storeTracing('postgresql')] : [] });
     return { db, dialect: 'postgres', close: () => db.destroy() };
   }
   const file = opts.file ?? 'nube.db';
@@ -48,7 +51,7 @@ export function openStore(opts: StoreOptions): Store {
   // durability for metadata run it on PostgreSQL.
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
-  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: cachingStatements(sqlite) }) });
+  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: cachingStatements(sqlite) }), plugins: opts.traced ? [storeTracing('sqlite')] : [] });
   return { db, dialect: 'sqlite', close: () => db.destroy() };
 }
 

@@ -39,7 +39,8 @@ describe.each(DIALECTS)('agents: basics (%s)', (dialect) => {
     expect(r.events.filter((e) => e.type === 'chunk').length).toBeGreaterThan(1);
     const usage = r.events.find((e) => e.type === 'usage');
     expect(usage).toMatchObject({ model: 'stub-model', inputTokens: expect.any(Number), outputTokens: 8, toolCalls: 0 });
-    expect(r.events.at(-1)).toEqual({ type: 'done' });
+    // The spec's done, naming the session the turn ran in.
+    expect(r.events.at(-1)).toEqual({ type: 'done', session: expect.stringMatching(/^ses_/) });
     const after = (await t.call('GET', '/account/llm-tokens')).body.used;
     expect(after - before).toBe(usage.inputTokens + usage.outputTokens);
     // The agent called the gateway with its scoped credential, never with the operator's key.
@@ -118,5 +119,17 @@ describe.each(DIALECTS)('agents: basics (%s)', (dialect) => {
     const r = await t.call('POST', `/agents/${a.id}/try`, { text: 'nada' });
     expect(r.status).toBe(502);
     expect(r.body.session).toMatch(/^ses_/);
+  });
+
+  it('waits for a gateway unreachable for a moment instead of failing the turn (issue 28 item 4)', async () => {
+    const gw = new URL(await t.nube.services.llm.gatewayUrl());
+    const host = t.nube.services.sandboxes.hostNetwork;
+    await host.closeHostPort(Number(gw.port));
+    const turn = t.message(a.id, 'despues del corte');
+    await new Promise((r) => setTimeout(r, 2_000));
+    await host.openHostPort(Number(gw.port));
+    const r = await turn;
+    expect(r.events.find((e) => e.type === 'error')).toBeUndefined();
+    expect(textOf(r.events)).toBe('echo: despues del corte');
   });
 });

@@ -104,7 +104,7 @@ require('readline').createInterface({ input: process.stdin }).on('line', (l) => 
     const usage = r.events.find((e) => e.type === 'usage');
     expect(usage).toMatchObject({ model: 'stub-model', toolCalls: 0, outputTokens: expect.any(Number) });
     expect(usage.inputTokens).toBeGreaterThan(0);
-    expect(r.events.at(-1)).toEqual({ type: 'done' });
+    expect(r.events.at(-1)).toEqual({ type: 'done', session: expect.stringMatching(/^ses_/) });
     // Every completion goose asked for went through the gateway and was counted (its title too).
     const after = (await t.call('GET', '/account/llm-tokens')).body.used;
     expect(after - before).toBeGreaterThanOrEqual(usage.inputTokens + usage.outputTokens);
@@ -144,12 +144,12 @@ require('readline').createInterface({ input: process.stdin }).on('line', (l) => 
     const mid = await t.message(g.id, 'gasta todo', mega.secret);
     expect(mid.status).toBe(200);
     expect(mid.events.at(-2)).toEqual({ type: 'error', code: 'InsufficientBalance', message: expect.stringContaining('used up') });
-    expect(mid.events.at(-1)).toEqual({ type: 'done' });
+    expect(mid.events.at(-1)).toEqual({ type: 'done', session: expect.stringMatching(/^ses_/) });
     expect((await t.call('DELETE', `/agents/${g.id}`, undefined, mega.secret)).status).toBe(200);
   });
 
   it('speaks ACP over its wsUrl: goose itself answers, a prompt streams, session/cancel stops one', async () => {
-    const { ws, inbox, request } = await acpSocket(a.wsUrl, { authorization: `Bearer ${a.embedToken}` });
+    const { ws, inbox, request } = await acpSocket(a.wsUrl, { authorization: `Bearer ${t.ownerKey}` });
     try {
       const init = await request(1, 'initialize', { protocolVersion: 1, clientCapabilities: {} });
       expect(init.result).toMatchObject({ agentInfo: { name: 'goose', version: GOOSE.version }, agentCapabilities: { loadSession: true } });

@@ -3,6 +3,7 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import WebSocket from 'ws';
 import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
+import { nubeProcess } from '../helpers/nube-process.js';
 import type { DialectName } from '../helpers/pg.js';
 import { callJson, startNube, type TestNube } from '../helpers/server.js';
 import { SANDBOX_ENV, TEST_ROOT } from '../sandboxes/helpers.js';
@@ -117,4 +118,76 @@ export async function acpSocket(url: string, headers: Record<string, string>, on
     }
   };
   return { ws, inbox, request };
+}
+
+/**
+ * A command run in a sandbox as root inside, its stdout (the way an agent's own tools, or an end user
+ * who talked its model into running one, read what the sandbox holds).
+ */
+export async function shellIn(t: AgentNube, sandboxId: string, command: string): Promise<string> {
+  const r = await t.call('POST', `/sandboxes/${sandboxId}/exec`, { command, timeoutSeconds: 60 });
+  if (r.status !== 200) throw new Error(`exec answered ${r.status}: ${JSON.stringify(r.body)}`);
+  return String(r.body.stdout);
+}
+
+/**
+ * The agent program's gateway credential, read out of its memory by root inside (it is in no
+ * environment and no file): what an attacker in the box can always get.
+ */
+export async function credentialFromMemory(t: AgentNube, sandboxId: string): Promise<string> {
+  const py = String.raw`
+import re, glob
+pat = re.compile(rb'nube_llm_[A-Za-z0-9]{40}')
+found = set()
+for d in glob.glob('/proc/[0-9]*'):
+    try:
+        cmd = open(d + '/cmdline', 'rb').read()
+        if b'/opt/nube/agent.js' not in cmd: continue
+        mem = open(d + '/mem', 'rb', 0)
+        for line in open(d + '/maps'):
+            parts = line.split()
+            if 'r' not in parts[1] or (len(parts) > 5 and parts[5].startswith('[v')): continue
+            a, b = (int(x, 16) for x in parts[0].split('-'))
+            try:
+                mem.seek(a); found.update(pat.findall(mem.read(b - a)))
+            except Exception: pass
+    except Exception: pass
+print('\n'.join(sorted(x.decode() for x in found)))
+`;
+  const out = await shellIn(t, sandboxId, `python3 - <<'PYEOF'\n${py}\nPYEOF`);
+  const keys = out.split('\n').filter(Boolean);
+  if (keys.length === 0) throw new Error('no gateway credential in the agent program\'s memory');
+  return keys[0]!;
+}
+
+/**
+ * nube with sandboxes and the LLM stub as a child process on one data directory, for tests that stop it
+ * the hard way (`signal`: SIGKILL as a crash, SIGTERM as an operator's stop) and start it again.
+ */
+export async function spawnAgentNube(name: string, opts: { dialect?: DialectName; env?: Record<string, string> } = {}) {
+  const stub = await startLlmStub();
+  const n = await nubeProcess(opts.dialect ?? 'sqlite', `${TEST_ROOT}/proc-${name}-${process.pid}`, {
+    ...SANDBOX_ENV,
+    NUBE_LLM_BASE_URL: stub.url,
+    NUBE_LLM_API_KEY: 'sk-operator',
+    NUBE_LLM_MODEL: 'stub-model',
+    NUBE_LLM_GATEWAY_PORT: '0',
+    NUBE_RATE_LIMIT_PER_MINUTE: '100000',
+    ...opts.env,
+  });
+  await n.start();
+  return {
+    base: n.base,
+    ownerKey: n.ownerKey,
+    stub,
+    call: n.call,
+    /** Stops it with `signal` and waits for the exit. */
+    stop: (signal: NodeJS.Signals) => n.stop(signal),
+    start: () => n.start(),
+    /** Stops it and removes its data, database and stub (after the test deleted what it made in sandboxes). */
+    async remove() {
+      await n.close();
+      await stub.close();
+    },
+  };
 }

@@ -62,6 +62,24 @@ describe.each(DRIVERS)('%s: agents lifecycle', (driver) => {
       expect((await t.call('GET', `/agents/${a.id}`)).body).toMatchObject({ status: 'running', sandboxId: a.sandboxId });
       // Its sessions were on disk: the restarted program still had the first turn in context.
       expect(t.stub.requests.at(-1)!.body.messages.map((m) => m.content)).toContain('antes');
+      // The program ends while a turn is being sent to it (nube's link to it not yet seen closed): the
+      // turn is answered all the same, by the program started again, never a 502; or, when the program
+      // ended in the middle of its answer, with what it had said and an error saying it was cut.
+      const bg2 = await t.call('GET', `/sandboxes/${a.sandboxId}/bg`);
+      const prog2 = bg2.body.processes.find((p: { command: string; state: string }) => p.command.includes('agent.js') && p.state === 'running');
+      const [killed, raced] = await Promise.all([
+        t.call('DELETE', `/sandboxes/${a.sandboxId}/bg/${prog2.execId}?graceSeconds=0`),
+        t.call('POST', `/agents/${a.id}/try`, { text: 'durante', session: s }),
+      ]);
+      expect(killed.status).toBe(200);
+      expect(raced.status, JSON.stringify(raced.body)).toBe(200);
+      if (raced.body.text !== 'echo: durante') {
+        expect('echo: durante'.startsWith(raced.body.text), raced.body.text).toBe(true);
+        expect(raced.body.error, JSON.stringify(raced.body)).toEqual(expect.any(String));
+      }
+      const next = await t.call('POST', `/agents/${a.id}/try`, { text: 'luego', session: s });
+      expect(next.status, JSON.stringify(next.body)).toBe(200);
+      expect(next.body.text).toBe('echo: luego');
     } finally {
       await t.stop();
     }

@@ -92,12 +92,12 @@ describe.each(DIALECTS)('agents: plans and refusals (%s)', (dialect) => {
     t.stub.push({ toolCalls: [{ name: 'shell', arguments: '{"command":"true"}' }], usage: { prompt_tokens: 10_000_000, completion_tokens: 1 } });
     const mid = await t.message(a.id, 'gasta todo', mega.secret);
     expect(mid.events.at(-2)).toEqual({ type: 'error', code: 'InsufficientBalance', message: expect.stringContaining('used up') });
-    expect(mid.events.at(-1)).toEqual({ type: 'done' });
+    expect(mid.events.at(-1)).toEqual({ type: 'done', session: expect.stringMatching(/^ses_/) });
     // Then nube refuses before the agent is asked.
     const n = t.stub.requests.length;
     const m = await t.message(a.id, 'otra', mega.secret);
     expect(m.status).toBe(200);
-    expect(m.events).toEqual([{ type: 'error', code: 'InsufficientBalance', message: expect.stringContaining('used up') }, { type: 'done' }]);
+    expect(m.events).toEqual([{ type: 'error', code: 'InsufficientBalance', message: expect.stringContaining('used up') }, { type: 'done', session: expect.stringMatching(/^ses_/) }]);
     const tr = await t.call('POST', `/agents/${a.id}/try`, { text: 'otra' }, mega.secret);
     expect(tr.status).toBe(402);
     expect(tr.body.code).toBe('InsufficientBalance');

@@ -63,7 +63,7 @@ describe('agents: ACP over WebSocket, MCP servers, code-agent', () => {
     expect(textOf(two.events)).toBe('tool said: ADIOS via http');
   });
 
-  it('speaks ACP over its wsUrl with the owner key or its embed token; the client answers permission requests', async () => {
+  it('speaks ACP over its wsUrl with the owner key only; the client answers permission requests', async () => {
     const a = await t.agent();
     const other = await t.agent();
     const open = (headers: Record<string, string>, url = a.wsUrl) =>
@@ -104,9 +104,12 @@ describe('agents: ACP over WebSocket, MCP servers, code-agent', () => {
     const ls = await t.call('POST', `/sandboxes/${a.sandboxId}/exec`, { command: 'test -e /root/x; echo $?' });
     expect(ls.body.stdout.trim()).toBe('1');
 
-    // The embed token works too (as ?token= for browsers); another agent's token does not.
-    const viaToken = await open({}, `${a.wsUrl}?token=${a.embedToken}`);
+    // The owner's key as ?token= (browsers) opens it too; an embed token never does, its own agent's
+    // included (a raw ACP connection can start commands as MCP servers and open any session).
+    const viaToken = await open({}, `${a.wsUrl}?token=${t.ownerKey}`);
     viaToken.close();
+    await expect(open({}, `${a.wsUrl}?token=${a.embedToken}`)).rejects.toThrow('status 403');
+    await expect(open({ authorization: `Bearer ${a.embedToken}` })).rejects.toThrow('status 403');
     await expect(open({}, `${a.wsUrl}?token=${other.embedToken}`)).rejects.toThrow('status 403');
     await expect(open({})).rejects.toThrow('status 401');
     // Through nube's own turns, permission requests are answered by nube's policy: allow.

@@ -34,7 +34,7 @@ describe('agents over MCP and the SDK', () => {
       .filter(Boolean)
       .map((e) => JSON.parse(e.replace(/^data: /, '')) as { type: string; value?: string });
     expect(events.filter((e) => e.type === 'chunk').map((e) => e.value).join('')).toBe('echo: stream por mcp');
-    expect(events.at(-1)).toEqual({ type: 'done' });
+    expect(events.at(-1)).toEqual({ type: 'done', session: expect.stringMatching(/^ses_/) });
   });
 
   it('SDK: agents.message() is an event stream of chunk, usage and done; try, get and list are typed calls', async () => {

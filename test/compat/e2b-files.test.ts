@@ -1,5 +1,6 @@
 // The real `e2b` SDK against nube: files.
-import { FileType, NotFoundError, Sandbox } from 'e2b';
+import { gzipSync } from 'node:zlib';
+import { FileType, InvalidArgumentError, NotFoundError, Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxNube, TEMPLATE_WAIT_MS, stopSandboxNube } from '../sandboxes/helpers.js';
 import { startE2bNube } from './e2b-helpers.js';
@@ -54,7 +55,8 @@ describe('e2b SDK: files', () => {
     expect(await sbx.files.exists('/tmp/tree/f.txt')).toBe(true);
     expect(await sbx.files.exists('/tmp/tree/none')).toBe(false);
     const st = await sbx.files.getInfo('/tmp/tree/f.txt');
-    expect(st).toMatchObject({ name: 'f.txt', type: FileType.FILE, path: '/tmp/tree/f.txt', size: 5, owner: 'root' });
+    // Written for E2B's default user, as envd writes it.
+    expect(st).toMatchObject({ name: 'f.txt', type: FileType.FILE, path: '/tmp/tree/f.txt', size: 5, owner: 'user', group: 'user' });
     expect(st.permissions).toMatch(/^-rw/);
     expect(st.modifiedTime).toBeInstanceOf(Date);
     const moved = await sbx.files.rename('/tmp/tree/f.txt', '/tmp/tree/sub/h.txt');
@@ -64,4 +66,84 @@ describe('e2b SDK: files', () => {
     expect(await sbx.files.exists('/tmp/tree/sub')).toBe(false);
     await expect(sbx.files.list('/tmp/missing-dir')).rejects.toBeInstanceOf(NotFoundError);
   });
+
+  it('removes a path that is not there as envd does (no error); a symlink has its absolute target', async () => {
+    await sbx.files.remove('/tmp/never-was');
+    await sbx.files.write('linked/target.txt', 't');
+    await sbx.commands.run('cd linked && ln -s target.txt rel-link && ln -s /etc/hostname abs-link');
+    expect(await sbx.files.getInfo('linked/rel-link')).toMatchObject({
+      name: 'rel-link',
+      symlinkTarget: '/home/user/linked/target.txt',
+      type: FileType.FILE,
+    });
+    expect((await sbx.files.getInfo('linked/abs-link')).symlinkTarget).toBe('/etc/hostname');
+    const listed = await sbx.files.list('linked');
+    expect(listed.find((e) => e.name === 'rel-link')?.symlinkTarget).toBe('/home/user/linked/target.txt');
+    expect(listed.find((e) => e.name === 'target.txt')?.symlinkTarget).toBeUndefined();
+  });
+
+  it('keeps file metadata as user.e2b.* extended attributes: set by uploads, read back everywhere', async () => {
+    const info = await sbx.files.write('meta/a.txt', 'A', { metadata: { author: 'ana', purpose: 'test' } });
+    expect(info.metadata).toEqual({ author: 'ana', purpose: 'test' });
+    expect((await sbx.files.getInfo('meta/a.txt')).metadata).toEqual({ author: 'ana', purpose: 'test' });
+    // Octet-stream uploads carry it too; every file of a many-file upload gets it.
+    const octet = await sbx.files.write('meta/b.txt', 'B', { metadata: { k: 'v' }, useOctetStream: true });
+    expect(octet.metadata).toEqual({ k: 'v' });
+    const many = await sbx.files.write([{ path: 'meta/c.txt', data: 'C' }, { path: 'meta/d.txt', data: 'D' }], { metadata: { batch: '1' } });
+    expect(many.map((f) => f.metadata)).toEqual([{ batch: '1' }, { batch: '1' }]);
+    const listed = await sbx.files.list('meta');
+    expect(Object.fromEntries(listed.map((e) => [e.name, e.metadata]))).toEqual({
+      'a.txt': { author: 'ana', purpose: 'test' },
+      'b.txt': { k: 'v' },
+      'c.txt': { batch: '1' },
+      'd.txt': { batch: '1' },
+    });
+    // It moves with the file; an upload without it clears it; set from inside, it shows too.
+    expect((await sbx.files.rename('meta/a.txt', 'meta/e.txt')).metadata).toEqual({ author: 'ana', purpose: 'test' });
+    expect((await sbx.files.write('meta/e.txt', 'E')).metadata).toBeUndefined();
+    expect((await sbx.files.getInfo('meta/e.txt')).metadata).toBeUndefined();
+    await sbx.commands.run(`python3 -c "import os; os.setxattr('/home/user/meta/e.txt', 'user.e2b.from', b'inside')"`);
+    expect((await sbx.files.getInfo('meta/e.txt')).metadata).toEqual({ from: 'inside' });
+    expect((await sbx.commands.run('getfattr -n user.e2b.purpose --only-values meta/b.txt 2>&1 || true')).stdout).toMatch(/No such attribute/);
+    // Bad metadata is refused and nothing is written.
+    await expect(sbx.files.write('meta/bad.txt', 'x', { metadata: { good: 'bad\nvalue' } })).rejects.toBeInstanceOf(InvalidArgumentError);
+    const raw = await fetch(`${t.baseUrl}/files?path=/tmp/bad.txt`, {
+      method: 'POST',
+      headers: { ...envd(sbx), 'content-type': 'application/octet-stream', 'x-metadata-key': 'caf\u00e9' },
+      body: 'x',
+    });
+    expect(raw.status).toBe(400);
+    expect(await sbx.files.exists('/tmp/bad.txt')).toBe(false);
+  });
+
+  it('takes gzip-encoded and octet-stream uploads and gives gzip downloads', async () => {
+    const text = 'compressible '.repeat(5000);
+    const up = await fetch(`${t.baseUrl}/files?path=gz/up.txt`, {
+      method: 'POST',
+      headers: { ...envd(sbx), 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' },
+      body: gzipSync(text),
+    });
+    expect(up.status).toBe(200);
+    expect(await up.json()).toEqual([{ name: 'up.txt', type: 'file', path: '/home/user/gz/up.txt' }]);
+    expect(await sbx.files.read('gz/up.txt')).toBe(text);
+    expect((await sbx.files.write('gz/sdk.txt', text, { gzip: true })).path).toBe('/home/user/gz/sdk.txt');
+    expect(await sbx.files.read('gz/sdk.txt', { gzip: true })).toBe(text);
+    const down = await fetch(`${t.baseUrl}/files?path=gz/up.txt`, { headers: { ...envd(sbx), 'accept-encoding': 'gzip' } });
+    expect(down.headers.get('content-encoding')).toBe('gzip');
+    expect(await down.text()).toBe(text);
+    const bomb = await fetch(`${t.baseUrl}/files?path=gz/bad.txt`, {
+      method: 'POST',
+      headers: { ...envd(sbx), 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' },
+      body: 'not gzip at all',
+    });
+    expect(bomb.status).toBe(400);
+    expect(await sbx.files.read('gz/empty.txt').catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
+    await sbx.files.write('gz/empty.txt', '');
+    expect(await sbx.files.read('gz/empty.txt')).toBe('');
+  });
 });
+
+/** The headers the SDK sends to envd for this sandbox. */
+function envd(s: Sandbox): Record<string, string> {
+  return { 'E2b-Sandbox-Id': s.sandboxId, 'X-Access-Token': (s as unknown as { envdAccessToken: string }).envdAccessToken };
+}

@@ -54,8 +54,8 @@ describe('e2b SDK: sandbox lifecycle', () => {
 
   it('getHost(port) reaches a server inside the sandbox', async () => {
     const sbx = await Sandbox.create();
-    await sbx.files.write('/root/site/index.html', 'served from the sandbox');
-    await sbx.commands.run('cd /root/site && python3 -m http.server 8000', { background: true });
+    await sbx.files.write('/home/user/site/index.html', 'served from the sandbox');
+    await sbx.commands.run('cd /home/user/site && python3 -m http.server 8000', { background: true });
     const host = sbx.getHost(8000);
     expect(host).toMatch(new RegExp(`^8000-${sbx.sandboxId}\\.`));
     let r = { status: 0, body: '' };

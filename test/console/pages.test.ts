@@ -54,13 +54,30 @@ describe('console pages for agents, machines and documents in Chromium', () => {
     expect(home.text).toContain('<strong>Sopa</strong>');
     await row.getByText('published').waitFor();
     await row.getByRole('link', { name: 'Open the site of Menú de otoño' }).waitFor();
-    const pdfHref = await row.getByRole('link', { name: 'PDF' }).getAttribute('href');
-    const pdf = await page.evaluate(async (u) => {
-      const r = await fetch(u!);
-      return { status: r.status, type: r.headers.get('content-type'), head: new TextDecoder().decode((await r.arrayBuffer()).slice(0, 5)) };
-    }, pdfHref);
+    // The PDF opens in a new tab: fetched by the page (with the session's CSRF token), shown from a blob.
+    // The blob the tab is pointed at is kept aside to be read here.
+    await page.evaluate(() => {
+      const g = globalThis as unknown as { URL: { createObjectURL(b: Blob): string }; lastBlob?: Blob };
+      const make = g.URL.createObjectURL.bind(g.URL);
+      g.URL.createObjectURL = (b: Blob) => {
+        g.lastBlob = b;
+        return make(b);
+      };
+    });
+    const [tab, req] = await Promise.all([
+      page.context().waitForEvent('page'),
+      page.waitForRequest((r) => r.url().includes('/pdf?inline=1')),
+      row.getByRole('button', { name: 'PDF' }).click(),
+    ]);
+    expect(req.headers()['x-nube-csrf']).toMatch(/^[0-9a-f]{64}$/);
+    await tab.waitForURL(/^blob:/);
+    const pdf = await page.evaluate(async () => {
+      const b = (globalThis as unknown as { lastBlob: Blob }).lastBlob;
+      return { type: b.type, head: await b.slice(0, 5).text() };
+    });
     console.log(`document pdf: ${JSON.stringify(pdf)}`);
-    expect(pdf).toEqual({ status: 200, type: 'application/pdf', head: '%PDF-' });
+    expect(pdf).toEqual({ type: 'application/pdf', head: '%PDF-' });
+    await tab.close();
     await shot('documents');
     // Edited in the same form: its sections come back into it, and a change reaches the site once
     // deployed again.

@@ -108,13 +108,18 @@ describe('sandboxes.terminal (WebSocket PTY)', () => {
     const other = await t.nube.services.account.createAccount({ name: 'other', plan: 'byte', keyValue: newOwnerKey() });
     expect((await refusal(url, { authorization: `Bearer ${other.secret}` })).status).toBe(404);
     expect((await refusal(`${url}?rows=1`, { authorization: `Bearer ${t.ownerKey}` })).status).toBe(400);
-    // The console's cookie: only from this host's own pages.
+    // The console's cookie: only from this host's own pages, and only with the session's CSRF token,
+    // which a browser's WebSocket sends as a subprotocol.
     const r = await fetch(`${t.baseUrl}/console/session`, { method: 'POST', headers: { 'content-type': 'application/json', origin: t.baseUrl }, body: JSON.stringify({ key: t.ownerKey }) });
     const cookie = r.headers.get('set-cookie')!.split(';')[0]!;
-    const cross = await refusal(url, { cookie, origin: 'http://evil.example' });
+    const { csrfToken } = (await r.json()) as { csrfToken: string };
+    const protocol = `nube-csrf.${csrfToken}`;
+    const cross = await refusal(url, { cookie, origin: 'http://evil.example', 'sec-websocket-protocol': protocol });
     expect(cross.status).toBe(403);
     expect(JSON.parse(cross.body).code).toBe('CrossSiteRequest');
-    const ws = new WebSocket(url, { headers: { cookie, origin: t.baseUrl } });
+    expect((await refusal(url, { cookie, origin: t.baseUrl })).status).toBe(401);
+    expect((await refusal(url, { cookie, origin: t.baseUrl, 'sec-websocket-protocol': 'nube-csrf.wrong' })).status).toBe(401);
+    const ws = new WebSocket(url, [protocol], { headers: { cookie, origin: t.baseUrl } });
     await new Promise((resolve, reject) => {
       ws.once('open', resolve);
       ws.once('error', reject);

@@ -52,7 +52,12 @@ describe.each(DIALECTS)('libSQL Hrana wire (%s)', (dialect) => {
 
     const second = await pipeline({
       baton: first.body.baton,
-      requests: [{ type: 'close_sql', sql_id: 1 }, { type: 'execute', stmt: { sql: 'ROLLBACK' } }, { type: 'close' }, { type: 'get_autocommit' }],
+      requests: [
+        { type: 'close_sql', sql_id: 1 },
+        { type: 'execute', stmt: { sql: 'ROLLBACK' } },
+        { type: 'close' },
+        { type: 'get_autocommit' },
+      ],
     });
     expect(second.body.baton).toBeNull();
     expect(second.body.results[1].type).toBe('ok');
@@ -76,8 +81,17 @@ describe.each(DIALECTS)('libSQL Hrana wire (%s)', (dialect) => {
               { stmt: { sql: 'SELECT 1' } },
               { stmt: { sql: 'SELECT nope' } },
               { condition: { type: 'ok', step: 1 }, stmt: { sql: 'SELECT 3' } },
-              { condition: { type: 'error', step: 1 }, stmt: { sql: "SELECT x'00ff' AS b, 1.5 AS f, NULL AS n" } },
-              { condition: { type: 'and', conds: [{ type: 'not', cond: { type: 'ok', step: 2 } }, { type: 'is_autocommit' }] }, stmt: { sql: 'SELECT 5' } },
+              {
+                condition: { type: 'error', step: 1 },
+                stmt: { sql: "SELECT x'00ff' AS b, 1.5 AS f, NULL AS n" },
+              },
+              {
+                condition: {
+                  type: 'and',
+                  conds: [{ type: 'not', cond: { type: 'ok', step: 2 } }, { type: 'is_autocommit' }],
+                },
+                stmt: { sql: 'SELECT 5' },
+              },
             ],
           },
         },
@@ -87,16 +101,68 @@ describe.each(DIALECTS)('libSQL Hrana wire (%s)', (dialect) => {
     const b = r.body.results[0].response.result;
     expect(b.step_results[0].rows).toEqual([[{ type: 'integer', value: '1' }]]);
     expect(b.step_results[1]).toBeNull();
-    expect(b.step_errors[1]).toMatchObject({ code: 'SQLITE_ERROR', message: expect.stringMatching(/no such column: nope/) });
+    expect(b.step_errors[1]).toMatchObject({
+      code: 'SQLITE_ERROR',
+      message: expect.stringMatching(/no such column: nope/),
+    });
     expect(b.step_results[2]).toBeNull();
     expect(b.step_errors[2]).toBeNull();
-    expect(b.step_results[3].rows).toEqual([[{ type: 'blob', base64: 'AP8=' }, { type: 'float', value: 1.5 }, { type: 'null' }]]);
+    expect(b.step_results[3].rows).toEqual([
+      [{ type: 'blob', base64: 'AP8=' }, { type: 'float', value: 1.5 }, { type: 'null' }],
+    ]);
     expect(b.step_results[4].rows).toEqual([[{ type: 'integer', value: '5' }]]);
     expect(r.body.baton).toBeNull();
   });
 
-  it('refuses bad bodies with 400 and issues, and v3 cursors with 501', async () => {
-    const bad = await pipeline({ baton: null, requests: [{ type: 'execute', stmt: { sql: 'SELECT 1', args: [{ type: 'integer', value: '1.5' }] } }] });
+  it('errors carry the primary code as libSQL sends it, and the extended one beside it', async () => {
+    const setup = await pipeline({
+      baton: null,
+      requests: [
+        {
+          type: 'sequence',
+          sql: `CREATE TABLE ck (id INTEGER PRIMARY KEY, u TEXT UNIQUE, nn TEXT NOT NULL DEFAULT 'x', c INTEGER CHECK (c > 0), p INTEGER REFERENCES ck(id));
+                CREATE TABLE st (i INTEGER) STRICT; CREATE TABLE wr (a PRIMARY KEY) WITHOUT ROWID;
+                INSERT INTO ck (id, u) VALUES (1, 'a'); INSERT INTO wr VALUES (1);`,
+        },
+        { type: 'close' },
+      ],
+    });
+    expect(setup.body.results[0].type).toBe('ok');
+    const kinds: [string, string][] = [
+      ["INSERT INTO ck (u) VALUES ('a')", 'SQLITE_CONSTRAINT_UNIQUE'],
+      ['INSERT INTO ck (nn) VALUES (NULL)', 'SQLITE_CONSTRAINT_NOTNULL'],
+      ['INSERT INTO ck (c) VALUES (0)', 'SQLITE_CONSTRAINT_CHECK'],
+      ['INSERT INTO ck (p) VALUES (99)', 'SQLITE_CONSTRAINT_FOREIGNKEY'],
+      ['INSERT INTO ck (id) VALUES (1)', 'SQLITE_CONSTRAINT_PRIMARYKEY'],
+      ['INSERT INTO wr VALUES (1)', 'SQLITE_CONSTRAINT_PRIMARYKEY'],
+      ["INSERT INTO st VALUES ('text')", 'SQLITE_CONSTRAINT_DATATYPE'],
+    ];
+    const r = await pipeline({
+      baton: null,
+      requests: [
+        ...kinds.map(([sql]) => ({ type: 'execute', stmt: { sql } })),
+        { type: 'batch', batch: { steps: kinds.map(([sql]) => ({ stmt: { sql } })) } },
+        { type: 'execute', stmt: { sql: 'SELECT nope' } },
+        { type: 'close' },
+      ],
+    });
+    kinds.forEach(([sql, extended], i) => {
+      const expected = { code: 'SQLITE_CONSTRAINT', extended_code: extended };
+      expect(r.body.results[i], sql).toMatchObject({ type: 'error', error: expected });
+      expect(r.body.results[kinds.length].response.result.step_errors[i], sql).toMatchObject(expected);
+    });
+    // A primary code alone has no extended name to add.
+    expect(r.body.results[kinds.length + 1].error).toEqual({
+      code: 'SQLITE_ERROR',
+      message: 'no such column: nope',
+    });
+  });
+
+  it('refuses bad bodies with 400 and issues, on the pipeline and the v3 cursor', async () => {
+    const bad = await pipeline({
+      baton: null,
+      requests: [{ type: 'execute', stmt: { sql: 'SELECT 1', args: [{ type: 'integer', value: '1.5' }] } }],
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.issues.length).toBeGreaterThan(0);
     const cursor = await fetch(`${url}v3/cursor`, {
@@ -104,6 +170,7 @@ describe.each(DIALECTS)('libSQL Hrana wire (%s)', (dialect) => {
       headers: { authorization: `Bearer ${t.ownerKey}`, 'content-type': 'application/json' },
       body: '{}',
     });
-    expect(cursor.status).toBe(501);
+    expect(cursor.status).toBe(400);
+    expect((await json(cursor)).issues.length).toBeGreaterThan(0);
   });
 });

@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { ALL_MIGRATIONS } from '../../src/migrations.js';
+import { migrateToLatest } from '../../src/store/migrate.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { json } from '../helpers/server.js';
 import { trashAndRestoreBody } from './bodies.js';
@@ -197,6 +199,50 @@ describe.each(SETUPS)('files over HTTP ($dialect + $backend)', (setup) => {
     }
     expect((await t.api(`/files/${f.id}`)).status).toBe(404);
     expect(await blobHead('private', f.id)).toBeNull();
+  });
+
+  it('keeps the stored total equal to what the files hold: uploads, copies, trash, restore, purge', async () => {
+    const owner = await t.nube.services.account.createAccount({ name: 'usage', plan: 'tera' });
+    const id = owner.account.id;
+    const repo = t.nube.services.files.repo;
+    const db = t.nube.deps.store.db;
+    const summed = async () =>
+      Number(
+        (
+          await db
+            .selectFrom('files')
+            .select((eb) => eb.fn.sum<string | number | null>('size').as('s'))
+            .where('owner_id', '=', id)
+            .where('status', 'in', ['DONE', 'DELETED'])
+            .executeTakeFirst()
+        )?.s ?? 0,
+      );
+    const check = async (bytes: number) => {
+      expect(await repo.storedBytes(id)).toBe(bytes);
+      expect(await summed()).toBe(bytes);
+    };
+    await check(0);
+    const a = await upload(t, 'a.txt', Buffer.alloc(5, 1), {}, owner.secret);
+    const b = await upload(t, 'b.txt', Buffer.alloc(7, 1), {}, owner.secret);
+    // A file waiting for its bytes holds none yet.
+    await t.api('/files', { method: 'POST', key: owner.secret, body: JSON.stringify({ fileName: 'p.txt', contentType: 'text/plain', size: 100 }) });
+    await check(12);
+    await t.api(`/files/${a.id}/duplicate`, { method: 'POST', key: owner.secret });
+    await check(17);
+    // The trash counts until it is purged; a restore changes nothing.
+    await t.api(`/files/${b.id}`, { method: 'DELETE', key: owner.secret });
+    await check(17);
+    await t.api(`/files/${b.id}/restore`, { method: 'POST', key: owner.secret });
+    await check(17);
+    await t.api(`/files/${b.id}`, { method: 'DELETE', key: owner.secret });
+    expect(await repo.remove(b.id, 'DELETED')).toBe(true);
+    expect(await repo.remove(b.id, 'DELETED')).toBe(false);
+    await check(10);
+    // A store from before the totals were kept gets them from its files when it migrates.
+    await db.schema.dropTable('files_usage').execute();
+    await db.deleteFrom('nube_migrations' as never).where('name' as never, '=', '0170-files-usage' as never).execute();
+    await migrateToLatest(db, ALL_MIGRATIONS);
+    await check(10);
   });
 
   it('does not purge a file before its retention even if the job runs early', async () => {

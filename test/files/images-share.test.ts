@@ -1,3 +1,4 @@
+import { crc32, deflateSync } from 'node:zlib';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { json } from '../helpers/server.js';
@@ -60,6 +61,35 @@ describe.each(SETUPS)('images and share tokens ($dialect + $backend)', (setup) =
     const badColor = await post('/images/rotate', { fileId: original.id, degrees: 45, background: 'not-a-color' });
     expect(badColor.status).toBe(400);
     expect((await post('/images/resize', { fileId: original.id })).status).toBe(400);
+  });
+
+  it('refuses an image of more than 100 megapixels from its header, before decoding it', async () => {
+    // 15,000 x 15,000 grey pixels of zeros: 225 MB decoded from a PNG of about 220 kB.
+    const side = 15_000;
+    const chunk = (type: string, data: Buffer) => {
+      const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+      const out = Buffer.alloc(body.length + 8);
+      out.writeUInt32BE(data.length, 0);
+      body.copy(out, 4);
+      out.writeUInt32BE(crc32(body), body.length + 4);
+      return out;
+    };
+    const ihdr = Buffer.alloc(13);
+    ihdr.writeUInt32BE(side, 0);
+    ihdr.writeUInt32BE(side, 4);
+    ihdr[8] = 8; // bit depth; colour type 0 (grey), compression, filter, interlace 0
+    const bomb = Buffer.concat([
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+      chunk('IHDR', ihdr),
+      chunk('IDAT', deflateSync(Buffer.alloc(side * (side + 1)), { level: 9 })),
+      chunk('IEND', Buffer.alloc(0)),
+    ]);
+    expect(bomb.length).toBeLessThan(400_000);
+    const f = await upload(t, 'bomb.png', bomb, { contentType: 'image/png' });
+    const r = await post('/images/rotate', { fileId: f.id, degrees: 90 });
+    expect(r.status).toBe(400);
+    const body = await json(r);
+    expect(body, JSON.stringify(body)).toMatchObject({ code: 'ImageTooLarge', error: 'images up to 100 megapixels can be transformed; this one is 15000 x 15000' });
   });
 
   it('refuses a file that is not an image (400 NotAnImage) and a Byte account (402)', async () => {

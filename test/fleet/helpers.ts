@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { BusEvent } from '../../src/platform/events.js';
 import { type AgentNube, startAgentNube } from '../agents/helpers.js';
+import type { LlmStub } from '../helpers/llm-stub.js';
 import type { DialectName } from '../helpers/pg.js';
 
 export interface FleetNube extends AgentNube {
@@ -16,8 +17,11 @@ export interface FleetNube extends AgentNube {
 
 export const newGroup = () => `web-${randomUUID()}`;
 
-export async function startFleetNube(name: string, opts: { dialect?: DialectName; env?: Record<string, string> } = {}): Promise<FleetNube> {
-  const t = await startAgentNube(`fleet-${name}`, { dialect: opts.dialect, env: { NUBE_FLEET_IDLE_SECONDS: '3600', ...opts.env } });
+export async function startFleetNube(
+  name: string,
+  opts: { dialect?: DialectName; env?: Record<string, string>; dataDir?: string; stub?: LlmStub } = {},
+): Promise<FleetNube> {
+  const t = await startAgentNube(`fleet-${name}`, { dialect: opts.dialect, dataDir: opts.dataDir, stub: opts.stub, env: { NUBE_FLEET_IDLE_SECONDS: '3600', ...opts.env } });
   const events: BusEvent[] = [];
   t.nube.deps.bus.subscribe((e) => {
     if (e.event.startsWith('turn.')) events.push(e);

@@ -133,6 +133,32 @@ describe.each(DIALECTS)('fleet: management (%s)', (dialect) => {
     expect((await call('POST', `/fleet-agents/${a.body.id}/public-keys`, { groupId: 'bad' })).status).toBe(400);
   });
 
+  it('public keys end with their token (rotated) and with their fleet agent (deleted), not only at expiry', async () => {
+    const a = await call('POST', '/fleet-agents', { name: 'pk-gen' });
+    const read = (key: string) => call('GET', `/fleet-agents/${a.body.id}/messages?groupId=${GROUP}`, undefined, key);
+    const k1 = (await call('POST', `/fleet-agents/${a.body.id}/public-keys`, { groupId: GROUP, ttlSeconds: 86_400 }, a.body.token)).body.key;
+    expect((await read(k1)).status).toBe(200);
+    const rotated = await call('PATCH', `/fleet-agents/${a.body.id}`, { rotateToken: true });
+    expect((await read(k1)).status).toBe(401);
+    const k2 = (await call('POST', `/fleet-agents/${a.body.id}/public-keys`, { groupId: GROUP, ttlSeconds: 86_400 }, rotated.body.token)).body.key;
+    expect((await read(k2)).status).toBe(200);
+    expect((await call('DELETE', `/fleet-agents/${a.body.id}`)).status).toBe(200);
+    expect((await read(k2)).status).toBe(401);
+  });
+
+  it('the MESSAGE token reads web conversations only; the owner reads any', async () => {
+    const a = await call('POST', '/fleet-agents', { name: 'chan' });
+    expect((await call('GET', `/fleet-agents/${a.body.id}/messages?groupId=${GROUP}`, undefined, a.body.token)).status).toBe(200);
+    for (const g of ['tg-123456789', 'web-1', 'x']) {
+      const r = await call('GET', `/fleet-agents/${a.body.id}/messages?groupId=${g}`, undefined, a.body.token);
+      expect(r.status, g).toBe(403);
+      expect(r.body.code).toBe('CredentialNotAllowed');
+    }
+    expect((await call('GET', `/fleet-agents/${a.body.id}/conversations/tg-123456789/messages`)).status).toBe(200);
+    expect((await call('GET', `/fleet-agents/${a.body.id}/conversations/tg-123456789/messages`, undefined, a.body.token)).status).toBe(403);
+    expect((await call('GET', `/fleet-agents/${a.body.id}/conversations/tg-1/messages`, undefined, otherKey)).status).toBe(404);
+  });
+
   it('refuses a cursor that is not one of this conversation', async () => {
     const a = await call('POST', '/fleet-agents', { name: 'cur' });
     const r = await call('GET', `/fleet-agents/${a.body.id}/messages?groupId=${GROUP}&since=abc.def`, undefined, a.body.token);

@@ -1,47 +1,10 @@
 // The Telegram channel on SQLite and PostgreSQL against a local server speaking the Bot API: connecting
 // registers nube's webhook with a secret; a text update runs a turn in `tg-<chat id>` and the reply goes
 // back with sendMessage; a wrong secret is 401; disconnecting deletes the webhook.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
+import { startBotApi } from './bot-api.js';
 import { type FleetNube, startFleetNube } from './helpers.js';
-
-interface BotCall {
-  token: string;
-  method: string;
-  body: Record<string, unknown>;
-}
-
-async function startBotApi(): Promise<{ url: string; calls: BotCall[]; close(): Promise<void> }> {
-  const calls: BotCall[] = [];
-  const server: Server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
-    res.setHeader('content-type', 'application/json');
-    if (!m || req.method !== 'POST') {
-      res.statusCode = 404;
-      res.end(JSON.stringify({ ok: false, error_code: 404, description: 'Not Found' }));
-      return;
-    }
-    const body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString()) as Record<string, unknown>) : {};
-    calls.push({ token: m[1]!, method: m[2]!, body });
-    if (m[1] === '111:bad-token-bad-token-bad-token') {
-      res.statusCode = 401;
-      res.end(JSON.stringify({ ok: false, error_code: 401, description: 'Unauthorized' }));
-      return;
-    }
-    const result = m[2] === 'sendMessage' ? { message_id: calls.length, chat: { id: Number(body.chat_id) }, text: body.text } : true;
-    res.end(JSON.stringify({ ok: true, result }));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    calls,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
-}
 
 const TOKEN = '123456:AAbbCCddEEffGGhhIIjjKKllMMnn';
 
@@ -92,8 +55,15 @@ describe.each(DIALECTS)('fleet: telegram channel (%s)', (dialect) => {
     expect(bot.calls.find((x) => x.method === 'sendMessage')!.body).toEqual({ chat_id: '42', text: 'echo: hola bot' });
     // Not a text message: acknowledged, no turn.
     expect((await update(secret, { update_id: 3, edited_message: { chat: { id: 42 }, text: 'x' } })).status).toBe(200);
-    const msgs = await t.call('GET', `/fleet-agents/${fa.id}/messages?groupId=tg-42`, undefined, fa.token);
+    // The owner reads the chat; the MESSAGE token (a public page's) never does: a private chat's id is its
+    // Telegram user's id, no secret.
+    const msgs = await t.call('GET', `/fleet-agents/${fa.id}/conversations/tg-42/messages`);
     expect(msgs.body.items.map((m: { text: string }) => m.text)).toEqual(['hola bot', 'echo: hola bot']);
+    const stolen = await t.call('GET', `/fleet-agents/${fa.id}/messages?groupId=tg-42`, undefined, fa.token);
+    expect(stolen.status).toBe(403);
+    expect(stolen.body).toMatchObject({ code: 'CredentialNotAllowed' });
+    const key = await t.call('POST', `/fleet-agents/${fa.id}/public-keys`, { groupId: 'tg-42' }, fa.token);
+    expect(key.status).toBe(400);
     const ev = t.events.find((e) => e.data.groupId === 'tg-42');
     expect(ev).toMatchObject({ event: 'turn.completed', data: { fleetAgentId: fa.id, replyLength: 'echo: hola bot'.length } });
 

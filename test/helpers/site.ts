@@ -56,7 +56,7 @@ export function zipOf(files: Record<string, string | Buffer>): Promise<Buffer> {
 
 export interface TarEntry {
   name: string;
-  content?: string;
+  content?: string | Buffer;
   type?: 'file' | 'directory' | 'symlink';
   linkname?: string;
 }

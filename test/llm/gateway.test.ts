@@ -42,7 +42,7 @@ describe.each(DIALECTS)('LLM gateway (%s)', (dialect) => {
       env: { ...SANDBOX_ENV, NUBE_LLM_BASE_URL: stub.url, NUBE_LLM_API_KEY: 'sk-operator', NUBE_LLM_MODEL: 'op-model', NUBE_LLM_GATEWAY_PORT: '0' },
     });
     owner = (await json(await caller(t)('GET', '/account'))).id;
-    cred = await t.nube.services.llm.issueCredential(owner, 'test:one');
+    cred = await t.nube.services.llm.issueCredential(owner, 'test:one', null);
     url = await t.nube.services.llm.gatewayUrl();
   });
   afterAll(async () => {
@@ -156,7 +156,7 @@ describe.each(DIALECTS)('LLM gateway (%s)', (dialect) => {
 
   it('refuses with 402 InsufficientBalance past the allowance (Byte has none) and before calling upstream', async () => {
     const byte = await t.nube.services.account.createAccount({ name: 'byte', plan: 'byte' });
-    const c = await t.nube.services.llm.issueCredential(byte.account.id, 'test:byte');
+    const c = await t.nube.services.llm.issueCredential(byte.account.id, 'test:byte', null);
     const n = stub.requests.length;
     const r = await chat({ messages: [{ role: 'user', content: 'x' }] }, c);
     expect(r.status).toBe(402);
@@ -165,12 +165,12 @@ describe.each(DIALECTS)('LLM gateway (%s)', (dialect) => {
 
     const mega = await t.nube.services.account.createAccount({ name: 'mega', plan: 'mega' });
     await t.nube.deps.usage.add(mega.account.id, 'llmTokens', 10_000_000);
-    const c2 = await t.nube.services.llm.issueCredential(mega.account.id, 'test:mega');
+    const c2 = await t.nube.services.llm.issueCredential(mega.account.id, 'test:mega', null);
     expect((await chat({ messages: [{ role: 'user', content: 'x' }] }, c2)).status).toBe(402);
   });
 
   it('refuses a revoked credential', async () => {
-    const c = await t.nube.services.llm.issueCredential(owner, 'test:revoked');
+    const c = await t.nube.services.llm.issueCredential(owner, 'test:revoked', null);
     expect((await chat({ messages: [{ role: 'user', content: 'x' }] }, c)).status).toBe(200);
     await t.nube.services.llm.revokeCredential('test:revoked');
     expect((await chat({ messages: [{ role: 'user', content: 'x' }] }, c)).status).toBe(401);
@@ -191,7 +191,7 @@ describe('LLM gateway: account key and no upstream', () => {
     const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, NUBE_OUTBOUND_ALLOW: '127.0.0.1/32', NUBE_LLM_GATEWAY_PORT: '0' } });
     try {
       const owner = (await json(await caller(t)('GET', '/account'))).id;
-      const cred = await t.nube.services.llm.issueCredential(owner, 'test:own');
+      const cred = await t.nube.services.llm.issueCredential(owner, 'test:own', null);
       const url = await t.nube.services.llm.gatewayUrl();
       const chat = () =>
         fetch(`${url}/chat/completions`, {

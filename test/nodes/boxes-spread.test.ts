@@ -43,10 +43,10 @@ function callJsonAs(c: Cluster, i: number, method: string, path: string, body: u
 }
 
 /** The real OpenSSH client with a ticket's password (askpass), as test/sandboxes/ssh.test.ts runs it. */
-function openSsh(askpass: string, port: number, user: string, password: string, cmd: string, input = ''): Promise<{ code: number; stdout: string; stderr: string }> {
+function openSsh(askpass: string, host: string, port: number, user: string, password: string, cmd: string, input = ''): Promise<{ code: number; stdout: string; stderr: string }> {
   const opts = ['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'PreferredAuthentications=password', '-o', 'PubkeyAuthentication=no', '-o', 'NumberOfPasswordPrompts=1', '-o', 'ConnectTimeout=20', '-o', 'LogLevel=ERROR'];
   return new Promise((resolve) => {
-    const c = spawn('ssh', [...opts, '-p', String(port), `${user}@127.0.0.1`, cmd], {
+    const c = spawn('ssh', [...opts, '-p', String(port), `${user}@${host}`, cmd], {
       env: { ...process.env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: 'force', DISPLAY: ':0', NUBE_TEST_PW: password },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -215,7 +215,7 @@ describe('machines and agents over three nodes', () => {
     expect(tk.status, JSON.stringify(tk.body)).toBe(200);
     // The answer names the holding node's gateway (the ticket was answered there): it works.
     expect(tk.body.port).toBe(c.nodes[2]!.nube.services.sandboxes.ssh.gateway.port);
-    const direct = await openSsh(askpass, tk.body.port, id, tk.body.password, 'hostname; exit 3');
+    const direct = await openSsh(askpass, tk.body.host, tk.body.port, id, tk.body.password, 'hostname; exit 3');
     expect(direct.stdout.trim(), direct.stderr).toBe(id.replace('_', '-'));
     expect(direct.code).toBe(3);
     // Node 0's gateway holds nothing of it: the session's helper connections go through a tunnel to node 2.
@@ -229,7 +229,7 @@ describe('machines and agents over three nodes', () => {
     expect(probe).toBe('ok');
     const gw0 = c.nodes[0]!.nube.services.sandboxes.ssh.gateway;
     await gw0.start();
-    const via0 = await openSsh(askpass, gw0.port, id, tk.body.password, 'hostname; wc -c', 'x'.repeat(100_000));
+    const via0 = await openSsh(askpass, c.nodes[0]!.nube.deps.config.sandboxes.raw.host, gw0.port, id, tk.body.password, 'hostname; wc -c', 'x'.repeat(100_000));
     expect(via0.code, via0.stderr).toBe(0);
     expect(via0.stdout.trim().split('\n')).toEqual([id.replace('_', '-'), '100000']);
     // The tunnel is for nodes only: without the credential 404, with a wrong one 401.
@@ -265,10 +265,10 @@ describe('machines and agents over three nodes', () => {
       expect(sent.status, JSON.stringify(sent.body)).toBe(200);
       expect(sent.body.reply).toBe(`echo: hola ${i}`);
     }
-    // Its box is an agent on node 1.
-    const boxes = await db.selectFrom('fleet_boxes').select('agent_id').where('fleet_agent_id', '=', fleet.id).execute();
-    expect(boxes).toHaveLength(1);
-    expect((await db.selectFrom('agents').select('node_id').where('id', '=', boxes[0]!.agent_id).executeTakeFirstOrThrow()).node_id).toBe('node-1');
+    // The conversation's box is an agent on node 1 (and so is the spare built for the next conversation).
+    const boxes = await db.selectFrom('fleet_boxes').select(['agent_id', 'group_id']).where('fleet_agent_id', '=', fleet.id).execute();
+    expect(boxes.filter((b) => b.group_id === GROUP)).toHaveLength(1);
+    for (const b of boxes) expect((await db.selectFrom('agents').select('node_id').where('id', '=', b.agent_id).executeTakeFirstOrThrow()).node_id).toBe('node-1');
   }, 300_000);
 
   it("a down node's machine and agent show lost with the reason", async () => {

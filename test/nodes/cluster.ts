@@ -1,6 +1,7 @@
 // Three nube nodes on one PostgreSQL and one Redis, as a many-host deployment runs them (here in one
 // test process: each has its own data directory, node id, port and, with sandboxes, its own bridge,
 // cgroup parent and host port ranges on the subnets this suite owns).
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,7 +46,7 @@ export async function startCluster(opts: { count?: number; env?: (i: number) => 
   const nodes: TestNube[] = [];
   const shared = {
     DATABASE_URL: pg.url,
-    REDIS_URL: 'redis://127.0.0.1:6379',
+    REDIS_URL: TEST_REDIS_URL,
     NUBE_SECRET: 'n'.repeat(40),
     NUBE_OWNER_KEY: ownerKey,
     NUBE_RATE_LIMIT_PER_MINUTE: '100000',

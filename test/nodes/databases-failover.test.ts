@@ -1,3 +1,4 @@
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -242,7 +243,7 @@ describe('databases survive a node and move off a draining one', () => {
       dataDir: old.dataDir,
       env: {
         DATABASE_URL: c.nodes[0]!.nube.deps.config.databaseUrl!,
-        REDIS_URL: 'redis://127.0.0.1:6379',
+        REDIS_URL: TEST_REDIS_URL,
         NUBE_SECRET: 'n'.repeat(40),
         NUBE_OWNER_KEY: c.ownerKey,
         NUBE_RATE_LIMIT_PER_MINUTE: '100000',

@@ -1,3 +1,4 @@
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -136,7 +137,7 @@ describe('databases over three nodes', () => {
   it('an API-only replica registers nothing and forwards every database request', async () => {
     const api = await startNube({
       dataDir: `${c.nodes[0]!.dataDir}-api`,
-      env: { DATABASE_URL: c.nodes[0]!.nube.deps.config.databaseUrl!, REDIS_URL: 'redis://127.0.0.1:6379', NUBE_SECRET: 'n'.repeat(40), NUBE_OWNER_KEY: c.ownerKey, NUBE_NODE_ID: 'api-0', NUBE_NODE_ROLE: 'api' },
+      env: { DATABASE_URL: c.nodes[0]!.nube.deps.config.databaseUrl!, REDIS_URL: TEST_REDIS_URL, NUBE_SECRET: 'n'.repeat(40), NUBE_OWNER_KEY: c.ownerKey, NUBE_NODE_ID: 'api-0', NUBE_NODE_ROLE: 'api' },
     });
     try {
       expect((await api.nube.deps.nodes.list()).map((n) => n.id)).not.toContain('api-0');

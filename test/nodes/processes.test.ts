@@ -239,8 +239,8 @@ describe('three nube processes as three nodes', () => {
         const [, second] = await rx2.waitFor(2, 60_000);
         const deliveryId = String(second!.headers['x-service-delivery']);
         const [job] = await c.sql<{ leased_by: string }>("SELECT leased_by FROM jobs WHERE key = $1 AND status = 'running'", [deliveryId]);
-        expect(job?.leased_by, 'the retry is leased while the receiver holds it').toMatch(/@proc-\d$/);
-        const victim = Number(job!.leased_by.slice(-1));
+        expect(job?.leased_by, 'the retry is leased while the receiver holds it').toMatch(/@proc-\d(#|$)/);
+        const victim = Number(/@proc-(\d)/.exec(job!.leased_by)![1]);
         const victimId = c.nodes[victim]!.id;
         const survivors = c.nodes.filter((n) => n.index !== victim).map((n) => n.index);
 
@@ -252,6 +252,7 @@ describe('three nube processes as three nodes', () => {
           (rows) => rows[0]?.copy_at != null && Number(rows[0].copy_at) >= held_.insertedAt,
           30_000,
         );
+        const killedAt = Date.now();
         await c.kill(victim);
         const [lease] = await c.sql<{ lease_until: string; attempts: number }>('SELECT lease_until, attempts FROM jobs WHERE key = $1', [deliveryId]);
         // The attempt was cut off, not recorded: the job is still the dead node's until its lease ends.
@@ -315,10 +316,13 @@ describe('three nube processes as three nodes', () => {
           expect(read.status).toBe(200);
           expect(Buffer.from(await read.arrayBuffer()).equals(data)).toBe(true);
         }
-        // The delivery the dead node held is retried by another node once its lease is over.
+        // The delivery the dead node held is retried by another node: here at once, since the three
+        // nodes share a host and a survivor sees the holder's process is gone (platform/worker-liveness.ts);
+        // on separate hosts once its lease is over. Never while the holder lived, never twice.
         const [third] = (await rx2.waitFor(3, 120_000)).slice(2);
         expect(third!.headers['x-service-delivery']).toBe(deliveryId);
-        expect(third!.at).toBeGreaterThanOrEqual(Number(lease!.lease_until) - 50);
+        expect(third!.at).toBeGreaterThanOrEqual(killedAt);
+        expect(third!.at).toBeLessThan(Number(lease!.lease_until));
         const after = await until(() => c.client.call('GET', `/webhooks/${hook.body.id}/deliveries`), (r) => r.body.items?.[0]?.status === 'succeeded', 30_000);
         expect(after.body.items).toHaveLength(1);
         expect(after.body.items[0]).toMatchObject({ id: deliveryId, status: 'succeeded' });

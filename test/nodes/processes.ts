@@ -5,6 +5,7 @@
 // and short heartbeat and down times. A client spreads its requests over the live nodes, one node
 // after the other per request, as a load balancer would; `kill(i)` sends SIGKILL and takes the node
 // out of the rotation (a load balancer's health check).
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -89,7 +90,7 @@ export async function startProcessCluster(opts: { env?: Record<string, string> }
     NUBE_LOG_LEVEL: process.env.NUBE_TEST_NODE_LOG ?? 'warn',
     NUBE_JOB_POLL_MS: '50',
     DATABASE_URL: pgdb.url,
-    REDIS_URL: 'redis://127.0.0.1:6379',
+    REDIS_URL: TEST_REDIS_URL,
     NUBE_SECRET: 'p'.repeat(40),
     NUBE_OWNER_KEY: ownerKey,
     NUBE_RATE_LIMIT_PER_MINUTE: '100000',

@@ -1,3 +1,4 @@
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -75,7 +76,7 @@ describe('nube doctor', () => {
       NUBE_DATA_DIR: dataDir,
       NUBE_SECRET: 's'.repeat(40),
       DATABASE_URL: db.url,
-      REDIS_URL: 'redis://127.0.0.1:6379',
+      REDIS_URL: TEST_REDIS_URL,
       NUBE_BLOB_BACKEND: 's3',
       NUBE_S3_ENDPOINT: s3.endpoint,
       NUBE_S3_BUCKET: 'nube-doctor',

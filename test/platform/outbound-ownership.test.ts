@@ -29,7 +29,7 @@ const OUTBOUND_IMPORTS: Record<string, '*' | string[]> = {
   'node:tls': ['connect', 'TLSSocket'],
 };
 /** Package prefixes whose every value import is a client of an outside service. */
-const OUTBOUND_PREFIXES = ['@aws-sdk/', '@modelcontextprotocol/sdk/client'];
+const OUTBOUND_PREFIXES = ['@aws-sdk/', '@modelcontextprotocol/sdk/client', '@opentelemetry/exporter-'];
 
 /** file (relative to src/) -> why its connections are not to a host a user chose. */
 const EXCEPTIONS: Record<string, string> = {
@@ -39,6 +39,7 @@ const EXCEPTIONS: Record<string, string> = {
   'platform/jobs-test-kit.ts': 'test support: creates the temporary PostgreSQL databases of the job queue tests',
   'platform/node-forward.ts':
     "the internal channel between nube's own nodes: connects only to addresses nodes registered for themselves in the nodes table (NUBE_NODE_ADDRESS or their listen address), with the credential derived from NUBE_SECRET",
+  'platform/tracing.ts': "the OTLP trace exporter: the collector is the operator's (OTEL_EXPORTER_OTLP_ENDPOINT), never a user's",
   'store/db.ts': "the metadata store: PostgreSQL at the operator's DATABASE_URL",
   'server.ts': "Redis at the operator's REDIS_URL",
   'platform/doctor-checks.ts': "nube doctor probes the operator's own PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)",
@@ -51,6 +52,7 @@ const EXCEPTIONS: Record<string, string> = {
   'areas/agents/connection.ts': "connects to the agent program in an agent's own sandbox, at the address nube assigned on its bridge",
   'platform/websocket.ts': "imports ws for its WebSocketServer (the registry's WebSocket operations): it accepts connections and opens none",
   'areas/agents/ws.ts': "imports ws for its WebSocketServer (the agents' wsUrl endpoint): it accepts connections and opens none",
+  'areas/databases/hrana/ws.ts': "imports ws for its WebSocketServer (libSQL's Hrana over WebSocket on libsqlUrl): it accepts connections and opens none",
   'areas/agents/program/llm.ts': "runs inside the agent's sandbox (bundled there), not in nube: it calls nube's LLM gateway, under the sandbox's network policy",
   'areas/agents/program/mcp.ts': "runs inside the agent's sandbox, not in nube: the caller's MCP servers, reached under the sandbox's network policy",
 };

@@ -1,10 +1,11 @@
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type BusEvent, RedisBus } from '../../src/platform/events.js';
 import { FlexibleRateLimiter } from '../../src/platform/limits.js';
 import { randomToken } from '../../src/platform/ids.js';
 
-const REDIS_URL = process.env.NUBE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = TEST_REDIS_URL;
 const clients: Redis[] = [];
 const client = () => {
   const c = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });

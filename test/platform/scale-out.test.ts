@@ -1,3 +1,4 @@
+import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDatabase } from '../helpers/pg.js';
 import { json, startNube, type TestNube } from '../helpers/server.js';
@@ -9,7 +10,7 @@ describe('two replicas on PostgreSQL + Redis', () => {
   let b: TestNube;
   beforeAll(async () => {
     pg = await createTempDatabase('scale');
-    const env = { DATABASE_URL: pg.url, REDIS_URL: 'redis://127.0.0.1:6379', NUBE_RATE_LIMIT_PER_MINUTE: '4', NUBE_SECRET: 's'.repeat(40) };
+    const env = { DATABASE_URL: pg.url, REDIS_URL: TEST_REDIS_URL, NUBE_RATE_LIMIT_PER_MINUTE: '4', NUBE_SECRET: 's'.repeat(40) };
     a = await startNube({ env });
     b = await startNube({ env: { ...env, NUBE_OWNER_KEY: a.ownerKey } });
   });

@@ -1,8 +1,10 @@
 // A nube whose sandboxes use the driver tests' prebuilt templates, test bridge and cgroup parent, with
 // its data dir under /var/lib (overlayfs upper dirs), and helpers to call the API.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import type { NamespacesRuntime } from '../../src/areas/sandboxes/runtime/namespaces/runtime.js';
 import { callJson, type JsonCaller, type TestNube, startNube } from '../helpers/server.js';
+import type { DialectName } from '../helpers/pg.js';
 
 export { DRIVERS } from '../../src/areas/sandboxes/runtime/namespaces/test-env.js';
 
@@ -42,11 +44,15 @@ export async function startSandboxNube(
   name: string,
   env: Record<string, string> = {},
   dataDir?: string,
-  opts: { templates?: string[] } = {},
+  opts: { templates?: string[]; dialect?: DialectName } = {},
 ): Promise<SandboxNube> {
   const dir = dataDir ?? `${TEST_ROOT}/api-${name}-${env.NUBE_SANDBOX_DRIVER ?? 'namespaces'}-${process.pid}`;
   mkdirSync(dir, { recursive: true });
-  const t = await startNube({ dataDir: dir, env: { ...SANDBOX_ENV, NUBE_SANDBOX_STORE: 'auto', ...env } });
+  const t = await startNube({
+    dataDir: dir,
+    dialect: opts.dialect,
+    env: { ...SANDBOX_ENV, NUBE_SANDBOX_STORE: 'auto', ...env },
+  });
   const runtime = t.nube.services.sandboxes.core.runtime;
   for (const tpl of opts.templates ?? ['base']) {
     await runtime.ensureTemplate(tpl, (line) => console.log(`[${name}] template ${tpl}: ${line}`));
@@ -106,4 +112,30 @@ export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms: 
     v = await fn();
   }
   return v;
+}
+
+/**
+ * A network namespace joined to the host by a veth pair (`veth` on the host, `eth0` inside) on the
+ * `/prefix` network of `net` (`10.104.128`: host .1, namespace .2, its default route via the host):
+ * another machine as far as routing goes. `down` removes both (also whatever an earlier run left).
+ */
+export function vethNamespace(ns: string, veth: string, net: string, prefix: number): { down(): void } {
+  const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
+  const down = () => {
+    for (const a of [['netns', 'del', ns], ['link', 'del', veth]]) {
+      try {
+        ip(...a);
+      } catch {}
+    }
+  };
+  down();
+  ip('netns', 'add', ns);
+  ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
+  ip('addr', 'add', `${net}.1/${prefix}`, 'dev', veth);
+  ip('link', 'set', veth, 'up');
+  ip('-n', ns, 'addr', 'add', `${net}.2/${prefix}`, 'dev', 'eth0');
+  ip('-n', ns, 'link', 'set', 'eth0', 'up');
+  ip('-n', ns, 'link', 'set', 'lo', 'up');
+  ip('-n', ns, 'route', 'add', 'default', 'via', `${net}.1`);
+  return { down };
 }

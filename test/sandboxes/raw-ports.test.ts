@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTempDatabase } from '../helpers/pg.js';
-import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
+import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until, vethNamespace } from './helpers.js';
 
 // Each answers with its sandbox's hostname first, so a test sees which sandbox it reached.
 const TCP_ECHO = `
@@ -107,23 +107,7 @@ function outsideHost(i: number) {
   const ns = `dnto${i}`;
   const veth = `dntv${i}`;
   const net = `10.104.${128 + i}`;
-  const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
-  const down = () => {
-    for (const a of [['netns', 'del', ns], ['link', 'del', veth]]) {
-      try {
-        ip(...a);
-      } catch {}
-    }
-  };
-  down();
-  ip('netns', 'add', ns);
-  ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
-  ip('addr', 'add', `${net}.1/24`, 'dev', veth);
-  ip('link', 'set', veth, 'up');
-  ip('-n', ns, 'addr', 'add', `${net}.2/24`, 'dev', 'eth0');
-  ip('-n', ns, 'link', 'set', 'eth0', 'up');
-  ip('-n', ns, 'link', 'set', 'lo', 'up');
-  ip('-n', ns, 'route', 'add', 'default', 'via', `${net}.1`);
+  const { down } = vethNamespace(ns, veth, net, 24);
   /** One TCP or UDP exchange from inside the namespace to the host's address on its link (async: nube's relay runs in this process). */
   const ask = (protocol: 'tcp' | 'udp', port: number, text: string): Promise<string> => {
     const py =
@@ -165,12 +149,13 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
   };
 
   beforeAll(async () => {
-    // Every address of the host (so the outside namespace reaches it); told to clients as 127.0.0.1.
+    // Every address of the host (so the outside namespace reaches it); told to clients as 127.0.0.2
+    // (127.0.0.1 is the console's host: refused as NUBE_RAW_HOST).
     env = {
       NUBE_SANDBOX_DRIVER: driver,
       NUBE_RAW_PORTS: `${ports}-${ports + 9}`,
       NUBE_RAW_BIND: '0.0.0.0',
-      NUBE_RAW_HOST: '127.0.0.1',
+      NUBE_RAW_HOST: '127.0.0.2',
       NUBE_SANDBOX_BRIDGE: BRIDGE,
     };
     outside = outsideHost(CASES.findIndex((c) => c.driver === driver));
@@ -200,7 +185,7 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
   it('expose-raw tcp answers a host port that reaches the echo server inside; idempotent', async () => {
     const e = await t.call('POST', `/sandboxes/${a.id}/expose-raw`, { port: 7000 });
     expect(e.status).toBe(200);
-    expect(e.body).toEqual({ host: '127.0.0.1', publicPort: ports, protocol: 'tcp', port: 7000 });
+    expect(e.body).toEqual({ host: '127.0.0.2', publicPort: ports, protocol: 'tcp', port: 7000 });
     const r = await until(() => tcpAsk(ports, 'hello'), ready, 30_000);
     expect(r).toBe(`${a.host}:hello`);
     const again = await t.call('POST', `/sandboxes/${a.id}/expose-raw`, { port: 7000, protocol: 'tcp' });
@@ -339,5 +324,40 @@ describe.each(CASES)('$driver on $dialect: raw TCP/UDP ports', ({ driver, dialec
     // The freed host port is handed out again.
     const e = await t.call('POST', `/sandboxes/${b.id}/expose-raw`, { port: 7001, protocol: 'tcp' });
     expect(e.body.publicPort).toBe(ports);
+  }, 180_000);
+});
+
+// Issue 27 item 3: a browser sends the console's cookie to every port of the console's host, so raw
+// ports (tenants' own servers) are never there. By default a loopback nube (the console at 127.0.0.1)
+// puts them on 127.0.0.2 and says so; nothing answers them at the console's address.
+describe.each(CASES)('$driver: raw ports by default are not on the console host', ({ driver, ports }) => {
+  let t: SandboxNube;
+  let id: string;
+  beforeAll(async () => {
+    t = await startSandboxNube('raw-host', { NUBE_SANDBOX_DRIVER: driver, NUBE_RAW_PORTS: `${ports + 20}-${ports + 29}`, NUBE_SANDBOX_BRIDGE: BRIDGE });
+    const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 600 });
+    id = c.body.id;
+    await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/tcp.py', content: TCP_ECHO });
+    await t.call('POST', `/sandboxes/${id}/bg`, { command: 'exec python3 /root/tcp.py' });
+  }, TEMPLATE_WAIT_MS);
+  afterAll(async () => {
+    if (t) await stopSandboxNube(t);
+  }, 120_000);
+
+  it('announces and serves them at an address of their own, never at the console host', async () => {
+    const consoleHost = new URL(t.baseUrl).hostname;
+    const e = await t.call('POST', `/sandboxes/${id}/expose-raw`, { port: 7000 });
+    expect(e.status).toBe(200);
+    expect(e.body.host).not.toBe(consoleHost);
+    expect(e.body.host).toBe('127.0.0.2');
+    const name = (await t.call('POST', `/sandboxes/${id}/exec`, { command: 'hostname' })).body.stdout.trim();
+    expect(await until(() => tcpAsk(e.body.publicPort, 'hi', 10_000, e.body.host), ready, 30_000)).toBe(`${name}:hi`);
+    // The console's host: nothing there, by the kernel's forwarding or by nube's relay.
+    expect(await tcpAsk(e.body.publicPort, 'cookie?', 3000, consoleHost)).toBe('ECONNREFUSED');
+    expect(await tcpAsk(e.body.publicPort, 'cookie?', 3000, 'localhost')).toMatch(/ECONNREFUSED|EADDRNOTAVAIL/);
+    await t.call('POST', `/sandboxes/${id}/suspend`, {});
+    expect(await tcpAsk(e.body.publicPort, 'cookie?', 3000, consoleHost)).toBe('ECONNREFUSED');
+    // SSH is announced there too.
+    expect((await t.call('POST', `/sandboxes/${id}/ssh-enable`)).body.host).toBe('127.0.0.2');
   }, 180_000);
 });

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUTH_FAILURES } from '../../src/areas/sandboxes/networking/ssh-gateway.js';
+import { SSH_AUTH_LIMITS } from '../../src/areas/sandboxes/networking/ssh-auth-limits.js';
 import { freePort } from '../helpers/process.js';
 import { DRIVERS, type SandboxNube, TEMPLATE_WAIT_MS, startSandboxNube, stopSandboxNube, until } from './helpers.js';
 
@@ -105,10 +105,11 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
     expect(e.status, JSON.stringify(e.body)).toBe(200);
     expect(e.body).toMatchObject({ ok: true, enabled: true, user: id });
     const tk = await ticket();
-    expect(tk).toMatchObject({ host: '127.0.0.1', user: id, port: e.body.port });
+    // The raw ports' host: on a loopback nube an address of its own, never the console's (127.0.0.1).
+    expect(tk).toMatchObject({ host: '127.0.0.2', user: id, port: e.body.port });
     expect(tk.password.length).toBeGreaterThanOrEqual(32);
     expect(Date.parse(tk.expiresAt)).toBeGreaterThan(Date.now());
-    expect(tk.command).toBe(`ssh -p ${tk.port} ${id}@127.0.0.1`);
+    expect(tk.command).toBe(`ssh -p ${tk.port} ${id}@127.0.0.2`);
     const intruder = await t.nube.services.account.createAccount({ name: `x-${driver}`, plan: 'tera' });
     const h = { authorization: `Bearer ${intruder.secret}` };
     for (const a of ['ssh-enable', 'ssh-disable', 'ssh-ticket']) {
@@ -254,12 +255,24 @@ describe.each(DRIVERS)('%s: SSH gateway', (driver) => {
     expect(readFileSync(known, 'utf8').trim().split(/\s+/).slice(-1)[0]).toBe(before);
   }, 180_000);
 
-  it('repeated authentication failures are rate limited', async () => {
+  it('failed logins stop that client on that sandbox at once, and no one else (issue 27 item 10)', async () => {
     const tk = await ticket();
-    for (let i = 0; i <= AUTH_FAILURES.points; i++) expect((await ssh({ ...tk, password: `wrong${i}` }, ['true'])).code).toBe(255);
-    // Past the limit even the right ticket is refused for a while.
-    const r = await ssh(tk, ['echo no']);
+    await enable(other);
+    const tkOther = await ticket(other);
+    // Two clients behind one NAT share an address: 127.0.0.5 here (the gateway sees it as the client's).
+    const nat = ['-b', '127.0.0.5'];
+    for (let i = 0; i <= SSH_AUTH_LIMITS.target.points; i++) {
+      expect((await ssh({ ...tk, password: `wrong${i}` }, ['true'], undefined, tk.user, nat)).code).toBe(255);
+    }
+    // Past the limit even the right ticket is refused there for a while, and at once.
+    const started = Date.now();
+    const r = await ssh(tk, ['echo no'], undefined, tk.user, nat);
     expect(r.code).toBe(255);
     expect(r.stdout).toBe('');
+    expect(Date.now() - started).toBeLessThan(5000);
+    // The neighbour behind the same address, on its own sandbox, is not locked out; nor is this
+    // sandbox's user at another address.
+    expect((await ssh(tkOther, ['echo neighbour'], undefined, other, nat)).stdout).toBe('neighbour\n');
+    expect((await ssh(tk, ['echo elsewhere'], undefined, tk.user, ['-b', '127.0.0.6'])).stdout).toBe('elsewhere\n');
   }, 180_000);
 });

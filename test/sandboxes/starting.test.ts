@@ -99,6 +99,27 @@ describe.each(DRIVERS)('%s: starting and failed sandboxes', (driver) => {
     expect((await t.call('GET', `/sandboxes/${id}`)).status).toBe(404);
   }, 360_000);
 
+  it('a start cut by nube stopping is not kept as failed: it stays starting and runs again', async () => {
+    const jobs = t.nube.deps.jobs;
+    await jobs.stop();
+    let id = '';
+    try {
+      const c = await t.call('POST', '/sandboxes', { template: 'code-interpreter', timeoutSeconds: 600 });
+      id = c.body.id;
+      // The start fails (its template cannot be built) while nube is stopping: that is nube's stop.
+      const cut = { signal: new AbortController().signal, stopping: AbortSignal.abort(new Error('job queue stopping')) };
+      await expect(t.nube.services.sandboxes.core.provision(id, cut)).rejects.toThrow();
+      const g = await t.call('GET', `/sandboxes/${id}`);
+      expect(g.body).toMatchObject({ status: 'starting', error: null });
+    } finally {
+      jobs.start();
+    }
+    // Run again by its job, the start fails for its own reason and is kept as failed.
+    const g = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status !== 'starting', 300_000);
+    expect(g.body.status).toBe('failed');
+    expect((await t.call('DELETE', `/sandboxes/${id}`)).body).toEqual({ ok: true });
+  }, 360_000);
+
   it('a failed sandbox goes when its timeout passes', async () => {
     const c = await t.call('POST', '/sandboxes', { template: 'code-interpreter', timeoutSeconds: 20 });
     const id = c.body.id;

@@ -327,7 +327,28 @@ describe.each(DIALECTS)('web extract (%s)', (dialect) => {
     expect(two.data[1].error.code).toBe('UrlRefused');
   });
 
-  it('answers 400 for input it cannot read, unknown sources, 501 for datasetId, 404 for unknown jobs', async () => {
+  it('an extraction cut by nube stopping keeps nothing of the cut run, and completes when it runs again', async () => {
+    const jobs = n.t.nube.deps.jobs;
+    await jobs.stop();
+    let jobId = '';
+    try {
+      // A URL whose fetch fails while nube stops (nothing listens on port 9): the failure is nube's stop.
+      jobId = (await json(await call('POST', '/web/extract', { input: [`${site.url}/product`, 'http://127.0.0.1:9/'] }))).jobId;
+      const me = await json(await call('GET', '/account'));
+      const cut = { signal: new AbortController().signal, stopping: AbortSignal.abort(new Error('job queue stopping')) };
+      await expect(n.t.nube.services.web.runExtract({ jobId, ownerId: me.id, plan: me.plan }, cut)).rejects.toThrow();
+      const after = await json(await call('GET', `/web/extract/${jobId}`));
+      expect(after.status).toBe('running');
+      expect(after.data).toBeUndefined();
+    } finally {
+      jobs.start();
+    }
+    const done = await finished(jobId);
+    expect(done).toMatchObject({ status: 'completed', itemCount: 1 });
+    expect(done.data[0]).toMatchObject({ title: 'Taza nube' });
+  });
+
+  it('answers 400 for input it cannot read, unknown sources, 404 for an unknown dataset or job', async () => {
     for (const body of [{}, { input: 'not a url' }, { input: [] }, { input: { q: 'x' } }, { input: ['ftp://x/'] }, { input: Array(51).fill(`${site.url}/`) }]) {
       const r = await call('POST', '/web/extract', body);
       expect(r.status, JSON.stringify(body).slice(0, 80)).toBe(400);
@@ -336,7 +357,7 @@ describe.each(DIALECTS)('web extract (%s)', (dialect) => {
     const src = await call('POST', '/web/extract', { input: `${site.url}/`, source: 'amazon' });
     expect(src.status).toBe(400);
     expect((await json(src)).code).toBe('UnknownSource');
-    expect((await call('POST', '/web/extract', { input: `${site.url}/`, datasetId: 'ds_1' })).status).toBe(501);
+    expect((await call('POST', '/web/extract', { input: `${site.url}/`, datasetId: 'ds_1' })).status).toBe(404);
     expect((await call('GET', '/web/extract/ext_nope')).status).toBe(404);
   });
 });

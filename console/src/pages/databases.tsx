@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { formatBytes, nube } from '../api.js';
+import { download, formatBytes, nube } from '../api.js';
 import { navigate } from '../app.js';
 import { ConfirmButton, ErrorText, ListTable, Page, useAction, useLoad, usePaged } from '../ui.js';
 
@@ -94,6 +94,7 @@ function Database({ id }: { id: string }) {
   const [result, setResult] = useState<Result | null>(null);
   const query = useAction();
   const imp = useAction();
+  const exp = useAction();
   const [imported, setImported] = useState<string | null>(null);
   const [table, setTable] = useState('imported');
   const tables = useLoad(async () => {
@@ -113,12 +114,12 @@ function Database({ id }: { id: string }) {
     <Page
       title={db.data ? `Database ${db.data.name}` : 'Database'}
       actions={
-        <a class="button" href={`/api/v2/databases/${encodeURIComponent(id)}/export`} download>
-          Export
-        </a>
+        <button type="button" disabled={exp.busy} onClick={() => exp.run(() => download(`/api/v2/databases/${encodeURIComponent(id)}/export`, `${db.data?.name ?? id}.sqlite`))}>
+          {exp.busy ? 'Exporting…' : 'Export'}
+        </button>
       }
     >
-      <ErrorText error={db.error} />
+      <ErrorText error={db.error ?? exp.error} />
       {db.data && (
         <p>
           {formatBytes(db.data.sizeBytes)} · {db.data.rowsRead} rows read · {db.data.rowsWritten} written

@@ -2,7 +2,7 @@
 // list follows it until done, or says why it failed), edit one (name, theme, prompt, sections), deploy as
 // a site (its link), PDF export, unpublish, delete.
 import { useEffect, useState } from 'preact/hooks';
-import { nube } from '../api.js';
+import { nube, openInTab } from '../api.js';
 import { ConfirmButton, ErrorText, ListTable, Notice, Page, useAction, useLoad, usePaged } from '../ui.js';
 
 const THEMES = ['classic', 'modern', 'dark', 'minimal'] as const;
@@ -199,9 +199,9 @@ export function DocumentsPage(_: { sub: string[] }) {
                   Unpublish
                 </button>
               )}
-              <a class="button" href={`/api/v2/documents/${encodeURIComponent(d.id)}/pdf?inline=1`} target="_blank" rel="noopener">
+              <button type="button" onClick={() => act.run(() => openInTab(`/api/v2/documents/${encodeURIComponent(d.id)}/pdf?inline=1`))}>
                 PDF
-              </a>
+              </button>
               <ConfirmButton
                 question={`Delete the document ${d.name}? Its site goes with it.`}
                 onConfirm={async () => {

@@ -281,6 +281,13 @@ function MachineDetail({ id }: { id: string }) {
               URL: {d.url ? <a href={d.url}>{d.url}</a> : 'not exposed yet'}
               {d.domains.length > 0 ? ` · domains: ${d.domains.join(', ')}` : ''}
             </p>
+            {d.app && (d.app.restarts > 0 || d.app.lastExit) && (
+              <p>
+                App: restarted {d.app.restarts} {d.app.restarts === 1 ? 'time' : 'times'}
+                {d.app.lastExit ? ` · last exit code ${d.app.lastExit.code}${d.app.lastExit.oom ? ' (killed for memory)' : ''} at ${new Date(d.app.lastExit.at).toLocaleString()}` : ''}
+                {d.app.oomKills > 0 ? ` · ${d.app.oomKills} OOM kills` : ''}
+              </p>
+            )}
             {d.lastError && <p class="error">Last error: {d.lastError}</p>}
             <div class="row">
               <button
@@ -288,7 +295,7 @@ function MachineDetail({ id }: { id: string }) {
                 disabled={act.busy}
                 onClick={async () => {
                   const r = await act.run(() => nube.machines.restart(id));
-                  if (r) setNote(`Restarted at ${new Date(r.restartedAt).toLocaleString()}.`);
+                  if (r) setNote(`Restarted; the app answered after ${(r.servingAfterMs / 1000).toFixed(1)} s.`);
                   m.reload();
                 }}
               >

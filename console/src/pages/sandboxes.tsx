@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { formatBytes, nube } from '../api.js';
+import { formatBytes, nube, saveBlob } from '../api.js';
 import { navigate } from '../app.js';
 import { TerminalView } from '../terminal.js';
 import { ConfirmButton, ErrorText, ListTable, Page, Progress, useAction, useLoad, usePaged } from '../ui.js';
@@ -65,12 +65,7 @@ function FileBrowser({ id }: { id: string }) {
                 onClick={async () => {
                   const r = (await act.run(() => nube.sandboxes.files.get(id, 'read', { path: join(dir, e.name), encoding: 'base64' }))) as { content: string } | undefined;
                   if (!r) return;
-                  const bin = Uint8Array.from(atob(r.content), (c) => c.charCodeAt(0));
-                  const a = document.createElement('a');
-                  a.href = URL.createObjectURL(new Blob([bin]));
-                  a.download = e.name;
-                  a.click();
-                  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+                  saveBlob(new Blob([Uint8Array.from(atob(r.content), (c) => c.charCodeAt(0))]), e.name);
                 }}
               >
                 {e.name}

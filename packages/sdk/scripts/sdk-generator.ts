@@ -10,12 +10,16 @@ export const SERVER_URL = 'http://127.0.0.1:7070';
 
 /** The generated files, keyed by path relative to packages/sdk; nothing is written here. */
 export async function generateSdkFiles(): Promise<Record<string, string>> {
-  const doc = buildOpenApi(registry, { title: 'nube', version: VERSION, serverUrl: SERVER_URL });
+  const doc = registryDoc();
   const openapiJson = `${JSON.stringify(doc, null, 2)}\n`;
   const normalized = hoistLocalDefs(structuredClone(doc));
   // defaultNonNullable off: a request field with a default (sandboxes.create's `template`) is optional to
   // send. Answers are unaffected: their schemas list every field the server fills in as required.
-  const ast = await openapiTS(normalized as never, { alphabetize: true, silent: true, defaultNonNullable: false });
+  const ast = await openapiTS(normalized as never, {
+    alphabetize: true,
+    silent: true,
+    defaultNonNullable: false,
+  });
   const apiGen = `${HEADER}\n${astToString(ast)}`;
   const entries = collectEntries(doc, new Set(registry.map((o) => o.id)));
   return {
@@ -24,6 +28,14 @@ export async function generateSdkFiles(): Promise<Record<string, string>> {
     'src/operations.gen.ts': `${HEADER}${buildOperationsModule(entries)}`,
   };
 }
+
+/** The OpenAPI document of the registry, the one source of every generated client (TypeScript, Python). */
+export function registryDoc(): JsonSchema {
+  return buildOpenApi(registry, { title: 'nube', version: VERSION, serverUrl: SERVER_URL });
+}
+
+/** The ids of the registry's operations (an alias path's operationId is `<id>.<method>`, not in here). */
+export const primaryOperationIds = (): Set<string> => new Set(registry.map((o) => o.id));
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 
@@ -34,7 +46,7 @@ interface OpenApiParam {
 }
 
 /** Reads every operation of the document into a sorted table the SDK dispatches from. */
-function collectEntries(doc: JsonSchema, primaryIds: Set<string>): OpEntry[] {
+export function collectEntries(doc: JsonSchema, primaryIds: Set<string>): OpEntry[] {
   const out: OpEntry[] = [];
   const paths = doc.paths as Record<string, Record<string, JsonSchema>>;
   for (const [path, item] of Object.entries(paths)) {

@@ -40,6 +40,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/account/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's audit log: every change and every refused credential, newest first
+         * @description Every call that changes something (any operation but a GET, over REST or MCP) and every refused credential (401/403), with who (key id and name), what (operation, resource), the answer (status, error code) and from where (address, user agent, request id). Kept per plan (Byte 7 days, Mega 90, Tera 365). Filters combine; `format=ndjson` (or `Accept: application/x-ndjson`) streams every matching entry as NDJSON instead of a page.
+         */
+        get: operations["account.audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/account/keys": {
         parameters: {
             query?: never;
@@ -50,7 +70,10 @@ export interface paths {
         /** The account's API keys (never their secrets) */
         get: operations["account.keys.list"];
         put?: never;
-        /** Create an API key; its secret is returned only now */
+        /**
+         * Create an API key; its secret is returned only now
+         * @description A key in `format: "e2b"` looks like E2B's (`e2b_` and 40 hex digits), so E2B's SDKs take it as it is (E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those operations (403 ScopeMissing otherwise), narrowed to `resourceIds`, until `expiresAt`, within `caps`, from `allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).
+         */
         post: operations["account.keys.create"];
         delete?: never;
         options?: never;
@@ -165,7 +188,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message to an agent and stream its reply (Server-Sent Events)
-         * @description SSE events: `{type: "chunk", value}`, optionally `{type: "usage", ...}`, then `{type: "done"}`. A lost agent is revived automatically. Also accepts the agent's embedToken (`agt_`) as bearer, from any CORS origin.
+         * @description SSE events: `{type: "chunk", value}`, optionally `{type: "usage", ...}`, then `{type: "done", session}`. A lost agent is revived automatically. Also accepts the agent's embedToken (`agt_`) as bearer, from any CORS origin: an embed caller never reaches the owner's sessions (without `session` it gets a new one of its own; `done` says which). A message is at most 65536 characters.
          */
         post: operations["agents.message"];
         delete?: never;
@@ -205,7 +228,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message to an agent and wait for its whole reply (up to 180 s)
-         * @description Waits up to 180 s. 409 with error `turno_en_curso` and `session` when a turn is already running in that session; 502 when the agent ends without text. `reset: true` opens a new session.
+         * @description Waits up to 180 s. 409 with error `turno_en_curso` and `session` when a turn is already running in that session; 502 when the agent ends without text. `reset: true` opens a new session (the owner's new default). With an embed token the turn runs in a session of the embed callers' own, never the owner's. A message is at most 65536 characters.
          */
         post: operations["agents.try"];
         delete?: never;
@@ -343,6 +366,105 @@ export interface paths {
         post?: never;
         /** Revoke a database token (it stops working within seconds) */
         delete: operations["databases.tokens.revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/datasets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List your datasets */
+        get: operations["datasets.list"];
+        put?: never;
+        /**
+         * Create a dataset for web extraction and crawl results
+         * @description Its rows live in a database of yours named `dataset-<name>` (it counts in your plan's databases). Give `schema` to check rows against it; without one, the first rows appended give it (their keys and JSON types).
+         */
+        post: operations["datasets.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/datasets/{datasetId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a dataset */
+        get: operations["datasets.get"];
+        put?: never;
+        post?: never;
+        /** Delete a dataset and its rows (its database goes too) */
+        delete: operations["datasets.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/datasets/{datasetId}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every row of a dataset as CSV or NDJSON, streamed
+         * @description CSV: a header line, then `_row`, `_addedAt` and a column per schema property (objects and arrays as JSON; text that a spreadsheet would run as a formula starts with `'`). NDJSON: one JSON object per line, the row's properties with `_row` and `_addedAt`.
+         */
+        get: operations["datasets.export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/datasets/{datasetId}/query": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a dataset with SQL (read-only): table `rows`, view `items`
+         * @description `rows(id, data, url, job_id, added_at)` holds each row as JSON; `items` has `_row`, `_added_at` and a column per schema property. One statement that only reads (SQLite decides); the databases' limits apply.
+         */
+        post: operations["datasets.query"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/datasets/{datasetId}/rows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A dataset's rows, oldest first
+         * @description Cursor pagination: pass `nextCursor` back as `cursor`.
+         */
+        get: operations["datasets.rows"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -601,6 +723,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/files/{fileId}/hls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A file's HLS renditions: state, progress and the playlist URL */
+        get: operations["files.hlsGet"];
+        put?: never;
+        /**
+         * Make HLS renditions of a video file (360p and 720p, H.264/AAC, 5 s segments)
+         * @description A durable job with progress (poll GET). Renditions above the source height are left out. A file that is not a video ends the job `failed` with why. Asking again while it runs or once ready answers its state.
+         */
+        post: operations["files.hls"];
+        /** Remove a file's HLS renditions (the file stays) */
+        delete: operations["files.hlsDelete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/files/{fileId}/restore": {
         parameters: {
             query?: never;
@@ -678,6 +822,64 @@ export interface paths {
         patch: operations["fleet.update"];
         trace?: never;
     };
+    "/api/v2/fleet-agents/{fleetAgentId}/broadcasts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A fleet agent's broadcasts, newest first (the last 100) */
+        get: operations["fleet.broadcasts"];
+        put?: never;
+        /**
+         * Send one message to every conversation of a fleet agent's channels
+         * @description Runs as a durable job: web conversations get it in their transcript (the widget shows it on its next read), Telegram chats with sendMessage at most 30 a second, waiting when Telegram answers 429. `broadcast.sent` is sent when every conversation was tried, with the counts. 400 `NoRecipients` when the fleet agent has no conversation on its channels.
+         */
+        post: operations["fleet.broadcast"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-agents/{fleetAgentId}/broadcasts/{broadcastId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A broadcast and its counts (sent, failed) */
+        get: operations["fleet.broadcastGet"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/fleet-agents/{fleetAgentId}/conversations/{groupId}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read any conversation of your fleet agent (the owner's view, every channel)
+         * @description As `GET /fleet-agents/{fleetAgentId}/messages`, for the owner: any conversation, Telegram chats (`tg-<chat id>`) included, which the MESSAGE token (a public page's) cannot read.
+         */
+        get: operations["fleet.conversationMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/fleet-agents/{fleetAgentId}/message": {
         parameters: {
             query?: never;
@@ -727,7 +929,7 @@ export interface paths {
         };
         /**
          * Read a fleet conversation since a cursor
-         * @description Store the top-level `cursor` and send it as `since` next time. When `gap` is true reload the whole thread: gapReason `cursor_too_old` (the cursor no longer resolves) or `context_reset` (transcript kept but the agent box was lost without backup, so the model starts blank; `resetAt` says when). Accepts the agent token or an ephemeral public key (`flt_pk_`).
+         * @description Store the top-level `cursor` and send it as `since` next time. When `gap` is true reload the whole thread: gapReason `cursor_too_old` (the cursor no longer resolves) or `context_reset` (transcript kept but the agent box was lost without backup, so the model starts blank; `resetAt` says when). Accepts the agent token (web conversations, `web-<uuid>`, only) or an ephemeral public key (`flt_pk_`: its one conversation). The owner reads any conversation, Telegram chats included, with `GET /fleet-agents/{fleetAgentId}/conversations/{groupId}/messages`.
          */
         get: operations["fleet.messages"];
         put?: never;
@@ -849,6 +1051,87 @@ export interface paths {
         head?: never;
         /** Change a configuration group (new conversations use it; running ones keep their connectors) */
         patch: operations["fleet.configGroups.update"];
+        trace?: never;
+    };
+    "/api/v2/forms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List your sites' forms that took submissions, newest first
+         * @description A published site (or deployed document) declares a form with `<form data-nube-form="contact">`; nube reads the names at each deploy and gives such forms `action="/f/<name>" method="post"` when served. Visitors post to `/f/<name>` on the site's host, or to `/f/<slug>/<name>` on nube's host (CORS: the site's own host and verified custom domains only), urlencoded, multipart (up to 5 files of 10 MiB, stored as private files of yours and counted in your storage) or JSON. A filled `_gotcha` field is answered as a success and stored nowhere; `_redirect` (on the site's own origin) is where the visitor goes next, else nube's thank-you page; `Accept: application/json` gets JSON. Each address may send NUBE_FORMS_PER_MINUTE submissions a minute (429 with Retry-After). Each accepted submission sends form.submitted with its fields and file ids. A form is listed from its first accepted submission. Cursor pagination: pass `nextCursor` back as `cursor`.
+         */
+        get: operations["forms.list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/forms/{formId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a form with its site and submission count */
+        get: operations["forms.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a form and all its submissions
+         * @description Their uploaded files go to your trash (restorable for 7 days). The site keeps taking submissions while its pages declare the form: they start a new record.
+         */
+        delete: operations["forms.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/forms/{formId}/submissions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a form's submissions, newest first
+         * @description Cursor pagination: pass `nextCursor` back as `cursor`.
+         */
+        get: operations["forms.submissions.list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/forms/{formId}/submissions/{submissionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete one submission of a form
+         * @description Its uploaded files go to your trash (restorable for 7 days).
+         */
+        delete: operations["forms.submissions.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v2/images/crop": {
@@ -1077,7 +1360,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Restart a machine, applying secrets and runspec without a rebuild */
+        /**
+         * Restart a machine, applying secrets and runspec without a rebuild
+         * @description Answers once the app serves again (its port answers the health check: any HTTP answer, or 2xx/3xx from the runspec's `health` path), or fails with why: 409 AppCrashing (it ended twice), AppOutOfMemory (the kernel killed it for memory) or AppNotServing (no answer within NUBE_MACHINE_START_TIMEOUT_S), with `status`, `restarts`, `lastExit` and the last log lines (`logTail`). The supervisor keeps restarting it.
+         */
         post: operations["machines.restart"];
         delete?: never;
         options?: never;
@@ -1167,6 +1453,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/payment-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List payment links, newest first
+         * @description Cursor pagination: pass `nextCursor` back as `cursor`.
+         */
+        get: operations["paymentLinks.list"];
+        put?: never;
+        /**
+         * Create a payment link: a page that takes a payment in MXN
+         * @description Hand `url` to payers. With Stripe configured (`NUBE_STRIPE_SECRET_KEY`) the page sends them to Stripe Checkout; otherwise it is nube's own page, where the operator confirms a payment settled outside. Each payment sends `payment.paid` once. A link takes one payment unless `maxPayments` says otherwise (null: no limit).
+         */
+        post: operations["paymentLinks.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/payment-links/{linkId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a payment link */
+        get: operations["paymentLinks.get"];
+        put?: never;
+        post?: never;
+        /** Delete a payment link: its page stops taking payments at once */
+        delete: operations["paymentLinks.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/payment-links/{linkId}/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a payment link's payments, newest first
+         * @description Only completed payments. Cursor pagination: pass `nextCursor` back as `cursor`.
+         */
+        get: operations["paymentLinks.payments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/sandboxes": {
         parameters: {
             query?: never;
@@ -1179,7 +1527,7 @@ export interface paths {
         put?: never;
         /**
          * Create a sandbox (an isolated Linux VM with root and internet access)
-         * @description Returns the sandbox with status `starting` (it may already be `running`). Without suspendOnIdle the sandbox is destroyed, not suspended, when timeoutSeconds (default 300) elapses. Rate limited to 10 creations per minute. With templateKey + templateHash it starts from a derived template with its bootstrap already applied.
+         * @description Returns the sandbox with status `starting` (it may already be `running`). Without suspendOnIdle the sandbox is destroyed, not suspended, when timeoutSeconds (default 300) elapses. Rate limited to 10 creations per minute unless the operator sets another rate (NUBE_SANDBOX_CREATE_PER_MINUTE). With templateKey + templateHash it starts from a derived template with its bootstrap already applied.
          */
         post: operations["sandboxes.create"];
         delete?: never;
@@ -1457,6 +1805,202 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List your templates */
+        get: operations["templates.list"];
+        put?: never;
+        /**
+         * Create a sandbox template from an OCI image
+         * @description nube pulls the image over the registry API (Docker Hub, GHCR, any OCI registry; a private one on a private address only when the operator allows it with NUBE_TEMPLATE_REGISTRY_ALLOW), picks linux/amd64 from a multi-platform index, verifies every layer against its digest, keeps layers by digest (a second pull of the same image fetches nothing) and unpacks them into a read-only root filesystem. The build runs in a durable job: poll GET /templates/{id} (status, phase, progress) or stream GET /templates/{id}/build-logs. Once `ready`, `POST /sandboxes {template: <name>}` starts from it (also machines and E2B). An image without /bin/sh still runs commands: nube's static shell stands in.
+         */
+        post: operations["templates.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/templates/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a template (status, build phase and progress, digest, layers, size) */
+        get: operations["templates.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a template
+         * @description Refused with 409 TemplateInUse while sandboxes, machines or snapshots stand on it. A build under way is canceled.
+         */
+        delete: operations["templates.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/templates/{id}/build-logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream a template build's log (Server-Sent Events)
+         * @description Events `log` ({seq, at, line}; the SSE id is seq) for every line so far and then as they come, and a last `done` ({status, error, errorCode}) when the build ends. Resume with `Last-Event-ID` or `after`.
+         */
+        get: operations["templates.buildLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/templates/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a template build under way */
+        post: operations["templates.cancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/templates/{id}/rebuild": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Build a template again from its image (a tag that moved is pulled anew)
+         * @description Sandboxes running on the previous build keep it; new ones start from the new build once ready.
+         */
+        post: operations["templates.rebuild"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/volume-snapshots/{snapshotId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a volume snapshot (volumes copied from it keep their files) */
+        delete: operations["volumes.deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List volumes */
+        get: operations["volumes.list"];
+        put?: never;
+        /**
+         * Create a volume: empty, or a copy-on-write copy of a volume or a snapshot
+         * @description A directory limited to sizeGB on this node's sandbox store that outlives sandboxes and restarts of nube. Mount it with `POST /sandboxes {volumes: [{volumeId, path, readOnly?}]}`. With fromVolumeId or fromSnapshotId the new volume shares blocks with its source (copy-on-write; milliseconds whatever the size); sizeGB defaults to the source's.
+         */
+        post: operations["volumes.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/volumes/{volumeId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a volume with the bytes it holds */
+        get: operations["volumes.get"];
+        put?: never;
+        post?: never;
+        /** Delete a volume and its files (409 VolumeInUse while a sandbox mounts it) */
+        delete: operations["volumes.delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a volume's limit (never below the bytes it holds)
+         * @description Takes effect at once, also for sandboxes that mount it. Below usedBytes: 400 VolumeTooSmall.
+         */
+        patch: operations["volumes.resize"];
+        trace?: never;
+    };
+    "/api/v2/volumes/{volumeId}/snapshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a read-only copy-on-write snapshot of a volume
+         * @description Milliseconds whatever the size; a new volume starts from it with `fromSnapshotId`.
+         */
+        post: operations["volumes.snapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/volumes/{volumeId}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a volume's snapshots */
+        get: operations["volumes.snapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/web/crawl": {
         parameters: {
             query?: never;
@@ -1488,7 +2032,7 @@ export interface paths {
         put?: never;
         /**
          * Start an asynchronous structured-data extraction job; poll it with web.extract.get
-         * @description Returns `{ jobId, status }` at once; GET /web/extract/{jobId} reports the status and, when completed, the data. Source `page` (the only one): `input` is a URL, an array of up to 50 URLs, or `{ url }` / `{ urls }`; each page yields its structured data (title, description, language, canonical, Open Graph, meta tags, JSON-LD, headings) or `{ requestedUrl, error }`. `limit` caps the URLs taken. Metered in queries (1 per page read); 402 when the balance is empty.
+         * @description Returns `{ jobId, status }` at once; GET /web/extract/{jobId} reports the status and, when completed, the data. `input` is a URL, an array of up to 50 URLs, or `{ url }` / `{ urls }` (for `search`: a query, an array of queries, or `{ query }` / `{ queries }`). Sources: `page` (default; each page's structured data: title, description, language, canonical, Open Graph, meta tags, JSON-LD, headings), `links` (the links each page holds), `sitemap` (the pages a site's sitemap lists: a sitemap's URL, or a site whose /sitemap.xml is read; indexes followed, 10 sitemaps per URL), `feed` (the items of an RSS or Atom feed), `search` (the configured engine's results), `schema` (an LLM fills `schema`, a JSON Schema, from each page's main content, as Firecrawl's extract does; an array answer is one item per element; LLM tokens metered as AI use). `render: true` reads the pages of page, links and schema in Chromium with their scripts run, every request the page makes fetched by nube through the same address checks (a page cannot reach a private address through the browser), within the fetch time limit and four times its byte cap, nothing kept between pages. A unit that fails yields `{ requestedUrl | query, error }`. `limit` caps the entries of `data` (items, and units that failed). With `datasetId` the items are appended to that dataset as rows (the job reports `dataset: { added, rejected }`). Metered in queries (1 per page, sitemap or feed read, or search made); 402 when the balance is empty.
          */
         post: operations["web.extract"];
         delete?: never;
@@ -1724,6 +2268,37 @@ export interface components {
             /** @description The agent's own endpoint (WebSocket) */
             wsUrl: string | null;
         };
+        AuditEntry: {
+            /** @description The account; '' for a refused credential that named none */
+            accountId: string;
+            /** @description Its scheme: owner, agent, database, ... */
+            credential: string | null;
+            errorCode: string | null;
+            /** @description HMAC over the entry and the previous hash (`nube audit verify` checks the chain) */
+            hash: string;
+            id: string;
+            /** @description Id of the credential (key id, token id, console session id); never its secret */
+            keyId: string | null;
+            /** @description An owner key's name */
+            keyName: string | null;
+            method: string;
+            /** @description Operation id (`databases.query`), or `mcp` for a refused MCP connection */
+            operation: string;
+            requestId: string;
+            resourceId: string | null;
+            /** @description Position in the account's hash chain */
+            seq: number;
+            sourceIp: string | null;
+            /** @description HTTP status of the answer */
+            status: number;
+            /** @description ISO 8601 UTC timestamp */
+            time: string;
+            userAgent: string | null;
+            /** @enum {string} */
+            via: "rest" | "mcp";
+            /** @description null until workspaces exist */
+            workspaceId: string | null;
+        };
         /** @description Data: a daily copy of runspec.dataPaths (not the root filesystem) */
         Backup: {
             /**
@@ -1775,6 +2350,24 @@ export interface components {
              * @enum {string}
              */
             state: "running" | "exited";
+        };
+        /** @description One message to every conversation of a fleet agent */
+        Broadcast: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            failed: number;
+            finishedAt: string | null;
+            fleetAgentId: string;
+            id: string;
+            sent: number;
+            /**
+             * @description sent: every conversation was tried (see sent and failed)
+             * @enum {string}
+             */
+            status: "sending" | "sent";
+            text: string;
+            /** @description Conversations it is for (web conversations, and Telegram chats while a bot is connected) */
+            total: number;
         };
         /** @description Returned instead when the account has no active plan */
         Checkout: {
@@ -1836,6 +2429,56 @@ export interface components {
             name: string | null;
             /** @description The first characters of the token */
             preview: string;
+        };
+        /** @description Rows that web extractions and crawls append to */
+        Dataset: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description The database holding the rows (table `rows`, view `items`); it also answers /databases/{id}/query and libSQL */
+            databaseId: string;
+            description: string | null;
+            id: string;
+            name: string;
+            rowCount: number;
+            /** @description Given at creation, or inferred from the first rows appended; null while empty */
+            schema: components["schemas"]["DatasetSchema"] | null;
+            /** @description Rows are checked against a given schema (those that do not fit are rejected with why) */
+            schemaGiven: boolean;
+            /** @description ISO 8601 UTC timestamp */
+            updatedAt: string;
+        };
+        DatasetRow: {
+            /** @description ISO 8601 UTC timestamp */
+            addedAt: string;
+            data: {
+                [key: string]: unknown;
+            };
+            id: number;
+            url: string | null;
+        };
+        /** @description JSON Schema of a row: an object's top-level properties and their JSON types */
+        DatasetSchema: {
+            properties: {
+                [key: string]: {
+                    description?: string;
+                    type?: ("string" | "number" | "integer" | "boolean" | "object" | "array" | "null") | ("string" | "number" | "integer" | "boolean" | "object" | "array" | "null")[];
+                };
+            };
+            required?: string[];
+            /** @constant */
+            type: "object";
+        };
+        /** @description JSON Schema of a row: an object's top-level properties and their JSON types */
+        DatasetSchemaInput: {
+            properties: {
+                [key: string]: {
+                    description?: string;
+                    type?: ("string" | "number" | "integer" | "boolean" | "object" | "array" | "null") | ("string" | "number" | "integer" | "boolean" | "object" | "array" | "null")[];
+                };
+            };
+            required?: string[];
+            /** @constant */
+            type: "object";
         };
         /** @description A derived template snapshot (bootstrap already applied), identified by (key, hash) */
         DerivedTemplate: {
@@ -2021,6 +2664,30 @@ export interface components {
             /** @description Permanent CDN URL when access is public; null for private files */
             url: string | null;
         };
+        /** @description A video file's HLS renditions */
+        FileHls: {
+            /** @description Bytes of the playlists and segments (counted in your storage) */
+            bytes: number;
+            /** @description Why it failed, in words (not a video, unreadable...) */
+            error: string | null;
+            fileId: string;
+            /** @description The master playlist: a public file's stable URL, or a private file's signed URL that opens its playlists and segments for an hour */
+            playlistUrl: string | null;
+            playlistUrlExpiresAt: string | null;
+            /** @description 0..1 while processing */
+            progress: number;
+            renditions: {
+                bandwidth: number;
+                height: number;
+                name: string;
+                width: number;
+            }[];
+            /**
+             * @description requested: starts when the upload arrives
+             * @enum {string}
+             */
+            status: "none" | "requested" | "processing" | "ready" | "failed";
+        };
         /** @description An agent of the elastic multichannel fleet */
         FleetAgent: {
             /** @description Most boxes (sandboxes) the fleet agent grows to */
@@ -2089,6 +2756,40 @@ export interface components {
             /** @description The user message */
             text: string;
         };
+        /** @description A form on one of the owner's sites, with its submissions' count */
+        Form: {
+            /** @description When its first submission was accepted */
+            createdAt: string;
+            id: string;
+            lastSubmissionAt: string | null;
+            /** @description The `data-nube-form` name its pages declare */
+            name: string;
+            siteSlug: string;
+            siteUrl: string;
+            submissionCount: number;
+            /** @description The site whose pages declare it (the form outlives the site) */
+            websiteId: string;
+        };
+        /** @description One accepted submission of a form */
+        FormSubmission: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description Field values as sent (a name sent more than once: a list); `_gotcha` and `_redirect` are not kept */
+            fields: {
+                [key: string]: string | string[];
+            };
+            /** @description Uploaded files, stored as files of yours */
+            files: {
+                contentType: string;
+                field: string;
+                /** @description A private file of yours (GET /files/{fileId}) */
+                fileId: string;
+                name: string;
+                size: number;
+            }[];
+            formId: string;
+            id: string;
+        };
         LaunchInput: {
             /**
              * Format: uri
@@ -2136,8 +2837,25 @@ export interface components {
             /** @description Public HTTPS URL of the app */
             url: string | null;
         };
+        /** @description A payment taken through a payment link */
+        LinkPayment: {
+            amountCentavos: number;
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            currency: string;
+            /** @description The payer's email when the provider gave it */
+            email: string | null;
+            id: string;
+            linkId: string;
+            paidAt: string | null;
+            provider: string;
+            /** @description The provider's id of the checkout (a Stripe Checkout Session id) */
+            providerReference: string;
+        };
         /** @description Always-on hosting: a persistent sandbox billed monthly */
         Machine: {
+            /** @description The app under the supervisor, once one was started (null before, or while its node is away) */
+            app: components["schemas"]["MachineApp"] | null;
             /**
              * @description shared vCPU (default) or reserved cores
              * @enum {string}
@@ -2161,16 +2879,32 @@ export interface components {
             /** @description The always-on sandbox behind the machine */
             sandboxId: string;
             /**
-             * @description provisioning -> building (launch) -> running; stopped; failed (see lastError); lost: the node holding its box is down (lastError says since when)
+             * @description provisioning -> building (launch) -> starting -> running. With an app: starting (not answering yet), running (its port answers the health check), crashing (it keeps exiting: see app.lastExit and app.restarts), oom (the kernel killed it for memory), unhealthy (it runs but has not answered for NUBE_MACHINE_START_TIMEOUT_S), stopped. failed (see lastError); lost: the node holding its box is down (lastError says since when). lastError says in words what is wrong
              * @enum {string}
              */
-            status: "provisioning" | "building" | "running" | "stopped" | "failed" | "lost";
+            status: "provisioning" | "building" | "starting" | "running" | "crashing" | "oom" | "unhealthy" | "stopped" | "failed" | "lost";
             template: string | null;
             tier: string;
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             /** @description Public HTTPS URL of the app, once exposed */
             url: string | null;
+        };
+        /** @description What the machine's app is doing (the supervisor's count and the kernel's) */
+        MachineApp: {
+            lastExit: {
+                /** @description ISO 8601 UTC timestamp */
+                at: string;
+                /** @description Exit code (128 + the signal when a signal ended it: 137 is SIGKILL) */
+                code: number;
+                /** @description The kernel killed it for memory (the cgroup counted an OOM kill) */
+                oom: boolean;
+                signal: number | null;
+            } | null;
+            /** @description Processes the kernel killed for memory since the app was started */
+            oomKills: number;
+            /** @description Times the supervisor started the app again since the last restart, rollback or launch */
+            restarts: number;
         };
         /** @description A machine size with its monthly price in MXN */
         MachineTier: {
@@ -2196,7 +2930,37 @@ export interface components {
             /** @constant */
             ok: true;
         };
-        /** @description Result of one SQL statement (after Cloudflare D1 meta and libSQL Hrana StmtResult): columns, declared columnTypes (null for expressions), rows as arrays aligned with columns, rowsAffected, lastInsertRowid (decimal string, or null when nothing was written), rowsRead, rowsWritten, durationMs. Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> `{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities), BLOB -> `{ "base64": "..." }`. Arguments use the same encoding plus booleans (1/0); `{ "real": 3 }` forces REAL. */
+        /** @description A link that takes a payment in MXN */
+        PaymentLink: {
+            amountCentavos: number;
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @constant */
+            currency: "MXN";
+            description: string;
+            id: string;
+            /** @description Payments it takes before it closes; null: no limit */
+            maxPayments: number | null;
+            metadata: {
+                [key: string]: unknown;
+            };
+            paymentsCount: number;
+            /**
+             * @description Who takes the payment: Stripe Checkout, or nube's own page confirmed by the operator
+             * @enum {string}
+             */
+            provider: "stripe" | "builtin";
+            /** @description Where payers land after paying (hosted checkout); null: nube's thank-you page */
+            redirectUrl: string | null;
+            /**
+             * @description `completed` once it took maxPayments payments
+             * @enum {string}
+             */
+            status: "active" | "completed";
+            /** @description The page to hand to payers (`/pay/<token>`); opening it is the only credential needed to pay */
+            url: string;
+        };
+        /** @description Result of one SQL statement (after Cloudflare D1 meta and libSQL Hrana StmtResult): columns, declared columnTypes (null for expressions), rows as arrays aligned with columns, rowsAffected, lastInsertRowid (decimal string, or null when nothing was written), rowsRead, rowsWritten, durationMs. Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> `{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities, `{ "real": "-0" }` for -0), BLOB -> `{ "base64": "..." }`. Arguments use the same encoding plus booleans (1/0); `{ "real": 3 }` forces REAL, stored bit for bit. */
         QueryResult: {
             columns: string[];
             columnTypes: (string | null)[];
@@ -2205,7 +2969,7 @@ export interface components {
             rows: (null | number | string | {
                 integer: string;
             } | {
-                real: ("Infinity" | "-Infinity") | number;
+                real: ("Infinity" | "-Infinity" | "-0") | number;
             } | {
                 base64: string;
             })[][];
@@ -2292,6 +3056,8 @@ export interface components {
             }[];
         };
         SandboxCreateInput: {
+            /** @description Writable disk in MiB (files, packages, logs of /bg processes); default and most: the plan's (Byte 2048, Mega 10240, Tera 51200). A write past it fails inside the sandbox (ENOSPC or EDQUOT); the sandbox keeps running */
+            diskMB?: number;
             /** @description Environment for every command in the sandbox */
             env?: {
                 [key: string]: string;
@@ -2320,6 +3086,19 @@ export interface components {
              * @default 300
              */
             timeoutSeconds?: number;
+            /** @description Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts */
+            volumes?: components["schemas"]["SandboxVolumeMountInput"][];
+        };
+        SandboxVolumeMountInput: {
+            /** @description Where the volume appears inside the sandbox (absolute; not in /proc, /sys, /dev or /.nube) */
+            path: string;
+            /**
+             * @description Mount read-only (any number of sandboxes may)
+             * @default false
+             */
+            readOnly?: boolean;
+            /** @description Volume id */
+            volumeId: string;
         };
         SearchResult: {
             /** @description Snippet of the page, as the engine gave it */
@@ -2376,6 +3155,101 @@ export interface components {
             percent: number;
             /** @description Build step (`downloading and installing packages`, ...) */
             step: string;
+        };
+        /** @description A sandbox template of your own, built from an OCI image or a Dockerfile */
+        Template: {
+            builtAt: string | null;
+            cpuCount: number | null;
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description Manifest digest of the linux/amd64 image built from */
+            digest: string | null;
+            /** @description The Dockerfile built from; null for an image */
+            dockerfile: string | null;
+            env: {
+                [key: string]: string;
+            };
+            /** @description Why the build failed, in words */
+            error: string | null;
+            /** @description ImageNotFound, AuthRefused, RegistryRefused, RegistryUnreachable, RegistryError, DigestMismatch, UnsupportedImage, LayerRefused, TooLarge, Canceled, BuildFailed; for a Dockerfile also StepFailed (with the step, line, exit code and last lines), BadDockerfile, BaseNotReady, BadContext, ContextMissing, ContextUnreachable */
+            errorCode: string | null;
+            /** @description The image reference, normalized (`docker.io/library/python:3.12-slim`); null for a Dockerfile */
+            fromImage: string | null;
+            id: string;
+            /** @description The image's own settings; its Env is every sandbox's environment (under `env` and the create's) */
+            imageConfig: {
+                cmd: string[] | null;
+                entrypoint: string[] | null;
+                env: string[];
+                exposedPorts: string[];
+                user: string | null;
+                workdir: string | null;
+            } | null;
+            layers: components["schemas"]["TemplateLayer"][];
+            memoryMB: number | null;
+            /** @description Name to start sandboxes, machines and E2B sandboxes from (`template: <name>`) */
+            name: string;
+            /** @description queued, resolving, pulling, unpacking, building (a Dockerfile's steps), done, failed, canceled */
+            phase: string;
+            /** @description Layers pulled of all, bytes fetched (a cached layer counts as fetched); unpacking is the last 20 % */
+            progress: {
+                bytesDone: number;
+                bytesTotal: number;
+                layersDone: number;
+                layersTotal: number;
+                percent: number;
+                /** @description A Dockerfile's steps run or found cached */
+                stepsDone?: number;
+                stepsTotal?: number;
+            };
+            readyCmd: string | null;
+            /** @description Bytes of file content unpacked */
+            sizeBytes: number;
+            startCmd: string | null;
+            /** @enum {string} */
+            status: "building" | "ready" | "failed" | "canceled";
+            /** @description ISO 8601 UTC timestamp */
+            updatedAt: string;
+            workdir: string | null;
+        };
+        TemplateLayer: {
+            digest: string;
+            mediaType: string;
+            size: number;
+        };
+        /** @description A quota-limited directory on a node that outlives sandboxes */
+        Volume: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description Volume id (`volumeId` in paths and in a sandbox's `volumes`) */
+            id: string;
+            /** @description Sandboxes that mount it now */
+            mounts: {
+                path: string;
+                readOnly: boolean;
+                sandboxId: string;
+            }[];
+            name: string;
+            /** @description The node whose store holds it: sandboxes that mount it are placed there */
+            nodeId: string | null;
+            sizeBytes: number;
+            /** @description Its limit in GiB: a write past it fails inside the sandbox (EDQUOT or ENOSPC) */
+            sizeGB: number;
+            /** @description The volume or snapshot it was copied from, or null */
+            sourceId: string | null;
+            /** @description Bytes it holds now (GET of one volume); null in lists */
+            usedBytes: number | null;
+        };
+        /** @description A read-only copy-on-write copy of a volume */
+        VolumeSnapshot: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description Snapshot id (`fromSnapshotId` of a new volume) */
+            id: string;
+            nodeId: string | null;
+            /** @description The volume's limit when it was taken (a copy's default size) */
+            sizeBytes: number;
+            volumeId: string;
         };
         /** @description A subscription to events, delivered signed with HMAC-SHA256 */
         Webhook: {
@@ -2461,6 +3335,8 @@ export interface components {
             createdAt: string;
             documentId: string | null;
             fileCount: number;
+            /** @description Form names its pages declare (`<form data-nube-form="name">`); they take submissions at `/f/<name>` */
+            forms: string[];
             id: string;
             name: string;
             /** @description The site answers at `<slug>.<sites host>` */
@@ -2804,6 +3680,92 @@ export interface operations {
             };
         };
     };
+    "account.audit": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description ndjson: every matching entry, one a line (default json: a page) */
+                format?: "json" | "ndjson";
+                keyId?: string;
+                /** @description Entries per page, 1-200 (default 50) */
+                limit?: number;
+                /** @description Operation id, e.g. `databases.query` */
+                operation?: string;
+                resourceId?: string;
+                /** @description Entries at or after this time */
+                since?: string;
+                /** @description Entries before this time */
+                until?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["AuditEntry"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "account.keys.list": {
         parameters: {
             query?: never;
@@ -2821,13 +3783,24 @@ export interface operations {
                 content: {
                     "application/json": {
                         items: {
+                            allowedIps: string[] | null;
+                            caps: {
+                                aiCredits?: number;
+                                webQueries?: number;
+                            } | null;
                             /** @description ISO 8601 UTC timestamp */
                             createdAt: string;
+                            expiresAt: string | null;
+                            /** @description `agent:<id>` or `machine:<id>` for keys nube minted for a box */
+                            holder: string | null;
                             id: string;
                             name: string;
                             /** @description First characters of the key */
                             preview: string;
+                            resourceIds: string[] | null;
                             revokedAt: string | null;
+                            /** @description Null for a full owner key */
+                            scopes: string[] | null;
                         }[];
                     };
                 };
@@ -2889,8 +3862,38 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
+                    /** @description Source addresses (IPv4/IPv6, or IPv4 CIDR) the key is accepted from */
+                    allowedIps?: (string)[];
+                    /** @description Monthly spending limits of this key; past one, 402 KeyCapReached */
+                    caps?: {
+                        /** @description AI credits (web queries included) this key may spend per month */
+                        aiCredits?: number;
+                        /** @description Not metered per key yet: 501 */
+                        llmTokens?: number;
+                        /** @description Not metered yet: 501 */
+                        sandboxCpuSeconds?: number;
+                        /** @description Web queries this key may make per month */
+                        webQueries?: number;
+                    };
+                    /**
+                     * Format: date-time
+                     * @description After this time the key is refused (401 KeyExpired)
+                     */
+                    expiresAt?: string;
+                    /**
+                     * @description `nube` (nube_sk_live_...) or `e2b` (e2b_<hex>)
+                     * @default nube
+                     * @enum {string}
+                     */
+                    format?: "nube" | "e2b";
                     /** @default api */
                     name?: string;
+                    /** @description Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account) */
+                    resourceIds?: string[];
+                    /** @description `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query` */
+                    scopes?: string[];
+                    /** @description Not implemented yet (workspaces are not built): 501 */
+                    workspaceIds?: string[];
                 };
             };
         };
@@ -2902,18 +3905,29 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        allowedIps: string[] | null;
+                        caps: {
+                            aiCredits?: number;
+                            webQueries?: number;
+                        } | null;
                         /** @description ISO 8601 UTC timestamp */
                         createdAt: string;
+                        expiresAt: string | null;
+                        /** @description `agent:<id>` or `machine:<id>` for keys nube minted for a box */
+                        holder: string | null;
                         id: string;
                         name: string;
                         /** @description First characters of the key */
                         preview: string;
+                        resourceIds: string[] | null;
                         revokedAt: string | null;
+                        /** @description Null for a full owner key */
+                        scopes: string[] | null;
                         secret: string;
                     };
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description UnknownScope: A scope names no area or operation; the answer lists the valid ones */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2924,6 +3938,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description KeyScopeTooWide: A scoped key asked for more than it has */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2960,6 +3983,15 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotImplemented: workspaceIds (workspaces are not built), llmTokens and sandboxCpuSeconds caps */
+            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3312,6 +4344,33 @@ export interface operations {
                         url: string;
                     })[];
                     name?: string;
+                    /** @description nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted */
+                    nubeKey?: {
+                        /** @description Source addresses (IPv4/IPv6, or IPv4 CIDR) the key is accepted from */
+                        allowedIps?: (string)[];
+                        /** @description Monthly spending limits of this key; past one, 402 KeyCapReached */
+                        caps?: {
+                            /** @description AI credits (web queries included) this key may spend per month */
+                            aiCredits?: number;
+                            /** @description Not metered per key yet: 501 */
+                            llmTokens?: number;
+                            /** @description Not metered yet: 501 */
+                            sandboxCpuSeconds?: number;
+                            /** @description Web queries this key may make per month */
+                            webQueries?: number;
+                        };
+                        /**
+                         * Format: date-time
+                         * @description After this time the key is refused (401 KeyExpired)
+                         */
+                        expiresAt?: string;
+                        /** @description Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account) */
+                        resourceIds?: string[];
+                        /** @description `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query` */
+                        scopes: string[];
+                        /** @description Not implemented yet (workspaces are not built): 501 */
+                        workspaceIds?: string[];
+                    };
                     /** @description Files written into the workspace before start */
                     seedFiles?: {
                         contentBase64: string;
@@ -3564,8 +4623,10 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description The message */
+                    /** @description The message (at most 65536 characters) */
                     content: string;
+                    /** @description Session to continue (from a previous `done`); default: the owner's default session, or for an embed token a new one */
+                    session?: string;
                 };
             };
         };
@@ -3727,7 +4788,7 @@ export interface operations {
                     reset?: boolean;
                     /** @description Session to continue (from a previous answer) */
                     session?: string;
-                    /** @description The message */
+                    /** @description The message (at most 65536 characters) */
                     text: string;
                 };
             };
@@ -4309,14 +5370,14 @@ export interface operations {
                     args?: ((null | number | string | {
                         integer: string;
                     } | {
-                        real: ("Infinity" | "-Infinity") | number;
+                        real: ("Infinity" | "-Infinity" | "-0") | number;
                     } | {
                         base64: string;
                     }) | boolean)[] | {
                         [key: string]: (null | number | string | {
                             integer: string;
                         } | {
-                            real: ("Infinity" | "-Infinity") | number;
+                            real: ("Infinity" | "-Infinity" | "-0") | number;
                         } | {
                             base64: string;
                         }) | boolean;
@@ -4327,14 +5388,14 @@ export interface operations {
                         args?: ((null | number | string | {
                             integer: string;
                         } | {
-                            real: ("Infinity" | "-Infinity") | number;
+                            real: ("Infinity" | "-Infinity" | "-0") | number;
                         } | {
                             base64: string;
                         }) | boolean)[] | {
                             [key: string]: (null | number | string | {
                                 integer: string;
                             } | {
-                                real: ("Infinity" | "-Infinity") | number;
+                                real: ("Infinity" | "-Infinity" | "-0") | number;
                             } | {
                                 base64: string;
                             }) | boolean;
@@ -4348,7 +5409,7 @@ export interface operations {
                     rows: ((null | number | string | {
                         integer: string;
                     } | {
-                        real: ("Infinity" | "-Infinity") | number;
+                        real: ("Infinity" | "-Infinity" | "-0") | number;
                     } | {
                         base64: string;
                     }) | boolean)[][];
@@ -4697,6 +5758,568 @@ export interface operations {
             };
         };
     };
+    "datasets.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Dataset"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "datasets.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    /** @description Letters, digits and hyphens, max 56; unique per account */
+                    name: string;
+                    schema?: components["schemas"]["DatasetSchemaInput"];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dataset"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanLimitReached: The plan's database allowance is used up (a dataset is a database) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NameTaken: A dataset (or database) with this name exists */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "datasets.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                datasetId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dataset"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "datasets.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                datasetId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "datasets.export": {
+        parameters: {
+            query?: {
+                /** @description csv or ndjson (default) */
+                format?: "csv" | "ndjson";
+            };
+            header?: never;
+            path: {
+                datasetId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                    "text/csv": string;
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "datasets.query": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                datasetId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    args?: ((null | number | string | {
+                        integer: string;
+                    } | {
+                        real: ("Infinity" | "-Infinity" | "-0") | number;
+                    } | {
+                        base64: string;
+                    }) | boolean)[] | {
+                        [key: string]: (null | number | string | {
+                            integer: string;
+                        } | {
+                            real: ("Infinity" | "-Infinity" | "-0") | number;
+                        } | {
+                            base64: string;
+                        }) | boolean;
+                    };
+                    sql: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        columns: string[];
+                        columnTypes: (string | null)[];
+                        durationMs: number;
+                        lastInsertRowid: string | null;
+                        rows: (null | number | string | {
+                            integer: string;
+                        } | {
+                            real: ("Infinity" | "-Infinity" | "-0") | number;
+                        } | {
+                            base64: string;
+                        })[][];
+                        rowsAffected: number;
+                        rowsRead: number;
+                        rowsWritten: number;
+                    };
+                };
+            };
+            /** @description ReadOnly: Not one statement that reads */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "datasets.rows": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description Items per page, 1-100 (default 20) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                datasetId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["DatasetRow"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "documents.list": {
         parameters: {
             query?: never;
@@ -4798,6 +6421,28 @@ export interface operations {
                         body?: string;
                         /** @description Alias of body */
                         content?: string;
+                        /** @description A form visitors of the deployed site can send (see GET /forms) */
+                        form?: {
+                            fields: {
+                                /** @description Shown to visitors (default the name) */
+                                label?: string;
+                                /** @description The field name submissions carry */
+                                name: string;
+                                /** @description The choices of a select */
+                                options?: string[];
+                                placeholder?: string;
+                                required?: boolean;
+                                /**
+                                 * @description Default text
+                                 * @enum {string}
+                                 */
+                                type?: "text" | "email" | "textarea" | "number" | "checkbox" | "select";
+                            }[];
+                            /** @description The form name (`GET /forms`) */
+                            name: string;
+                            /** @description The button (default Send) */
+                            submitLabel?: string;
+                        };
                         /**
                          * @description How body is written (default markdown)
                          * @enum {string}
@@ -4819,6 +6464,11 @@ export interface operations {
                              */
                             url?: string;
                         }[];
+                        /**
+                         * @description `form`: the page shows `form` after its body
+                         * @enum {string}
+                         */
+                        kind?: "page" | "form";
                         /** @description Alias of heading */
                         title?: string;
                     } & {
@@ -5079,6 +6729,28 @@ export interface operations {
                         body?: string;
                         /** @description Alias of body */
                         content?: string;
+                        /** @description A form visitors of the deployed site can send (see GET /forms) */
+                        form?: {
+                            fields: {
+                                /** @description Shown to visitors (default the name) */
+                                label?: string;
+                                /** @description The field name submissions carry */
+                                name: string;
+                                /** @description The choices of a select */
+                                options?: string[];
+                                placeholder?: string;
+                                required?: boolean;
+                                /**
+                                 * @description Default text
+                                 * @enum {string}
+                                 */
+                                type?: "text" | "email" | "textarea" | "number" | "checkbox" | "select";
+                            }[];
+                            /** @description The form name (`GET /forms`) */
+                            name: string;
+                            /** @description The button (default Send) */
+                            submitLabel?: string;
+                        };
                         /**
                          * @description How body is written (default markdown)
                          * @enum {string}
@@ -5100,6 +6772,11 @@ export interface operations {
                              */
                             url?: string;
                         }[];
+                        /**
+                         * @description `form`: the page shows `form` after its body
+                         * @enum {string}
+                         */
+                        kind?: "page" | "form";
                         /** @description Alias of heading */
                         title?: string;
                     } & {
@@ -6062,6 +7739,8 @@ export interface operations {
                     contentType: string;
                     /** @description File name */
                     fileName: string;
+                    /** @description Make HLS renditions once the bytes arrive (a video; Mega and Tera): see GET /files/{fileId}/hls */
+                    hls?: boolean;
                     /** @description Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON) */
                     metadata?: {
                         [key: string]: unknown;
@@ -6111,7 +7790,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Insufficient plan: the plan's storage allowance is used up */
+            /** @description Insufficient plan: the plan's storage allowance is used up; PlanUpgradeRequired: `hls: true` on a plan without HLS streaming (Byte) */
             402: {
                 headers: {
                     [name: string]: unknown;
@@ -6472,6 +8151,225 @@ export interface operations {
             };
             /** @description The body is not sent as application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "files.hlsGet": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fileId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileHls"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "files.hls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fileId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileHls"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanUpgradeRequired: HLS streaming is included in the Mega and Tera plans */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description FileDeleted: The file is in the trash */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "files.hlsDelete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fileId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7025,6 +8923,320 @@ export interface operations {
             };
         };
     };
+    "fleet.broadcasts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Broadcast"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.broadcast": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The message */
+                    text: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Broadcast"];
+                };
+            };
+            /** @description NoRecipients: No conversation on the fleet agent's channels yet */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.broadcastGet": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                broadcastId: string;
+                fleetAgentId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Broadcast"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "fleet.conversationMessages": {
+        parameters: {
+            query?: {
+                /** @description Items, 1-200 (default 50) */
+                limit?: number;
+                /** @description Cursor from a previous answer */
+                since?: string;
+            };
+            header?: never;
+            path: {
+                fleetAgentId: string;
+                groupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Store it and send it as `since` */
+                        cursor: string | null;
+                        /** @description True: reload the whole thread */
+                        gap: boolean;
+                        /** @enum {string} */
+                        gapReason?: "cursor_too_old" | "context_reset";
+                        hasMore: boolean;
+                        items: {
+                            /** @description ISO 8601 UTC timestamp */
+                            createdAt: string;
+                            /** @description Cursor of this item */
+                            cursor: string;
+                            id: string;
+                            /** @enum {string} */
+                            role: "user" | "assistant" | "tool";
+                            text: string;
+                            turnId: string | null;
+                        }[];
+                        /** @description When the context was reset (gapReason context_reset) */
+                        resetAt?: string;
+                    };
+                };
+            };
+            /** @description InvalidCursor: since is not a cursor of this conversation */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "fleet.message": {
         parameters: {
             query?: never;
@@ -7299,6 +9511,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description CredentialNotAllowed: A token reading a conversation not on the web channel, or a public key another conversation */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8232,6 +10453,360 @@ export interface operations {
             };
         };
     };
+    "forms.list": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description Items per page, 1-100 (default 20) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["Form"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "forms.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Form"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "forms.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "forms.submissions.list": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description Items per page, 1-100 (default 20) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                formId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["FormSubmission"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "forms.submissions.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formId: string;
+                submissionId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "images.crop": {
         parameters: {
             query?: never;
@@ -8267,7 +10842,7 @@ export interface operations {
                     "application/json": components["schemas"]["File"];
                 };
             };
-            /** @description NotAnImage: The file is not an image format that can be decoded */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; NotAnImage: The file is not an image format that can be decoded; ImageTooLarge: Over 100 MB, or over 100 megapixels */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8359,7 +10934,7 @@ export interface operations {
                     "application/json": components["schemas"]["File"];
                 };
             };
-            /** @description NotAnImage: The file is not an image format that can be decoded */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; NotAnImage: The file is not an image format that can be decoded; ImageTooLarge: Over 100 MB, or over 100 megapixels */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8461,7 +11036,7 @@ export interface operations {
                     "application/json": components["schemas"]["File"];
                 };
             };
-            /** @description NotAnImage: The file is not an image format that can be decoded */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; NotAnImage: The file is not an image format that can be decoded; ImageTooLarge: Over 100 MB, or over 100 megapixels */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8563,7 +11138,7 @@ export interface operations {
                     "application/json": components["schemas"]["File"];
                 };
             };
-            /** @description NotAnImage: The file is not an image format that can be decoded */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; NotAnImage: The file is not an image format that can be decoded; ImageTooLarge: Over 100 MB, or over 100 megapixels */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8659,7 +11234,7 @@ export interface operations {
                     "application/json": components["schemas"]["File"];
                 };
             };
-            /** @description NotAnImage: The file is not an image format that can be decoded */
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; NotAnImage: The file is not an image format that can be decoded; ImageTooLarge: Over 100 MB, or over 100 megapixels */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8816,6 +11391,33 @@ export interface operations {
                     fromSandboxId?: string;
                     /** @description Display name, max 64 */
                     name?: string;
+                    /** @description nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox's environment and the app's secrets), and revokes it when the machine is deleted */
+                    nubeKey?: {
+                        /** @description Source addresses (IPv4/IPv6, or IPv4 CIDR) the key is accepted from */
+                        allowedIps?: (string)[];
+                        /** @description Monthly spending limits of this key; past one, 402 KeyCapReached */
+                        caps?: {
+                            /** @description AI credits (web queries included) this key may spend per month */
+                            aiCredits?: number;
+                            /** @description Not metered per key yet: 501 */
+                            llmTokens?: number;
+                            /** @description Not metered yet: 501 */
+                            sandboxCpuSeconds?: number;
+                            /** @description Web queries this key may make per month */
+                            webQueries?: number;
+                        };
+                        /**
+                         * Format: date-time
+                         * @description After this time the key is refused (401 KeyExpired)
+                         */
+                        expiresAt?: string;
+                        /** @description Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account) */
+                        resourceIds?: string[];
+                        /** @description `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query` */
+                        scopes: string[];
+                        /** @description Not implemented yet (workspaces are not built): 501 */
+                        workspaceIds?: string[];
+                    };
                     /** @description Sandbox template (default `base`) */
                     template?: string;
                     /** @description Tier name from GET /machines/tiers */
@@ -9415,6 +12017,8 @@ export interface operations {
                         ok: true;
                         /** @description ISO 8601 UTC timestamp */
                         restartedAt: string;
+                        /** @description How long after the restart the app answered its health check */
+                        servingAfterMs: number;
                     };
                 };
             };
@@ -9438,6 +12042,15 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description AppCrashing: The app ended twice after the restart without serving; AppOutOfMemory: The kernel killed the app for memory (its tier is too small for it); AppNotServing: The app did not answer on its port in time; RestartSuperseded: Another restart (or a launch) started the app again while this one waited */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9949,6 +12562,388 @@ export interface operations {
             };
         };
     };
+    "paymentLinks.list": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description Items per page, 1-100 (default 20) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["PaymentLink"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "paymentLinks.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Amount in centavos, MXN 10.00 to 999,999.99 */
+                    amountCentavos: number;
+                    /**
+                     * @default MXN
+                     * @constant
+                     */
+                    currency?: "MXN";
+                    /** @description What is paid for; shown to the payer */
+                    description: string;
+                    /** @description Payments it takes (default 1); null: no limit */
+                    maxPayments?: number | null;
+                    /** @description Yours; comes back on the link and in payment.paid */
+                    metadata?: {
+                        [key: string]: unknown;
+                    };
+                    /** @description Where payers land after paying */
+                    redirectUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentLink"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "paymentLinks.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                linkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentLink"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "paymentLinks.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                linkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "paymentLinks.payments": {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from a previous page */
+                cursor?: string;
+                /** @description Items per page, 1-100 (default 20) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                linkId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hasMore: boolean;
+                        items: components["schemas"]["LinkPayment"][];
+                        /** @description Pass as `cursor` for the next page; null on the last page */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "sandboxes.list": {
         parameters: {
             query?: never;
@@ -10083,7 +13078,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description More than 10 sandbox creations in a minute */
+            /** @description More sandbox creations in a minute than allowed (10 by default) */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -11589,6 +14584,1184 @@ export interface operations {
             };
         };
     };
+    "templates.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        templates: components["schemas"]["Template"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The build context, a .tar or .tar.gz: the id of one of your files, or an http(s) URL nube fetches */
+                    context?: string;
+                    /** @description CPUs of its sandboxes (default 1) */
+                    cpuCount?: number;
+                    /** @description Not available yet: 501 */
+                    diskMB?: number;
+                    /** @description A Dockerfile: FROM (an image, or one of your templates), RUN, COPY/ADD (from the context; --chown, --chmod; ADD unpacks a local .tar/.tar.gz), ENV, ARG, WORKDIR, USER, EXPOSE, CMD/ENTRYPOINT (the start command), LABEL. Other instructions, multi-stage builds and heredocs answer 400 naming the line */
+                    dockerfile?: string;
+                    /** @description Environment over the image's own */
+                    env?: {
+                        [key: string]: string;
+                    };
+                    /** @description Image reference: `python:3.12-slim`, `ghcr.io/org/img:tag`, `registry.lan:5000/img@sha256:...` (or give `dockerfile`) */
+                    fromImage?: string;
+                    /** @description Memory of its sandboxes, MB (default 1024) */
+                    memoryMB?: number;
+                    /** @description Unique among your templates */
+                    name: string;
+                    /** @description Run after startCmd until it exits 0 (at most 60 s): the create answers once it has */
+                    readyCmd?: string;
+                    /** @description Credentials for a private repository (Basic, or the registry token flow); kept sealed */
+                    registryAuth?: {
+                        password: string;
+                        username: string;
+                    };
+                    /** @description Started in the background at every start of a sandbox of it (a Dockerfile's CMD/ENTRYPOINT when not given) */
+                    startCmd?: string;
+                    /** @description Not available yet: 501 */
+                    user?: string;
+                    /** @description Where commands run when they name no cwd (a Dockerfile's WORKDIR when not given) */
+                    workdir?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description TemplateExists: You already have a template by that name */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotImplemented: diskMB and user are not built yet */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description TemplateInUse: Sandboxes or snapshots use it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates.buildLogs": {
+        parameters: {
+            query?: {
+                /** @description Lines after this seq only */
+                after?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates.cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description InvalidState: The template is not building */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "templates.rebuild": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The build context, a .tar or .tar.gz: the id of one of your files, or an http(s) URL nube fetches */
+                    context?: string;
+                    /** @description A Dockerfile: FROM (an image, or one of your templates), RUN, COPY/ADD (from the context; --chown, --chmod; ADD unpacks a local .tar/.tar.gz), ENV, ARG, WORKDIR, USER, EXPOSE, CMD/ENTRYPOINT (the start command), LABEL. Other instructions, multi-stage builds and heredocs answer 400 naming the line */
+                    dockerfile?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description InvalidState: The template is already building */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.deleteSnapshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                snapshotId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Volume"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Copy this volume snapshot */
+                    fromSnapshotId?: string;
+                    /** @description Copy this volume (it may be mounted) */
+                    fromVolumeId?: string;
+                    name: string;
+                    /** @description Limit in GiB (1-4096); required for an empty volume */
+                    sizeGB?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            /** @description VolumeTooSmall: sizeGB below what the source holds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotImplemented: the sandbox driver keeps no volumes */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store has no disk quotas */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description VolumeInUse: a sandbox mounts it (details.sandboxes) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description New limit in GiB */
+                    sizeGB: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            /** @description VolumeTooSmall: below the bytes it holds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.snapshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeSnapshot"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["VolumeSnapshot"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "web.crawl": {
         parameters: {
             query?: never;
@@ -11601,6 +15774,8 @@ export interface operations {
                 "application/json": {
                     /** @description ISO 3166-1 alpha-2 country to search or fetch from (`mx`, `us`, ...) */
                     country?: string;
+                    /** @description Dataset to append the pages to, one row each */
+                    datasetId?: string;
                     /**
                      * @description Pages to crawl, 1-50 (default 10)
                      * @default 10
@@ -11624,6 +15799,16 @@ export interface operations {
                     "application/json": {
                         /** @description Pages returned */
                         count: number;
+                        /** @description When datasetId was given: rows appended and rejected */
+                        dataset?: {
+                            added: number;
+                            id: string;
+                            rejected: number;
+                            rejections: {
+                                index: number;
+                                reason: string;
+                            }[];
+                        };
                         pages: components["schemas"]["CrawledPage"][];
                         /** @description Balance left after the call; null if unmetered */
                         queriesRemaining: number | null;
@@ -11730,7 +15915,15 @@ export interface operations {
                     input: unknown;
                     /** @description Maximum items to extract */
                     limit?: number;
-                    /** @description Extractor to use (for example a site-specific scraper) */
+                    /** @description Source schema: what to tell the LLM besides the schema */
+                    prompt?: string;
+                    /** @description Read pages in Chromium with their scripts run (sources page, links, schema); every request the page makes goes through the same address checks */
+                    render?: boolean;
+                    /** @description Source schema: the JSON Schema an LLM fills from each page (required there, refused elsewhere) */
+                    schema?: {
+                        [key: string]: unknown;
+                    };
+                    /** @description page (default), links, sitemap, feed, search or schema */
                     source?: string;
                 };
             };
@@ -11752,7 +15945,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description UnknownSource: source is not one nube has (sources: page) */
+            /** @description UnknownSource: source is not one nube has (page, links, sitemap, feed, search) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11779,7 +15972,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Resource absent (another owner's resource is also a 404) */
+            /** @description NotFound: datasetId names no dataset of yours */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -11815,8 +16008,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description NotImplemented: datasetId: datasets are not implemented yet */
-            501: {
+            /** @description SearchNotConfigured: source search without a search engine configured; LlmNotConfigured: source schema without an LLM (NUBE_LLM_BASE_URL or the account's AI key) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -11848,10 +16041,22 @@ export interface operations {
                         createdAt: string;
                         /** @description Extracted items, one per URL in order; present when completed */
                         data?: unknown;
+                        /** @description The dataset the rows went to, when the job named one (counts once completed) */
+                        dataset?: {
+                            /** @description Rows appended */
+                            added?: number;
+                            id: string;
+                            /** @description Rows that did not fit the dataset's schema */
+                            rejected?: number;
+                            rejections?: {
+                                index: number;
+                                reason: string;
+                            }[];
+                        };
                         /** @description Why the job failed, or null */
                         error: string | null;
                         finishedAt: string | null;
-                        /** @description Pages read, when finished */
+                        /** @description Queries used (pages, sitemaps or feeds read; searches made), when finished */
                         itemCount: number | null;
                         jobId: string;
                         /**

@@ -40,6 +40,18 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['account', 'aiKey', 'set'],
   },
+  'account.audit': {
+    method: 'GET',
+    path: '/api/v2/account/audit',
+    pathParams: [],
+    query: ['since', 'until', 'operation', 'keyId', 'resourceId', 'limit', 'cursor', 'format'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['account', 'audit'],
+  },
   'account.get': {
     method: 'GET',
     path: '/api/v2/account',
@@ -316,6 +328,90 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['databases', 'tokens', 'revoke'],
   },
+  'datasets.create': {
+    method: 'POST',
+    path: '/api/v2/datasets',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['datasets', 'create'],
+  },
+  'datasets.delete': {
+    method: 'DELETE',
+    path: '/api/v2/datasets/{datasetId}',
+    pathParams: ['datasetId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['datasets', 'delete'],
+  },
+  'datasets.export': {
+    method: 'GET',
+    path: '/api/v2/datasets/{datasetId}/export',
+    pathParams: ['datasetId'],
+    query: ['format'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/x-ndjson',
+    implemented: true,
+    ns: ['datasets', 'export'],
+  },
+  'datasets.get': {
+    method: 'GET',
+    path: '/api/v2/datasets/{datasetId}',
+    pathParams: ['datasetId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['datasets', 'get'],
+  },
+  'datasets.list': {
+    method: 'GET',
+    path: '/api/v2/datasets',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['datasets', 'list'],
+  },
+  'datasets.query': {
+    method: 'POST',
+    path: '/api/v2/datasets/{datasetId}/query',
+    pathParams: ['datasetId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['datasets', 'query'],
+  },
+  'datasets.rows': {
+    method: 'GET',
+    path: '/api/v2/datasets/{datasetId}/rows',
+    pathParams: ['datasetId'],
+    query: ['limit', 'cursor'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['datasets', 'rows'],
+  },
   'documents.create': {
     method: 'POST',
     path: '/api/v2/documents',
@@ -544,6 +640,42 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['files', 'get'],
   },
+  'files.hls': {
+    method: 'POST',
+    path: '/api/v2/files/{fileId}/hls',
+    pathParams: ['fileId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['files', 'hls'],
+  },
+  'files.hlsDelete': {
+    method: 'DELETE',
+    path: '/api/v2/files/{fileId}/hls',
+    pathParams: ['fileId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['files', 'hlsDelete'],
+  },
+  'files.hlsGet': {
+    method: 'GET',
+    path: '/api/v2/files/{fileId}/hls',
+    pathParams: ['fileId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['files', 'hlsGet'],
+  },
   'files.list': {
     method: 'GET',
     path: '/api/v2/files',
@@ -591,6 +723,42 @@ export const OPERATIONS = {
     contentType: 'application/json',
     implemented: true,
     ns: ['files', 'update'],
+  },
+  'fleet.broadcast': {
+    method: 'POST',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/broadcasts',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'broadcast'],
+  },
+  'fleet.broadcastGet': {
+    method: 'GET',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/broadcasts/{broadcastId}',
+    pathParams: ['fleetAgentId', 'broadcastId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'broadcastGet'],
+  },
+  'fleet.broadcasts': {
+    method: 'GET',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/broadcasts',
+    pathParams: ['fleetAgentId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'broadcasts'],
   },
   'fleet.clientCredentials.create': {
     method: 'POST',
@@ -687,6 +855,18 @@ export const OPERATIONS = {
     contentType: 'application/json',
     implemented: true,
     ns: ['fleet', 'configGroups', 'update'],
+  },
+  'fleet.conversationMessages': {
+    method: 'GET',
+    path: '/api/v2/fleet-agents/{fleetAgentId}/conversations/{groupId}/messages',
+    pathParams: ['fleetAgentId', 'groupId'],
+    query: ['since', 'limit'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['fleet', 'conversationMessages'],
   },
   'fleet.create': {
     method: 'POST',
@@ -819,6 +999,66 @@ export const OPERATIONS = {
     contentType: 'application/json',
     implemented: true,
     ns: ['fleet', 'update'],
+  },
+  'forms.delete': {
+    method: 'DELETE',
+    path: '/api/v2/forms/{formId}',
+    pathParams: ['formId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['forms', 'delete'],
+  },
+  'forms.get': {
+    method: 'GET',
+    path: '/api/v2/forms/{formId}',
+    pathParams: ['formId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['forms', 'get'],
+  },
+  'forms.list': {
+    method: 'GET',
+    path: '/api/v2/forms',
+    pathParams: [],
+    query: ['limit', 'cursor'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['forms', 'list'],
+  },
+  'forms.submissions.delete': {
+    method: 'DELETE',
+    path: '/api/v2/forms/{formId}/submissions/{submissionId}',
+    pathParams: ['formId', 'submissionId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['forms', 'submissions', 'delete'],
+  },
+  'forms.submissions.list': {
+    method: 'GET',
+    path: '/api/v2/forms/{formId}/submissions',
+    pathParams: ['formId'],
+    query: ['limit', 'cursor'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['forms', 'submissions', 'list'],
   },
   'images.crop': {
     method: 'POST',
@@ -1072,6 +1312,66 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['machines', 'tiers'],
   },
+  'paymentLinks.create': {
+    method: 'POST',
+    path: '/api/v2/payment-links',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['paymentLinks', 'create'],
+  },
+  'paymentLinks.delete': {
+    method: 'DELETE',
+    path: '/api/v2/payment-links/{linkId}',
+    pathParams: ['linkId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['paymentLinks', 'delete'],
+  },
+  'paymentLinks.get': {
+    method: 'GET',
+    path: '/api/v2/payment-links/{linkId}',
+    pathParams: ['linkId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['paymentLinks', 'get'],
+  },
+  'paymentLinks.list': {
+    method: 'GET',
+    path: '/api/v2/payment-links',
+    pathParams: [],
+    query: ['limit', 'cursor'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['paymentLinks', 'list'],
+  },
+  'paymentLinks.payments': {
+    method: 'GET',
+    path: '/api/v2/payment-links/{linkId}/payments',
+    pathParams: ['linkId'],
+    query: ['limit', 'cursor'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['paymentLinks', 'payments'],
+  },
   'sandboxes.action': {
     method: 'POST',
     path: '/api/v2/sandboxes/{id}/{action}',
@@ -1312,6 +1612,186 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['shareTokens', 'revoke'],
   },
+  'templates.buildLogs': {
+    method: 'GET',
+    path: '/api/v2/templates/{id}/build-logs',
+    pathParams: ['id'],
+    query: ['after'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'text/event-stream',
+    implemented: true,
+    ns: ['templates', 'buildLogs'],
+  },
+  'templates.cancel': {
+    method: 'POST',
+    path: '/api/v2/templates/{id}/cancel',
+    pathParams: ['id'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['templates', 'cancel'],
+  },
+  'templates.create': {
+    method: 'POST',
+    path: '/api/v2/templates',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['templates', 'create'],
+  },
+  'templates.delete': {
+    method: 'DELETE',
+    path: '/api/v2/templates/{id}',
+    pathParams: ['id'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['templates', 'delete'],
+  },
+  'templates.get': {
+    method: 'GET',
+    path: '/api/v2/templates/{id}',
+    pathParams: ['id'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['templates', 'get'],
+  },
+  'templates.list': {
+    method: 'GET',
+    path: '/api/v2/templates',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['templates', 'list'],
+  },
+  'templates.rebuild': {
+    method: 'POST',
+    path: '/api/v2/templates/{id}/rebuild',
+    pathParams: ['id'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['templates', 'rebuild'],
+  },
+  'volumes.create': {
+    method: 'POST',
+    path: '/api/v2/volumes',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'create'],
+  },
+  'volumes.delete': {
+    method: 'DELETE',
+    path: '/api/v2/volumes/{volumeId}',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'delete'],
+  },
+  'volumes.deleteSnapshot': {
+    method: 'DELETE',
+    path: '/api/v2/volume-snapshots/{snapshotId}',
+    pathParams: ['snapshotId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'deleteSnapshot'],
+  },
+  'volumes.get': {
+    method: 'GET',
+    path: '/api/v2/volumes/{volumeId}',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'get'],
+  },
+  'volumes.list': {
+    method: 'GET',
+    path: '/api/v2/volumes',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'list'],
+  },
+  'volumes.resize': {
+    method: 'PATCH',
+    path: '/api/v2/volumes/{volumeId}',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'resize'],
+  },
+  'volumes.snapshot': {
+    method: 'POST',
+    path: '/api/v2/volumes/{volumeId}/snapshot',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'snapshot'],
+  },
+  'volumes.snapshots': {
+    method: 'GET',
+    path: '/api/v2/volumes/{volumeId}/snapshots',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'snapshots'],
+  },
   'web.crawl': {
     method: 'POST',
     path: '/api/v2/web/crawl',
@@ -1538,6 +2018,12 @@ export interface OperationTypes {
     body: NonNullable<operations['account.aiKey.set']['requestBody']>['content']['application/json'];
     response: operations['account.aiKey.set']['responses'][200]['content']['application/json'];
   };
+  'account.audit': {
+    params: never;
+    query: NonNullable<operations['account.audit']['parameters']['query']>;
+    body: never;
+    response: operations['account.audit']['responses'][200]['content']['application/json'];
+  };
   'account.get': {
     params: never;
     query: never;
@@ -1676,6 +2162,48 @@ export interface OperationTypes {
     body: never;
     response: operations['databases.tokens.revoke']['responses'][200]['content']['application/json'];
   };
+  'datasets.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['datasets.create']['requestBody']>['content']['application/json'];
+    response: operations['datasets.create']['responses'][201]['content']['application/json'];
+  };
+  'datasets.delete': {
+    params: operations['datasets.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['datasets.delete']['responses'][200]['content']['application/json'];
+  };
+  'datasets.export': {
+    params: operations['datasets.export']['parameters']['path'];
+    query: NonNullable<operations['datasets.export']['parameters']['query']>;
+    body: never;
+    response: operations['datasets.export']['responses'][200]['content']['application/x-ndjson'];
+  };
+  'datasets.get': {
+    params: operations['datasets.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['datasets.get']['responses'][200]['content']['application/json'];
+  };
+  'datasets.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['datasets.list']['responses'][200]['content']['application/json'];
+  };
+  'datasets.query': {
+    params: operations['datasets.query']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['datasets.query']['requestBody']>['content']['application/json'];
+    response: operations['datasets.query']['responses'][200]['content']['application/json'];
+  };
+  'datasets.rows': {
+    params: operations['datasets.rows']['parameters']['path'];
+    query: NonNullable<operations['datasets.rows']['parameters']['query']>;
+    body: never;
+    response: operations['datasets.rows']['responses'][200]['content']['application/json'];
+  };
   'documents.create': {
     params: never;
     query: never;
@@ -1790,6 +2318,24 @@ export interface OperationTypes {
     body: never;
     response: operations['files.get']['responses'][200]['content']['application/json'];
   };
+  'files.hls': {
+    params: operations['files.hls']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['files.hls']['responses'][200]['content']['application/json'];
+  };
+  'files.hlsDelete': {
+    params: operations['files.hlsDelete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['files.hlsDelete']['responses'][200]['content']['application/json'];
+  };
+  'files.hlsGet': {
+    params: operations['files.hlsGet']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['files.hlsGet']['responses'][200]['content']['application/json'];
+  };
   'files.list': {
     params: never;
     query: NonNullable<operations['files.list']['parameters']['query']>;
@@ -1813,6 +2359,24 @@ export interface OperationTypes {
     query: never;
     body: NonNullable<operations['files.update']['requestBody']>['content']['application/json'];
     response: operations['files.update']['responses'][200]['content']['application/json'];
+  };
+  'fleet.broadcast': {
+    params: operations['fleet.broadcast']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['fleet.broadcast']['requestBody']>['content']['application/json'];
+    response: operations['fleet.broadcast']['responses'][200]['content']['application/json'];
+  };
+  'fleet.broadcastGet': {
+    params: operations['fleet.broadcastGet']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.broadcastGet']['responses'][200]['content']['application/json'];
+  };
+  'fleet.broadcasts': {
+    params: operations['fleet.broadcasts']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['fleet.broadcasts']['responses'][200]['content']['application/json'];
   };
   'fleet.clientCredentials.create': {
     params: never;
@@ -1861,6 +2425,12 @@ export interface OperationTypes {
     query: never;
     body: NonNullable<operations['fleet.configGroups.update']['requestBody']>['content']['application/json'];
     response: operations['fleet.configGroups.update']['responses'][200]['content']['application/json'];
+  };
+  'fleet.conversationMessages': {
+    params: operations['fleet.conversationMessages']['parameters']['path'];
+    query: NonNullable<operations['fleet.conversationMessages']['parameters']['query']>;
+    body: never;
+    response: operations['fleet.conversationMessages']['responses'][200]['content']['application/json'];
   };
   'fleet.create': {
     params: never;
@@ -1927,6 +2497,36 @@ export interface OperationTypes {
     query: never;
     body: NonNullable<operations['fleet.update']['requestBody']>['content']['application/json'];
     response: operations['fleet.update']['responses'][200]['content']['application/json'];
+  };
+  'forms.delete': {
+    params: operations['forms.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['forms.delete']['responses'][200]['content']['application/json'];
+  };
+  'forms.get': {
+    params: operations['forms.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['forms.get']['responses'][200]['content']['application/json'];
+  };
+  'forms.list': {
+    params: never;
+    query: NonNullable<operations['forms.list']['parameters']['query']>;
+    body: never;
+    response: operations['forms.list']['responses'][200]['content']['application/json'];
+  };
+  'forms.submissions.delete': {
+    params: operations['forms.submissions.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['forms.submissions.delete']['responses'][200]['content']['application/json'];
+  };
+  'forms.submissions.list': {
+    params: operations['forms.submissions.list']['parameters']['path'];
+    query: NonNullable<operations['forms.submissions.list']['parameters']['query']>;
+    body: never;
+    response: operations['forms.submissions.list']['responses'][200]['content']['application/json'];
   };
   'images.crop': {
     params: never;
@@ -2054,6 +2654,36 @@ export interface OperationTypes {
     body: never;
     response: operations['machines.tiers']['responses'][200]['content']['application/json'];
   };
+  'paymentLinks.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['paymentLinks.create']['requestBody']>['content']['application/json'];
+    response: operations['paymentLinks.create']['responses'][201]['content']['application/json'];
+  };
+  'paymentLinks.delete': {
+    params: operations['paymentLinks.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['paymentLinks.delete']['responses'][200]['content']['application/json'];
+  };
+  'paymentLinks.get': {
+    params: operations['paymentLinks.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['paymentLinks.get']['responses'][200]['content']['application/json'];
+  };
+  'paymentLinks.list': {
+    params: never;
+    query: NonNullable<operations['paymentLinks.list']['parameters']['query']>;
+    body: never;
+    response: operations['paymentLinks.list']['responses'][200]['content']['application/json'];
+  };
+  'paymentLinks.payments': {
+    params: operations['paymentLinks.payments']['parameters']['path'];
+    query: NonNullable<operations['paymentLinks.payments']['parameters']['query']>;
+    body: never;
+    response: operations['paymentLinks.payments']['responses'][200]['content']['application/json'];
+  };
   'sandboxes.action': {
     params: operations['sandboxes.action']['parameters']['path'];
     query: never;
@@ -2174,6 +2804,96 @@ export interface OperationTypes {
     body: never;
     response: operations['shareTokens.revoke']['responses'][200]['content']['application/json'];
   };
+  'templates.buildLogs': {
+    params: operations['templates.buildLogs']['parameters']['path'];
+    query: NonNullable<operations['templates.buildLogs']['parameters']['query']>;
+    body: never;
+    response: operations['templates.buildLogs']['responses'][200]['content']['text/event-stream'];
+  };
+  'templates.cancel': {
+    params: operations['templates.cancel']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['templates.cancel']['responses'][200]['content']['application/json'];
+  };
+  'templates.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['templates.create']['requestBody']>['content']['application/json'];
+    response: operations['templates.create']['responses'][200]['content']['application/json'];
+  };
+  'templates.delete': {
+    params: operations['templates.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['templates.delete']['responses'][200]['content']['application/json'];
+  };
+  'templates.get': {
+    params: operations['templates.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['templates.get']['responses'][200]['content']['application/json'];
+  };
+  'templates.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['templates.list']['responses'][200]['content']['application/json'];
+  };
+  'templates.rebuild': {
+    params: operations['templates.rebuild']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['templates.rebuild']['requestBody']>['content']['application/json'];
+    response: operations['templates.rebuild']['responses'][200]['content']['application/json'];
+  };
+  'volumes.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['volumes.create']['requestBody']>['content']['application/json'];
+    response: operations['volumes.create']['responses'][201]['content']['application/json'];
+  };
+  'volumes.delete': {
+    params: operations['volumes.delete']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.delete']['responses'][200]['content']['application/json'];
+  };
+  'volumes.deleteSnapshot': {
+    params: operations['volumes.deleteSnapshot']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.deleteSnapshot']['responses'][200]['content']['application/json'];
+  };
+  'volumes.get': {
+    params: operations['volumes.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.get']['responses'][200]['content']['application/json'];
+  };
+  'volumes.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['volumes.list']['responses'][200]['content']['application/json'];
+  };
+  'volumes.resize': {
+    params: operations['volumes.resize']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['volumes.resize']['requestBody']>['content']['application/json'];
+    response: operations['volumes.resize']['responses'][200]['content']['application/json'];
+  };
+  'volumes.snapshot': {
+    params: operations['volumes.snapshot']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.snapshot']['responses'][201]['content']['application/json'];
+  };
+  'volumes.snapshots': {
+    params: operations['volumes.snapshots']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.snapshots']['responses'][200]['content']['application/json'];
+  };
   'web.crawl': {
     params: never;
     query: never;
@@ -2286,6 +3006,7 @@ export interface Namespaces {
       get(...rest: NsRest<'account.aiKey.get'>): Promise<OpOutput<'account.aiKey.get'>>;
       set(...rest: NsRest<'account.aiKey.set'>): Promise<OpOutput<'account.aiKey.set'>>;
     };
+    audit(...rest: NsRest<'account.audit'>): Promise<OpOutput<'account.audit'>>;
     get(...rest: NsRest<'account.get'>): Promise<OpOutput<'account.get'>>;
     keys: {
       create(...rest: NsRest<'account.keys.create'>): Promise<OpOutput<'account.keys.create'>>;
@@ -2318,6 +3039,15 @@ export interface Namespaces {
       revoke(dbId: OperationTypes['databases.tokens.revoke']['params']['dbId'], tokenId: OperationTypes['databases.tokens.revoke']['params']['tokenId'], ...rest: NsRest<'databases.tokens.revoke'>): Promise<OpOutput<'databases.tokens.revoke'>>;
     };
   };
+  datasets: {
+    create(...rest: NsRest<'datasets.create'>): Promise<OpOutput<'datasets.create'>>;
+    delete(datasetId: OperationTypes['datasets.delete']['params']['datasetId'], ...rest: NsRest<'datasets.delete'>): Promise<OpOutput<'datasets.delete'>>;
+    export(datasetId: OperationTypes['datasets.export']['params']['datasetId'], ...rest: NsRest<'datasets.export'>): Promise<OpOutput<'datasets.export'>>;
+    get(datasetId: OperationTypes['datasets.get']['params']['datasetId'], ...rest: NsRest<'datasets.get'>): Promise<OpOutput<'datasets.get'>>;
+    list(...rest: NsRest<'datasets.list'>): Promise<OpOutput<'datasets.list'>>;
+    query(datasetId: OperationTypes['datasets.query']['params']['datasetId'], ...rest: NsRest<'datasets.query'>): Promise<OpOutput<'datasets.query'>>;
+    rows(datasetId: OperationTypes['datasets.rows']['params']['datasetId'], ...rest: NsRest<'datasets.rows'>): Promise<OpOutput<'datasets.rows'>>;
+  };
   documents: {
     create(...rest: NsRest<'documents.create'>): Promise<OpOutput<'documents.create'>>;
     delete(id: OperationTypes['documents.delete']['params']['id'], ...rest: NsRest<'documents.delete'>): Promise<OpOutput<'documents.delete'>>;
@@ -2342,12 +3072,18 @@ export interface Namespaces {
     delete(fileId: OperationTypes['files.delete']['params']['fileId'], ...rest: NsRest<'files.delete'>): Promise<OpOutput<'files.delete'>>;
     duplicate(fileId: OperationTypes['files.duplicate']['params']['fileId'], ...rest: NsRest<'files.duplicate'>): Promise<OpOutput<'files.duplicate'>>;
     get(fileId: OperationTypes['files.get']['params']['fileId'], ...rest: NsRest<'files.get'>): Promise<OpOutput<'files.get'>>;
+    hls(fileId: OperationTypes['files.hls']['params']['fileId'], ...rest: NsRest<'files.hls'>): Promise<OpOutput<'files.hls'>>;
+    hlsDelete(fileId: OperationTypes['files.hlsDelete']['params']['fileId'], ...rest: NsRest<'files.hlsDelete'>): Promise<OpOutput<'files.hlsDelete'>>;
+    hlsGet(fileId: OperationTypes['files.hlsGet']['params']['fileId'], ...rest: NsRest<'files.hlsGet'>): Promise<OpOutput<'files.hlsGet'>>;
     list(...rest: NsRest<'files.list'>): Promise<OpOutput<'files.list'>>;
     restore(fileId: OperationTypes['files.restore']['params']['fileId'], ...rest: NsRest<'files.restore'>): Promise<OpOutput<'files.restore'>>;
     search(...rest: NsRest<'files.search'>): Promise<OpOutput<'files.search'>>;
     update(fileId: OperationTypes['files.update']['params']['fileId'], ...rest: NsRest<'files.update'>): Promise<OpOutput<'files.update'>>;
   };
   fleet: {
+    broadcast(fleetAgentId: OperationTypes['fleet.broadcast']['params']['fleetAgentId'], ...rest: NsRest<'fleet.broadcast'>): Promise<OpOutput<'fleet.broadcast'>>;
+    broadcastGet(fleetAgentId: OperationTypes['fleet.broadcastGet']['params']['fleetAgentId'], broadcastId: OperationTypes['fleet.broadcastGet']['params']['broadcastId'], ...rest: NsRest<'fleet.broadcastGet'>): Promise<OpOutput<'fleet.broadcastGet'>>;
+    broadcasts(fleetAgentId: OperationTypes['fleet.broadcasts']['params']['fleetAgentId'], ...rest: NsRest<'fleet.broadcasts'>): Promise<OpOutput<'fleet.broadcasts'>>;
     clientCredentials: {
       create(...rest: NsRest<'fleet.clientCredentials.create'>): Promise<OpOutput<'fleet.clientCredentials.create'>>;
       delete(credentialId: OperationTypes['fleet.clientCredentials.delete']['params']['credentialId'], ...rest: NsRest<'fleet.clientCredentials.delete'>): Promise<OpOutput<'fleet.clientCredentials.delete'>>;
@@ -2360,6 +3096,7 @@ export interface Namespaces {
       list(...rest: NsRest<'fleet.configGroups.list'>): Promise<OpOutput<'fleet.configGroups.list'>>;
       update(configGroupId: OperationTypes['fleet.configGroups.update']['params']['configGroupId'], ...rest: NsRest<'fleet.configGroups.update'>): Promise<OpOutput<'fleet.configGroups.update'>>;
     };
+    conversationMessages(fleetAgentId: OperationTypes['fleet.conversationMessages']['params']['fleetAgentId'], groupId: OperationTypes['fleet.conversationMessages']['params']['groupId'], ...rest: NsRest<'fleet.conversationMessages'>): Promise<OpOutput<'fleet.conversationMessages'>>;
     create(...rest: NsRest<'fleet.create'>): Promise<OpOutput<'fleet.create'>>;
     delete(fleetAgentId: OperationTypes['fleet.delete']['params']['fleetAgentId'], ...rest: NsRest<'fleet.delete'>): Promise<OpOutput<'fleet.delete'>>;
     get(fleetAgentId: OperationTypes['fleet.get']['params']['fleetAgentId'], ...rest: NsRest<'fleet.get'>): Promise<OpOutput<'fleet.get'>>;
@@ -2373,6 +3110,15 @@ export interface Namespaces {
       disconnect(fleetAgentId: OperationTypes['fleet.telegram.disconnect']['params']['fleetAgentId'], ...rest: NsRest<'fleet.telegram.disconnect'>): Promise<OpOutput<'fleet.telegram.disconnect'>>;
     };
     update(fleetAgentId: OperationTypes['fleet.update']['params']['fleetAgentId'], ...rest: NsRest<'fleet.update'>): Promise<OpOutput<'fleet.update'>>;
+  };
+  forms: {
+    delete(formId: OperationTypes['forms.delete']['params']['formId'], ...rest: NsRest<'forms.delete'>): Promise<OpOutput<'forms.delete'>>;
+    get(formId: OperationTypes['forms.get']['params']['formId'], ...rest: NsRest<'forms.get'>): Promise<OpOutput<'forms.get'>>;
+    list(...rest: NsRest<'forms.list'>): Promise<OpOutput<'forms.list'>>;
+    submissions: {
+      delete(formId: OperationTypes['forms.submissions.delete']['params']['formId'], submissionId: OperationTypes['forms.submissions.delete']['params']['submissionId'], ...rest: NsRest<'forms.submissions.delete'>): Promise<OpOutput<'forms.submissions.delete'>>;
+      list(formId: OperationTypes['forms.submissions.list']['params']['formId'], ...rest: NsRest<'forms.submissions.list'>): Promise<OpOutput<'forms.submissions.list'>>;
+    };
   };
   images: {
     crop(...rest: NsRest<'images.crop'>): Promise<OpOutput<'images.crop'>>;
@@ -2404,6 +3150,13 @@ export interface Namespaces {
     };
     tiers(...rest: NsRest<'machines.tiers'>): Promise<OpOutput<'machines.tiers'>>;
   };
+  paymentLinks: {
+    create(...rest: NsRest<'paymentLinks.create'>): Promise<OpOutput<'paymentLinks.create'>>;
+    delete(linkId: OperationTypes['paymentLinks.delete']['params']['linkId'], ...rest: NsRest<'paymentLinks.delete'>): Promise<OpOutput<'paymentLinks.delete'>>;
+    get(linkId: OperationTypes['paymentLinks.get']['params']['linkId'], ...rest: NsRest<'paymentLinks.get'>): Promise<OpOutput<'paymentLinks.get'>>;
+    list(...rest: NsRest<'paymentLinks.list'>): Promise<OpOutput<'paymentLinks.list'>>;
+    payments(linkId: OperationTypes['paymentLinks.payments']['params']['linkId'], ...rest: NsRest<'paymentLinks.payments'>): Promise<OpOutput<'paymentLinks.payments'>>;
+  };
   sandboxes: {
     action(id: OperationTypes['sandboxes.action']['params']['id'], action: OperationTypes['sandboxes.action']['params']['action'], ...rest: NsRest<'sandboxes.action'>): Promise<OpOutput<'sandboxes.action'>>;
     bg: {
@@ -2433,6 +3186,25 @@ export interface Namespaces {
     create(...rest: NsRest<'shareTokens.create'>): Promise<OpOutput<'shareTokens.create'>>;
     list(...rest: NsRest<'shareTokens.list'>): Promise<OpOutput<'shareTokens.list'>>;
     revoke(tokenId: OperationTypes['shareTokens.revoke']['params']['tokenId'], ...rest: NsRest<'shareTokens.revoke'>): Promise<OpOutput<'shareTokens.revoke'>>;
+  };
+  templates: {
+    buildLogs(id: OperationTypes['templates.buildLogs']['params']['id'], ...rest: NsRest<'templates.buildLogs'>): Promise<OpOutput<'templates.buildLogs'>>;
+    cancel(id: OperationTypes['templates.cancel']['params']['id'], ...rest: NsRest<'templates.cancel'>): Promise<OpOutput<'templates.cancel'>>;
+    create(...rest: NsRest<'templates.create'>): Promise<OpOutput<'templates.create'>>;
+    delete(id: OperationTypes['templates.delete']['params']['id'], ...rest: NsRest<'templates.delete'>): Promise<OpOutput<'templates.delete'>>;
+    get(id: OperationTypes['templates.get']['params']['id'], ...rest: NsRest<'templates.get'>): Promise<OpOutput<'templates.get'>>;
+    list(...rest: NsRest<'templates.list'>): Promise<OpOutput<'templates.list'>>;
+    rebuild(id: OperationTypes['templates.rebuild']['params']['id'], ...rest: NsRest<'templates.rebuild'>): Promise<OpOutput<'templates.rebuild'>>;
+  };
+  volumes: {
+    create(...rest: NsRest<'volumes.create'>): Promise<OpOutput<'volumes.create'>>;
+    delete(volumeId: OperationTypes['volumes.delete']['params']['volumeId'], ...rest: NsRest<'volumes.delete'>): Promise<OpOutput<'volumes.delete'>>;
+    deleteSnapshot(snapshotId: OperationTypes['volumes.deleteSnapshot']['params']['snapshotId'], ...rest: NsRest<'volumes.deleteSnapshot'>): Promise<OpOutput<'volumes.deleteSnapshot'>>;
+    get(volumeId: OperationTypes['volumes.get']['params']['volumeId'], ...rest: NsRest<'volumes.get'>): Promise<OpOutput<'volumes.get'>>;
+    list(...rest: NsRest<'volumes.list'>): Promise<OpOutput<'volumes.list'>>;
+    resize(volumeId: OperationTypes['volumes.resize']['params']['volumeId'], ...rest: NsRest<'volumes.resize'>): Promise<OpOutput<'volumes.resize'>>;
+    snapshot(volumeId: OperationTypes['volumes.snapshot']['params']['volumeId'], ...rest: NsRest<'volumes.snapshot'>): Promise<OpOutput<'volumes.snapshot'>>;
+    snapshots(volumeId: OperationTypes['volumes.snapshots']['params']['volumeId'], ...rest: NsRest<'volumes.snapshots'>): Promise<OpOutput<'volumes.snapshots'>>;
   };
   web: {
     crawl(...rest: NsRest<'web.crawl'>): Promise<OpOutput<'web.crawl'>>;

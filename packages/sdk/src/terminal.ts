@@ -1,5 +1,5 @@
 // sandboxes.terminal: a shell with a PTY inside a sandbox, over a WebSocket (see the operation's
-// description for the protocol). Browsers use their WebSocket and the console's session cookie; Node
+// description for the protocol). Browsers use their WebSocket and the console's session cookie (with its CSRF token as a subprotocol); Node
 // passes a WebSocket class that takes headers (the `ws` package) so the API key travels as a header.
 
 /** The part of a WebSocket class the terminal uses (the browser's, or `ws`'s). */
@@ -18,6 +18,11 @@ export interface TerminalOptions {
   term?: string;
   /** A WebSocket class; default the global one. In Node, `ws`'s (`import WebSocket from 'ws'`). */
   WebSocket?: WebSocketClass;
+  /**
+   * WebSocket subprotocols to offer. A browser's WebSocket cannot set headers, so the console passes its
+   * session's CSRF token as `nube-csrf.<token>`.
+   */
+  protocols?: string[];
 }
 
 const encoder = new TextEncoder();
@@ -94,6 +99,7 @@ export function openTerminal(
   base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
   const qs = q.toString();
   const url = base.toString() + (qs ? `?${qs}` : '');
-  const socket = apiKey ? new Ctor(url, [], { headers: { authorization: `Bearer ${apiKey}` } }) : new Ctor(url);
+  const protocols = options.protocols ?? [];
+  const socket = apiKey ? new Ctor(url, protocols, { headers: { authorization: `Bearer ${apiKey}` } }) : new Ctor(url, protocols);
   return new Terminal(socket);
 }

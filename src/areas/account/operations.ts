@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { PLAN_NAMES } from '../../platform/plans.js';
 import { defineOperation } from '../../platform/operation.js';
 import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { KeyScopeInput, keyRequest } from './key-scope.js';
+import type { KeyRow } from './repo.js';
 import type { AccountService } from './service.js';
 
 declare module '../../platform/operation.js' {
@@ -18,6 +20,12 @@ const Key = z.object({
   preview: z.string().describe('First characters of the key'),
   createdAt: IsoTime,
   revokedAt: IsoTime.nullable(),
+  scopes: z.array(z.string()).nullable().describe('Null for a full owner key'),
+  resourceIds: z.array(z.string()).nullable(),
+  expiresAt: IsoTime.nullable(),
+  caps: z.object({ aiCredits: z.number().optional(), webQueries: z.number().optional() }).nullable(),
+  allowedIps: z.array(z.string()).nullable(),
+  holder: z.string().nullable().describe('`agent:<id>` or `machine:<id>` for keys nube minted for a box'),
 });
 const AiKeyOut = z.object({
   configured: z.boolean(),
@@ -26,10 +34,18 @@ const AiKeyOut = z.object({
   keyPreview: z.string().nullable().describe('First and last characters of the key'),
   updatedAt: IsoTime.nullable(),
 });
-const keyOut = (k: { id: string; name: string; preview: string; createdAt: number; revokedAt: number | null }) => ({
-  ...k,
+const keyOut = (k: KeyRow) => ({
+  id: k.id,
+  name: k.name,
+  preview: k.preview,
   createdAt: new Date(k.createdAt).toISOString(),
   revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
+  scopes: k.limits?.scopes ?? null,
+  resourceIds: k.limits?.resourceIds ?? null,
+  expiresAt: k.expiresAt === null ? null : new Date(k.expiresAt).toISOString(),
+  caps: k.limits?.caps ?? null,
+  allowedIps: k.limits?.allowedIps ?? null,
+  holder: k.holder,
 });
 
 export const accountOperations = [
@@ -111,12 +127,26 @@ export const accountOperations = [
     summary: 'Create an API key; its secret is returned only now',
     tags,
     auth: ['owner'],
-    body: z.object({ name: z.string().min(1).max(64).default('api') }),
+    description:
+      'A key in `format: "e2b"` looks like E2B\'s (`e2b_` and 40 hex digits), so E2B\'s SDKs take it as it is ' +
+      '(E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those ' +
+      'operations (403 ScopeMissing otherwise), narrowed to `resourceIds`, until `expiresAt`, within `caps`, from ' +
+      '`allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).',
+    body: KeyScopeInput.partial({ scopes: true }).extend({
+      name: z.string().min(1).max(64).default('api'),
+      format: z.enum(['nube', 'e2b']).default('nube').describe('`nube` (nube_sk_live_...) or `e2b` (e2b_<hex>)'),
+    }),
     bodyOptional: true,
     successStatus: 201,
+    errors: [
+      { status: 400, code: 'UnknownScope', description: 'A scope names no area or operation; the answer lists the valid ones' },
+      { status: 403, code: 'KeyScopeTooWide', description: 'A scoped key asked for more than it has' },
+      { status: 501, code: 'NotImplemented', description: 'workspaceIds (workspaces are not built), llmTokens and sandboxCpuSeconds caps' },
+    ],
     response: Key.extend({ secret: z.string() }),
     handler: async ({ services, principal, body }) => {
-      const { key, secret } = await services.account.createKey(principal.ownerId, body.name);
+      const asked = { ...keyRequest({ ...body, scopes: body.scopes ?? [] }), scopes: body.scopes };
+      const { key, secret } = await services.account.createKeyFor(principal, { name: body.name, format: body.format, ...asked });
       return { ...keyOut(key), secret };
     },
   }),
@@ -130,7 +160,7 @@ export const accountOperations = [
     params: z.object({ keyId: z.string().min(1).max(100) }),
     response: Ok,
     handler: async ({ services, principal, params }) => {
-      await services.account.revokeKey(params.keyId, principal.ownerId);
+      await services.account.revokeKey(params.keyId, principal.ownerId, principal);
       return ok;
     },
   }),

@@ -22,6 +22,13 @@ interface ApiKeysTable {
   preview: string;
   created_at: number;
   revoked_at: number | null;
+  /** A scoped key's limits as JSON (KeyLimits); null for a full owner key. */
+  scope: string | null;
+  expires_at: number | null;
+  /** The key that created this one (a scoped key revokes only its own). */
+  parent_id: string | null;
+  /** What nube minted the key for (`agent:<id>`, `machine:<id>`), revoked with it. */
+  holder: string | null;
 }
 
 declare module '../../store/schema.js' {
@@ -58,6 +65,30 @@ export const accountMigrations: Record<string, Migration> = {
   },
 };
 
+export const keyScopeMigrations: Record<string, Migration> = {
+  '0005-account-key-scopes': {
+    async up(db: Kysely<unknown>) {
+      for (const [name, type] of [
+        ['scope', 'text'],
+        ['expires_at', 'bigint'],
+        ['parent_id', 'text'],
+        ['holder', 'text'],
+      ] as const) {
+        await db.schema.alterTable('api_keys').addColumn(name, type).execute();
+      }
+      await db.schema.createIndex('api_keys_holder').on('api_keys').column('holder').execute();
+    },
+  },
+};
+
+/** A scoped key's limits as stored (JSON in api_keys.scope). */
+export interface KeyLimits {
+  scopes: string[];
+  resourceIds?: string[];
+  caps?: Partial<Record<'aiCredits' | 'llmTokens' | 'webQueries', number>>;
+  allowedIps?: string[];
+}
+
 export interface AccountRow {
   id: string;
   name: string;
@@ -72,6 +103,10 @@ export interface KeyRow {
   preview: string;
   createdAt: number;
   revokedAt: number | null;
+  limits: KeyLimits | null;
+  expiresAt: number | null;
+  parentId: string | null;
+  holder: string | null;
 }
 
 /** The advisory lock key replicas take around the owner's bootstrap (an arbitrary constant). */
@@ -149,6 +184,10 @@ export class AccountRepo {
         preview: k.preview,
         created_at: k.createdAt,
         revoked_at: null,
+        scope: k.limits ? JSON.stringify(k.limits) : null,
+        expires_at: k.expiresAt,
+        parent_id: k.parentId,
+        holder: k.holder,
       })
       .execute();
   }
@@ -158,7 +197,14 @@ export class AccountRepo {
     return this.db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.id as id', 'api_keys.hash as hash', 'api_keys.account_id as accountId', 'accounts.plan as plan'])
+      .select([
+        'api_keys.id as id',
+        'api_keys.hash as hash',
+        'api_keys.account_id as accountId',
+        'accounts.plan as plan',
+        'api_keys.scope as scope',
+        'api_keys.expires_at as expiresAt',
+      ])
       .where('api_keys.lookup', '=', lookup)
       .where('api_keys.revoked_at', 'is', null)
       .execute();
@@ -169,10 +215,15 @@ export class AccountRepo {
     return this.db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.account_id as accountId', 'accounts.plan as plan'])
+      .select(['api_keys.account_id as accountId', 'accounts.plan as plan', 'api_keys.scope as scope', 'api_keys.expires_at as expiresAt'])
       .where('api_keys.id', '=', id)
       .where('api_keys.revoked_at', 'is', null)
       .executeTakeFirst();
+  }
+
+  async keyName(id: string): Promise<string | undefined> {
+    const r = await this.db.selectFrom('api_keys').select('name').where('id', '=', id).executeTakeFirst();
+    return r?.name;
   }
 
   async listKeys(accountId?: string): Promise<KeyRow[]> {
@@ -186,12 +237,31 @@ export class AccountRepo {
       preview: r.preview,
       createdAt: Number(r.created_at),
       revokedAt: r.revoked_at === null ? null : Number(r.revoked_at),
+      limits: r.scope ? (JSON.parse(r.scope) as KeyLimits) : null,
+      expiresAt: r.expires_at === null ? null : Number(r.expires_at),
+      parentId: r.parent_id,
+      holder: r.holder,
     }));
   }
 
-  async revokeKey(id: string, accountId: string | undefined, now: number): Promise<string | undefined> {
+  /** Revokes the live keys minted for `holder`; returns their hashes (for the resolver's cache). */
+  async revokeHeld(accountId: string, holder: string, now: number): Promise<string[]> {
+    const r = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: now })
+      .where('account_id', '=', accountId)
+      .where('holder', '=', holder)
+      .where('revoked_at', 'is', null)
+      .returning('hash')
+      .execute();
+    return r.map((x) => x.hash);
+  }
+
+  /** With `parentId`, only a key that one created (a scoped key revokes its own keys, not wider ones). */
+  async revokeKey(id: string, accountId: string | undefined, now: number, parentId?: string): Promise<string | undefined> {
     let q = this.db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null);
     if (accountId) q = q.where('account_id', '=', accountId);
+    if (parentId) q = q.where('parent_id', '=', parentId);
     const r = await q.returning('hash').executeTakeFirst();
     return r?.hash;
   }

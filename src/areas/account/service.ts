@@ -1,6 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import type { PlanName } from '../../platform/plans.js';
 import type { CredentialResolver, Principal } from '../../platform/auth.js';
-import { SCHEMES } from '../../platform/auth.js';
+import { E2B_KEY_PREFIX, SCHEMES } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { errors } from '../../platform/errors.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
@@ -8,7 +9,9 @@ import { PLANS } from '../../platform/plans.js';
 import { currentPeriod, type Usage } from '../../platform/usage.js';
 import { assertPublicUrl, OutboundBlockedError } from '../../platform/outbound.js';
 import type { AiKey, AiKeys, AiKeyView } from './ai-key.js';
-import type { AccountRepo, AccountRow, KeyRow } from './repo.js';
+import type { AccountRepo, AccountRow, KeyLimits, KeyRow } from './repo.js';
+import type { ScopeCatalog } from '../../platform/scope-catalog.js';
+import { type Caps, type KeyScope, resourceArea } from '../../platform/scopes.js';
 
 export interface CreatedKey {
   key: KeyRow;
@@ -16,7 +19,27 @@ export interface CreatedKey {
   secret: string;
 }
 
-export function generateOwnerKey(): string {
+/** Owner keys come in nube's format or in E2B's (`e2b_` and 40 hex digits); both carry the same rights. */
+export type KeyFormat = 'nube' | 'e2b';
+
+/** What a new key asks for (POST /account/keys, an agent's or machine's nubeKey). */
+/** Whether the principal's account owns the resource (a scoped key's resourceIds are checked with it). */
+export type ResourceOwnership = (p: Principal, id: string) => Promise<boolean>;
+
+export interface KeyRequest {
+  name: string;
+  format?: KeyFormat;
+  scopes?: string[];
+  resourceIds?: string[];
+  expiresAt?: number;
+  caps?: Caps;
+  allowedIps?: string[];
+  /** Set when nube mints the key for a box (`agent:<id>`): revoked with it. */
+  holder?: string;
+}
+
+export function generateOwnerKey(format: KeyFormat = 'nube'): string {
+  if (format === 'e2b') return E2B_KEY_PREFIX + randomBytes(20).toString('hex');
   return SCHEMES.owner.prefix + randomToken(40, BASE62);
 }
 
@@ -89,10 +112,15 @@ export class AccountService {
     return { account, ...created };
   }
 
-  async createKey(accountId: string, name: string, value = generateOwnerKey()): Promise<CreatedKey> {
+  async createKey(
+    accountId: string,
+    name: string,
+    value = generateOwnerKey(),
+    more: Pick<KeyRow, 'limits' | 'expiresAt' | 'parentId' | 'holder'> = { limits: null, expiresAt: null, parentId: null, holder: null },
+  ): Promise<CreatedKey> {
     if (!(await this.repo.getAccount(accountId))) throw errors.notFound('account');
     const hash = sha256Hex(value);
-    const key: KeyRow = { id: newId('key'), accountId, name, preview: `${value.slice(0, 17)}…`, createdAt: Date.now(), revokedAt: null };
+    const key: KeyRow = { id: newId('key'), accountId, name, preview: `${value.slice(0, 17)}…`, createdAt: Date.now(), revokedAt: null, ...more };
     await this.repo.insertKey({ ...key, lookup: hash.slice(0, 16), hash });
     return { key, secret: value };
   }
@@ -105,11 +133,107 @@ export class AccountService {
     return this.repo.listAccounts();
   }
 
-  /** Revokes a key; with `accountId` only that account's key (another owner's key is a 404). */
-  async revokeKey(id: string, accountId?: string): Promise<void> {
-    const hash = await this.repo.revokeKey(id, accountId, Date.now());
+  /**
+   * Revokes a key; with `accountId` only that account's key (another owner's key is a 404). A scoped
+   * key (`by`) revokes only the keys it created: never its owner's wider ones.
+   */
+  async revokeKey(id: string, accountId?: string, by?: Principal): Promise<void> {
+    const hash = await this.repo.revokeKey(id, accountId, Date.now(), by?.scope ? by.credentialId : undefined);
     if (!hash) throw errors.notFound('key');
-    for (const [credential, entry] of this.cache) if (entry.hash === hash) this.cache.delete(credential);
+    this.forget([hash]);
+  }
+
+  /** Revokes the keys nube minted for a box (`agent:<id>`, `machine:<id>`) when the box goes. */
+  async revokeHeld(accountId: string, holder: string): Promise<void> {
+    this.forget(await this.repo.revokeHeld(accountId, holder, Date.now()));
+  }
+
+  private forget(hashes: string[]): void {
+    if (!hashes.length) return;
+    const gone = new Set(hashes);
+    for (const [credential, entry] of this.cache) if (gone.has(entry.hash)) this.cache.delete(credential);
+  }
+
+  private catalog: ScopeCatalog | undefined;
+  private owns: ResourceOwnership = async () => false;
+  /** The registry's scopes and the other areas' resources, once every area is built (server.ts). */
+  useCatalog(c: ScopeCatalog, owns: ResourceOwnership): void {
+    this.catalog = c;
+    this.owns = owns;
+  }
+
+  /**
+   * A key made by `creator`: a full key only from a full key; a scoped creator's keys stay within its
+   * own scope, resources, expiry, caps and addresses (403 KeyScopeTooWide). `owns` answers whether a
+   * resource id is the account's (404 otherwise: a key never silently matches nothing).
+   */
+  async createKeyFor(creator: Principal, r: KeyRequest): Promise<CreatedKey> {
+    const parent = creator.scope;
+    if (!r.scopes) {
+      if (parent) throw wider('a scoped key cannot create a full key: give `scopes` within its own');
+      if (r.resourceIds || r.caps || r.allowedIps || r.expiresAt !== undefined) {
+        throw errors.validation([{ path: ['body', 'scopes'], message: 'required with resourceIds, caps, allowedIps or expiresAt' }]);
+      }
+      return this.createKey(creator.ownerId, r.name, generateOwnerKey(r.format), { limits: null, expiresAt: null, parentId: creator.credentialId ?? null, holder: r.holder ?? null });
+    }
+    const allowed = this.requireCatalog().compile(r.scopes);
+    if (r.expiresAt !== undefined && r.expiresAt <= Date.now()) {
+      throw errors.validation([{ path: ['body', 'expiresAt'], message: 'must be in the future' }]);
+    }
+    const bad = (r.resourceIds ?? []).flatMap((id, i) => (resourceArea(id) ? [] : [{ path: ['body', 'resourceIds', i], message: 'not a sandbox, database, agent, file or machine id' }]));
+    if (bad.length) throw errors.validation(bad);
+    for (const id of r.resourceIds ?? []) if (!(await this.owns(creator, id))) throw errors.notFound(`resource ${id}`);
+    let { resourceIds, expiresAt, caps, allowedIps } = r;
+    if (parent) {
+      const extra = [...allowed].filter((id) => !parent.allowed.has(id));
+      if (extra.length) throw wider(`this key may not grant ${extra.join(', ')}`, { operations: extra });
+      if (parent.resourceIds) {
+        resourceIds ??= [...parent.resourceIds];
+        const outside = resourceIds.filter((id) => !parent.resourceIds!.has(id));
+        if (outside.length || resourceIds.length === 0) throw wider(`this key reaches only ${[...parent.resourceIds].join(', ')}`);
+      }
+      if (parent.expiresAt !== undefined) {
+        expiresAt ??= parent.expiresAt;
+        if (expiresAt > parent.expiresAt) throw wider(`this key expires at ${new Date(parent.expiresAt).toISOString()}; a key it creates cannot outlive it`);
+      }
+      for (const [m, limit] of Object.entries(parent.caps ?? {}) as [keyof Caps, number][]) {
+        caps = { ...caps, [m]: caps?.[m] ?? limit };
+        if (caps[m]! > limit) throw wider(`this key's ${m} cap is ${limit}`);
+      }
+      if (parent.allowedIps) {
+        allowedIps ??= [...parent.allowedIps];
+        const outside = allowedIps.filter((a) => !parent.allowedIps!.includes(a));
+        if (outside.length) throw wider(`this key is accepted only from ${parent.allowedIps.join(', ')}`);
+      }
+    }
+    const limits: KeyLimits = { scopes: r.scopes, ...(resourceIds ? { resourceIds } : {}), ...(caps ? { caps } : {}), ...(allowedIps ? { allowedIps } : {}) };
+    return this.createKey(creator.ownerId, r.name, generateOwnerKey(r.format), {
+      limits,
+      expiresAt: expiresAt ?? null,
+      parentId: creator.credentialId ?? null,
+      holder: r.holder ?? null,
+    });
+  }
+
+  private requireCatalog(): ScopeCatalog {
+    if (!this.catalog) throw new Error('the scope catalog is not wired');
+    return this.catalog;
+  }
+
+  /** The principal's scope for a stored key (compiled once per resolve, then cached with it). */
+  private scopeOf(limits: string | null, expiresAt: number | string | null): KeyScope | undefined {
+    if (!limits) return undefined;
+    const l = JSON.parse(limits) as KeyLimits;
+    const ids = l.resourceIds?.length ? new Set(l.resourceIds) : undefined;
+    return {
+      scopes: l.scopes,
+      // Lenient here: a scope naming an operation a later release removed grants nothing, and fails nothing.
+      allowed: this.requireCatalog().compile(l.scopes, [], false),
+      ...(ids ? { resourceIds: ids, resourceAreas: new Set(l.resourceIds!.map((i) => resourceArea(i)!)) } : {}),
+      ...(expiresAt !== null ? { expiresAt: Number(expiresAt) } : {}),
+      ...(l.caps ? { caps: l.caps } : {}),
+      ...(l.allowedIps ? { allowedIps: l.allowedIps } : {}),
+    };
   }
 
   /** On an empty store, creates the owner account; returns the key to print once (undefined if preset). */
@@ -139,12 +263,26 @@ export class AccountService {
     const rows = await this.repo.keysByLookup(hash.slice(0, 16));
     const row = rows.find((r) => safeEqual(r.hash, hash));
     if (!row) return null;
-    const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id };
+    const scope = this.scopeOf(row.scope, row.expiresAt);
+    const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id, ...(scope ? { scope } : {}) };
     if (this.authCacheMs > 0) {
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(credential, { principal, hash, until: now + this.authCacheMs });
     }
     return principal;
+  }
+
+  // Key names never change: the audit log reads them per mutating call, so they stay cached.
+  private readonly keyNames = new Map<string, string | undefined>();
+
+  /** An owner key's name by id (synchronously when cached); undefined for an unknown id. */
+  keyName(id: string): string | undefined | Promise<string | undefined> {
+    if (this.keyNames.has(id)) return this.keyNames.get(id);
+    return this.repo.keyName(id).then((name) => {
+      if (this.keyNames.size > 10_000) this.keyNames.clear();
+      if (name !== undefined) this.keyNames.set(id, name);
+      return name;
+    });
   }
 
   /** The account row, synchronously while cached (GET /account then awaits nothing). */
@@ -166,7 +304,9 @@ export class AccountService {
   /** The owner a key (by id) stands for while it is not revoked, or null: the console's sessions end with their key. */
   async principalOfKey(keyId: string): Promise<Principal | null> {
     const row = await this.repo.liveKey(keyId);
-    return row ? { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: keyId } : null;
+    if (!row) return null;
+    const scope = this.scopeOf(row.scope, row.expiresAt);
+    return { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: keyId, ...(scope ? { scope } : {}) };
   }
 
   async planOf(ownerId: string): Promise<PlanName> {
@@ -210,6 +350,10 @@ export class AccountService {
     const allowance = plan.llmTokensPerMonth ?? 0;
     return { period: currentPeriod(), allowance, used, remaining: Math.max(0, allowance - used), included: plan.llmTokensPerMonth !== null };
   }
+}
+
+function wider(message: string, extra: Record<string, unknown> = {}) {
+  return errors.forbidden(`a key cannot create a key wider than itself: ${message}`, 'KeyScopeTooWide', extra);
 }
 
 function accountView(a: AccountRow, p: Principal) {

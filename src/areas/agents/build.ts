@@ -6,7 +6,7 @@ import type { PlatformDeps } from '../deps.js';
 import { agentProgram } from './bundle.js';
 import { AGENT_PORT, type AgentLink } from './connection.js';
 import type { AgentRow, AgentsRepo } from './repo.js';
-import { PROGRAM_PATH, seedPath, templateFor, WORKSPACE } from './templates.js';
+import { PROGRAM_PATH, PROGRAM_SECRETS, seedPath, templateFor, WORKSPACE } from './templates.js';
 
 /** What a build needs of the agents service (declared here so the builder does not import it). */
 export interface BuildHost {
@@ -47,7 +47,7 @@ export class Builder {
     await this.waitRunning(p, sbx.id);
     // The program, the workspace and the gateway credential at once (each is a round trip of its own);
     // the program starts before the seed files are written, and running waits for both.
-    const access = this.gatewayAccess(row);
+    const access = this.gatewayAccess(row, p, sbx.id);
     const workspace = sandboxes.work.file(p, sbx.id, 'mkdir', { path: WORKSPACE });
     const seeding = workspace.then(async () => {
       for (const f of JSON.parse(row.seed_files) as { name: string; contentBase64: string }[]) {
@@ -73,30 +73,38 @@ export class Builder {
     this.core.deps.log.debug({ agent: row.id, ms: marks }, 'agent built');
   }
 
-  /** A fresh gateway credential for the agent (the old one revoked) and the gateway's URL. */
-  private async gatewayAccess(row: AgentRow): Promise<{ key: string; gateway: string }> {
+  /**
+   * A fresh gateway credential for the agent (the old one revoked), accepted from its sandbox's address
+   * only, and the gateway's URL.
+   */
+  private async gatewayAccess(row: AgentRow, p: Principal, sandboxId: string): Promise<{ key: string; gateway: string }> {
     const subject = `agent:${row.id}`;
-    await this.core.s.llm.revokeCredential(subject);
-    const [key, gateway] = await Promise.all([this.core.s.llm.issueCredential(row.owner_id, subject), this.core.s.llm.gatewayUrl()]);
+    const llm = this.core.s.llm;
+    const [, address] = await Promise.all([llm.revokeCredential(subject), this.core.s.sandboxes.addressOf(p, sandboxId)]);
+    const [key, gateway] = await Promise.all([llm.issueCredential(row.owner_id, subject, address), llm.gatewayUrl()]);
     return { key, gateway };
   }
 
-  /** Starts the agent program in the sandbox with a fresh gateway credential (the old one is revoked). */
+  /**
+   * Starts the agent program in the sandbox with a fresh gateway credential (the old one is revoked).
+   * Its secrets go in a file the program reads and removes at start, never in its environment (which
+   * the agent's tools inherit).
+   */
   private async startProgram(row: AgentRow, p: Principal, sandboxId: string, access?: { key: string; gateway: string }): Promise<void> {
     const t = templateFor(row.template);
-    const { key, gateway } = access ?? (await this.gatewayAccess(row));
+    const { key, gateway } = access ?? (await this.gatewayAccess(row, p, sandboxId));
     const secrets = this.core.secrets(row);
-    await this.core.s.sandboxes.work.bgStart(p, sandboxId, {
+    const sandboxes = this.core.s.sandboxes;
+    await sandboxes.work.file(p, sandboxId, 'write', { path: PROGRAM_SECRETS, content: JSON.stringify({ token: secrets.token, llmKey: key, gateway }) });
+    await sandboxes.work.bgStart(p, sandboxId, {
       command: `exec node ${PROGRAM_PATH}`,
       cwd: WORKSPACE,
       env: {
         ...secrets.env,
         NUBE_AGENT_PORT: String(AGENT_PORT),
-        NUBE_AGENT_TOKEN: secrets.token,
         NUBE_AGENT_KIND: t.kind,
         NUBE_AGENT_WORKSPACE: WORKSPACE,
-        NUBE_LLM_URL: gateway,
-        NUBE_LLM_KEY: key,
+        NUBE_AGENT_SECRETS: PROGRAM_SECRETS,
       },
     });
   }

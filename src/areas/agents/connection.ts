@@ -42,7 +42,8 @@ export class AgentLink {
   static async open(address: string, token: string, waitMs: number, gateway?: string): Promise<AgentLink> {
     const socket = await connectWithRetry(address, AGENT_PORT, waitMs);
     socket.setNoDelay(true);
-    // The gateway's URL in the first line: the goose relay starts goose with it, before any ACP.
+    // The gateway's URL in the first line (where it listens now: its port can change across restarts of
+    // nube): nube's control data never travels as ACP, where a client's messages could carry it too.
     socket.write(`${JSON.stringify({ nube: token, gateway })}\n`);
     const readable = new ReadableStream<Uint8Array>({
       start(c) {
@@ -90,11 +91,6 @@ export class AgentLink {
       clearTimeout(timer);
     }
     return link;
-  }
-
-  /** Tells the agent where the LLM gateway listens now (its port can change across restarts of nube). */
-  async gateway(url: string): Promise<void> {
-    await this.conn.agent.notify('_nube/gateway', { url });
   }
 
   async newSession(cwd: string, mcpServers: acp.McpServer[]): Promise<string> {

@@ -4,9 +4,14 @@ import { errors } from '../../platform/errors.js';
 import { runPinned } from '../../platform/nodes.js';
 import { Channel } from './channel.js';
 import { templateFor } from './templates.js';
-import type { AgentStatus } from './repo.js';
+import type { AgentStatus, SessionRow } from './repo.js';
 import type { AgentsCore, McpInput } from './service.js';
 import { type TurnEvent, type TurnOptions, type TurnOutcome, Turns } from './turns.js';
+
+type SessionHolder = SessionRow['holder'];
+
+/** Whose sessions a caller reaches: an embed token's callers (a page's visitors) only their own. */
+const holderOf = (p: Principal): SessionHolder => (p.scheme === 'agent' ? 'embed' : 'owner');
 
 /** Turn events as SSE lines; the turn runs on when the reader goes away (the transcript keeps it). */
 async function* sse(events: AsyncIterable<TurnEvent>): AsyncGenerator<string> {
@@ -20,21 +25,21 @@ export class AgentsService {
     this.turns = new Turns(core);
   }
 
-  async message(p: Principal, id: string, content: string): Promise<AsyncIterable<string>> {
+  async message(p: Principal, id: string, body: { content: string; session?: string }): Promise<AsyncIterable<string>> {
     const row = await this.core.own(p, id);
     // Its node's (relayed there), or, while that node is down, the node a revive moves it to.
     await this.core.home(row);
-    return runPinned(() => this.messageHere(row, content));
+    return runPinned(() => this.messageHere(row, body, holderOf(p)));
   }
 
-  private async messageHere(row: Awaited<ReturnType<AgentsCore['own']>>, content: string): Promise<AsyncIterable<string>> {
-    const session = await this.turns.session(row);
+  private async messageHere(row: Awaited<ReturnType<AgentsCore['own']>>, body: { content: string; session?: string }, holder: SessionHolder): Promise<AsyncIterable<string>> {
+    const session = await this.turns.session(row, body.session, false, holder);
     const channel = new Channel<TurnEvent>();
     this.turns
-      .run(row, session, content, (e) => channel.push(e))
+      .run(row, session, body.content, (e) => channel.push(e))
       .catch((e: unknown) => channel.push({ type: 'error', code: 'InternalError', message: (e as Error).message }))
       .finally(() => {
-        channel.push({ type: 'done' });
+        channel.push({ type: 'done', session: session.id });
         channel.end();
       });
     return sse(channel);
@@ -43,7 +48,7 @@ export class AgentsService {
   async try(p: Principal, id: string, body: { text: string; session?: string; reset?: boolean }) {
     const row = await this.core.own(p, id);
     await this.core.home(row);
-    return runPinned(() => this.turns.tryTurn(row, body.text, body.session, body.reset));
+    return runPinned(() => this.turns.tryTurn(row, body.text, body.session, body.reset, holderOf(p)));
   }
 
   async revive(p: Principal, id: string) {

@@ -4,6 +4,7 @@ import { AgentsService } from './facade.js';
 import { agentsOperations } from './operations.js';
 import { AgentsRepo, agentsMigrations } from './repo.js';
 import { AgentsCore, BUILD_JOB } from './service.js';
+import { INTERRUPTED } from './turns.js';
 import { installAgentSocket } from './ws.js';
 
 export type { AgentsService } from './facade.js';
@@ -31,8 +32,8 @@ export const agentsArea: AreaModule = {
     deps.usage.registerGauge('agents', (ownerId) => core.repo.count(ownerId));
     // The job's lease is renewed while it runs: a first build of the sandbox template takes minutes.
     // A build makes the agent's sandbox: it runs on the agent's node (a node-local job type).
-    registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BUILD_JOB, (p) => core.build(p.id), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });
-    await core.repo.failInterrupted(Date.now(), deps.nodes.id);
+    registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BUILD_JOB, (p, job) => core.build(p.id, job), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });
+    await core.repo.failInterrupted(Date.now(), deps.nodes.id, INTERRUPTED);
     core.reconnectAll();
     return { agents: new AgentsService(core) };
   },
@@ -49,6 +50,8 @@ export const agentsArea: AreaModule = {
     installAgentSocket(app, services.agents.core, deps.auth);
   },
   async close(services) {
+    // Turns write what they produced before their connections close under them.
+    await services.agents.turns.stop();
     await services.agents.core.close();
   },
 };

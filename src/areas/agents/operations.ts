@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { KeyScopeInput, keyRequest } from '../account/key-scope.js';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, Ok, StringMap } from '../../platform/schemas.js';
 import type { AgentsService } from './facade.js';
@@ -10,6 +11,9 @@ declare module '../../platform/operation.js' {
 }
 
 const tags = ['Agents'];
+
+/** The longest message a turn takes (characters): what an agent keeps in its sessions stays bounded. */
+export const MAX_MESSAGE_CHARS = 64 * 1024;
 
 const AgentId = z.object({ id: z.string().min(1).max(200).describe('Agent id') });
 const AgentStatus = z
@@ -95,6 +99,9 @@ export const agentsOperations = [
         .describe(
           'MCP servers (ACP templates only): stdio {name, command, args?, env?} or http {name, type: http, url, headers?}',
         ),
+      nubeKey: KeyScopeInput.optional().describe(
+        'nube mints a key with this scope (never wider than the caller\'s), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted',
+      ),
     }),
     response: Agent,
     errors: [
@@ -104,7 +111,8 @@ export const agentsOperations = [
       { status: 403, code: 'PlanLimitReached', description: 'The simultaneous agents allowance (4 / 8 / 20) is used up' },
       { status: 503, code: 'LlmNotConfigured', description: 'No LLM upstream: the operator set no NUBE_LLM_BASE_URL and the account has no AI key' },
     ],
-    handler: ({ services, principal, body }) => services.agents.core.create(principal, body),
+    handler: ({ services, principal, body }) =>
+      services.agents.core.create(principal, { ...body, nubeKey: body.nubeKey && keyRequest(body.nubeKey) }),
   }),
   defineOperation({
     id: 'agents.get',
@@ -136,16 +144,21 @@ export const agentsOperations = [
     path: '/agents/{id}/message',
     summary: 'Send a message to an agent and stream its reply (Server-Sent Events)',
     description:
-      'SSE events: `{type: "chunk", value}`, optionally `{type: "usage", ...}`, then `{type: "done"}`. A lost ' +
-      "agent is revived automatically. Also accepts the agent's embedToken (`agt_`) as bearer, from any CORS origin.",
+      'SSE events: `{type: "chunk", value}`, optionally `{type: "usage", ...}`, then `{type: "done", session}`. A lost ' +
+      "agent is revived automatically. Also accepts the agent's embedToken (`agt_`) as bearer, from any CORS origin: " +
+      "an embed caller never reaches the owner's sessions (without `session` it gets a new one of its own; `done` " +
+      `says which). A message is at most ${MAX_MESSAGE_CHARS} characters.`,
     tags,
     auth: ['owner', 'agent'],
     params: AgentId,
-    body: z.object({ content: z.string().min(1).describe('The message') }),
+    body: z.object({
+      content: z.string().min(1).max(MAX_MESSAGE_CHARS).describe(`The message (at most ${MAX_MESSAGE_CHARS} characters)`),
+      session: z.string().max(200).optional().describe('Session to continue (from a previous `done`); default: the owner\'s default session, or for an embed token a new one'),
+    }),
     produces: 'text/event-stream',
     response: z.string().describe('Server-Sent Events stream'),
     handler: async ({ services, principal, params, body }) => {
-      const stream = await services.agents.message(principal, params.id, body.content);
+      const stream = await services.agents.message(principal, params.id, body);
       return new RawResponse(stream, 'text/event-stream', { 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
     },
   }),
@@ -156,12 +169,14 @@ export const agentsOperations = [
     summary: 'Send a message to an agent and wait for its whole reply (up to 180 s)',
     description:
       'Waits up to 180 s. 409 with error `turno_en_curso` and `session` when a turn is already running in ' +
-      'that session; 502 when the agent ends without text. `reset: true` opens a new session.',
+      'that session; 502 when the agent ends without text. `reset: true` opens a new session (the owner\'s ' +
+      "new default). With an embed token the turn runs in a session of the embed callers' own, never the " +
+      `owner's. A message is at most ${MAX_MESSAGE_CHARS} characters.`,
     tags,
     auth: ['owner', 'agent'],
     params: AgentId,
     body: z.object({
-      text: z.string().min(1).describe('The message'),
+      text: z.string().min(1).max(MAX_MESSAGE_CHARS).describe(`The message (at most ${MAX_MESSAGE_CHARS} characters)`),
       session: z.string().max(200).optional().describe('Session to continue (from a previous answer)'),
       reset: z.boolean().optional().describe('Open a new session'),
     }),

@@ -34,6 +34,11 @@ interface AgentSessionsTable {
   owner_id: string;
   /** The agent program's ACP session id; null after a revive (fresh disk: the next turn opens a new one). */
   acp_session_id: string | null;
+  /**
+   * Who opened it: `owner`, or `embed` (an embed token: a page's visitor). An embed caller continues
+   * only sessions embed callers opened, never the owner's.
+   */
+  holder: 'owner' | 'embed';
   created_at: number;
 }
 
@@ -67,6 +72,11 @@ export type SessionRow = Selectable<AgentSessionsTable>;
 export type TurnRow = Selectable<AgentTurnsTable>;
 
 export const agentsMigrations: Record<string, Migration> = {
+  '0200-agents-session-holder': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('agent_sessions').addColumn('holder', 'text', (c) => c.notNull().defaultTo('owner')).execute();
+    },
+  },
   '0122-agents-node': {
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('agents').addColumn('node_id', 'text').execute();
@@ -191,12 +201,14 @@ export class AgentsRepo {
     if (sessionId) q = q.where('session_id', '=', sessionId);
     return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
   }
-  /** Turns a restart of nube interrupted: they cannot finish (their connection is gone). */
-  /** At start: the turns this node was running when it stopped (other nodes' turns run on). */
-  async failInterrupted(now: number, nodeId: string): Promise<void> {
+  /**
+   * At start: the turns this node was running when it stopped (other nodes' turns run on) cannot finish
+   * (their connection is gone). What they had produced (written as it streamed) is kept.
+   */
+  async failInterrupted(now: number, nodeId: string, interrupted: { code: string; message: string }): Promise<void> {
     await this.db
       .updateTable('agent_turns')
-      .set({ status: 'failed', error_code: 'Interrupted', error_message: 'nube restarted during this turn', finished_at: now })
+      .set({ status: 'failed', error_code: interrupted.code, error_message: interrupted.message, finished_at: now })
       .where('status', 'in', ['queued', 'running'])
       .where('agent_id', 'in', (eb) =>
         eb

@@ -7,12 +7,14 @@ import type { PlanName } from '../../platform/plans.js';
 import type { CredentialResolver, Principal } from '../../platform/auth.js';
 import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import { cutShort, type JobContext } from '../../platform/jobs.js';
 import { ElsewhereError, runPinned } from '../../platform/nodes.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import { assertWithinAllowance } from '../../platform/limits.js';
 import type { Services } from '../../platform/operation.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
+import type { KeyRequest } from '../account/service.js';
 import { KeyedLock } from '../sandboxes/runtime/keyed-lock.js';
 import { Builder } from './build.js';
 import { AgentLink } from './connection.js';
@@ -33,6 +35,8 @@ export interface CreateAgentInput {
   timeoutSeconds?: number;
   seedFiles?: { name: string; contentBase64: string }[];
   mcpServers?: McpInput[];
+  /** A key nube mints for the agent's own code (NUBE_API_KEY), revoked with the agent. */
+  nubeKey?: Omit<KeyRequest, 'name'>;
 }
 
 interface Secrets {
@@ -164,9 +168,12 @@ export class AgentsCore {
     const embedToken = `agt_${randomToken(40, BASE62)}`;
     const hash = sha256Hex(embedToken);
     const now = Date.now();
-    const secrets: Secrets = { env: input.env, mcpServers: input.mcpServers ?? [], token: randomToken(32, BASE62) };
+    const id = newId('agt');
+    // Minted last, after every check: a refused create leaves no key behind. nube's values win over env's.
+    const nubeEnv = input.nubeKey ? await this.mintKey(p, id, input.nubeKey) : {};
+    const secrets: Secrets = { env: { ...input.env, ...nubeEnv }, mcpServers: input.mcpServers ?? [], token: randomToken(32, BASE62) };
     const row: AgentRow = {
-      id: newId('agt'),
+      id,
       owner_id: p.ownerId,
       name: input.name ?? null,
       template: t.name,
@@ -183,17 +190,30 @@ export class AgentsCore {
       created_at: now,
       updated_at: now,
     };
-    await this.repo.insert(row);
+    try {
+      await this.repo.insert(row);
+    } catch (e) {
+      if (input.nubeKey) await this.s.account.revokeHeld(p.ownerId, `agent:${id}`);
+      throw e;
+    }
     await this.deps.jobs.enqueue(this.deps.nodes.jobType(BUILD_JOB, nodeId), { id: row.id }, { key: `agent-build:${row.id}` });
     return this.view(row, embedToken);
   }
 
+  /** The agent's own key: within the caller's scope (the account checks), held by the agent. */
+  private async mintKey(p: Principal, id: string, k: Omit<KeyRequest, 'name'>): Promise<Record<string, string>> {
+    const { secret } = await this.s.account.createKeyFor(p, { ...k, name: `agent ${id}`, holder: `agent:${id}` });
+    return { NUBE_API_KEY: secret, NUBE_BASE_URL: this.deps.publicUrl() };
+  }
+
   /** Job: build a `building` agent. A failure leaves it `lost` with the reason in `error`. */
-  async build(id: string): Promise<void> {
+  /** A build cut by nube's own stop (`job`) is not the agent's failure: it runs again when nube is back. */
+  async build(id: string, job?: Pick<JobContext, 'signal' | 'stopping'>): Promise<void> {
     await this.lock.run(id, async () => {
       const row = await this.repo.get(id);
       if (row?.status !== 'building') return;
       await this.builder.provision(row).catch(async (e: unknown) => {
+        if (job && cutShort(job)) throw e;
         this.deps.log.warn({ err: e, agent: id }, 'agent build failed');
         await this.repo.update(id, { status: 'lost', error: `build failed: ${(e as Error).message}` });
       });
@@ -222,18 +242,27 @@ export class AgentsCore {
       if (!row.sandbox_id) throw new ApiError(409, 'AgentNotReady', 'the agent has no sandbox yet');
       const address = await this.s.sandboxes.addressOf(await this.principalOf(row), row.sandbox_id);
       const token = this.secrets(row).token;
-      // Not answering within a second: the program may have ended (start it again) or still be starting.
+      // Not answering within a second: the program may have ended (start it again) or still be starting,
+      // or be ending right now (still listed running): look again every second until `waitMs`.
       const gateway = await this.s.llm.gatewayUrl();
-      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000), gateway).catch(async () => {
-        const restarted = await this.builder.restartIfEnded(row).catch(() => false);
-        return AgentLink.open(address, token, restarted ? 30_000 : Math.max(0, waitMs - 1_000), gateway);
+      const until = Date.now() + waitMs;
+      const l = await AgentLink.open(address, token, Math.min(waitMs, 1_000), gateway).catch(async (first: unknown) => {
+        for (let last = first; ; ) {
+          if (await this.builder.restartIfEnded(row).catch(() => false)) return AgentLink.open(address, token, 30_000, gateway);
+          const left = until - Date.now();
+          if (left <= 0) throw last;
+          last = await AgentLink.open(address, token, Math.min(left, 1_000), gateway).then(
+            (link) => link,
+            (e: unknown) => e,
+          );
+          if (last instanceof AgentLink) return last;
+        }
       });
       this.open.add(row.id);
       l.onClose = () => {
         this.open.delete(row.id);
         if (this.links.get(row.id) === pending) this.links.delete(row.id);
       };
-      await l.gateway(gateway);
       return l;
     })();
     this.links.set(row.id, pending);
@@ -282,6 +311,7 @@ export class AgentsCore {
     await this.lock.run(id, async () => {
       this.dropLink(id);
       await this.s.llm.revokeCredential(`agent:${id}`);
+      await this.s.account.revokeHeld(row.owner_id, `agent:${id}`);
       await this.deps.jobs.cancel({ key: `agent-build:${id}` });
       if (row.sandbox_id) await this.s.sandboxes.delete(await this.principalOf(row), row.sandbox_id).catch(() => {});
       await this.repo.delete(id);

@@ -9,6 +9,8 @@ export type AgentKind = 'acp' | 'code-agent' | 'goose';
 
 /** Where the program is copied in the agent's sandbox, and the workspace (seed files, the agent's cwd). */
 export const PROGRAM_PATH = '/opt/nube/agent.js';
+/** nube's secrets for the program (connection token, gateway credential): read and removed at its start. */
+export const PROGRAM_SECRETS = '/opt/nube/agent.secrets';
 export const WORKSPACE = '/root/workspace';
 
 export interface AgentTemplate {

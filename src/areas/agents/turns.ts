@@ -21,7 +21,7 @@ export type TurnEvent =
   | { type: 'chunk'; value: string }
   | { type: 'usage'; model: string | null; inputTokens: number; outputTokens: number; toolCalls: number }
   | { type: 'error'; code: string; message: string }
-  | { type: 'done' };
+  | { type: 'done'; session?: string };
 
 export interface TurnOutcome {
   turnId: string;
@@ -39,29 +39,47 @@ export interface TurnOptions {
 }
 
 const TRY_WAIT_MS = 180_000;
+/** How often a running turn's output so far is written: a turn cut by a crash keeps what it had produced. */
+const OUTPUT_FLUSH_MS = 500;
+export const INTERRUPTED = { code: 'Interrupted', message: 'nube restarted during this turn: the reply was cut where it stopped' };
 
 export class Turns {
   private readonly queue = new KeyedLock();
   /** Turns queued or running per session (this process). */
   private readonly pending = new Map<string, number>();
+  /** Running turns: each one's write of its output so far. */
+  private readonly live = new Map<string, () => Promise<void>>();
+  /** Set when nube stops: a turn failing from then on was cut by the stop, not by the agent. */
+  private stopping = false;
+
+  /** nube is stopping: running turns write what they produced, and end as Interrupted. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all([...this.live.values()].map((flush) => flush()));
+  }
 
   constructor(private readonly core: AgentsCore) {}
 
-  /** The session a turn goes to: the given one (404 if it is not this agent's), a new one, or the default. */
-  async session(row: AgentRow, id?: string, reset?: boolean): Promise<SessionRow> {
+  /**
+   * The session a turn goes to: the given one (404 if it is not this agent's), a new one, or the
+   * owner's default (a reset makes the new one the default). An embed caller (`holder` embed: a page's
+   * visitor) never reaches the owner's sessions: without `id` it gets a new session of its own, and an
+   * `id` it may continue is one an embed caller opened (another is a 404, like one that does not exist).
+   */
+  async session(row: AgentRow, id?: string, reset?: boolean, holder: SessionRow['holder'] = 'owner'): Promise<SessionRow> {
     const repo = this.core.repo;
     if (id && !reset) {
       const s = await repo.session(id);
-      if (!s || s.agent_id !== row.id) throw errors.notFound('session');
+      if (!s || s.agent_id !== row.id || (holder === 'embed' && s.holder !== 'embed')) throw errors.notFound('session');
       return s;
     }
-    if (!reset && row.default_session_id) {
+    if (holder === 'owner' && !reset && row.default_session_id) {
       const s = await repo.session(row.default_session_id);
       if (s) return s;
     }
-    const s: SessionRow = { id: newId('ses'), agent_id: row.id, owner_id: row.owner_id, acp_session_id: null, created_at: Date.now() };
+    const s: SessionRow = { id: newId('ses'), agent_id: row.id, owner_id: row.owner_id, acp_session_id: null, holder, created_at: Date.now() };
     await repo.insertSession(s);
-    if (!reset || !row.default_session_id) await repo.update(row.id, { default_session_id: s.id });
+    if (holder === 'owner') await repo.update(row.id, { default_session_id: s.id });
     return s;
   }
 
@@ -104,14 +122,36 @@ export class Turns {
     let output = '';
     let usage: TurnUsage | null = null;
     let error: TurnOutcome['error'] = null;
+    let flushedAt = started;
+    let writing = Promise.resolve();
+    const flush = () => {
+      const text = output;
+      writing = writing.then(() => repo.updateTurn(turn.id, { output: text })).catch(() => {});
+      return writing;
+    };
+    this.live.set(turn.id, flush);
     // A connection that breaks because the agent's sandbox just went away (nube had not noticed yet) is
     // tried once more on the revived agent, if nothing was streamed: whatever the turn did in the old
-    // sandbox went with its disk. Any other failure is the turn's error.
+    // sandbox went with its disk. So is one that breaks because the agent program had ended in its
+    // living sandbox (the link nube held was dead before its close was seen), if the program reported
+    // nothing of this turn: the next link starts the program again. Any other failure is the turn's error.
+    let progressed = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        const res = await this.prompt(agentId, sessionId, turn.input, opts, (text) => {
+        const res = await this.prompt(agentId, sessionId, turn.input, {
+          ...opts,
+          onUpdate: (u) => {
+            progressed = true;
+            opts.onUpdate?.(u);
+          },
+        }, (text) => {
+          progressed = true;
           output += text;
           emit({ type: 'chunk', value: text });
+          if (Date.now() - flushedAt >= OUTPUT_FLUSH_MS) {
+            flushedAt = Date.now();
+            void flush();
+          }
         });
         const u = (res._meta as { usage?: TurnUsage } | undefined)?.usage;
         if (u) usage = { model: u.model ?? null, inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, toolCalls: u.toolCalls ?? 0 };
@@ -119,16 +159,20 @@ export class Turns {
         if (res.stopReason === 'max_turn_requests') error = { code: 'MaxSteps', message: 'the agent stopped after too many tool rounds' };
         break;
       } catch (e) {
-        error = describe(e);
+        error = this.stopping ? INTERRUPTED : describe(e);
+        if (this.stopping) break;
         const row = await repo.get(agentId);
         const fresh = row ? await this.core.refresh(row).catch(() => row) : undefined;
-        if (attempt === 1 && output === '' && fresh?.status === 'lost' && error.code === 'AgentUnavailable') {
+        const programEnded = !progressed && !this.core.connected(agentId);
+        if (attempt === 1 && output === '' && error.code === 'AgentUnavailable' && (fresh?.status === 'lost' || programEnded)) {
           error = null;
           continue;
         }
         break;
       }
     }
+    this.live.delete(turn.id);
+    await writing;
     if (usage) emit({ type: 'usage', ...usage });
     if (error) emit({ type: 'error', ...error });
     const finished = Date.now();
@@ -181,8 +225,8 @@ export class Turns {
   }
 
   /** POST /try: the whole reply, waiting up to 180 s. */
-  async tryTurn(row: AgentRow, text: string, sessionId?: string, reset?: boolean) {
-    const session = await this.session(row, sessionId, reset);
+  async tryTurn(row: AgentRow, text: string, sessionId?: string, reset?: boolean, holder: SessionRow['holder'] = 'owner') {
+    const session = await this.session(row, sessionId, reset, holder);
     if (this.busy(session.id)) throw errors.conflict('turno_en_curso', 'turno_en_curso', { session: session.id });
     let partial = '';
     const started = Date.now();

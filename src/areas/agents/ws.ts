@@ -1,7 +1,10 @@
 // wsUrl: ACP (JSON-RPC) over WebSocket through nube to the agent, so an ACP client (an editor) drives the
-// agent directly. Each WebSocket gets its own connection to the agent program (the token line first):
-// one text message per JSON-RPC message each way. Accepts the owner key or the agent's embed token, as
-// `Authorization: Bearer` or, for browsers (which cannot set headers on a WebSocket), `?token=`.
+// agent directly. Each WebSocket gets its own connection to the agent program (nube's line first, with
+// its token and the gateway's URL): one text message per JSON-RPC message each way. Only the owner's key
+// opens it (`Authorization: Bearer`, or `?token=` for browsers, which cannot set headers on a
+// WebSocket): a raw ACP connection can start MCP servers (commands) in the agent's box and open any of
+// its sessions, which is the owner's to do, never an embed token's (a page's visitors message and try
+// only). What the client sends is filtered to ACP's client-side vocabulary (acp-filter.ts).
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -9,6 +12,7 @@ import { WebSocketServer } from 'ws';
 import type { Authenticator } from '../../platform/auth.js';
 import { ApiError } from '../../platform/errors.js';
 import { claimedUpgrades } from '../../platform/websocket.js';
+import { filterClientMessage } from './acp-filter.js';
 import { AGENT_PORT, connectWithRetry } from './connection.js';
 import type { AgentsCore } from './service.js';
 
@@ -31,8 +35,7 @@ export function installAgentSocket(app: FastifyInstance, core: AgentsCore, auth:
     const id = decodeURIComponent(m[1]!);
     const token = new URL(req.url, 'http://x').searchParams.get('token') ?? undefined;
     (async () => {
-      const p = await auth.authenticate({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'], queryToken: token }, ['owner', 'agent', 'share']);
-      if (p.scheme === 'share') throw new ApiError(403, 'CredentialNotAllowed', 'forbidden');
+      const p = await auth.authenticate({ authorization: req.headers.authorization ?? (token ? `Bearer ${token}` : undefined), apiKey: req.headers['x-api-key'] }, ['owner']);
       let row = await core.own(p, id);
       row = await core.refresh(row);
       if (row.status !== 'running' || !row.sandbox_id) throw new ApiError(409, 'AgentNotRunning', `the agent is ${row.status}`);
@@ -54,7 +57,11 @@ export function installAgentSocket(app: FastifyInstance, core: AgentsCore, auth:
             nl = pending.indexOf('\n');
           }
         });
-        ws.on('message', (data) => upstream.write(`${String(data).replace(/\n/g, ' ')}\n`));
+        ws.on('message', (data) => {
+          const out = filterClientMessage(String(data));
+          if ('forward' in out) upstream.write(`${out.forward}\n`);
+          else if ('reply' in out) ws.send(out.reply);
+        });
         ws.on('close', () => upstream.destroy());
         upstream.on('close', () => ws.close());
         upstream.on('error', () => ws.close());

@@ -17,11 +17,11 @@ export const consoleArea: AreaModule = {
   migrations: consoleMigrations,
   create(deps, other) {
     if (!other.account) throw new Error('the console area needs the account area');
-    const sessions = new ConsoleSessions(new ConsoleSessionsRepo(deps.store.db), deps.auth, other.account);
+    const sessions = new ConsoleSessions(new ConsoleSessionsRepo(deps.store.db), deps.auth, other.account, deps.config.secret);
     deps.auth.registerSession(sessions.resolver);
     return { consoleSessions: sessions };
   },
-  routes(app, services) {
-    mountConsole(app, services.consoleSessions, new ConsoleFiles());
+  routes(app, services, deps) {
+    mountConsole(app, { sessions: services.consoleSessions, files: new ConsoleFiles(), proxy: deps.auth.proxy, config: deps.config });
   },
 };

@@ -56,8 +56,9 @@ const DatabaseToken = z
 
 const VALUE_ENCODING =
   'Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> ' +
-  '`{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities), BLOB -> ' +
-  '`{ "base64": "..." }`. Arguments use the same encoding plus booleans (1/0); `{ "real": 3 }` forces REAL.';
+  '`{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities, `{ "real": "-0" }` ' +
+  'for -0), BLOB -> `{ "base64": "..." }`. Arguments use the same encoding plus booleans (1/0); `{ "real": 3 }` ' +
+  'forces REAL, stored bit for bit.';
 
 const QueryResult = queryResultSchema.meta({
   id: 'QueryResult',
@@ -194,7 +195,8 @@ export const databasesOperations = [
       {
         status: 503,
         code: 'DatabaseBusy',
-        description: 'The request waited its allowance for an executor (the account\'s earlier requests held its share) and never ran',
+        description:
+          "The request waited its allowance for an executor (the account's earlier requests held its share) and never ran",
       },
     ],
     handler: ({ services, principal, params, body }) =>
@@ -212,7 +214,9 @@ export const databasesOperations = [
     tags,
     auth: ['owner'],
     params: DbId,
-    body: z.object({ name: z.string().min(1).max(100).optional().describe('A label for you (which app holds it)') }),
+    body: z.object({
+      name: z.string().min(1).max(100).optional().describe('A label for you (which app holds it)'),
+    }),
     bodyOptional: true,
     successStatus: 201,
     response: DatabaseToken.extend({ token: z.string().describe('The secret, shown only in this response') }),

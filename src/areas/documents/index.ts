@@ -2,6 +2,7 @@ import { ChromiumBrowser } from '../../browser/index.js';
 import type { AreaModule } from '../area.js';
 import { registerGeneration } from './generation.js';
 import { documentsOperations } from './operations.js';
+import { LlmReplies, replyMigrations } from './llm-replies.js';
 import { LlmPageWriter } from './page-writer.js';
 import { DocumentsRepo, documentsMigrations } from './repo.js';
 import { DocumentsService } from './service.js';
@@ -9,7 +10,7 @@ import { DocumentsService } from './service.js';
 export const documentsArea: AreaModule = {
   name: 'documents',
   operations: documentsOperations,
-  migrations: documentsMigrations,
+  migrations: { ...documentsMigrations, ...replyMigrations },
   create(deps, other) {
     const { files, websites, llm } = other;
     if (!files || !websites)
@@ -25,7 +26,7 @@ export const documentsArea: AreaModule = {
     const repo = new DocumentsRepo(deps.store.db);
     // Pages from a prompt go through the LLM gateway's service (the account's AI key, else NUBE_LLM_*).
     const pageWriter = llm ? new LlmPageWriter(llm) : undefined;
-    if (pageWriter) registerGeneration(deps.jobs, repo, pageWriter);
+    if (pageWriter) registerGeneration(deps.jobs, repo, new LlmReplies(deps.store.db), pageWriter);
     const documents = new DocumentsService({
       repo,
       files,

@@ -4,6 +4,8 @@ import { PDF_FORMATS } from '../../browser/types.js';
 import { RawResponse } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { FORM_NAME } from '../websites/site-forms.js';
+import { FORM_FIELD_TYPES } from './render/form.js';
 import { COLOR_KEY, COLOR_NAMES, COLOR_VALUE, THEME_NAMES } from './render/themes.js';
 import { contentDisposition, type DocumentsService } from './service.js';
 
@@ -34,6 +36,37 @@ const Image = z
     message: 'give exactly one of fileId or url',
   });
 
+const FormField = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[A-Za-z][A-Za-z0-9_-]{0,63}$/, 'a letter, then letters, digits, _ and - (64 at most)')
+      .describe('The field name submissions carry'),
+    label: z.string().min(1).max(200).optional().describe('Shown to visitors (default the name)'),
+    type: z.enum(FORM_FIELD_TYPES).optional().describe('Default text'),
+    required: z.boolean().optional(),
+    options: z.array(z.string().min(1).max(200)).min(1).max(50).optional().describe('The choices of a select'),
+    placeholder: z.string().max(200).optional(),
+  })
+  .strict()
+  .refine((f) => (f.type === 'select') === (f.options !== undefined), {
+    message: 'a select needs options, and only a select takes them',
+    path: ['options'],
+  });
+
+const DocForm = z
+  .object({
+    name: z.string().regex(FORM_NAME, 'letters, digits, _ and - (64 at most)').describe('The form name (`GET /forms`)'),
+    fields: z
+      .array(FormField)
+      .min(1)
+      .max(50)
+      .refine((fs) => new Set(fs.map((f) => f.name)).size === fs.length, 'field names appear once'),
+    submitLabel: z.string().min(1).max(100).optional().describe('The button (default Send)'),
+  })
+  .strict()
+  .describe('A form visitors of the deployed site can send (see GET /forms)');
+
 const Section = limited(
   z.looseObject({
     id: z
@@ -51,10 +84,15 @@ const Section = limited(
     content: z.string().max(500_000).optional().describe('Alias of body'),
     format: z.enum(['markdown', 'html']).optional().describe('How body is written (default markdown)'),
     images: z.array(Image).max(50).optional().describe('Images after the body, by file id or URL'),
+    kind: z.enum(['page', 'form']).optional().describe('`form`: the page shows `form` after its body'),
+    form: DocForm.optional(),
+  }).refine((s) => (s.kind === 'form') === (s.form !== undefined), {
+    message: 'a section of kind form needs form, and only such a section takes it',
+    path: ['form'],
   }),
   { maxDepth: 8, maxBytes: 1024 * 1024 },
 ).describe(
-  'A section becomes one page (at most 8 levels, 1 MiB): heading, body in Markdown or HTML, images by file id or URL',
+  'A section becomes one page (at most 8 levels, 1 MiB): heading, body in Markdown or HTML, images by file id or URL; kind form adds a form',
 );
 
 const DocMetadata = limited(

@@ -12,11 +12,10 @@ import type { SectionInput } from './sections.js';
 export interface PageWriter {
   /** 400 LlmNotConfigured (naming the setting) when no LLM serves this owner; 402 when its tokens are spent. */
   assertReady(ownerId: string, plan: PlanName): Promise<void>;
-  generate(
-    ownerId: string,
-    prompt: string,
-    opts: { name: string; lang: string; signal?: AbortSignal },
-  ): Promise<SectionInput[]>;
+  /** Asks the LLM for the pages; answers its reply as received (kept before anything is made of it). */
+  ask(ownerId: string, prompt: string, opts: { name: string; lang: string; signal?: AbortSignal }): Promise<string>;
+  /** The pages in a reply ask() answered (GenerationError when it holds none). */
+  pages(reply: string, name: string): SectionInput[];
 }
 
 /** The setting the 400 names, so an operator knows what to configure. */
@@ -55,11 +54,7 @@ export class LlmPageWriter implements PageWriter {
     }
   }
 
-  async generate(
-    ownerId: string,
-    prompt: string,
-    opts: { name: string; lang: string; signal?: AbortSignal },
-  ): Promise<SectionInput[]> {
+  async ask(ownerId: string, prompt: string, opts: { name: string; lang: string; signal?: AbortSignal }): Promise<string> {
     const user = `Document title: ${opts.name}\nLanguage (unless the request says otherwise): ${opts.lang}\n\nRequest:\n${prompt}`;
     let text = '';
     try {
@@ -89,6 +84,10 @@ export class LlmPageWriter implements PageWriter {
       }
       throw new GenerationError((e as Error).message, false);
     }
+    return text;
+  }
+
+  pages(text: string, name: string): SectionInput[] {
     let content: unknown;
     try {
       content = (JSON.parse(text) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]
@@ -96,7 +95,7 @@ export class LlmPageWriter implements PageWriter {
     } catch {
       throw new GenerationError('the LLM upstream answered something that is not a chat completion', false);
     }
-    const sections = typeof content === 'string' ? sectionsFromReply(content, opts.name) : [];
+    const sections = typeof content === 'string' ? sectionsFromReply(content, name) : [];
     if (sections.length === 0) throw new GenerationError('the LLM answered no page', true);
     return sections;
   }

@@ -235,6 +235,8 @@ export class DocumentsRepo {
   }
 
   async delete(ownerId: string, id: string): Promise<boolean> {
+    // A reply kept for one of its generations (llm-replies.ts) goes with it.
+    await this.db.deleteFrom('document_llm_replies').where('document_id', '=', id).where('owner_id', '=', ownerId).execute();
     const r = await this.db
       .deleteFrom('documents')
       .where('id', '=', id)

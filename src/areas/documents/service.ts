@@ -6,7 +6,7 @@ import { newId } from '../../platform/ids.js';
 import type { JobQueue } from '../../platform/jobs.js';
 import type { Tables } from '../../store/schema.js';
 import type { FilesService } from '../files/service.js';
-import type { SiteFile } from '../websites/site-files.js';
+import type { SiteEntry, SiteFile } from '../websites/site-files.js';
 import type { WebsitesService } from '../websites/service.js';
 import { slugFrom } from '../websites/slug.js';
 import { GENERATE_JOB, type GenerateJob, generateJobKey } from './generation.js';
@@ -45,6 +45,8 @@ export interface DocumentsDeps {
 
 const DEFAULT_THEME: ThemeName = 'classic';
 const RASTER = /^image\/(png|jpeg|gif|webp|avif)$/;
+/** An image is read into memory only to be drawn into a PDF; past this size the PDF shows it missing. */
+const PDF_IMAGE_BYTES = 25 * 1024 * 1024;
 
 export class DocumentsService {
   constructor(private readonly deps: DocumentsDeps) {
@@ -166,16 +168,16 @@ export class DocumentsService {
   async deploy(p: Principal, id: string) {
     const d = await this.owned(p, id);
     if (d.sections.length === 0) throw noPages(d);
-    const files: SiteFile[] = [
+    const files: (SiteFile | SiteEntry)[] = [
       { path: 'index.html', data: Buffer.from(documentHtml(renderable(d), d.sections)) },
     ];
     for (const fileId of imageFileIds(d.sections)) {
-      const asset = await this.fileBytes(p, fileId);
+      const row = await this.deps.files.doneRow(p, fileId).catch(() => undefined);
+      if (!row?.sha256) continue;
       // Raster images only keep their type: an SVG or HTML "image" must not become a live page of the site.
-      const contentType = RASTER.test(asset?.contentType ?? '')
-        ? (asset?.contentType as string)
-        : 'application/octet-stream';
-      if (asset) files.push({ path: assetPath(fileId), data: asset.body, contentType });
+      const contentType = RASTER.test(row.content_type) ? row.content_type : 'application/octet-stream';
+      // Streamed from the files store into the site's when it is stored, never whole in memory.
+      files.push({ path: assetPath(fileId), size: row.size, sha256: row.sha256, contentType, open: () => this.fileChunks(p, fileId) });
     }
     const site = await this.deps.websites.publishDocument(
       p,
@@ -249,11 +251,12 @@ export class DocumentsService {
     );
   }
 
-  /** An image of a shared document, when the document really shows that file. */
+  /** An image of a shared document, when the document really shows that file (its bytes as a stream). */
   async shareAsset(ownerId: string, id: string, fileId: string) {
     const d = await this.deps.repo.owned(ownerId, id);
     if (!d || !imageFileIds(d.sections).includes(fileId)) return null;
-    return this.fileBytes({ scheme: 'share', ownerId, plan: 'byte' }, fileId);
+    const opened = await this.deps.files.open({ scheme: 'share', ownerId, plan: 'byte' }, fileId).catch(() => undefined);
+    return opened ? { body: opened.stream, contentType: opened.row.content_type } : null;
   }
 
   get browser(): Browser {
@@ -290,9 +293,18 @@ export class DocumentsService {
     return (fileId) => urls.get(fileId) ?? assetPath(fileId);
   }
 
+  /** A file's bytes as they are read; the file is opened when they are first asked for. */
+  private async *fileChunks(p: Principal, fileId: string): AsyncGenerator<Buffer> {
+    yield* (await this.deps.files.open(p, fileId)).stream;
+  }
+
   private async fileBytes(p: Principal, fileId: string) {
     const opened = await this.deps.files.open(p, fileId).catch(() => undefined);
     if (!opened) return null;
+    if (opened.row.size > PDF_IMAGE_BYTES) {
+      opened.stream.destroy();
+      return null;
+    }
     const parts: Buffer[] = [];
     for await (const c of opened.stream) parts.push(c as Buffer);
     return { body: Buffer.concat(parts), contentType: opened.row.content_type };

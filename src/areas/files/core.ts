@@ -14,4 +14,6 @@ export interface FilesCore {
   /** PENDING -> DONE with its file.created in one commit; false when the record went meanwhile. */
   completeUpload(row: FileRow, sha256: string, file: File): Promise<boolean>;
   enqueueEmbed(fileId: string): Promise<void>;
+  /** The bytes of a file arrived: work asked for at its creation (HLS) starts. */
+  uploaded(fileId: string): Promise<void>;
 }

@@ -4,6 +4,11 @@ import { fileChecks } from './doctor.js';
 import { registerFileJobs } from './jobs.js';
 import { registerFileMetrics } from './metrics.js';
 import { filesOperations } from './operations.js';
+import { join } from 'node:path';
+import { Spool } from '../../platform/spool.js';
+import { FileHls, JOB_HLS } from './hls.js';
+import { HlsRepo, hlsMigrations } from './hls-repo.js';
+import { hlsRoutes } from './hls-routes.js';
 import { FilesRepo, filesMigrations } from './repo.js';
 import { fileRoutes } from './routes.js';
 import { FilesService } from './service.js';
@@ -11,17 +16,42 @@ import { FilesService } from './service.js';
 export const filesArea: AreaModule = {
   name: 'files',
   operations: filesOperations,
-  migrations: filesMigrations,
+  migrations: { ...filesMigrations, ...hlsMigrations },
   create(deps, other) {
     const account = other.account;
     if (!account) throw new Error('the files area needs the account service (plans) to be created first');
     let files: FilesService | undefined;
     const urls = new FileUrls(deps.config.secret, deps.publicUrl, () => files?.now() ?? Date.now());
-    files = new FilesService(new FilesRepo(deps.store.db), storesFromConfig(deps.config), urls, deps, async (ownerId) => {
-      // getAccount reads only the owner id of the principal; the plan it returns is the stored one.
-      const a = await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' });
-      return a.plan.name;
-    }, (ownerId) => account.aiKeyFor(ownerId));
+    files = new FilesService(
+      new FilesRepo(deps.store.db),
+      storesFromConfig(deps.config),
+      urls,
+      deps,
+      async (ownerId) => {
+        // getAccount reads only the owner id of the principal; the plan it returns is the stored one.
+        const a = await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' });
+        return a.plan.name;
+      },
+      (ownerId) => account.aiKeyFor(ownerId),
+    );
+    const f = files;
+    files.hls = new FileHls(new HlsRepo(deps.store.db), {
+      files: files.repo,
+      stores: files.stores,
+      jobs: deps.jobs,
+      spool: new Spool(join(deps.config.dataDir, 'spool', 'hls')),
+      planOf: f.planOf,
+      publicUrl: deps.publicUrl,
+      secret: deps.config.secret,
+      now: () => f.now(),
+      log: deps.log,
+    });
+    // Transcoding takes the host's cores: one at a time per node.
+    deps.jobs.register<{ fileId: string }>(JOB_HLS, (p, job) => f.hls!.run(p.fileId, job), {
+      concurrency: 1,
+      leaseMs: 120_000,
+      maxAttempts: 3,
+    });
     registerFileJobs(deps.jobs, files, files.searchIndex);
     deps.usage.registerGauge('storageBytes', (ownerId) => (files as FilesService).repo.storedBytes(ownerId));
     registerFileMetrics(deps.metrics, files.repo);
@@ -30,6 +60,7 @@ export const filesArea: AreaModule = {
   doctor: fileChecks,
   routes(app, services) {
     fileRoutes(app, services.files.transfers);
+    hlsRoutes(app, services.files.hls!);
   },
   async close(services) {
     services.files.stores.close();

@@ -22,20 +22,29 @@ export function registerFileJobs(jobs: JobQueue, files: FilesService, search: Fi
     const due = purgeAt(row);
     if (due > files.now()) {
       // Woken early (a clock skew between replicas): sleep again until the retention really ends.
-      await jobs.enqueue(JOB_PURGE, { fileId }, { runAt: Date.now() + (due - files.now()), key: `${JOB_PURGE}:${fileId}`, onDuplicate: 'replace' });
+      await jobs.enqueue(
+        JOB_PURGE,
+        { fileId },
+        { runAt: Date.now() + (due - files.now()), key: `${JOB_PURGE}:${fileId}`, onDuplicate: 'replace' },
+      );
       return;
     }
     // Record first, guarded on DELETED, so a restore that wins the race keeps its bytes; a crash
     // before the blob delete leaves an orphan object, never a record without bytes.
     if (!(await files.repo.remove(row.id, 'DELETED'))) return;
     await files.stores.at(row.region).delete(blobKey(row.access, row.owner_id, row.id));
+    await files.hls?.purge(row.id);
   });
 
   jobs.register<FileJob>(JOB_EXPIRE_UPLOAD, async ({ fileId }) => {
     const row = await files.repo.byId(fileId);
     if (row?.status !== 'PENDING') return;
     if (row.upload_claimed_at !== null && files.now() - row.upload_claimed_at < CLAIMED_UPLOAD_GRACE_MS) {
-      await jobs.enqueue(JOB_EXPIRE_UPLOAD, { fileId }, { runAt: Date.now() + 3600_000, key: `${JOB_EXPIRE_UPLOAD}:${fileId}`, onDuplicate: 'replace' });
+      await jobs.enqueue(
+        JOB_EXPIRE_UPLOAD,
+        { fileId },
+        { runAt: Date.now() + 3600_000, key: `${JOB_EXPIRE_UPLOAD}:${fileId}`, onDuplicate: 'replace' },
+      );
       return;
     }
     if (!(await files.repo.remove(row.id, 'PENDING'))) return;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
+import { hlsOperations } from './hls-operations.js';
 import { FreeObjectInput, IsoTime, Ok, ok, PageQuery } from '../../platform/schemas.js';
 import { File, FileAccess, FileRegion, MAX_FILE_BYTES, paginated } from './schemas.js';
 import type { FilesService } from './service.js';
@@ -20,6 +21,7 @@ const STORAGE_QUOTA = {
 };
 
 export const filesOperations = [
+  ...hlsOperations,
   defineOperation({
     id: 'files.list',
     method: 'GET',
@@ -53,7 +55,15 @@ export const filesOperations = [
       access: FileAccess.default('private'),
       region: FileRegion.default('LATAM'),
       assetId: z.string().max(200).optional().describe('Caller-chosen grouping id'),
-      metadata: FreeObjectInput.optional().describe('Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)'),
+      metadata: FreeObjectInput.optional().describe(
+        'Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)',
+      ),
+      hls: z
+        .boolean()
+        .optional()
+        .describe(
+          'Make HLS renditions once the bytes arrive (a video; Mega and Tera): see GET /files/{fileId}/hls',
+        ),
     }),
     successStatus: 201,
     response: z.object({
@@ -61,8 +71,26 @@ export const filesOperations = [
       putUrl: z.string().describe('Presigned URL: PUT the bytes here'),
       putUrlExpiresAt: IsoTime.describe('When putUrl stops working'),
     }),
-    errors: [STORAGE_QUOTA],
-    handler: ({ principal, body, services }) => services.files.create(principal, body),
+    errors: [
+      STORAGE_QUOTA,
+      {
+        status: 402,
+        code: 'PlanUpgradeRequired',
+        description: '`hls: true` on a plan without HLS streaming (Byte)',
+      },
+    ],
+    handler: async ({ principal, body, services }) => {
+      const { hls, ...input } = body;
+      if (hls) services.files.hls!.assertPlan(principal);
+      const out = await services.files.create(principal, input);
+      if (hls)
+        await services.files.hls!.requestAtUpload(principal, {
+          id: out.file.id,
+          owner_id: principal.ownerId,
+          region: out.file.region,
+        });
+      return out;
+    },
   }),
   defineOperation({
     id: 'files.search',
@@ -80,7 +108,8 @@ export const filesOperations = [
     errors: [
       { status: 400, code: 'AiKeyNotConfigured', description: 'No AI key is configured for semantic search' },
     ],
-    handler: ({ principal, query, services }) => services.files.searchIndex.search(principal, query.q, query.limit),
+    handler: ({ principal, query, services }) =>
+      services.files.searchIndex.search(principal, query.q, query.limit),
   }),
   defineOperation({
     id: 'files.get',
@@ -105,7 +134,9 @@ export const filesOperations = [
     body: z.object({
       name: FileName.optional(),
       access: FileAccess.optional(),
-      metadata: FreeObjectInput.optional().describe('Replaces the metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)'),
+      metadata: FreeObjectInput.optional().describe(
+        'Replaces the metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)',
+      ),
       status: z.literal('DONE').optional().describe('Only DONE: restores a deleted file'),
     }),
     response: File,
@@ -135,7 +166,9 @@ export const filesOperations = [
     auth: ['owner'],
     params: FileId,
     response: File,
-    errors: [{ status: 409, code: 'RetentionExpired', description: 'The file was deleted more than 7 days ago' }],
+    errors: [
+      { status: 409, code: 'RetentionExpired', description: 'The file was deleted more than 7 days ago' },
+    ],
     handler: ({ principal, params, services }) => services.files.restore(principal, params.fileId),
   }),
   defineOperation({
@@ -150,6 +183,7 @@ export const filesOperations = [
     bodyOptional: true,
     response: File,
     errors: [STORAGE_QUOTA, { status: 409, code: 'FileDeleted', description: 'The file is in the trash' }],
-    handler: ({ principal, params, body, services }) => services.files.duplicate(principal, params.fileId, body?.name),
+    handler: ({ principal, params, body, services }) =>
+      services.files.duplicate(principal, params.fileId, body?.name),
   }),
 ];

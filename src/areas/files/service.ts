@@ -11,6 +11,7 @@ import type { FilesCore } from './core.js';
 import type { FileRow, FilesRepo } from './repo.js';
 import type { File } from './schemas.js';
 import type { EmbeddingsConfig } from './embeddings.js';
+import type { FileHls } from './hls.js';
 import { FileSearch } from './search.js';
 import { FileTransfers, type PlanOf } from './transfers.js';
 import { decodeCursor, encodeCursor, purgeAt, toFile } from './view.js';
@@ -41,7 +42,13 @@ export interface UpdateInput {
   status?: 'DONE';
 }
 
-function newRow(ownerId: string, id: string, input: CreateInput, now: number, set: Partial<FileRow>): FileRow {
+function newRow(
+  ownerId: string,
+  id: string,
+  input: CreateInput,
+  now: number,
+  set: Partial<FileRow>,
+): FileRow {
   return {
     id,
     owner_id: ownerId,
@@ -93,11 +100,22 @@ export class FilesService implements FilesCore {
     // NUBE_FILES_AI_KEY, when set, serves accounts that have none.
     const operatorAi = deps.config.files.ai;
     const fallback = operatorAi ? { ...operatorAi, operator: true } : undefined;
-    this.searchIndex = new FileSearch(this, async (ownerId) => (await aiKeyOf(ownerId)) ?? fallback, deps.outbound);
+    this.searchIndex = new FileSearch(
+      this,
+      async (ownerId) => (await aiKeyOf(ownerId)) ?? fallback,
+      deps.outbound,
+    );
   }
+
+  /** HLS renditions of videos (set by the area's wiring). */
+  hls?: FileHls;
 
   now(): number {
     return this.#now();
+  }
+
+  async uploaded(fileId: string): Promise<void> {
+    await this.hls?.uploaded(fileId);
   }
 
   /** Tests move time (retention, URL expiry) without sleeping; jobs still run on the real clock. */
@@ -109,30 +127,61 @@ export class FilesService implements FilesCore {
     return toFile(row, this.deps.publicUrl(), this.now());
   }
 
-  async create(p: Principal, input: CreateInput): Promise<{ file: File; putUrl: string; putUrlExpiresAt: string }> {
+  async create(
+    p: Principal,
+    input: CreateInput,
+  ): Promise<{ file: File; putUrl: string; putUrlExpiresAt: string }> {
     assertStorageAvailable(p.plan, await this.repo.storedBytes(p.ownerId), input.size);
     const now = this.now();
     const id = newId('file');
     const key = blobKey(input.access, p.ownerId, id);
-    const { url, nonce } = this.urls.upload(input.region, key, input.size, input.contentType, PUT_URL_SECONDS);
+    const { url, nonce } = this.urls.upload(
+      input.region,
+      key,
+      input.size,
+      input.contentType,
+      PUT_URL_SECONDS,
+    );
     const row = newRow(p.ownerId, id, input, now, { status: 'PENDING', upload_nonce: nonce });
     await this.repo.insert(row);
     // An upload that never comes leaves no record behind (and holds no storage allowance).
-    await this.deps.jobs.enqueue(JOB_EXPIRE_UPLOAD, { fileId: id }, { runAt: Date.now() + (PUT_URL_SECONDS + 60) * 1000, key: `${JOB_EXPIRE_UPLOAD}:${id}` });
+    await this.deps.jobs.enqueue(
+      JOB_EXPIRE_UPLOAD,
+      { fileId: id },
+      { runAt: Date.now() + (PUT_URL_SECONDS + 60) * 1000, key: `${JOB_EXPIRE_UPLOAD}:${id}` },
+    );
     const file = this.view(row);
     return { file, putUrl: url, putUrlExpiresAt: new Date(now + PUT_URL_SECONDS * 1000).toISOString() };
   }
 
-  async list(p: Principal, q: { limit: number; cursor?: string; assetId?: string; status: 'DONE' | 'DELETED' }) {
+  async list(
+    p: Principal,
+    q: { limit: number; cursor?: string; assetId?: string; status: 'DONE' | 'DELETED' },
+  ) {
     let beforeId: string | undefined;
     if (q.cursor !== undefined) {
       beforeId = decodeCursor(q.cursor);
-      if (!beforeId) throw errors.badRequest('invalid cursor', [{ path: ['cursor'], message: 'not a cursor from this API' }], 'InvalidCursor');
+      if (!beforeId)
+        throw errors.badRequest(
+          'invalid cursor',
+          [{ path: ['cursor'], message: 'not a cursor from this API' }],
+          'InvalidCursor',
+        );
     }
-    const rows = await this.repo.page({ ownerId: p.ownerId, status: q.status, assetId: q.assetId, beforeId, limit: q.limit + 1 });
+    const rows = await this.repo.page({
+      ownerId: p.ownerId,
+      status: q.status,
+      assetId: q.assetId,
+      beforeId,
+      limit: q.limit + 1,
+    });
     const hasMore = rows.length > q.limit;
     const items = rows.slice(0, q.limit);
-    return { items: items.map((r) => this.view(r)), hasMore, nextCursor: hasMore ? encodeCursor(items[items.length - 1]!.id) : null };
+    return {
+      items: items.map((r) => this.view(r)),
+      hasMore,
+      nextCursor: hasMore ? encodeCursor(items[items.length - 1]!.id) : null,
+    };
   }
 
   /** The owner's visible record; another owner's file, a PENDING upload or a missing one is a 404. */
@@ -144,7 +193,8 @@ export class FilesService implements FilesCore {
 
   async doneRow(p: Principal, id: string): Promise<FileRow> {
     const row = await this.row(p, id);
-    if (row.status !== 'DONE') throw errors.conflict('the file is in the trash; restore it first', 'FileDeleted');
+    if (row.status !== 'DONE')
+      throw errors.conflict('the file is in the trash; restore it first', 'FileDeleted');
     return row;
   }
 
@@ -162,7 +212,8 @@ export class FilesService implements FilesCore {
   async update(p: Principal, id: string, input: UpdateInput): Promise<File> {
     let row = await this.row(p, id);
     if (input.status === 'DONE' && row.status === 'DELETED') row = await this.restoreRow(row);
-    if (row.status !== 'DONE') throw errors.conflict('the file is in the trash; restore it first (status DONE)', 'FileDeleted');
+    if (row.status !== 'DONE')
+      throw errors.conflict('the file is in the trash; restore it first (status DONE)', 'FileDeleted');
     const set: Partial<FileRow> = {};
     if (input.name !== undefined && input.name !== row.name) set.name = input.name;
     if (input.metadata !== undefined) set.metadata = JSON.stringify(input.metadata);
@@ -199,8 +250,21 @@ export class FilesService implements FilesCore {
     const now = this.now();
     const deleted = { ...row, status: 'DELETED', deleted_at: now, updated_at: now };
     await this.deps.events.atomically(async (trx, emit) => {
-      if (!(await this.repo.update(row.id, 'DONE', { status: 'DELETED', deleted_at: now, updated_at: now }, trx))) return;
-      const purge = { runAt: purgeAt(deleted), key: `${JOB_PURGE}:${row.id}`, onDuplicate: 'replace' as const, db: trx };
+      if (
+        !(await this.repo.update(
+          row.id,
+          'DONE',
+          { status: 'DELETED', deleted_at: now, updated_at: now },
+          trx,
+        ))
+      )
+        return;
+      const purge = {
+        runAt: purgeAt(deleted),
+        key: `${JOB_PURGE}:${row.id}`,
+        onDuplicate: 'replace' as const,
+        db: trx,
+      };
       await this.deps.jobs.enqueue(JOB_PURGE, { fileId: row.id }, purge);
       emit(fileEvent('file.deleted', p.ownerId, this.view(deleted)));
     });
@@ -214,12 +278,20 @@ export class FilesService implements FilesCore {
 
   private async restoreRow(row: FileRow): Promise<FileRow> {
     if (purgeAt(row) <= this.now()) {
-      throw errors.conflict('the file was in the trash longer than 7 days and is being purged', 'RetentionExpired');
+      throw errors.conflict(
+        'the file was in the trash longer than 7 days and is being purged',
+        'RetentionExpired',
+      );
     }
     const now = this.now();
     const restored = { ...row, status: 'DONE', deleted_at: null, updated_at: now };
     const ok = await this.deps.events.atomically(async (trx, emit) => {
-      const won = await this.repo.update(row.id, 'DELETED', { status: 'DONE', deleted_at: null, updated_at: now }, trx);
+      const won = await this.repo.update(
+        row.id,
+        'DELETED',
+        { status: 'DONE', deleted_at: null, updated_at: now },
+        trx,
+      );
       if (won) emit(fileEvent('file.restored', row.owner_id, this.view(restored)));
       return won;
     });
@@ -260,8 +332,14 @@ export class FilesService implements FilesCore {
     const id = newId('file');
     const put = await this.stores
       .at(input.region)
-      .put(blobKey(input.access, p.ownerId, id), Readable.from([input.data]), { contentType: input.contentType, expectedSize: input.data.byteLength });
-    const row = newRow(p.ownerId, id, { ...input, size: put.size }, now, { status: 'DONE', sha256: put.sha256 });
+      .put(blobKey(input.access, p.ownerId, id), Readable.from([input.data]), {
+        contentType: input.contentType,
+        expectedSize: input.data.byteLength,
+      });
+    const row = newRow(p.ownerId, id, { ...input, size: put.size }, now, {
+      status: 'DONE',
+      sha256: put.sha256,
+    });
     const file = this.view(row);
     await this.insertReported(row, file);
     await this.enqueueEmbed(id);
@@ -294,6 +372,10 @@ export class FilesService implements FilesCore {
 
   async enqueueEmbed(fileId: string): Promise<void> {
     if (!this.deps.config.files.ai) return;
-    await this.deps.jobs.enqueue(JOB_EMBED, { fileId }, { key: `${JOB_EMBED}:${fileId}`, onDuplicate: 'replace' });
+    await this.deps.jobs.enqueue(
+      JOB_EMBED,
+      { fileId },
+      { key: `${JOB_EMBED}:${fileId}`, onDuplicate: 'replace' },
+    );
   }
 }

@@ -1,4 +1,11 @@
-import { type BlobBody, BlobError, type BlobHttpResponse, receiveUpload, type RequestHeaders, serveBlob } from '../../blob/index.js';
+import {
+  type BlobBody,
+  BlobError,
+  type BlobHttpResponse,
+  receiveUpload,
+  type RequestHeaders,
+  serveBlob,
+} from '../../blob/index.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
 import type { PlanName } from '../../platform/plans.js';
@@ -26,14 +33,27 @@ export class FileTransfers {
     const id = fileIdOfKey(grant.key);
     const row = await this.files.repo.byId(id);
     const now = this.files.now();
-    if (row?.status !== 'PENDING' || !grant.nonce || !(await this.files.repo.claimUpload(id, grant.nonce, now))) {
+    if (
+      row?.status !== 'PENDING' ||
+      !grant.nonce ||
+      !(await this.files.repo.claimUpload(id, grant.nonce, now))
+    ) {
       throw errors.forbidden('this upload URL was already used', 'UploadUrlUsed');
     }
     let ok = false;
     try {
       // Checked again now: other uploads may have completed since POST /files.
-      assertStorageAvailable(await this.planOf(row.owner_id), await this.files.repo.storedBytes(row.owner_id), row.size);
-      const put = await receiveUpload(this.files.stores.at(grant.location), { ...grant, method: 'PUT' }, body, headers);
+      assertStorageAvailable(
+        await this.planOf(row.owner_id),
+        await this.files.repo.storedBytes(row.owner_id),
+        row.size,
+      );
+      const put = await receiveUpload(
+        this.files.stores.at(grant.location),
+        { ...grant, method: 'PUT' },
+        body,
+        headers,
+      );
       const done: FileRow = { ...row, status: 'DONE', sha256: put.sha256, upload_nonce: null };
       const file = this.files.view(done);
       // The record turns DONE in the commit that records file.created: an acknowledged upload has its event.
@@ -44,6 +64,7 @@ export class FileTransfers {
       }
       ok = true;
       await this.files.enqueueEmbed(id);
+      await this.files.uploaded(id);
       return file;
     } finally {
       // A refused or broken upload frees the URL for a retry until it expires; bytes never landed
@@ -56,7 +77,8 @@ export class FileTransfers {
   async serveToken(token: string, headers: RequestHeaders, method: string): Promise<BlobHttpResponse> {
     const grant = this.files.urls.verify(token, method);
     const row = await this.files.repo.byId(fileIdOfKey(grant.key));
-    if (row?.status !== 'DONE' || blobKey(row.access, row.owner_id, row.id) !== grant.key) throw errors.notFound('file');
+    if (row?.status !== 'DONE' || blobKey(row.access, row.owner_id, row.id) !== grant.key)
+      throw errors.notFound('file');
     return serveBlob(this.files.stores.at(grant.location), grant.key, headers, method);
   }
 
@@ -68,20 +90,31 @@ export class FileTransfers {
   }
 
   /** A DONE file of `ownerId` (share links). */
-  async serveOwned(ownerId: string, id: string, headers: RequestHeaders, method: string): Promise<BlobHttpResponse> {
+  async serveOwned(
+    ownerId: string,
+    id: string,
+    headers: RequestHeaders,
+    method: string,
+  ): Promise<BlobHttpResponse> {
     const row = await this.files.repo.byId(id);
     if (!row || row.owner_id !== ownerId || row.status !== 'DONE') throw errors.notFound('file');
     return this.serveRow(row, headers, method);
   }
 
   private serveRow(row: FileRow, headers: RequestHeaders, method: string): Promise<BlobHttpResponse> {
-    return serveBlob(this.files.stores.at(row.region), blobKey(row.access, row.owner_id, row.id), headers, method);
+    return serveBlob(
+      this.files.stores.at(row.region),
+      blobKey(row.access, row.owner_id, row.id),
+      headers,
+      method,
+    );
   }
 }
 
 /** HTTP status and JSON body for an error on a byte route. */
 export function errorResponse(err: unknown): { status: number; body: Record<string, unknown> } | undefined {
   if (err instanceof ApiError) return { status: err.status, body: err.toBody() };
-  if (err instanceof BlobError) return { status: err.httpStatus, body: { error: err.message, code: err.code } };
+  if (err instanceof BlobError)
+    return { status: err.httpStatus, body: { error: err.message, code: err.code } };
   return undefined;
 }

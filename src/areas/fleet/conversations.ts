@@ -5,6 +5,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import type { Signer } from './cursor.js';
 import type { FleetRepo } from './repo.js';
+import { GROUP_ID_RE } from './schemas.js';
 
 export interface MessagesQuery {
   groupId: string;
@@ -13,8 +14,13 @@ export interface MessagesQuery {
 }
 
 export async function readMessages(repo: FleetRepo, signer: Signer, p: Principal, fleetAgentId: string, q: MessagesQuery) {
-  // A public key reads the one conversation it was issued for.
+  // A public key reads the one conversation it was issued for. The MESSAGE token is a browser's too (the
+  // widget's page): it reads web conversations (`web-<uuid>`, whose random id the browser chose and
+  // holds), never another channel's (a Telegram chat's id is its user's id, no secret). The owner reads any.
   if (p.scheme === 'fleetPublic' && p.credentialId !== q.groupId) throw errors.forbidden('this public key reads another conversation', 'CredentialNotAllowed');
+  if (p.scheme === 'fleetAgent' && !GROUP_ID_RE.test(q.groupId)) {
+    throw errors.forbidden('a fleet agent token reads web conversations (web-<uuid>) only; other channels\' conversations are the owner\'s to read', 'CredentialNotAllowed');
+  }
   const conv = await repo.conversation(fleetAgentId, q.groupId);
   let after = 0;
   let gapReason: 'cursor_too_old' | 'context_reset' | undefined;

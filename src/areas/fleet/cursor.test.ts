@@ -14,10 +14,10 @@ describe('fleet cursors and public keys', () => {
     expect(s.readCursor(forged, 'flt_a', 'web-1')).toBeNull();
     expect(new Signer('k2').readCursor(c, 'flt_a', 'web-1')).toBeNull();
   });
-  it('public keys carry their conversation and expire', () => {
-    const k = s.publicKey({ ownerId: 'acc', fleetAgentId: 'flt_a', groupId: 'web-1', expiresAt: Date.now() + 60_000 });
-    expect(s.readPublicKey(k)).toMatchObject({ ownerId: 'acc', fleetAgentId: 'flt_a', groupId: 'web-1' });
-    const old = s.publicKey({ ownerId: 'acc', fleetAgentId: 'flt_a', groupId: 'web-1', expiresAt: Date.now() - 1 });
+  it('public keys carry their conversation and token generation, and expire', () => {
+    const k = s.publicKey({ ownerId: 'acc', fleetAgentId: 'flt_a', groupId: 'web-1', expiresAt: Date.now() + 60_000, generation: 'g1' });
+    expect(s.readPublicKey(k)).toMatchObject({ ownerId: 'acc', fleetAgentId: 'flt_a', groupId: 'web-1', generation: 'g1' });
+    const old = s.publicKey({ ownerId: 'acc', fleetAgentId: 'flt_a', groupId: 'web-1', expiresAt: Date.now() - 1, generation: 'g1' });
     expect(s.readPublicKey(old)).toBeNull();
     expect(s.readPublicKey(`${k}x`)).toBeNull();
   });

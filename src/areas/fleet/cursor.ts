@@ -3,6 +3,14 @@
 // (`cursor_too_old`). Public read keys (`flt_pk_`) are signed the same way: stateless and short-lived.
 import { hmacHex, safeEqual } from '../../platform/crypto.js';
 
+export interface PublicKey {
+  ownerId: string;
+  fleetAgentId: string;
+  groupId: string;
+  expiresAt: number;
+  generation: string;
+}
+
 export class Signer {
   constructor(private readonly key: string) {}
 
@@ -24,18 +32,19 @@ export class Signer {
     return Number(s);
   }
 
-  publicKey(p: { ownerId: string; fleetAgentId: string; groupId: string; expiresAt: number }): string {
-    const body = Buffer.from(JSON.stringify([p.ownerId, p.fleetAgentId, p.groupId, p.expiresAt])).toString('base64url');
+  /** `generation` names the fleet agent's token it was minted under: rotating the token ends the key. */
+  publicKey(p: PublicKey): string {
+    const body = Buffer.from(JSON.stringify([p.ownerId, p.fleetAgentId, p.groupId, p.expiresAt, p.generation])).toString('base64url');
     return `flt_pk_${body}.${this.sig('pk', body)}`;
   }
 
-  readPublicKey(key: string): { ownerId: string; fleetAgentId: string; groupId: string; expiresAt: number } | null {
+  readPublicKey(key: string): PublicKey | null {
     const [body, sig] = key.slice('flt_pk_'.length).split('.');
     if (!body || !sig || !safeEqual(sig, this.sig('pk', body))) return null;
     try {
-      const [ownerId, fleetAgentId, groupId, expiresAt] = JSON.parse(Buffer.from(body, 'base64url').toString()) as [string, string, string, number];
-      if (expiresAt <= Date.now()) return null;
-      return { ownerId, fleetAgentId, groupId, expiresAt };
+      const [ownerId, fleetAgentId, groupId, expiresAt, generation] = JSON.parse(Buffer.from(body, 'base64url').toString()) as [string, string, string, number, string];
+      if (typeof generation !== 'string' || expiresAt <= Date.now()) return null;
+      return { ownerId, fleetAgentId, groupId, expiresAt, generation };
     } catch {
       return null;
     }

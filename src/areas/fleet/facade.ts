@@ -4,6 +4,7 @@ import { ApiError } from '../../platform/errors.js';
 import { Channel } from '../agents/channel.js';
 import { type MessagesQuery, readMessages } from './conversations.js';
 import type { Signer } from './cursor.js';
+import type { Broadcasts } from './broadcasts.js';
 import type { Pools } from './pool.js';
 import type { FleetRepo } from './repo.js';
 import type { FleetAdmin } from './service.js';
@@ -18,6 +19,7 @@ export class FleetService {
     readonly repo: FleetRepo,
     readonly signer: Signer,
     readonly telegram: TelegramChannel,
+    readonly broadcasts: Broadcasts,
   ) {}
 
   /** POST /message: waits for the turn; a turn with no reply answers its error (402 balance, else 502). */

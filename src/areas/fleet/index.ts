@@ -1,7 +1,8 @@
 import { hmacHex } from '../../platform/crypto.js';
 import { newId } from '../../platform/ids.js';
-import { pathLocator } from '../../platform/node-held.js';
+import { pathLocator, registerNodeJob } from '../../platform/node-held.js';
 import type { AreaModule } from '../area.js';
+import { BROADCAST_JOB, Broadcasts } from './broadcasts.js';
 import { Signer } from './cursor.js';
 import { FleetService } from './facade.js';
 import { fleetOperations } from './operations.js';
@@ -24,40 +25,49 @@ export const fleetArea: AreaModule = {
     const signer = new Signer(hmacHex(deps.config.secret, 'nube-fleet-signing'));
     const agents = other.agents!;
     const admin = new FleetAdmin(repo, deps, signer, other.account!, (ownerId) => agents.nodeForBox(ownerId));
+    let turns: FleetTurns | undefined;
+    const destroy = async (box: { id: string; ownerId: string; agentId: string }) => {
+      await repo.deleteBox(box.id);
+      await turns?.deleteBoxAgent(box.ownerId, box.agentId);
+    };
     const pools = new Pools(
       deps.config.fleet,
       {
-        // A box is an agent of the owner; its row lets a restart find it again.
-        async create(fleetAgentId) {
+        // A box is an agent of the owner; its row (with the conversation it serves) lets a restart find it.
+        async create(fleetAgentId, groupId) {
           const fleet = await repo.agent(fleetAgentId);
           if (!fleet) throw new Error('the fleet agent was deleted');
           const agentId = await agents.createBox(fleet.owner_id, `fleet ${fleet.name} (${fleet.id})`);
           const now = Date.now();
           const id = newId('box');
-          await repo.insertBox({ id, owner_id: fleet.owner_id, fleet_agent_id: fleet.id, agent_id: agentId, created_at: now, last_used_at: now });
+          await repo.insertBox({ id, owner_id: fleet.owner_id, fleet_agent_id: fleet.id, agent_id: agentId, group_id: groupId, created_at: now, last_used_at: now });
           return { id, agentId, ownerId: fleet.owner_id };
         },
-        async destroy() {},
+        bind: (boxId, groupId) => repo.bindBox(boxId, groupId),
+        destroy,
       },
       (e) => deps.log.warn({ err: e }, 'fleet box removal failed'),
     );
-    const turns = new FleetTurns(repo, admin, pools, agents, signer, deps);
+    turns = new FleetTurns(repo, admin, pools, agents, signer, deps);
     const telegram = new TelegramChannel(repo, admin, deps);
     turns.onReply((fleet, groupId, reply) => telegram.deliver(fleet, groupId, reply));
     // This node runs the pools of its own fleet agents only (their boxes are agents here).
     const mine = new Set(await repo.agentIdsOn(deps.nodes.id));
     for (const b of (await repo.boxes()).filter((x) => mine.has(x.fleet_agent_id))) {
-      pools.restore({ id: b.id, agentId: b.agent_id, ownerId: b.owner_id, fleetAgentId: b.fleet_agent_id, lastUsed: Number(b.last_used_at) });
+      const box = { id: b.id, agentId: b.agent_id, ownerId: b.owner_id, fleetAgentId: b.fleet_agent_id, lastUsed: Number(b.last_used_at) };
+      // A box from before boxes were per conversation may hold several conversations' state: it goes.
+      if (b.group_id === '') await destroy(box).catch((e: unknown) => deps.log.warn({ err: e, box: b.id }, 'old shared fleet box not removed'));
+      else pools.restore({ ...box, groupId: b.group_id });
     }
-    pools.startShrinking(async (box) => {
-      await repo.deleteBox(box.id);
-      await turns.deleteBoxAgent(box.ownerId, box.agentId);
-    });
+    pools.startShrinking();
     deps.auth.register(admin.tokenResolver);
     deps.auth.register(admin.clientResolver);
     deps.auth.register(admin.publicResolver);
     void turns.recover().catch((e: unknown) => deps.log.warn({ err: e }, 'fleet turn recovery failed'));
-    return { fleet: new FleetService(admin, turns, pools, repo, signer, telegram) };
+    // A broadcast runs on the node of its fleet agent's pool (its web conversations' turns are serialized there).
+    const broadcasts = new Broadcasts(repo, admin, turns, telegram, deps);
+    registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BROADCAST_JOB, (p, job) => broadcasts.run(p.id, job), { leaseMs: 60_000 });
+    return { fleet: new FleetService(admin, turns, pools, repo, signer, telegram, broadcasts) };
   },
   routes(app, services, deps) {
     // A fleet agent's messages, admin calls and channel webhooks are served by the node running its pool.

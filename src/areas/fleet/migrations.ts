@@ -127,3 +127,32 @@ fleetMigrations['0012-fleet-turn-external-id'] = {
     await db.schema.createIndex('fleet_turns_external').on('fleet_turns').columns(['fleet_agent_id', 'external_id']).unique().execute();
   },
 };
+
+fleetMigrations['0200-fleet-box-conversation'] = {
+  async up(db: Kysely<unknown>) {
+    // A box serves one conversation (null: a spare). Boxes from before served several at once: marked ''
+    // here, they are destroyed at the next start and their conversations move to boxes of their own.
+    await db.schema.alterTable('fleet_boxes').addColumn('group_id', 'text').execute();
+    await db.updateTable('fleet_boxes' as never).set({ group_id: '' } as never).execute();
+  },
+};
+
+fleetMigrations['0201-fleet-broadcasts'] = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('fleet_broadcasts')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('owner_id', 'text', (c) => c.notNull())
+      .addColumn('fleet_agent_id', 'text', (c) => c.notNull())
+      .addColumn('text', 'text', (c) => c.notNull())
+      .addColumn('status', 'text', (c) => c.notNull())
+      .addColumn('total', 'integer', (c) => c.notNull())
+      .addColumn('sent', 'integer', (c) => c.notNull())
+      .addColumn('failed', 'integer', (c) => c.notNull())
+      .addColumn('cursor', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('finished_at', 'bigint')
+      .execute();
+    await db.schema.createIndex('fleet_broadcasts_agent').on('fleet_broadcasts').columns(['fleet_agent_id', 'created_at']).execute();
+  },
+};

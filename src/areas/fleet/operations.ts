@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, StringMap } from '../../platform/schemas.js';
 import { fleetAdminOperations } from './admin-operations.js';
+import { broadcastOperations } from './broadcast-operations.js';
 import type { FleetService } from './facade.js';
 import { FleetAgent, FleetAgentId, GROUP_ID_RE, tags } from './schemas.js';
 
@@ -46,8 +47,23 @@ const FleetMessage = z.object({
   createdAt: IsoTime,
 });
 
+const SinceQuery = {
+  since: z.string().max(500).optional().describe('Cursor from a previous answer'),
+  limit: z.coerce.number().int().min(1).max(200).default(50).describe('Items, 1-200 (default 50)'),
+};
+
+const MessagesPage = z.object({
+  items: z.array(FleetMessage),
+  cursor: z.string().nullable().describe('Store it and send it as `since`'),
+  hasMore: z.boolean(),
+  gap: z.boolean().describe('True: reload the whole thread'),
+  gapReason: z.enum(['cursor_too_old', 'context_reset']).optional(),
+  resetAt: IsoTime.optional().describe('When the context was reset (gapReason context_reset)'),
+});
+
 export const fleetOperations = [
   ...fleetAdminOperations,
+  ...broadcastOperations,
   defineOperation({
     id: 'fleet.list',
     method: 'GET',
@@ -113,24 +129,35 @@ export const fleetOperations = [
       'Store the top-level `cursor` and send it as `since` next time. When `gap` is true reload the whole ' +
       'thread: gapReason `cursor_too_old` (the cursor no longer resolves) or `context_reset` (transcript ' +
       'kept but the agent box was lost without backup, so the model starts blank; `resetAt` says when). ' +
-      'Accepts the agent token or an ephemeral public key (`flt_pk_`).',
+      'Accepts the agent token (web conversations, `web-<uuid>`, only) or an ephemeral public key (`flt_pk_`: its ' +
+      'one conversation). The owner reads any conversation, Telegram chats included, with ' +
+      '`GET /fleet-agents/{fleetAgentId}/conversations/{groupId}/messages`.',
     tags,
     auth: ['fleetAgent', 'fleetPublic'],
     params: FleetAgentId,
-    query: z.object({
-      groupId: z.string().min(1).max(200).describe('Conversation id (`web-<uuid>`)'),
-      since: z.string().max(500).optional().describe('Cursor from a previous answer'),
-      limit: z.coerce.number().int().min(1).max(200).default(50).describe('Items, 1-200 (default 50)'),
-    }),
-    response: z.object({
-      items: z.array(FleetMessage),
-      cursor: z.string().nullable().describe('Store it and send it as `since`'),
-      hasMore: z.boolean(),
-      gap: z.boolean().describe('True: reload the whole thread'),
-      gapReason: z.enum(['cursor_too_old', 'context_reset']).optional(),
-      resetAt: IsoTime.optional().describe('When the context was reset (gapReason context_reset)'),
-    }),
-    errors: [{ status: 400, code: 'InvalidCursor', description: 'since is not a cursor of this conversation' }],
+    query: z.object({ groupId: z.string().min(1).max(200).describe('Conversation id (`web-<uuid>`)'), ...SinceQuery }),
+    response: MessagesPage,
+    errors: [
+      { status: 400, code: 'InvalidCursor', description: 'since is not a cursor of this conversation' },
+      { status: 403, code: 'CredentialNotAllowed', description: "A token reading a conversation not on the web channel, or a public key another conversation" },
+    ],
     handler: ({ services, principal, params, query }) => services.fleet.messages(principal, params.fleetAgentId, query),
+  }),
+  defineOperation({
+    id: 'fleet.conversationMessages',
+    method: 'GET',
+    path: '/fleet-agents/{fleetAgentId}/conversations/{groupId}/messages',
+    summary: "Read any conversation of your fleet agent (the owner's view, every channel)",
+    description:
+      'As `GET /fleet-agents/{fleetAgentId}/messages`, for the owner: any conversation, Telegram chats (`tg-<chat id>`) ' +
+      'included, which the MESSAGE token (a public page\'s) cannot read.',
+    tags,
+    auth: ['owner'],
+    params: FleetAgentId.extend({ groupId: z.string().min(1).max(200).describe('Conversation id') }),
+    query: z.object(SinceQuery),
+    response: MessagesPage,
+    errors: [{ status: 400, code: 'InvalidCursor', description: 'since is not a cursor of this conversation' }],
+    handler: ({ services, principal, params, query }) =>
+      services.fleet.messages(principal, params.fleetAgentId, { ...query, groupId: params.groupId }),
   }),
 ];

@@ -1,10 +1,15 @@
-// The elastic pool: each fleet agent's boxes (agents of the owner), grown on demand up to the fleet
-// agent's capacity and the host's NUBE_FLEET_MAX_BOXES, shrunk when idle. A box runs up to
-// NUBE_FLEET_TURNS_PER_BOX turns at once. A conversation keeps its box while it has one (its model
-// memory is a session there); without one it goes to the least busy box. When every slot is taken a turn
-// waits in a FIFO bounded per fleet agent; past that bound the answer is 503 FleetFull with a
-// `retryAfter` computed from the measured turn time and the work ahead, including earlier 503s told to
-// come back (so the clients told to retry at once are not all told the same instant).
+// The elastic pool: each fleet agent's boxes (agents of the owner), up to the fleet agent's capacity and
+// the host's NUBE_FLEET_MAX_BOXES, shrunk when idle. A box serves ONE conversation for its whole life:
+// the end users of a fleet agent are strangers, and whatever a conversation leaves in its box (files,
+// the agent's session history, processes, what its MCP connectors were given) must never be seen by
+// another. So a conversation keeps its box while it has one (its model memory is a session there);
+// without one it takes a spare (a box built ahead, handed to one conversation and never to a second),
+// else a new box, else, at capacity, the box of the conversation idle the longest is destroyed and a
+// new one built (that conversation moves to a fresh box with its transcript on its next turn). When no
+// box can be had a turn waits in a FIFO bounded per fleet agent; past that bound the answer is 503
+// FleetFull with a `retryAfter` computed from the measured turn and build times and the work ahead,
+// including earlier 503s told to come back (so the clients told to retry at once are not all told the
+// same instant).
 import type { FleetConfig } from '../../platform/config-shape.js';
 
 export interface Box {
@@ -12,11 +17,14 @@ export interface Box {
   agentId: string;
   ownerId: string;
   fleetAgentId: string;
+  /** The one conversation it serves; null: a spare, given to the next conversation that needs a box. */
+  groupId: string | null;
+  /** 1 while a turn holds it (a conversation runs one turn at a time). */
   active: number;
   lastUsed: number;
-  /** Resolves once the box is built (rejects when building failed). */
+  /** Resolves once the box is built and bound to its conversation (rejects when that failed). */
   ready: Promise<void>;
-  /** When each current turn got its slot: a turn's occupancy (building the box included) is what frees places. */
+  /** When the current turn got its slot: a turn's occupancy (building the box included) is what frees places. */
   granted?: number[];
   /** When building started, and when it ended (unset while building). */
   buildStarted?: number;
@@ -25,7 +33,6 @@ export interface Box {
 
 interface Waiter {
   groupId: string;
-  boxId: string | null;
   grant: (box: Box | PromiseLike<Box>) => void;
 }
 
@@ -36,7 +43,11 @@ export interface Admission {
 }
 
 export interface BoxFactory {
-  create(fleetAgentId: string): Promise<{ id: string; agentId: string; ownerId: string }>;
+  /** Builds a box for the fleet agent, bound to `groupId` (null: a spare). */
+  create(fleetAgentId: string, groupId: string | null): Promise<{ id: string; agentId: string; ownerId: string }>;
+  /** Records that the spare `boxId` now serves `groupId` (before any turn of it runs there). */
+  bind(boxId: string, groupId: string): Promise<void>;
+  /** Destroys a box that left the pool (idle, evicted): its agent and sandbox go. */
   destroy(box: Box): Promise<void>;
 }
 
@@ -53,6 +64,8 @@ class FleetPool {
   /** Measured box build time (a box being built delays its first turn by what remains of it). */
   avgBuildMs = 10_000;
   buildMeasured = false;
+  /** The fleet agent's capacity as last seen (spares are refilled within it). */
+  capacity = 1;
 }
 
 export class Pools {
@@ -81,18 +94,19 @@ export class Pools {
   }
 
   /** Boxes restored after a restart of nube. */
-  restore(box: Omit<Box, 'active' | 'ready'>): void {
-    this.pool(box.fleetAgentId).boxes.push({ ...box, active: 0, ready: Promise.resolve() });
+  restore(box: Omit<Box, 'active' | 'ready' | 'builtAt'>): void {
+    this.pool(box.fleetAgentId).boxes.push({ ...box, active: 0, ready: Promise.resolve(), builtAt: box.lastUsed });
   }
 
   stats(fleetAgentId: string) {
     const p = this.pool(fleetAgentId);
-    return { boxes: p.boxes.length, active: p.boxes.reduce((n, b) => n + b.active, 0), queued: p.waiters.length, avgTurnMs: Math.round(p.avgTurnMs) };
-  }
-
-  private slots(p: FleetPool, capacity: number): number {
-    const boxes = Math.max(1, Math.min(capacity, Math.max(p.boxes.length, 1)));
-    return boxes * this.cfg.turnsPerBox;
+    return {
+      boxes: p.boxes.length,
+      spares: p.boxes.filter((b) => b.groupId === null).length,
+      active: p.boxes.reduce((n, b) => n + b.active, 0),
+      queued: p.waiters.length,
+      avgTurnMs: Math.round(p.avgTurnMs),
+    };
   }
 
   private take(box: Box): Promise<Box> {
@@ -101,20 +115,46 @@ export class Pools {
     return box.ready.then(() => box);
   }
 
-  /** A box for a turn of `groupId` now, or null (then it waits). Grows the pool when it may. */
-  private pick(p: FleetPool, fleetAgentId: string, capacity: number, boxId: string | null): Box | null {
-    const own = boxId ? p.boxes.find((b) => b.id === boxId) : undefined;
-    if (own) return own.active < this.cfg.turnsPerBox ? own : null;
-    let best: Box | null = null;
-    for (const b of p.boxes) if (b.active < this.cfg.turnsPerBox && (!best || b.active < best.active)) best = b;
-    if (best) return best;
-    if (p.boxes.length < capacity && this.total() < this.cfg.maxBoxes) return this.grow(p, fleetAgentId);
-    return null;
+  /** A box for a turn of `groupId` now, or null (then it waits). Binds a spare, grows or evicts when it may. */
+  private pick(p: FleetPool, fleetAgentId: string, capacity: number, groupId: string): Box | null {
+    const own = p.boxes.find((b) => b.groupId === groupId);
+    if (own) return own.active === 0 ? own : null;
+    const spare = p.boxes.find((b) => b.groupId === null);
+    if (spare) return this.bind(spare, groupId);
+    if (p.boxes.length < capacity && this.total() < this.cfg.maxBoxes) return this.grow(p, fleetAgentId, groupId);
+    // At capacity: the conversation idle the longest gives up its box (destroyed, never handed over).
+    let victim: Box | null = null;
+    for (const b of p.boxes) if (b.active === 0 && b.builtAt !== undefined && (!victim || b.lastUsed < victim.lastUsed)) victim = b;
+    if (!victim) return null;
+    this.evict(p, victim);
+    return this.grow(p, fleetAgentId, groupId);
   }
 
-  private grow(p: FleetPool, fleetAgentId: string): Box {
-    const box: Box = { id: '', agentId: '', ownerId: '', fleetAgentId, active: 0, lastUsed: Date.now(), ready: Promise.resolve(), buildStarted: Date.now() };
-    box.ready = this.factory.create(fleetAgentId).then(
+  private bind(box: Box, groupId: string): Box {
+    box.groupId = groupId;
+    box.ready = box.ready.then(() => this.factory.bind(box.id, groupId));
+    box.ready.catch(() => {});
+    return box;
+  }
+
+  private evict(p: FleetPool, box: Box): void {
+    p.boxes = p.boxes.filter((b) => b !== box);
+    this.factory.destroy(box).catch(this.onError);
+  }
+
+  private grow(p: FleetPool, fleetAgentId: string, groupId: string | null): Box {
+    const box: Box = {
+      id: '',
+      agentId: '',
+      ownerId: '',
+      fleetAgentId,
+      groupId,
+      active: 0,
+      lastUsed: Date.now(),
+      ready: Promise.resolve(),
+      buildStarted: Date.now(),
+    };
+    box.ready = this.factory.create(fleetAgentId, groupId).then(
       (made) => {
         box.builtAt = Date.now();
         const ms = box.builtAt - (box.buildStarted ?? box.builtAt);
@@ -123,6 +163,7 @@ export class Pools {
         box.id = made.id;
         box.agentId = made.agentId;
         box.ownerId = made.ownerId;
+        box.lastUsed = box.builtAt;
       },
       (e: unknown) => {
         p.boxes = p.boxes.filter((b) => b !== box);
@@ -136,34 +177,49 @@ export class Pools {
   }
 
   /**
-   * Admits a turn: a slot now, a place in the queue (`eta` > 0), or throws `full(retryAfter)`.
-   * `boxId` is the conversation's box (it waits for that one while it exists).
+   * Builds spares up to NUBE_FLEET_SPARE_BOXES within the capacity, so a new conversation finds a box
+   * built. Called when a turn ends, not when one starts: a build beside a starting turn slows it (two
+   * cores here).
    */
-  admit(fleetAgentId: string, capacity: number, groupId: string, boxId: string | null, full: (retryAfter: number) => Error): Admission {
+  private refill(p: FleetPool, fleetAgentId: string): void {
+    let spares = p.boxes.filter((b) => b.groupId === null).length;
+    while (spares < this.cfg.spareBoxes && p.waiters.length === 0 && p.boxes.length < p.capacity && this.total() < this.cfg.maxBoxes) {
+      this.grow(p, fleetAgentId, null).ready.catch(this.onError);
+      spares++;
+    }
+  }
+
+  /**
+   * Admits a turn of conversation `groupId`: a slot now, a place in the queue (`eta` > 0), or throws
+   * `full(retryAfter)`.
+   */
+  admit(fleetAgentId: string, capacity: number, groupId: string, full: (retryAfter: number) => Error): Admission {
     const p = this.pool(fleetAgentId);
+    p.capacity = capacity;
     const now = Date.now();
     const promise = p.promised.get(groupId);
     p.promised.delete(groupId);
     const honoured = promise !== undefined && now >= promise.at - 500 && now <= promise.until;
     for (const [g, pr] of p.promised) if (pr.until < now) p.promised.delete(g);
-    const slots = this.slots(p, capacity);
+    const slots = Math.max(1, capacity);
     if (p.waiters.length === 0) {
-      const box = this.pick(p, fleetAgentId, capacity, boxId);
+      const box = this.pick(p, fleetAgentId, capacity, groupId);
       if (box) return { eta: 0, slot: this.take(box) };
     }
-    const maxQueue = Math.max(1, Math.ceil(capacity * this.cfg.turnsPerBox * this.cfg.queueFactor));
+    const maxQueue = Math.max(1, Math.ceil(capacity * this.cfg.queueFactor));
     if (p.waiters.length >= maxQueue && !honoured) {
       // Turns to finish before this client finds a free place in the queue, at `slots` turns at a time.
       const running = p.boxes.reduce((n, b) => n + b.active, 0);
       const ahead = running + p.waiters.length + p.promised.size;
       const need = Math.max(1, ahead - (slots + maxQueue) + 1);
-      const retryAfter = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(need / slots) * p.avgTurnMs) / 1000));
+      // A waiting conversation gets a freed place only by a new box built there: a build counts per turn.
+      const retryAfter = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(need / slots) * (p.avgTurnMs + p.avgBuildMs)) / 1000));
       p.promised.set(groupId, { at: now + retryAfter * 1000, until: now + retryAfter * 1000 + Math.max(60_000, p.avgTurnMs) });
       throw full(retryAfter);
     }
     const position = p.waiters.length + 1;
-    const eta = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(position / slots) * p.avgTurnMs) / 1000));
-    const slot = new Promise<Box>((grant) => p.waiters.push({ groupId, boxId, grant }));
+    const eta = Math.max(1, Math.ceil((this.buildWait(p, now) + Math.ceil(position / slots) * (p.avgTurnMs + p.avgBuildMs)) / 1000));
+    const slot = new Promise<Box>((grant) => p.waiters.push({ groupId, grant }));
     return { eta, slot };
   }
 
@@ -175,11 +231,12 @@ export class Pools {
   }
 
   /** A turn accepted before a restart: it waits for a slot whatever the queue's bound. */
-  queue(fleetAgentId: string, capacity: number, groupId: string, boxId: string | null): Promise<Box> {
+  queue(fleetAgentId: string, capacity: number, groupId: string): Promise<Box> {
     const p = this.pool(fleetAgentId);
-    const box = p.waiters.length === 0 ? this.pick(p, fleetAgentId, capacity, boxId) : null;
+    p.capacity = capacity;
+    const box = p.waiters.length === 0 ? this.pick(p, fleetAgentId, capacity, groupId) : null;
     if (box) return this.take(box);
-    return new Promise<Box>((grant) => p.waiters.push({ groupId, boxId, grant }));
+    return new Promise<Box>((grant) => p.waiters.push({ groupId, grant }));
   }
 
   /** A turn ended on `box` (`ran`: it ran, so its time counts): the slot goes to the first waiter that can use it. */
@@ -195,23 +252,22 @@ export class Pools {
       p.measured = true;
     }
     this.wake(box.fleetAgentId, capacity);
+    this.refill(p, box.fleetAgentId);
   }
 
   /** The box is gone (its agent lost or deleted): it leaves the pool; waiting turns are placed again. */
   drop(box: Box, capacity: number): void {
     const p = this.pool(box.fleetAgentId);
     p.boxes = p.boxes.filter((b) => b !== box);
-    for (const w of p.waiters) if (w.boxId === box.id) w.boxId = null;
     this.wake(box.fleetAgentId, capacity);
   }
 
   private wake(fleetAgentId: string, capacity: number): void {
     const p = this.pool(fleetAgentId);
-    const cap = Number.isFinite(capacity) ? capacity : p.boxes.length + 1;
+    const cap = Number.isFinite(capacity) ? capacity : p.capacity;
     for (let i = 0; i < p.waiters.length; ) {
       const w = p.waiters[i]!;
-      if (w.boxId && !p.boxes.some((b) => b.id === w.boxId)) w.boxId = null;
-      const box = this.pick(p, fleetAgentId, cap, w.boxId);
+      const box = this.pick(p, fleetAgentId, cap, w.groupId);
       if (!box) {
         i++;
         continue;
@@ -221,16 +277,15 @@ export class Pools {
     }
   }
 
-  /** Removes boxes idle longer than NUBE_FLEET_IDLE_SECONDS (checked every few seconds). */
-  startShrinking(onRemoved: (box: Box) => Promise<void>): void {
+  /** Removes boxes idle longer than NUBE_FLEET_IDLE_SECONDS (checked every few seconds), spares included. */
+  startShrinking(): void {
     const every = Math.max(1_000, Math.min(30_000, this.cfg.idleMs / 4));
     this.timer = setInterval(() => {
       const now = Date.now();
       for (const p of this.pools.values()) {
         for (const b of [...p.boxes]) {
           if (b.active > 0 || !b.id || now - b.lastUsed < this.cfg.idleMs) continue;
-          p.boxes = p.boxes.filter((x) => x !== b);
-          onRemoved(b).catch(this.onError);
+          this.evict(p, b);
         }
       }
     }, every);

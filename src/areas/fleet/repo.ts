@@ -109,12 +109,34 @@ interface FleetBoxesTable {
   fleet_agent_id: string;
   /** The agent (agents area) the box is. */
   agent_id: string;
+  /**
+   * The one conversation it serves, bound before any turn of it runs there; null: a spare; '': a box
+   * from before boxes were per conversation (destroyed at start).
+   */
+  group_id: string | null;
   created_at: number;
   last_used_at: number;
 }
 
+interface FleetBroadcastsTable {
+  id: string;
+  owner_id: string;
+  fleet_agent_id: string;
+  text: string;
+  status: 'sending' | 'sent';
+  /** Conversations it was for when created, and how many got it so far or failed. */
+  total: number;
+  sent: number;
+  failed: number;
+  /** The last conversation (group id) done: the job goes on after it. */
+  cursor: string;
+  created_at: number;
+  finished_at: number | null;
+}
+
 declare module '../../store/schema.js' {
   interface Tables {
+    fleet_broadcasts: FleetBroadcastsTable;
     fleet_agents: FleetAgentsTable;
     fleet_config_groups: FleetConfigGroupsTable;
     fleet_client_credentials: FleetClientCredentialsTable;
@@ -132,8 +154,33 @@ export type ConversationRow = Selectable<FleetConversationsTable>;
 export type MessageRow = Selectable<FleetMessagesTable>;
 export type FleetTurnRow = Selectable<FleetTurnsTable>;
 export type BoxRow = Selectable<FleetBoxesTable>;
+export type BroadcastRow = Selectable<FleetBroadcastsTable>;
+
+/** The channels a broadcast reaches. */
+export interface Reach {
+  web: boolean;
+  telegram: boolean;
+}
 
 const n = (v: unknown) => Number(v ?? 0);
+
+/** A conversation's row before its first message. */
+export function newConversation(fleet: Pick<FleetAgentRow, 'id' | 'owner_id'>, groupId: string, now = Date.now()): ConversationRow {
+  return {
+    fleet_agent_id: fleet.id,
+    group_id: groupId,
+    owner_id: fleet.owner_id,
+    session_uuid: crypto.randomUUID(),
+    box_id: null,
+    agent_session_id: null,
+    last_seq: 0,
+    first_seq: 1,
+    reset_seq: null,
+    reset_at: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
 
 export class FleetRepo {
   constructor(readonly db: Kysely<Tables>) {}
@@ -179,8 +226,47 @@ export class FleetRepo {
       await tx.deleteFrom('fleet_conversations').where('fleet_agent_id', '=', id).execute();
       await tx.deleteFrom('fleet_turns').where('fleet_agent_id', '=', id).execute();
       await tx.deleteFrom('fleet_boxes').where('fleet_agent_id', '=', id).execute();
+      await tx.deleteFrom('fleet_broadcasts').where('fleet_agent_id', '=', id).execute();
       await tx.deleteFrom('fleet_agents').where('id', '=', id).execute();
     });
+  }
+
+  // broadcasts
+  /** The row and its job (`enqueue` runs in the same transaction): both or neither. */
+  async insertBroadcast(row: BroadcastRow, enqueue: (db: Kysely<Tables>) => Promise<unknown>): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await tx.insertInto('fleet_broadcasts').values(row).execute();
+      await enqueue(tx);
+    });
+  }
+  broadcast(id: string) {
+    return this.db.selectFrom('fleet_broadcasts').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+  broadcasts(fleetAgentId: string) {
+    return this.db.selectFrom('fleet_broadcasts').selectAll().where('fleet_agent_id', '=', fleetAgentId).orderBy('created_at', 'desc').limit(100).execute();
+  }
+  async updateBroadcast(id: string, patch: Partial<BroadcastRow>, db: Kysely<Tables> = this.db): Promise<void> {
+    await db.updateTable('fleet_broadcasts').set(patch).where('id', '=', id).execute();
+  }
+  private recipientsQuery(fleetAgentId: string, reach: Reach) {
+    const prefixes = [...(reach.web ? ['web-%'] : []), ...(reach.telegram ? ['tg-%'] : [])];
+    return this.db
+      .selectFrom('fleet_conversations')
+      .where('fleet_agent_id', '=', fleetAgentId)
+      .where((w) => (prefixes.length ? w.or(prefixes.map((pre) => w('group_id', 'like', pre))) : w.val(false)));
+  }
+  async countRecipients(fleetAgentId: string, reach: Reach): Promise<number> {
+    const r = await this.recipientsQuery(fleetAgentId, reach).select((e) => e.fn.countAll().as('n')).executeTakeFirst();
+    return n(r?.n);
+  }
+  /** Conversations after `after` in group id order (a broadcast's next page). */
+  async recipients(fleetAgentId: string, reach: Reach, after: string, limit: number): Promise<string[]> {
+    const rows = await this.recipientsQuery(fleetAgentId, reach).select('group_id').where('group_id', '>', after).orderBy('group_id').limit(limit).execute();
+    return rows.map((r) => r.group_id);
+  }
+  async hasMessage(fleetAgentId: string, groupId: string, id: string): Promise<boolean> {
+    const r = await this.db.selectFrom('fleet_messages').select('id').where('fleet_agent_id', '=', fleetAgentId).where('group_id', '=', groupId).where('id', '=', id).executeTakeFirst();
+    return r !== undefined;
   }
 
   // config groups
@@ -230,6 +316,11 @@ export class FleetRepo {
       await tx.updateTable('fleet_conversations').set({ box_id: null, agent_session_id: null }).where('box_id', '=', id).execute();
       await tx.deleteFrom('fleet_boxes').where('id', '=', id).execute();
     });
+  }
+  /** Binds a spare to its conversation; throws when it is no spare any more (gone, or bound already). */
+  async bindBox(id: string, groupId: string): Promise<void> {
+    const r = await this.db.updateTable('fleet_boxes').set({ group_id: groupId }).where('id', '=', id).where('group_id', 'is', null).executeTakeFirst();
+    if (Number(r.numUpdatedRows) !== 1) throw new Error(`box ${id} is not a spare any more`);
   }
   async touchBox(id: string, at: number): Promise<void> {
     await this.db.updateTable('fleet_boxes').set({ last_used_at: at }).where('id', '=', id).execute();
@@ -295,12 +386,14 @@ export class FleetRepo {
   }
 
   /** The last `limit` messages, oldest first (the transcript carried to a new box). */
-  async tail(fleetAgentId: string, groupId: string, limit: number): Promise<MessageRow[]> {
+  /** The last `limit` messages before turn `exceptTurn`'s own (a replayed turn's message is already kept). */
+  async tail(fleetAgentId: string, groupId: string, limit: number, exceptTurn: string): Promise<MessageRow[]> {
     const rows = await this.db
       .selectFrom('fleet_messages')
       .selectAll()
       .where('fleet_agent_id', '=', fleetAgentId)
       .where('group_id', '=', groupId)
+      .where((w) => w.or([w('turn_id', 'is', null), w('turn_id', '!=', exceptTurn)]))
       .orderBy('seq', 'desc')
       .limit(limit)
       .execute();

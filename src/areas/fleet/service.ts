@@ -228,9 +228,10 @@ export class FleetAdmin {
   }
 
   async publicKey(p: Principal, id: string, groupId: string, ttlSeconds = PUBLIC_KEY_TTL_S) {
-    await this.own(p, id);
+    const row = await this.own(p, id);
     const expiresAt = Date.now() + ttlSeconds * 1000;
-    return { key: this.signer.publicKey({ ownerId: p.ownerId, fleetAgentId: id, groupId, expiresAt }), groupId, expiresAt: iso(expiresAt) };
+    const key = this.signer.publicKey({ ownerId: p.ownerId, fleetAgentId: id, groupId, expiresAt, generation: tokenGeneration(row) });
+    return { key, groupId, expiresAt: iso(expiresAt) };
   }
 
   // credential resolvers
@@ -273,15 +274,28 @@ export class FleetAdmin {
       }),
   };
 
-  /** Stateless: the key is signed and carries its expiry; `credentialId` carries the one conversation it reads. */
+  /**
+   * Signed, carrying its expiry and the token generation it was minted under: it ends with the fleet
+   * agent (deleted) and with its token (rotated), not only at its expiry. `credentialId` carries the one
+   * conversation it reads.
+   */
   readonly publicResolver: CredentialResolver = {
     scheme: 'fleetPublic',
-    resolve: async (credential) => {
+    resolve: (credential) => {
       const k = this.signer.readPublicKey(credential);
       if (!k) return null;
-      return { scheme: 'fleetPublic', ownerId: k.ownerId, plan: await this.plan(k.ownerId), credentialId: k.groupId, resourceId: k.fleetAgentId };
+      return this.cached(credential, async () => {
+        const row = await this.repo.agent(k.fleetAgentId);
+        if (!row || row.owner_id !== k.ownerId || tokenGeneration(row) !== k.generation) return null;
+        return { scheme: 'fleetPublic', ownerId: k.ownerId, plan: await this.plan(k.ownerId), credentialId: k.groupId, resourceId: k.fleetAgentId };
+      });
     },
   };
+}
+
+/** Which of the fleet agent's tokens is current (changes when it is rotated); no secret in it. */
+function tokenGeneration(row: Pick<FleetAgentRow, 'token_lookup'>): string {
+  return row.token_lookup.slice(0, 8);
 }
 
 export function fleetFull(retryAfter: number): ApiError {

@@ -17,6 +17,17 @@ import type { FleetTurns } from './turns.js';
 export const TELEGRAM_PREFIX = 'tg-';
 const MAX_TEXT = 4096;
 
+/** Telegram's refusal of a call: its HTTP status, and `retry_after` when it answered 429. */
+class TelegramRefusal extends ApiError {
+  constructor(
+    readonly upstreamStatus: number,
+    message: string,
+    readonly retryAfter?: number,
+  ) {
+    super(502, 'TelegramError', message);
+  }
+}
+
 interface TelegramSecrets {
   botToken: string;
   secret: string;
@@ -51,12 +62,12 @@ export class TelegramChannel {
       trustedOrigin: this.api,
     });
     const text = await res.body.text();
-    let parsed: { ok?: boolean; description?: string } = {};
+    let parsed: { ok?: boolean; description?: string; parameters?: { retry_after?: number } } = {};
     try {
       parsed = JSON.parse(text) as typeof parsed;
     } catch {}
     if (res.status !== 200 || parsed.ok !== true) {
-      throw new ApiError(502, 'TelegramError', `Telegram answered ${method} with ${res.status}: ${parsed.description ?? text.slice(0, 200)}`);
+      throw new TelegramRefusal(res.status, `Telegram answered ${method} with ${res.status}: ${parsed.description ?? text.slice(0, 200)}`, parsed.parameters?.retry_after);
     }
     return parsed as Record<string, unknown>;
   }
@@ -83,6 +94,23 @@ export class TelegramChannel {
     const channels = (JSON.parse(row.channels) as string[]).filter((c) => c !== 'telegram');
     await this.repo.updateAgent(id, { telegram_sealed: null, channels: JSON.stringify(channels.length ? channels : ['web']) });
     return { ok: true as const };
+  }
+
+  /**
+   * One message to a Telegram conversation (a broadcast): `retryAfter` when Telegram answered 429
+   * (seconds to wait), `why` when it refused or could not be reached.
+   */
+  async send(fleet: FleetAgentRow, groupId: string, text: string): Promise<{ ok: true } | { ok: false; retryAfter?: number; why: string }> {
+    const s = this.secrets(fleet);
+    if (!s) return { ok: false, why: 'no Telegram bot is connected' };
+    const chatId = groupId.slice(TELEGRAM_PREFIX.length);
+    try {
+      for (let i = 0; i < text.length; i += MAX_TEXT) await this.call(s.botToken, 'sendMessage', { chat_id: chatId, text: text.slice(i, i + MAX_TEXT) });
+      return { ok: true };
+    } catch (e) {
+      if (e instanceof TelegramRefusal && e.upstreamStatus === 429) return { ok: false, retryAfter: Math.max(1, e.retryAfter ?? 1), why: e.message };
+      return { ok: false, why: (e as Error).message };
+    }
   }
 
   /** A turn's reply in a Telegram conversation goes back to its chat (also for turns rerun after a restart). */

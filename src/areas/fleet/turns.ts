@@ -13,7 +13,7 @@ import type { PlatformDeps } from '../deps.js';
 import type { Signer } from './cursor.js';
 import { emitTurnOutcome } from './events.js';
 import type { Box, Pools } from './pool.js';
-import type { ConversationRow, FleetAgentRow, FleetRepo, FleetTurnRow } from './repo.js';
+import { type ConversationRow, type FleetAgentRow, type FleetRepo, type FleetTurnRow, type MessageRow, newConversation } from './repo.js';
 import { type FleetAdmin, fleetFull } from './service.js';
 
 export interface MessageInput {
@@ -42,6 +42,9 @@ export interface TurnResult {
 }
 
 const NO_CONNECTORS = 'no configGroupId: the turn ran with no connectors and no group prompt';
+/** A turn's box failing before a word (these codes) is replaced this many times before the turn fails. */
+const BOX_RETRIES = 2;
+const BOX_FAILURES = new Set(['AgentUnavailable', 'ReviveFailed', 'AgentNotReady', 'GatewayUnreachable', 'WorkerError']);
 
 export class FleetTurns {
   /** One turn at a time per conversation, in arrival order. */
@@ -75,21 +78,7 @@ export class FleetTurns {
   private async conversation(fleet: FleetAgentRow, groupId: string): Promise<ConversationRow> {
     const found = await this.repo.conversation(fleet.id, groupId);
     if (found) return found;
-    const now = Date.now();
-    await this.repo.insertConversation({
-      fleet_agent_id: fleet.id,
-      group_id: groupId,
-      owner_id: fleet.owner_id,
-      session_uuid: crypto.randomUUID(),
-      box_id: null,
-      agent_session_id: null,
-      last_seq: 0,
-      first_seq: 1,
-      reset_seq: null,
-      reset_at: null,
-      created_at: now,
-      updated_at: now,
-    });
+    await this.repo.insertConversation(newConversation(fleet, groupId));
     return (await this.repo.conversation(fleet.id, groupId))!;
   }
 
@@ -133,8 +122,9 @@ export class FleetTurns {
   async start(p: Principal, fleetAgentId: string, input: MessageInput, emit: (e: StreamEvent) => void): Promise<{ result: Promise<TurnResult>; warning?: string }> {
     const fleet = await this.home(await this.admin.own(p, fleetAgentId));
     await this.group(fleet, input.configGroupId);
-    const conv = await this.conversation(fleet, input.groupId);
-    const admission = this.pools.admit(fleet.id, fleet.capacity, input.groupId, conv.box_id, fleetFull);
+    // The conversation exists (its row) before its first turn: cursors and events name it.
+    await this.conversation(fleet, input.groupId);
+    const admission = this.pools.admit(fleet.id, fleet.capacity, input.groupId, fleetFull);
     if (admission.eta > 0) emit({ type: 'capacity', retryAfter: admission.eta, queued: true });
     const now = Date.now();
     const turn: FleetTurnRow = {
@@ -168,17 +158,17 @@ export class FleetTurns {
   }
 
   private async execute(fleet: FleetAgentRow, turn: FleetTurnRow, slot: Promise<Box>, emit: (e: StreamEvent) => void): Promise<TurnResult> {
-    let box: Box | null = null;
-    let ranMs: number | null = null;
+    // The box the turn holds now (it may change: a box that fails is given up for another).
+    const held: { box: Box | null } = { box: null };
+    let ran = false;
     try {
-      box = await slot;
+      held.box = await slot;
       const started = Date.now();
       await this.repo.updateTurn(turn.id, { status: 'running', started_at: started });
       turn.started_at = started;
-      const done = await this.runOnBox(fleet, turn, box, emit);
-      ranMs = Date.now() - started;
-      box = done.box;
-      return done.result;
+      const result = await this.runOnBox(fleet, turn, held, emit);
+      ran = true;
+      return result;
     } catch (e) {
       // The box could not be built or reached at all: the turn ends with no reply.
       const err = e instanceof ApiError ? { code: e.code, message: e.message } : { code: 'WorkerError', message: (e as Error).message };
@@ -188,67 +178,86 @@ export class FleetTurns {
         return { turnId: turn.id, reply: '', cursor: '', memoryReset: false, error: err };
       });
     } finally {
-      if (box) this.pools.release(box, ranMs !== null, fleet.capacity);
-      else void slot.then((b) => this.pools.release(b, false, fleet.capacity)).catch(() => {});
+      if (held.box) this.pools.release(held.box, ran, fleet.capacity);
     }
   }
 
-  private async runOnBox(fleet: FleetAgentRow, turn: FleetTurnRow, first: Box, emit: (e: StreamEvent) => void): Promise<{ box: Box; result: TurnResult }> {
-    let box = first;
+  /** Gives up the turn's box (gone, or failing before a word) and waits for another: an accepted turn waits, never 503. */
+  private async swapBox(fleet: FleetAgentRow, turn: FleetTurnRow, held: { box: Box | null }): Promise<Box> {
+    const old = held.box!;
+    held.box = null;
+    await this.forgetBox(old, fleet.capacity);
+    held.box = await this.pools.queue(fleet.id, fleet.capacity, turn.group_id);
+    return held.box;
+  }
+
+  private async runOnBox(fleet: FleetAgentRow, turn: FleetTurnRow, held: { box: Box | null }, emit: (e: StreamEvent) => void): Promise<TurnResult> {
+    let box = held.box!;
     // A box whose agent is gone (sandbox expired, deleted) leaves the pool; the turn takes another.
     for (let tries = 0; ; tries++) {
       const status = await this.agents.boxStatus(box.agentId);
       if (status === 'running' || status === 'building' || tries >= 2) break;
-      await this.forgetBox(box, fleet.capacity);
-      const again = this.pools.admit(fleet.id, fleet.capacity, turn.group_id, null, fleetFull);
-      box = await again.slot;
+      box = await this.swapBox(fleet, turn, held);
     }
-    await this.repo.touchBox(box.id, Date.now());
-    const conv = (await this.repo.conversation(fleet.id, turn.group_id))!;
     const group = turn.config_group_id ? await this.repo.group(turn.config_group_id) : null;
     const mcpServers: McpInput[] = group ? this.admin.mcpOf(group) : [];
-    const sameBox = conv.box_id === box.id && conv.agent_session_id !== null;
-    const prompt = sameBox ? turn.input : await this.firstPrompt(fleet, conv, group?.prompt ?? '', turn.input);
-    if (!(await this.repo.hasUserMessage(turn.id))) {
-      await this.repo.append(fleet.id, turn.group_id, [{ id: newId('msg'), role: 'user', text: turn.input, turn_id: turn.id, created_at: Date.now() }]);
+    for (let attempt = 0; ; attempt++) {
+      await this.repo.touchBox(box.id, Date.now());
+      const conv = (await this.repo.conversation(fleet.id, turn.group_id))!;
+      const sameBox = conv.box_id === box.id && conv.agent_session_id !== null;
+      const prompt = sameBox ? turn.input : await this.firstPrompt(fleet, conv, group?.prompt ?? '', turn);
+      if (!(await this.repo.hasUserMessage(turn.id))) {
+        await this.repo.append(fleet.id, turn.group_id, [{ id: newId('msg'), role: 'user', text: turn.input, turn_id: turn.id, created_at: Date.now() }]);
+      }
+      let reply = '';
+      let usage: TurnUsage | null = null;
+      const out = await this.agents.boxTurn(
+        box.agentId,
+        sameBox ? conv.agent_session_id : null,
+        prompt,
+        (e) => {
+          if (e.type === 'chunk') {
+            reply += e.value;
+            emit(e);
+          } else if (e.type === 'usage') {
+            usage = { model: e.model, inputTokens: e.inputTokens, outputTokens: e.outputTokens, toolCalls: e.toolCalls };
+            emit(e);
+          }
+        },
+        { mcpServers, onUpdate: (u) => toolEvent(u, emit) },
+      );
+      const text = out.outcome.text || reply;
+      // A box that failed before a word (it could not be built, did not answer, could not reach the
+      // gateway) is the platform's failure, not the turn's: it is given up and the turn waits for another.
+      if (!text && attempt < BOX_RETRIES && BOX_FAILURES.has(out.outcome.error?.code ?? '') && !this.stopping) {
+        this.deps.log.warn({ turn: turn.id, box: box.id, error: out.outcome.error }, 'fleet box failed before answering; the turn goes to another box');
+        box = await this.swapBox(fleet, turn, held);
+        continue;
+      }
+      await this.repo.updateConversation(fleet.id, turn.group_id, { box_id: box.id, agent_session_id: out.session });
+      const error = text ? null : (out.outcome.error ?? { code: 'NoReply', message: 'the agent ended without a reply' });
+      // Blank memory: the box was rebuilt under the session, or the conversation moved with no transcript.
+      const blank = out.memoryLost || (!sameBox && conv.last_seq > 0 && this.deps.config.fleet.carryMessages === 0);
+      return this.finish(fleet, turn, text, usage ?? out.outcome.usage, blank, error, emit);
     }
-    let reply = '';
-    let usage: TurnUsage | null = null;
-    const out = await this.agents.boxTurn(
-      box.agentId,
-      sameBox ? conv.agent_session_id : null,
-      prompt,
-      (e) => {
-        if (e.type === 'chunk') {
-          reply += e.value;
-          emit(e);
-        } else if (e.type === 'usage') {
-          usage = { model: e.model, inputTokens: e.inputTokens, outputTokens: e.outputTokens, toolCalls: e.toolCalls };
-          emit(e);
-        }
-      },
-      { mcpServers, onUpdate: (u) => toolEvent(u, emit) },
-    );
-    await this.repo.updateConversation(fleet.id, turn.group_id, { box_id: box.id, agent_session_id: out.session });
-    const text = out.outcome.text || reply;
-    const error = text ? null : (out.outcome.error ?? { code: 'NoReply', message: 'the agent ended without a reply' });
-    // Blank memory: the box was rebuilt under the session, or the conversation moved with no transcript.
-    const blank = out.memoryLost || (!sameBox && conv.last_seq > 0 && this.deps.config.fleet.carryMessages === 0);
-    return { box, result: await this.finish(fleet, turn, text, usage ?? out.outcome.usage, blank, error, emit) };
   }
 
-  /** The first prompt of a session: instructions, the group's prompt and the transcript carried over. */
-  private async firstPrompt(fleet: FleetAgentRow, conv: ConversationRow, groupPrompt: string, text: string): Promise<string> {
+  /**
+   * The first prompt of a session: instructions, the group's prompt and the transcript carried over,
+   * then this turn's message once (a turn run again after a crash finds its message kept already: it is
+   * not part of what came earlier).
+   */
+  private async firstPrompt(fleet: FleetAgentRow, conv: ConversationRow, groupPrompt: string, turn: FleetTurnRow): Promise<string> {
     const parts: string[] = [];
     if (fleet.instructions) parts.push(fleet.instructions);
     if (groupPrompt) parts.push(groupPrompt);
     const carry = this.deps.config.fleet.carryMessages;
     if (carry > 0 && conv.last_seq > 0) {
-      const earlier = await this.repo.tail(fleet.id, conv.group_id, carry);
+      const earlier = await this.repo.tail(fleet.id, conv.group_id, carry, turn.id);
       if (earlier.length) parts.push(`Earlier in this conversation:\n${earlier.map((m) => `${m.role}: ${m.text}`).join('\n')}`);
     }
-    if (!parts.length) return text;
-    return `${parts.join('\n\n')}\n\nuser: ${text}`;
+    if (!parts.length) return turn.input;
+    return `${parts.join('\n\n')}\n\nuser: ${turn.input}`;
   }
 
   private async finish(
@@ -304,6 +313,16 @@ export class FleetTurns {
     return { turnId: turn.id, reply, cursor, memoryReset, error: completed ? null : error };
   }
 
+  /**
+   * A message that is not a turn's (a broadcast) added to a conversation, between its turns (the same
+   * lock), once: an id already there is not added again.
+   */
+  async appendOutOfTurn(fleet: FleetAgentRow, groupId: string, m: Omit<MessageRow, 'seq' | 'fleet_agent_id' | 'group_id'>): Promise<void> {
+    await this.conv.run(`${fleet.id}/${groupId}`, async () => {
+      if (!(await this.repo.hasMessage(fleet.id, groupId, m.id))) await this.repo.append(fleet.id, groupId, [m]);
+    });
+  }
+
   async forgetBox(box: Box, capacity: number): Promise<void> {
     this.pools.drop(box, capacity);
     await this.repo.deleteBox(box.id);
@@ -326,9 +345,8 @@ export class FleetTurns {
     for (const t of (await this.repo.unfinished()).filter((x) => mine.has(x.fleet_agent_id))) {
       const fleet = await this.repo.agent(t.fleet_agent_id);
       if (!fleet) continue;
-      const conv = await this.repo.conversation(fleet.id, t.group_id);
       // Not admitted again through 503: it was accepted before the restart, so it waits for a slot.
-      const slot = this.pools.queue(fleet.id, fleet.capacity, t.group_id, conv?.box_id ?? null);
+      const slot = this.pools.queue(fleet.id, fleet.capacity, t.group_id);
       void this.conv.run(`${fleet.id}/${t.group_id}`, () => this.execute(fleet, t, slot, () => {})).catch((e: unknown) => this.deps.log.warn({ err: e, turn: t.id }, 'fleet turn retry failed'));
     }
   }

@@ -23,6 +23,7 @@ const Source = {
 const Px = z.number().int().min(1).max(16_384);
 const ERRORS = [
   { status: 400, code: 'NotAnImage', description: 'The file is not an image format that can be decoded' },
+  { status: 400, code: 'ImageTooLarge', description: 'Over 100 MB, or over 100 megapixels' },
   { status: 402, description: 'Insufficient plan: image transformation is included in Mega and Tera' },
 ];
 const DESCRIPTION = 'Writes the result as a new file and returns it; the original is unchanged.';

@@ -9,6 +9,12 @@ import type { FilesService } from '../files/service.js';
 
 /** Images are decoded whole in memory; bigger inputs are refused rather than risking the process. */
 export const MAX_IMAGE_BYTES = 100 * 1024 * 1024;
+/**
+ * Pixels an image may have to be transformed (as Cloudflare Images: 100 megapixels). A few hundred kB
+ * of PNG can declare 15,000 x 15,000 pixels, which decode to hundreds of MB; sharp's own default allows
+ * 268 megapixels.
+ */
+export const MAX_IMAGE_PIXELS = 100_000_000;
 /** Formats sharp writes; any other input (SVG, HEIC, RAW ...) is re-encoded as PNG. */
 const WRITABLE = new Set(['jpeg', 'png', 'webp', 'avif', 'gif', 'tiff']);
 
@@ -51,15 +57,24 @@ export class ImagesService {
 
     let meta: Metadata;
     try {
-      meta = await sharp(input).metadata();
+      // The header only: no limit here, so an image too large is told apart from one that is no image.
+      meta = await sharp(input, { limitInputPixels: false }).metadata();
     } catch {
       throw notAnImage();
     }
     if (!meta.format || !meta.width || !meta.height) throw notAnImage();
+    // Refused from its header, before a pixel is decoded.
+    if (meta.width * meta.height > MAX_IMAGE_PIXELS) {
+      throw errors.badRequest(
+        `images up to ${MAX_IMAGE_PIXELS / 1e6} megapixels can be transformed; this one is ${meta.width} x ${meta.height}`,
+        undefined,
+        'ImageTooLarge',
+      );
+    }
 
     let out: { data: Buffer; info: OutputInfo };
     try {
-      out = await this.apply(sharp(input), op, meta).toBuffer({ resolveWithObject: true });
+      out = await this.apply(sharp(input, { limitInputPixels: MAX_IMAGE_PIXELS }), op, meta).toBuffer({ resolveWithObject: true });
     } catch (err) {
       if (err instanceof ApiError) throw err;
       throw errors.badRequest(`the image could not be transformed: ${(err as Error).message}`, undefined, 'ImageTransformFailed');

@@ -3,8 +3,10 @@ import { safeEqual, sha256Hex } from '../../platform/crypto.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import type { Tables } from '../../store/schema.js';
 
-// Scoped credentials for the LLM gateway: one per subject (an agent, later a fleet box). Only the
-// SHA-256 is stored; the secret is handed to the subject once (it travels in the agent's environment).
+// Scoped credentials for the LLM gateway: one per subject (an agent, a fleet box). Only the SHA-256 is
+// stored; the secret is handed to the subject once. A credential made for a sandbox names that
+// sandbox's address on the bridge, and the gateway takes it from that address only: read by anything in
+// the sandbox (the agent's own tools can), it is worth nothing from any other sandbox.
 
 /** Prefix of gateway credentials: not an API scheme, so no API operation accepts one. */
 export const LLM_CREDENTIAL_PREFIX = 'nube_llm_';
@@ -16,6 +18,8 @@ interface LlmCredentialsTable {
   subject: string;
   lookup: string;
   hash: string;
+  /** The only source address the gateway takes it from (a sandbox's bridge address); null: any. */
+  address: string | null;
   created_at: number;
   revoked_at: number | null;
 }
@@ -43,12 +47,19 @@ export const llmMigrations: Record<string, Migration> = {
       await db.schema.createIndex('llm_credentials_subject').on('llm_credentials').column('subject').execute();
     },
   },
+  '0200-llm-credential-address': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('llm_credentials').addColumn('address', 'text').execute();
+    },
+  },
 };
 
 export interface CredentialOwner {
   id: string;
   ownerId: string;
   subject: string;
+  /** The only source address it is taken from; null: any. */
+  address: string | null;
 }
 
 export class LlmCredentials {
@@ -60,12 +71,12 @@ export class LlmCredentials {
     private readonly cacheMs: number,
   ) {}
 
-  async issue(ownerId: string, subject: string): Promise<string> {
+  async issue(ownerId: string, subject: string, address: string | null): Promise<string> {
     const secret = LLM_CREDENTIAL_PREFIX + randomToken(40, BASE62);
     const hash = sha256Hex(secret);
     await this.db
       .insertInto('llm_credentials')
-      .values({ id: newId('llmc'), owner_id: ownerId, subject, lookup: hash.slice(0, 16), hash, created_at: Date.now(), revoked_at: null })
+      .values({ id: newId('llmc'), owner_id: ownerId, subject, lookup: hash.slice(0, 16), hash, address, created_at: Date.now(), revoked_at: null })
       .execute();
     return secret;
   }
@@ -94,7 +105,7 @@ export class LlmCredentials {
       .execute();
     const row = rows.find((r) => safeEqual(r.hash, hash));
     if (!row) return null;
-    const owner = { id: row.id, ownerId: row.owner_id, subject: row.subject };
+    const owner = { id: row.id, ownerId: row.owner_id, subject: row.subject, address: row.address };
     if (this.cacheMs > 0) {
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(secret, { owner, until: Date.now() + this.cacheMs });

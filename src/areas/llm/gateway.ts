@@ -92,6 +92,12 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** The peer's IPv4 address (an IPv4-mapped IPv6 form unwrapped). */
+function remoteAddress(req: IncomingMessage): string {
+  const a = req.socket.remoteAddress ?? '';
+  return a.startsWith('::ffff:') ? a.slice(7) : a;
+}
+
 async function handle(svc: GatewayBackend, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   const route =
@@ -100,6 +106,10 @@ async function handle(svc: GatewayBackend, req: IncomingMessage, res: ServerResp
   const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
   const cred = m ? await svc.resolveCredential(m[1]!) : null;
   if (!cred) throw new GatewayError(401, 'Unauthorized', 'missing or invalid gateway credential');
+  // A sandbox's credential from any other address (read out of its sandbox, used from another): refused
+  // as if it did not exist. Addresses on the bridge cannot be forged (the sandbox network drops frames
+  // whose source is not their port's own address).
+  if (cred.address !== null && remoteAddress(req) !== cred.address) throw new GatewayError(401, 'Unauthorized', 'missing or invalid gateway credential');
   if (route === 'models') {
     const model = await svc.modelFor(cred.ownerId).catch(() => 'unconfigured');
     send(res, 200, { object: 'list', data: [{ id: model, object: 'model', owned_by: 'nube' }] });

@@ -52,8 +52,9 @@ export class LlmService {
     await this.assertBalance(ownerId, plan);
   }
 
-  issueCredential(ownerId: string, subject: string): Promise<string> {
-    return this.d.credentials.issue(ownerId, subject);
+  /** A gateway credential for `subject`; `address`: the one source address (a sandbox's) it is taken from. */
+  issueCredential(ownerId: string, subject: string, address: string | null): Promise<string> {
+    return this.d.credentials.issue(ownerId, subject, address);
   }
 
   revokeCredential(subject: string): Promise<void> {

@@ -3,6 +3,8 @@
 import { runInNewContext } from 'node:vm';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import { randomToken } from '../../platform/ids.js';
+import type { AppWatch } from './app-health.js';
 import type { MachineRow } from './repo.js';
 import { DEFAULT_PORT, type Overrides, resolveRunspec, type Runspec, RunspecError } from './runspec.js';
 import type { MachinesCore } from './service.js';
@@ -64,34 +66,86 @@ export class MachineApps {
     });
   }
 
-  /** Restart: read the runspec from the app tree, stop the old supervisor, start a new one with the secrets. */
-  async restart(p: Principal, id: string) {
+  /**
+   * Restart: read the runspec from the app tree, stop the old supervisor, start a new one with the
+   * secrets. By default it answers once the app serves (its port answers the health check), or fails
+   * with why (it keeps exiting, the kernel killed it for memory, it does not answer); lastError stays
+   * until then. A launch keeps the machine `building` (keepStatus) until its release is published.
+   */
+  async restart(p: Principal, id: string, o: { keepStatus?: boolean } = {}) {
+    const { execId, startedAt } = await this.start(p, id, o);
+    await this.untilServing(p, id, execId, startedAt);
+    return { ok: true as const, machineId: id, restartedAt: new Date(startedAt).toISOString(), servingAfterMs: Date.now() - startedAt };
+  }
+
+  /** Starts a new supervisor (stopping the old one) and answers without waiting for the app. */
+  async start(p: Principal, id: string, o: { keepStatus?: boolean } = {}): Promise<{ execId: string; startedAt: number }> {
     const r = await this.ready(p, id);
     const spec = await this.runspecOf(p, r);
     const secrets = this.secrets(r);
     await this.stop(p, r);
     const port = spec.port ?? DEFAULT_PORT;
+    const watch: AppWatch = { run: randomToken(16), startedAt: Date.now(), oomBase: (await this.core.health.oomTotal(p, r)) ?? 0, oomNoted: 0 };
     // The script is written on every restart (a newer nube brings a newer supervisor), by the same
     // /bg command that then runs it: one entry into the box.
     const { execId } = await this.sbx.work.bgStart(p, r.sandbox_id, {
       command: `mkdir -p /opt/nube /var/log/nube && printf '%s' "$NUBE_SUPERVISOR" > ${SUPERVISOR_PATH} && exec bash ${SUPERVISOR_PATH}`,
       cwd: APP_DIR,
-      env: { ...this.core.caEnv(), ...(this.overrides(r).env ?? {}), ...secrets, NUBE_START: spec.start, PORT: String(port), NUBE_SUPERVISOR: SUPERVISOR_SCRIPT },
+      env: {
+        ...this.core.caEnv(),
+        ...(this.overrides(r).env ?? {}),
+        ...secrets,
+        NUBE_START: spec.start,
+        PORT: String(port),
+        NUBE_RUN: watch.run,
+        NUBE_SUPERVISOR: SUPERVISOR_SCRIPT,
+      },
     });
     const { url } = await this.sbx.manage.expose(p, r.sandbox_id, port);
     const runspec: Runspec = { ...spec, secretNames: Object.keys(secrets).sort() };
-    const restartedAt = Date.now();
     await this.core.repo.update(r.id, {
-      status: 'running',
+      ...(o.keepStatus ? {} : { status: 'running' as const }),
       supervisor_exec_id: execId,
       runspec: JSON.stringify(runspec),
       port,
       url,
       pending_restart: 0,
-      last_error: null,
+      app_watch: JSON.stringify(watch),
     });
     if (spec.port === null) void this.detectPort(p, r.id, execId, port);
-    return { ok: true as const, machineId: r.id, restartedAt: new Date(restartedAt).toISOString() };
+    return { execId, startedAt: watch.startedAt };
+  }
+
+  /**
+   * Waits until the app started by supervisor `execId` serves; fails with why once it has ended twice
+   * (a crash loop, or the kernel killing it for memory) or has not answered within the start timeout.
+   * The reason is kept as the machine's lastError; serving clears it.
+   */
+  private async untilServing(p: Principal, id: string, execId: string, startedAt: number): Promise<void> {
+    const end = startedAt + this.core.deps.config.machines.startTimeoutMs;
+    for (;;) {
+      const r = await this.core.repo.get(id);
+      if (!r || r.status === 'deleted') throw errors.notFound('machine');
+      if (r.supervisor_exec_id !== execId) throw errors.conflict('the machine was restarted again while this restart waited for its app', 'RestartSuperseded');
+      const h = await this.core.health.of(p, r);
+      if (h?.status === 'running') {
+        if (r.last_error !== null) await this.core.repo.update(id, { last_error: null });
+        return;
+      }
+      const timedOut = Date.now() > end;
+      if (h && (h.exits >= 2 || timedOut)) {
+        const code = h.status === 'oom' ? 'AppOutOfMemory' : h.status === 'crashing' ? 'AppCrashing' : 'AppNotServing';
+        const message =
+          code === 'AppNotServing'
+            ? `the app did not answer on port ${r.port} within ${Math.round((Date.now() - startedAt) / 1000)} s: ${h.message}`
+            : (h.message ?? 'the app does not serve');
+        await this.core.repo.update(id, { last_error: message });
+        const logTail = (await this.logs(p, id, { lines: 20 }).catch(() => ({ lines: [] as string[] }))).lines;
+        throw errors.conflict(message, code, { status: h.status, restarts: h.restarts, lastExit: h.lastExit, logTail });
+      }
+      if (timedOut) throw errors.conflict(`the app did not answer on port ${r.port} in time`, 'AppNotServing');
+      await new Promise((res) => setTimeout(res, 250));
+    }
   }
 
   /**
@@ -144,7 +198,11 @@ export class MachineApps {
     await this.core.repo.update(r.id, { secrets_sealed: this.core.deps.secretBox.seal(JSON.stringify(merged)), pending_restart: 1 });
     let pendingRestart = true;
     if (restart && r.supervisor_exec_id !== null) {
-      await this.restart(p, id);
+      await this.restart(p, id).catch((e: unknown) => {
+        // The values are stored and the app runs with them: the error says so, then what the app does.
+        if (e instanceof ApiError && e.code.startsWith('App')) throw new ApiError(e.status, e.code, `the secrets are saved and applied, but ${e.message}`, e.extra);
+        throw e;
+      });
       pendingRestart = false;
     }
     return { secretNames: Object.keys(merged).sort(), pendingRestart };
@@ -152,6 +210,8 @@ export class MachineApps {
 
   async logs(p: Principal, id: string, q: { lines: number; grep?: string }) {
     const r = await this.core.own(p, id);
+    // OOM kills the kernel counted since the last look go into the log before it is read.
+    await this.core.health.noteOom(p, r).catch(() => {});
     const match = matcher(q.grep);
     let lines: string[] = [];
     // The current file, then the rotated one while more lines are wanted.
@@ -165,16 +225,8 @@ export class MachineApps {
     return { lines: lines.slice(-q.lines) };
   }
 
-  async readBox(p: Principal, r: MachineRow, path: string): Promise<string | null> {
-    try {
-      const f = await this.sbx.work.file(p, r.sandbox_id, 'read', { path });
-      const content = String(f.content);
-      return f.encoding === 'base64' ? Buffer.from(content, 'base64').toString('utf8') : content;
-    } catch (e) {
-      // Absent, a directory in its place, or the box not running: nothing to read.
-      if (e instanceof ApiError && [400, 404, 409].includes(e.status)) return null;
-      throw e;
-    }
+  readBox(p: Principal, r: MachineRow, path: string): Promise<string | null> {
+    return this.core.readBox(p, r, path);
   }
 }
 

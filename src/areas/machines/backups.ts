@@ -8,6 +8,7 @@ import type { BlobStore } from '../../blob/index.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { cutShort, type JobContext } from '../../platform/jobs.js';
 import type { MachineApps } from './app.js';
 import type { Backup } from './schemas.js';
 import type { BackupRow, MachineRow } from './repo.js';
@@ -62,20 +63,24 @@ export class Backups {
     );
   }
 
-  /** The timer: back up (when there are data paths), drop expired backups, arm the next one. */
-  async run(job: { machineId: string }): Promise<void> {
+  /**
+   * The timer: back up (when there are data paths), drop expired backups, arm the next one. A backup cut
+   * by nube's own stop is not a failed backup: its row goes, and the job runs again when nube is back
+   * (it arms the next one then).
+   */
+  async run(job: { machineId: string }, ctx: Pick<JobContext, 'signal' | 'stopping'>): Promise<void> {
     const m = await this.core.repo.get(job.machineId);
     if (!m || m.status === 'deleted') return;
     try {
       const paths = m.runspec ? (JSON.parse(m.runspec) as Runspec).dataPaths : [];
-      if (paths.length > 0 && m.status !== 'provisioning') await this.take(await this.core.principalOf(m.owner_id), m, paths);
+      if (paths.length > 0 && m.status !== 'provisioning') await this.take(await this.core.principalOf(m.owner_id), m, paths, ctx);
       await this.prune(m.id);
     } finally {
-      await this.arm(m.id, 'replace');
+      if (!cutShort(ctx)) await this.arm(m.id, 'replace');
     }
   }
 
-  async take(p: Principal, m: MachineRow, paths: string[]): Promise<BackupRow> {
+  async take(p: Principal, m: MachineRow, paths: string[], ctx: Pick<JobContext, 'signal' | 'stopping'>): Promise<BackupRow> {
     const now = Date.now();
     const row: BackupRow = {
       id: newId('bak'),
@@ -98,19 +103,22 @@ export class Backups {
       const [method, size] = out.stdout.trim().split('\n');
       if (Number(size) > MAX_BACKUP_BYTES) throw new Error(`the backup is larger than ${MAX_BACKUP_BYTES} bytes`);
       const file = `${WORK}/${row.id}.tar.gz`;
-      const read = await this.sbx.work.file(p, m.sandbox_id, 'read', { path: file, encoding: 'base64' });
-      const bytes = Buffer.from(String(read.content), 'base64');
-      await this.store().put(row.blob_key, Readable.from([bytes]), { contentType: 'application/gzip' });
+      // In pieces from the box to the store: a backup is never whole in memory.
+      const stored = await this.store().put(row.blob_key, Readable.from(this.sbx.work.readFrom(p, m.sandbox_id, file)), { contentType: 'application/gzip' });
       await this.sbx.work.exec(p, m.sandbox_id, { command: `rm -f ${file}`, timeoutSeconds: 60 });
       const done: Partial<BackupRow> = {
         status: 'completed',
         method: method as BackupRow['method'],
         consistency: method === 'hot-copy' ? 'hot' : 'consistent',
-        size_bytes: bytes.length,
+        size_bytes: stored.size,
       };
       await this.core.repo.updateBackup(row.id, done);
       return { ...row, ...done };
     } catch (e) {
+      if (cutShort(ctx)) {
+        await this.core.repo.deleteBackup(row.id).catch(() => {});
+        throw e;
+      }
       const error = (e as Error).message;
       this.core.deps.log.warn({ err: e, machine: m.id }, 'machine backup failed');
       await this.core.repo.updateBackup(row.id, { status: 'failed', error });
@@ -133,12 +141,9 @@ export class Backups {
     const b = (await this.core.repo.backups(m.id)).find((x) => x.id === backupId);
     if (!b) throw errors.notFound('backup');
     if (b.status !== 'completed') throw errors.conflict(`backup is ${b.status}`, 'BackupNotRestorable');
-    const got = await this.store().get(b.blob_key);
-    const chunks: Buffer[] = [];
-    for await (const c of got.stream) chunks.push(c as Buffer);
     const file = `${WORK}/restore-${b.id}.tar.gz`;
-    await this.sbx.work.exec(p, m.sandbox_id, { command: `mkdir -p ${WORK}`, timeoutSeconds: 30 });
-    await this.sbx.work.file(p, m.sandbox_id, 'write', { path: file, content: Buffer.concat(chunks).toString('base64'), encoding: 'base64' });
+    const got = await this.store().get(b.blob_key);
+    await this.sbx.work.writeFrom(p, m.sandbox_id, file, got.stream);
     const paths = JSON.parse(b.paths) as string[];
     await this.apps.stop(p, m);
     const out = await this.sbx.work.exec(p, m.sandbox_id, {
@@ -166,6 +171,8 @@ for p in "\${paths[@]}"; do
   done < <(find "$p" -type f -print0)
 done
 pgid=$(cat /opt/nube/app.pgid 2>/dev/null || true)
+# A copy cut short (its exec killed) cannot thaw the app: the next backup does it first.
+if [ -n "$pgid" ]; then kill -CONT -- "-$pgid" 2>/dev/null || true; fi
 method=sqlite-backup-api
 if [ "$plain" = 1 ]; then
   if [ -n "$pgid" ] && kill -STOP -- "-$pgid" 2>/dev/null; then

@@ -55,7 +55,8 @@ export class MachinesService {
         const p = await this.core.principalOf(r.owner_id);
         const { processes } = await this.core.s.sandboxes.work.bgList(p, r.sandbox_id);
         if (processes.some((x) => x.execId === r.supervisor_exec_id && x.state === 'running')) continue;
-        await this.apps.restart(p, r.id);
+        // Not waited for: the box's app comes up in the background while nube starts.
+        await this.apps.start(p, r.id);
         deps.log.info({ machine: r.id }, 'machine supervisor restarted after a restart of nube');
       } catch (e) {
         deps.log.error({ err: e, machine: r.id }, 'machine could not be re-adopted');

@@ -1,28 +1,38 @@
 // Fetching a launch's source on the host, only through the outbound client (pinned DNS, private
 // addresses refused unless allowed, every redirect checked): an archive's bytes, or a git repository
 // over smart HTTP (protocol v0: the ref advertisement, then one upload-pack request for a pack). The
-// pack is unpacked and checked out inside the box; nothing of the source touches the host's disk.
+// bytes go to nube's spool on disk under a size cap (never whole into memory) until they are written
+// into the box; the pack is unpacked and checked out inside the box.
 import { errors } from '../../platform/errors.js';
 import type { OutboundBody, OutboundClient } from '../../platform/outbound.js';
 import { OutboundBlockedError, OutboundError } from '../../platform/outbound-address.js';
+import type { Spool, SpooledFile } from '../../platform/spool.js';
 
 export const MAX_SOURCE_BYTES = 200 * 1024 * 1024;
+/** A repository's ref advertisement is read into memory: it is text, one line per ref. */
+const MAX_REFS_BYTES = 32 * 1024 * 1024;
 const TIMEOUT_MS = 120_000;
 
 export type Source = { kind: 'archive'; url: string } | { kind: 'git'; url: string; ref: string | null };
 export interface Fetched {
   kind: 'zip' | 'tar.gz' | 'tar' | 'git-pack';
-  bytes: Buffer;
+  /** The bytes as received, in the spool: the caller removes it once they are in the box. */
+  file: SpooledFile;
+  /** Where the bytes to deliver start in the file (a git answer's pack follows its NAK line). */
+  start: number;
   /** The commit a git fetch checked out. */
   commit?: string;
 }
+
+const tooLarge = (what: string, max: number) => () =>
+  errors.badRequest(`${what} is larger than ${max / 1024 / 1024} MB`, undefined, 'SourceTooLarge');
 
 async function readAll(body: OutboundBody, what: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_SOURCE_BYTES) throw errors.badRequest(`${what} is larger than ${MAX_SOURCE_BYTES / 1024 / 1024} MB`, undefined, 'SourceTooLarge');
+    if (size > MAX_REFS_BYTES) throw tooLarge(what, MAX_REFS_BYTES)();
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
@@ -37,25 +47,27 @@ function refused(e: unknown, url: string, field: string): never {
   throw e;
 }
 
-export async function fetchSource(outbound: OutboundClient, src: Source): Promise<Fetched> {
-  return src.kind === 'archive' ? fetchArchive(outbound, src.url) : fetchGit(outbound, src.url, src.ref);
+export async function fetchSource(outbound: OutboundClient, spool: Spool, src: Source): Promise<Fetched> {
+  return src.kind === 'archive' ? fetchArchive(outbound, spool, src.url) : fetchGit(outbound, spool, src.url, src.ref);
 }
 
-async function fetchArchive(outbound: OutboundClient, url: string): Promise<Fetched> {
-  let bytes: Buffer;
+async function fetchArchive(outbound: OutboundClient, spool: Spool, url: string): Promise<Fetched> {
+  let file: SpooledFile;
   try {
     const res = await outbound.request(url, { timeoutMs: TIMEOUT_MS, maxRedirects: 5 });
     if (res.status !== 200) {
       res.discard();
       throw errors.badRequest(`${url} answered ${res.status}`, undefined, 'SourceUnreachable');
     }
-    bytes = await readAll(res.body, url);
+    file = await spool.take(res.body, MAX_SOURCE_BYTES, tooLarge(url, MAX_SOURCE_BYTES));
   } catch (e) {
     refused(e, url, 'archiveUrl');
   }
-  if (bytes[0] === 0x1f && bytes[1] === 0x8b) return { kind: 'tar.gz', bytes };
-  if (bytes[0] === 0x50 && bytes[1] === 0x4b) return { kind: 'zip', bytes };
-  if (bytes.subarray(257, 262).toString('latin1') === 'ustar') return { kind: 'tar', bytes };
+  const head = file.head;
+  if (head[0] === 0x1f && head[1] === 0x8b) return { kind: 'tar.gz', file, start: 0 };
+  if (head[0] === 0x50 && head[1] === 0x4b) return { kind: 'zip', file, start: 0 };
+  if (head.subarray(257, 262).toString('latin1') === 'ustar') return { kind: 'tar', file, start: 0 };
+  await file.remove();
   throw errors.validation([{ path: ['body', 'archiveUrl'], message: 'not a .tar.gz, .tar or .zip archive' }]);
 }
 
@@ -91,7 +103,7 @@ export function pickRef(refs: Map<string, string>, ref: string | null): string |
   return null;
 }
 
-async function fetchGit(outbound: OutboundClient, repo: string, ref: string | null): Promise<Fetched> {
+async function fetchGit(outbound: OutboundClient, spool: Spool, repo: string, ref: string | null): Promise<Fetched> {
   const base = repo.replace(/\/+$/, '');
   if (!/^https?:\/\//.test(base)) {
     throw errors.validation([{ path: ['body', 'repo'], message: 'an http(s) git URL (smart HTTP), e.g. https://host/owner/app.git' }]);
@@ -122,10 +134,14 @@ async function fetchGit(outbound: OutboundClient, repo: string, ref: string | nu
       res.discard();
       throw errors.badRequest(`${repo} refused the fetch (${res.status})`, undefined, 'SourceUnreachable');
     }
-    const raw = await readAll(res.body, repo);
-    const start = raw.indexOf('PACK');
-    if (start < 0) throw errors.badRequest(`${repo} sent no pack`, undefined, 'SourceUnreachable');
-    return { kind: 'git-pack', bytes: raw.subarray(start), commit };
+    const file = await spool.take(res.body, MAX_SOURCE_BYTES, tooLarge(repo, MAX_SOURCE_BYTES));
+    // Without side-band the pack follows the NAK line at once: it starts within the first bytes.
+    const start = file.head.indexOf('PACK');
+    if (start < 0) {
+      await file.remove();
+      throw errors.badRequest(`${repo} sent no pack`, undefined, 'SourceUnreachable');
+    }
+    return { kind: 'git-pack', file, start, commit };
   } catch (e) {
     refused(e, repo, 'repo');
   }

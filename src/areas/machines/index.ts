@@ -24,12 +24,12 @@ export const machinesArea: AreaModule = {
     // Backups go to the blob store the files area configured (its default location).
     const machines = new MachinesService(core, () => files.stores.at());
     // Backups and launches work in the box: they run on the machine's node (node-local job types).
-    registerNodeJob<{ machineId: string }>(deps.jobs, deps.nodes, BACKUP_JOB, (j) => machines.backups.run(j), {
+    registerNodeJob<{ machineId: string }>(deps.jobs, deps.nodes, BACKUP_JOB, (j, ctx) => machines.backups.run(j, ctx), {
       maxAttempts: 3,
       concurrency: 1,
       leaseMs: 60_000,
     });
-    registerNodeJob<{ machineId: string; commit: string | null }>(deps.jobs, deps.nodes, LAUNCH_JOB, (j) => machines.launcher.run(j), {
+    registerNodeJob<{ machineId: string; commit: string | null }>(deps.jobs, deps.nodes, LAUNCH_JOB, (j, ctx) => machines.launcher.run(j, ctx), {
       maxAttempts: 2,
       concurrency: 2,
       leaseMs: 60_000,
@@ -38,6 +38,15 @@ export const machinesArea: AreaModule = {
     domains.claims.boxTargets.set('machine', async (id) => {
       const r = await core.repo.get(id);
       return r && r.status !== 'deleted' && r.port !== null ? { sandboxId: r.sandbox_id, port: r.port } : null;
+    });
+    // The port proxy's 502 page says what the machine's app is doing (crashing, out of memory, starting).
+    sandboxes.portExplainers.push(async (sandboxId, port) => {
+      const r = await core.repo.bySandbox(sandboxId);
+      if (!r || r.port !== port) return null;
+      if (r.status === 'building') return { status: 'building', message: `machine ${r.name} is being launched (${r.phase ?? 'queued'})` };
+      const h = await core.appHealth(await core.principalOf(r.owner_id), r);
+      if (!h || h.status === 'running' || !h.message) return null;
+      return { status: h.status, message: `machine ${r.name}: ${h.message}` };
     });
     deps.usage.registerGauge('boxes', (ownerId) => core.repo.count(ownerId));
     // In the background: a box's supervisor may take a moment; the server need not wait for it.

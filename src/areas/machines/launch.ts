@@ -2,11 +2,15 @@
 // durable job builds it inside the box as root there (never on the host), swaps it in as /app, starts
 // it under the supervisor, waits for its first answer and publishes a release (the first launch's is
 // the recovery release). The request waits for the job; GET /machines/{id} shows its phase meanwhile.
+import { createReadStream } from 'node:fs';
 import type { z } from 'zod';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
+import { cutShort, type JobContext } from '../../platform/jobs.js';
 import { runPinned } from '../../platform/nodes.js';
 import type { MachineApps } from './app.js';
+import { join } from 'node:path';
+import { Spool } from '../../platform/spool.js';
 import { type Fetched, fetchSource, type Source } from './fetch-source.js';
 import type { LaunchResult } from './schemas.js';
 import type { Releases } from './releases.js';
@@ -41,11 +45,16 @@ type Result = z.input<typeof LaunchResult>;
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 export class Launcher {
+  /** Where a fetched source waits on the host's disk until it is written into the box. */
+  private readonly spool: Spool;
+
   constructor(
     private readonly core: MachinesCore,
     private readonly apps: MachineApps,
     private readonly releases: Releases,
-  ) {}
+  ) {
+    this.spool = new Spool(join(core.deps.config.dataDir, 'spool', 'machines'));
+  }
 
   private get sbx() {
     return this.core.s.sandboxes;
@@ -63,10 +72,15 @@ export class Launcher {
     } else {
       await this.core.placeBox(p, {});
     }
-    return runPinned(() => this.launchHere(p, input, orderId, found ?? null));
+    const fetched: Fetched[] = [];
+    try {
+      return await runPinned(() => this.launchHere(p, input, orderId, found ?? null, fetched));
+    } finally {
+      for (const f of fetched) await f.file.remove();
+    }
   }
 
-  private async launchHere(p: Principal, input: LaunchInput, orderId: string | null, found: MachineRow | null): Promise<Result | { checkoutUrl: string }> {
+  private async launchHere(p: Principal, input: LaunchInput, orderId: string | null, found: MachineRow | null, spooled: Fetched[]): Promise<Result | { checkoutUrl: string }> {
     let m: MachineRow | null = null;
     if (found) {
       m = found;
@@ -85,7 +99,8 @@ export class Launcher {
           ? { kind: 'archive', url: input.archiveUrl }
           : (JSON.parse(m!.source!) as Source);
     // The source first: a refused or unreachable one leaves no machine behind.
-    const fetched = await fetchSource(this.core.deps.outbound, source);
+    const fetched = await fetchSource(this.core.deps.outbound, this.spool, source);
+    spooled.push(fetched);
     if (m === null) {
       const tier = input.tier ?? 'micro';
       const created = await this.core.create(p, { tier, cpuMode: 'shared', diskAddonsGB: 0, name: input.name }, orderId, 'launch', input);
@@ -132,7 +147,7 @@ export class Launcher {
   /** Writes the fetched bytes into the box (the job unpacks them; they survive a restart of nube). */
   private async deliver(p: Principal, m: MachineRow, f: Fetched): Promise<void> {
     await this.sbx.work.exec(p, m.sandbox_id, { command: `rm -rf ${INCOMING} && mkdir -p ${INCOMING}`, timeoutSeconds: 60 });
-    await this.sbx.work.file(p, m.sandbox_id, 'write', { path: `${INCOMING}/source.${f.kind}`, content: f.bytes.toString('base64'), encoding: 'base64' });
+    await this.sbx.work.writeFrom(p, m.sandbox_id, `${INCOMING}/source.${f.kind}`, createReadStream(f.file.path, { start: f.start }));
   }
 
   /** Waits for the launch job to finish and answers its result. */
@@ -164,41 +179,49 @@ export class Launcher {
     return this.sbx.work.exec(p, m.sandbox_id, { command, timeoutSeconds });
   }
 
-  /** The job: unpack, build, swap in, start, check, publish. Rerun from the start after a crash. */
-  async run(job: { machineId: string; commit: string | null }): Promise<void> {
+  /**
+   * The job: unpack, build, swap in, start (waiting until the app serves), publish. Run again from the
+   * start after a crash. An attempt cut by nube's own stop (the build's exec ends with nube) is not the
+   * launch's failure: it is handed back to the queue and runs again when nube is back.
+   */
+  async run(job: { machineId: string; commit: string | null }, ctx: Pick<JobContext, 'signal' | 'stopping'>): Promise<void> {
     const m0 = await this.core.repo.get(job.machineId);
-    if (!m0 || m0.status === 'deleted') return;
+    // Gone, or this launch already answered (a rerun after a crash between the result and the job's end).
+    if (!m0 || m0.status === 'deleted' || m0.last_launch !== null) return;
     const p = await this.core.principalOf(m0.owner_id);
     let m = m0;
-    const fail = async (message: string, buildLog: string) => {
-      const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: m.current_release_id, url: m.url, domain: null, status: 'failed', buildLog, error: message };
+    let buildLog = '';
+    const fail = async (message: string) => {
+      if (cutShort(ctx)) throw new Error(`launch cut by the stop of nube: ${message}`);
+      const now = (await this.core.repo.get(m.id)) ?? m;
+      const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: now.current_release_id, url: now.url, domain: null, status: 'failed', buildLog, error: message };
       await this.core.repo.update(m.id, {
-        status: m.supervisor_exec_id ? 'running' : 'failed',
+        // With a supervisor the machine runs (the previous app, or the new one failing: its status says which).
+        status: now.supervisor_exec_id ? 'running' : 'failed',
         phase: null,
         last_error: message,
         last_launch: JSON.stringify(result),
       });
     };
     try {
-      await this.phase(m.id, 'unpacking');
+      await this.core.repo.update(m.id, { status: 'building', phase: 'unpacking' });
       const unpack = await this.sh(p, m, unpackScript(job.commit));
-      if (unpack.exitCode !== 0) return await fail(`could not unpack the source: ${unpack.stderr.slice(-500)}`, unpack.stderr.slice(-4000));
+      if (unpack.exitCode !== 0) {
+        buildLog = unpack.stderr.slice(-4000);
+        return await fail(`could not unpack the source: ${unpack.stderr.slice(-500)}`);
+      }
       const spec = await this.apps.runspecOf(p, m, NEW_TREE);
       await this.phase(m.id, 'building');
-      let buildLog = '';
       if (spec.build) {
         const b = await this.sbx.work.exec(p, m.sandbox_id, { command: buildScript(spec.build), timeoutSeconds: BUILD_TIMEOUT_S, env: this.core.caEnv() });
         buildLog = b.stdout.slice(-4000);
-        if (b.exitCode !== 0) return await fail(`the build failed (exit ${b.exitCode ?? 'timeout'}); see the logs`, buildLog);
+        if (b.exitCode !== 0) return await fail(`the build failed (exit ${b.exitCode ?? 'timeout'}); see the logs`);
       }
       await this.phase(m.id, 'starting');
       const swap = await this.sh(p, m, `set -e; rm -rf ${APP_DIR}.prev; if [ -e ${APP_DIR} ]; then mv ${APP_DIR} ${APP_DIR}.prev; fi; mv ${NEW_TREE} ${APP_DIR}; rm -rf ${APP_DIR}.prev`);
-      if (swap.exitCode !== 0) return await fail(`could not swap the new tree in: ${swap.stderr.slice(-500)}`, buildLog);
-      await this.apps.restart(p, m.id);
-      m = (await this.core.repo.get(m.id))!;
-      const port = m.port!;
-      const up = await this.sh(p, m, firstAnswerScript(port, spec.health ?? '/'), 120);
-      if (up.stdout.trim() === 'none') return await fail(`the app did not answer on port ${port} within 60 s; see the logs`, buildLog);
+      if (swap.exitCode !== 0) return await fail(`could not swap the new tree in: ${swap.stderr.slice(-500)}`);
+      // The machine stays `building` until its release is published; the restart answers once the app serves.
+      await this.apps.restart(p, m.id, { keepStatus: true });
       await this.phase(m.id, 'publishing');
       const first = (await this.core.repo.releases(m.id)).length === 0;
       const rel = await this.releases.publish(p, m.id, job.commit ? `launch ${job.commit.slice(0, 12)}` : 'launch', first ? 'recovery' : 'launch');
@@ -207,8 +230,8 @@ export class Launcher {
       const result: Result = { machineId: m.id, sandboxId: m.sandbox_id, releaseId: rel.id, url: m.url, domain, status: 'running', buildLog, error: null };
       await this.core.repo.update(m.id, { status: 'running', phase: null, last_error: null, last_launch: JSON.stringify(result) });
     } catch (e) {
-      const message = e instanceof ApiError ? e.message : (e as Error).message;
-      await fail(message, '');
+      if (cutShort(ctx)) throw e;
+      await fail(e instanceof ApiError ? e.message : (e as Error).message);
     }
   }
 }
@@ -239,9 +262,4 @@ function buildBash(build: string): string {
   return `cd ${NEW_TREE} && mkdir -p $(dirname ${LOG_FILE}) && { printf '%s [build] $ %s\\n' "$(date -u +%FT%TZ)" ${q(build)}; } >> ${LOG_FILE}
 set -o pipefail
 bash -c ${q(build)} 2>&1 | while IFS= read -r line; do printf '%s [build] %s\\n' "$(date -u +%FT%TZ)" "$line" >> ${LOG_FILE}; printf '%s\\n' "$line"; done`;
-}
-
-/** Polls the app inside the box until it answers (any HTTP status), for up to 60 s; prints the status or none. */
-function firstAnswerScript(port: number, path: string): string {
-  return `for i in $(seq 1 600); do c=$(curl -s -o /dev/null -m 2 -w '%{http_code}' http://127.0.0.1:${port}${q(path)} 2>/dev/null || true); if [ -n "$c" ] && [ "$c" != "000" ]; then echo "$c"; exit 0; fi; sleep 0.1; done; echo none`;
 }

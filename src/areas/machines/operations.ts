@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { KeyScopeInput, keyRequest } from '../account/key-scope.js';
 import { defineOperation } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
@@ -69,9 +70,13 @@ export const machinesOperations = [
         .max(200)
         .optional()
         .describe('Promote this sandbox (keeps its sandboxId)'),
+      nubeKey: KeyScopeInput.optional().describe(
+        'nube mints a key with this scope (never wider than the caller\'s), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox\'s environment and the app\'s secrets), and revokes it when the machine is deleted',
+      ),
     }),
     response: z.union([Machine, Checkout]),
-    handler: ({ services, principal, body }) => services.machines.core.create(principal, body),
+    handler: ({ services, principal, body }) =>
+      services.machines.core.create(principal, { ...body, nubeKey: body.nubeKey && keyRequest(body.nubeKey) }),
   }),
   defineOperation({
     id: 'machines.launch',
@@ -196,10 +201,26 @@ export const machinesOperations = [
     method: 'POST',
     path: '/machines/{id}/restart',
     summary: 'Restart a machine, applying secrets and runspec without a rebuild',
+    description:
+      'Answers once the app serves again (its port answers the health check: any HTTP answer, or 2xx/3xx from ' +
+      "the runspec's `health` path), or fails with why: 409 AppCrashing (it ended twice), AppOutOfMemory (the " +
+      'kernel killed it for memory) or AppNotServing (no answer within NUBE_MACHINE_START_TIMEOUT_S), with ' +
+      '`status`, `restarts`, `lastExit` and the last log lines (`logTail`). The supervisor keeps restarting it.',
     tags,
     auth: ['owner'],
     params: MachineId,
-    response: z.object({ ok: z.literal(true), machineId: z.string(), restartedAt: IsoTime }),
+    response: z.object({
+      ok: z.literal(true),
+      machineId: z.string(),
+      restartedAt: IsoTime,
+      servingAfterMs: z.number().int().describe('How long after the restart the app answered its health check'),
+    }),
+    errors: [
+      { status: 409, code: 'AppCrashing', description: 'The app ended twice after the restart without serving' },
+      { status: 409, code: 'AppOutOfMemory', description: 'The kernel killed the app for memory (its tier is too small for it)' },
+      { status: 409, code: 'AppNotServing', description: 'The app did not answer on its port in time' },
+      { status: 409, code: 'RestartSuperseded', description: 'Another restart (or a launch) started the app again while this one waited' },
+    ],
     handler: ({ services, principal, params }) => services.machines.apps.restart(principal, params.id),
   }),
   defineOperation({

@@ -40,6 +40,8 @@ interface MachinesTable {
   last_launch: string | null;
   /** The node holding the machine's box (its sandbox's node); null on rows from before nodes. */
   node_id: string | null;
+  /** JSON of the supervisor run nube started last (app-health.ts AppWatch): its token, start, OOM count then. */
+  app_watch: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -104,6 +106,11 @@ export type ReleaseRow = Selectable<ReleasesTable>;
 export type BackupRow = Selectable<BackupsTable>;
 
 export const machinesMigrations: Record<string, Migration> = {
+  '0124-machines-app-watch': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('machines').addColumn('app_watch', 'text').execute();
+    },
+  },
   '0122-machines-node': {
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('machines').addColumn('node_id', 'text').execute();
@@ -294,6 +301,17 @@ export class MachinesRepo {
       .set({ ...patch, updated_at: Date.now() })
       .where('id', '=', id)
       .execute();
+  }
+
+  /** Replaces app_watch only while it still holds `expected`; false when another writer changed it first. */
+  async swapAppWatch(id: string, expected: string | null, next: string): Promise<boolean> {
+    const r = await this.db
+      .updateTable('machines')
+      .set({ app_watch: next })
+      .where('id', '=', id)
+      .where((eb) => (expected === null ? eb('app_watch', 'is', null) : eb('app_watch', '=', expected)))
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
   }
 
   /** Turns a live machine into its tombstone; false when another call did it first. */

@@ -25,13 +25,34 @@ export const MachineTier = z
   })
   .meta({ id: 'MachineTier', description: 'A machine size with its monthly price in MXN' });
 
+export const AppState = z
+  .object({
+    restarts: z.number().int().describe('Times the supervisor started the app again since the last restart, rollback or launch'),
+    lastExit: z
+      .object({
+        code: z.number().int().describe('Exit code (128 + the signal when a signal ended it: 137 is SIGKILL)'),
+        signal: z.number().int().nullable(),
+        oom: z.boolean().describe('The kernel killed it for memory (the cgroup counted an OOM kill)'),
+        at: IsoTime,
+      })
+      .nullable(),
+    oomKills: z.number().int().describe('Processes the kernel killed for memory since the app was started'),
+  })
+  .meta({ id: 'MachineApp', description: "What the machine's app is doing (the supervisor's count and the kernel's)" });
+
 export const Machine = z
   .object({
     id: z.string(),
     name: z.string(),
     status: z
-      .enum(['provisioning', 'building', 'running', 'stopped', 'failed', 'lost'])
-      .describe('provisioning -> building (launch) -> running; stopped; failed (see lastError); lost: the node holding its box is down (lastError says since when)'),
+      .enum(['provisioning', 'building', 'starting', 'running', 'crashing', 'oom', 'unhealthy', 'stopped', 'failed', 'lost'])
+      .describe(
+        'provisioning -> building (launch) -> starting -> running. With an app: starting (not answering yet), running ' +
+          '(its port answers the health check), crashing (it keeps exiting: see app.lastExit and app.restarts), oom (the ' +
+          'kernel killed it for memory), unhealthy (it runs but has not answered for NUBE_MACHINE_START_TIMEOUT_S), ' +
+          'stopped. failed (see lastError); lost: the node holding its box is down (lastError says since when). ' +
+          'lastError says in words what is wrong',
+      ),
     tier: z.string(),
     cpuMode: CpuMode,
     diskAddonsGB: z.number().int(),
@@ -47,6 +68,7 @@ export const Machine = z
       .describe('While a launch runs: queued, unpacking, building, starting, publishing (output in the logs)'),
     pendingRestart: z.boolean().describe('Secrets changed with restart=false wait for POST /restart'),
     lastError: z.string().nullable(),
+    app: AppState.nullable().describe('The app under the supervisor, once one was started (null before, or while its node is away)'),
     createdAt: IsoTime,
     updatedAt: IsoTime,
   })

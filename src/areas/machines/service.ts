@@ -12,6 +12,8 @@ import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import type { Services } from '../../platform/operation.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
+import type { KeyRequest } from '../account/service.js';
+import { type AppHealth, AppHealthCheck } from './app-health.js';
 import type { Machine } from './schemas.js';
 import type { PaymentProvider } from './payments.js';
 import type { MachineRow, MachinesRepo, OrderRow } from './repo.js';
@@ -24,6 +26,8 @@ export interface CreateMachineInput {
   template?: string;
   name?: string;
   fromSandboxId?: string;
+  /** A key nube mints for the machine's own code (NUBE_API_KEY), revoked with the machine. */
+  nubeKey?: Omit<KeyRequest, 'name'>;
 }
 
 export type MachineView = z.input<typeof Machine>;
@@ -33,12 +37,21 @@ const EXTRA_CA_PATH = '/usr/local/share/ca-certificates/nube-extra.crt';
 const iso = (ms: number) => new Date(ms).toISOString();
 
 export class MachinesCore {
+  readonly health: AppHealthCheck;
+
   constructor(
     readonly repo: MachinesRepo,
     readonly deps: PlatformDeps,
     readonly s: Deps,
     readonly payments: PaymentProvider,
-  ) {}
+  ) {
+    this.health = new AppHealthCheck({
+      repo,
+      sandboxes: s.sandboxes,
+      readBox: (p, r, path) => this.readBox(p, r, path),
+      startTimeoutMs: deps.config.machines.startTimeoutMs,
+    });
+  }
 
   tiers() {
     return { tiers: TIERS };
@@ -60,11 +73,13 @@ export class MachinesCore {
     return this.s.domains.namesOf('machine', id);
   }
 
-  view(r: MachineRow, domains: string[] = []): MachineView {
+  /** The row as the API shows it; with the app's health, the status and lastError are the app's. */
+  view(r: MachineRow, domains: string[] = [], app: AppHealth | null = null): MachineView {
+    const down = app !== null && app.status !== 'running';
     return {
       id: r.id,
       name: r.name,
-      status: r.status === 'deleted' ? 'stopped' : r.status,
+      status: r.status === 'deleted' ? 'stopped' : app && r.status === 'running' ? app.status : r.status,
       tier: r.tier,
       cpuMode: r.cpu_mode,
       diskAddonsGB: r.disk_addons_gb,
@@ -76,7 +91,8 @@ export class MachinesCore {
       currentReleaseId: r.current_release_id,
       phase: r.phase,
       pendingRestart: r.pending_restart === 1,
-      lastError: r.last_error,
+      lastError: down && r.status === 'running' ? app.message : r.last_error,
+      app: app && { restarts: app.restarts, lastExit: app.lastExit, oomKills: app.oomKills },
       createdAt: iso(r.created_at),
       updatedAt: iso(r.updated_at),
     };
@@ -90,7 +106,29 @@ export class MachinesCore {
     const domains = await this.domainsOf(r.id);
     const lost = r.status === 'deleted' ? null : await this.deps.nodes.lostReason(r.node_id);
     if (lost) return { ...this.view(r, domains), status: 'lost', lastError: lost };
-    return this.view(await this.refresh(p, r), domains);
+    const fresh = await this.refresh(p, r);
+    return this.view(fresh, domains, await this.appHealth(p, fresh));
+  }
+
+  /** The app's health when one was started here (another node's box is read there, not from here). */
+  async appHealth(p: Principal, r: MachineRow): Promise<AppHealth | null> {
+    if (r.status !== 'running' || (r.node_id && r.node_id !== this.deps.nodes.id)) return null;
+    return this.health.of(p, r).catch((e: unknown) => {
+      this.deps.log.warn({ err: e, machine: r.id }, "could not read the app's health");
+      return null;
+    });
+  }
+
+  /** A file of the machine's box as text; null when absent, a directory, or the box is not running. */
+  async readBox(p: Principal, r: MachineRow, path: string): Promise<string | null> {
+    try {
+      const f = await this.s.sandboxes.work.file(p, r.sandbox_id, 'read', { path });
+      const content = String(f.content);
+      return f.encoding === 'base64' ? Buffer.from(content, 'base64').toString('utf8') : content;
+    } catch (e) {
+      if (e instanceof ApiError && [400, 404, 409].includes(e.status)) return null;
+      throw e;
+    }
   }
 
   /**
@@ -225,10 +263,16 @@ export class MachinesCore {
     const monthlyCentavos = Math.round(monthlyPrice(tier, input.cpuMode, input.diskAddonsGB) * 100);
     if (orderId === null && !(await this.hasBoxLeft(p))) {
       const what = kind === 'launch' ? ', launched from its source' : '';
+      // The order is carried out later as the account, not as this caller: its scope could not bound the key.
+      if (input.nubeKey) throw errors.notImplemented('nubeKey on a machine paid through checkout');
       return this.checkout(p, kind, orderInput, monthlyCentavos, `Machine ${tier.name} (${input.cpuMode} CPU)${what}, one month`);
     }
+    if (input.nubeKey && orderId !== null) throw errors.notImplemented('nubeKey on a machine paid through checkout');
     const id = newId('mch');
     const name = input.name ?? id;
+    // Minted within the caller's scope before the box exists, revoked if the create fails after.
+    const nubeEnv = input.nubeKey ? await this.mintKey(p, id, input.nubeKey) : {};
+    const unmint = () => (input.nubeKey ? this.s.account.revokeHeld(p.ownerId, `machine:${id}`) : Promise.resolve());
     let sandboxId: string;
     if (input.fromSandboxId !== undefined) {
       sandboxId = input.fromSandboxId;
@@ -239,8 +283,15 @@ export class MachinesCore {
         suspendOnIdle: false,
         name: `machine ${name}`,
         metadata: { machineId: id },
-        env: {},
-        limits: { cpus: tier.vcpus, memoryMb: tier.memoryMB },
+        env: nubeEnv,
+        limits: {
+          cpus: tier.vcpus,
+          memoryMb: tier.memoryMB,
+          diskMb: (tier.diskGB + input.diskAddonsGB) * 1024,
+        },
+      }).catch(async (e: unknown) => {
+        await unmint();
+        throw e;
       });
       sandboxId = sbx.id;
     }
@@ -257,7 +308,7 @@ export class MachinesCore {
       template: input.template ?? (input.fromSandboxId ? null : 'base'),
       status: 'provisioning',
       runspec: null,
-      secrets_sealed: null,
+      secrets_sealed: input.nubeKey ? this.deps.secretBox.seal(JSON.stringify(nubeEnv)) : null,
       pending_restart: 0,
       supervisor_exec_id: null,
       port: null,
@@ -270,6 +321,7 @@ export class MachinesCore {
       phase: null,
       last_launch: null,
       node_id: this.deps.nodes.id,
+      app_watch: null,
       created_at: now,
       updated_at: now,
     };
@@ -279,9 +331,16 @@ export class MachinesCore {
       await this.onCreated?.(id);
     } catch (e) {
       if (input.fromSandboxId === undefined) await this.s.sandboxes.delete(p, sandboxId).catch(() => {});
+      await unmint();
       throw e;
     }
     return this.view(await this.refresh(p, row));
+  }
+
+  /** The machine's own key: within the caller's scope (the account checks), held by the machine. */
+  private async mintKey(p: Principal, id: string, k: Omit<KeyRequest, 'name'>): Promise<Record<string, string>> {
+    const { secret } = await this.s.account.createKeyFor(p, { ...k, name: `machine ${id}`, holder: `machine:${id}` });
+    return { NUBE_API_KEY: secret, NUBE_BASE_URL: this.deps.publicUrl() };
   }
 
   private async checkout(p: Principal, kind: 'create' | 'launch', input: unknown, amountCentavos: number, description: string) {
@@ -377,6 +436,7 @@ export class MachinesCore {
     if (r.status === 'deleted') return { ok: true as const };
     if (!(await this.repo.markDeleted(id))) return { ok: true as const };
     await beforeDestroy?.(r);
+    await this.s.account.revokeHeld(r.owner_id, `machine:${id}`);
     await this.s.sandboxes.delete(p, r.sandbox_id).catch((e: unknown) => {
       if (!(e instanceof ApiError && e.status === 404)) throw e;
     });

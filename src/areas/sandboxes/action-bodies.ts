@@ -36,7 +36,7 @@ const NetworkPolicyBody = z.object({
     .max(256)
     .optional()
     .describe(
-      'Destinations allowed even when otherwise denied (private ranges, the host are denied by default)',
+      'Destinations allowed even when `denyOut` or `internet: false` would deny them. Private, loopback, link-local (cloud metadata) and reserved ranges, the host and the other sandboxes stay closed whatever this says: such an entry (or a domain resolving into one) is a 400 naming it, unless the operator admitted the range (NUBE_SANDBOX_PRIVATE_ALLOW)',
     ),
   denyOut: z.array(NetworkRule).max(256).optional().describe('Destinations denied'),
 });

@@ -15,6 +15,7 @@ import { RECIPES } from './runtime/namespaces/templates.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { poolStatusFile } from './runtime-dir.js';
 import { storeCheck } from './store-doctor.js';
+import { leftoversCheck } from './leftovers.js';
 import type { PoolStatus } from './warm-pool.js';
 
 /** `runtime` makes the configured driver (index.ts's makeRuntime), only to read template state. */
@@ -31,6 +32,7 @@ export function sandboxChecks(config: Config, runtime: () => SandboxRuntime): Do
     { name: 'sandboxes: templates', run: () => templates(config.sandboxes.templatesDir, runtime()) },
     { name: 'sandboxes: warm pool', run: () => warmPool(config) },
     { name: 'sandboxes: store', run: () => storeCheck(config) },
+    { name: 'sandboxes: leftovers', run: () => leftoversCheck(config) },
   ];
 }
 

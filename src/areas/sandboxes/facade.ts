@@ -11,9 +11,11 @@ import { RawPorts } from './networking/raw-ports.js';
 import type { DomainClaims } from '../domains/claims.js';
 import { SandboxDomains } from './networking/domains.js';
 import { SshAccess } from './networking/ssh-access.js';
+import { type PortExplainer, probeHttp } from './proxy.js';
 import type { SandboxesRepo } from './repo.js';
-import type { SandboxRuntime } from './runtime/driver.js';
+import type { SandboxCounters, SandboxRuntime } from './runtime/driver.js';
 import { type CreateInput, SandboxesCore } from './service.js';
+import { rt } from './views.js';
 import { parseBody, Workload } from './workload.js';
 
 const LATER: Partial<Record<SandboxAction, string>> = {};
@@ -51,6 +53,19 @@ export class SandboxesService {
     return this.core.runtime.addressOf((await this.core.own(p, id)).runtime_id);
   }
 
+  /** Areas that run apps in sandboxes say here why a port does not answer (the port proxy's 502 page). */
+  readonly portExplainers: PortExplainer[] = [];
+
+  /** One HTTP request to a port of the caller's running sandbox, from the host (a health check). */
+  async probePort(p: Principal, id: string, port: number, path: string, timeoutMs: number): Promise<{ status: number } | { error: string }> {
+    return probeHttp(await this.addressOf(p, id), port, path, timeoutMs);
+  }
+
+  /** The kernel's counters for the caller's running sandbox (OOM kills, memory, pids). */
+  async counters(p: Principal, id: string): Promise<SandboxCounters> {
+    return this.core.runtime.cgroupStats((await this.core.own(p, id)).runtime_id);
+  }
+
   /** Why a sandbox template cannot be used on this host (not built, and a host program it takes is missing), or null. */
   async templateUnavailable(name: string): Promise<string | null> {
     if (await this.core.runtime.findTemplate(name).catch(() => null)) return null;
@@ -72,6 +87,34 @@ export class SandboxesService {
       }
       return true;
     });
+  }
+
+  /**
+   * A sandbox's owner, status and metadata, by id alone: for a surface that must find the sandbox
+   * before it knows who asks (E2B's port hosts). Null when there is none.
+   */
+  async peek(id: string): Promise<{ ownerId: string; status: string; metadata: Record<string, string> } | null> {
+    const row = await this.core.repo.get(id);
+    return row ? { ownerId: row.owner_id, status: row.status, metadata: JSON.parse(row.metadata) as Record<string, string> } : null;
+  }
+
+  /** CPU, memory and disk a running sandbox of the caller uses now. */
+  async usage(p: Principal, id: string) {
+    const row = await this.core.started(p, id);
+    return rt(this.core.runtime.usage(row.runtime_id));
+  }
+
+  /** What a suspend keeps on this host's driver: the files only, or the processes and memory too. */
+  pauseKeeps(): 'files' | 'processes' {
+    return this.core.runtime.pauseKeeps ?? 'files';
+  }
+
+  /** This node's sandboxes whose metadata carries `marker: "true"`, with their owners. */
+  async markedHere(marker: string): Promise<{ id: string; ownerId: string }[]> {
+    const rows = await this.core.repo.allOnNode(this.core.placement.here);
+    return rows
+      .filter((r) => (JSON.parse(r.metadata) as Record<string, string>)[marker] === 'true')
+      .map((r) => ({ id: r.id, ownerId: r.owner_id }));
   }
 
   // Areas that hold sandboxes (machines, agents, fleet) keep their resource on its sandbox's node.

@@ -6,7 +6,7 @@ import type { PlatformDeps } from '../deps.js';
 import { TTL_JOB } from './clocks.js';
 import { sandboxChecks } from './doctor.js';
 import { SandboxesService } from './facade.js';
-import { registerSandboxMetrics } from './metrics.js';
+import { registerSandboxMetrics, registerStoreMetrics } from './metrics.js';
 import { sandboxesOperations } from './operations.js';
 import { rawPortsMigrations } from './networking/raw-ports-repo.js';
 import { sshMigrations } from './networking/ssh-repo.js';
@@ -18,6 +18,7 @@ import type { SandboxRuntime } from './runtime/driver.js';
 import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
 import { storePaths } from './runtime/namespaces/store.js';
+import { registerHostUser } from './runtime/namespaces/host-users.js';
 import { buildLogger } from './build-log.js';
 import { runtimeDataDir } from './runtime-dir.js';
 import { PROVISION_JOB } from './service.js';
@@ -31,12 +32,14 @@ export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir:
     dataDir,
     templatesDir: c.templatesDir,
     bridge: c.bridge,
+    privateAllow: c.privateAllow,
     cgroupParent: c.cgroupParent,
     cgroupVersion: c.cgroups,
     favorDynmods: c.favorDynmods,
     mirror: c.mirror,
     store: c.store,
     storeSizeBytes: c.storeSizeBytes,
+    storeReserveBytes: c.storeReserveBytes,
   };
   const runtime = c.driver === 'gvisor' ? new GvisorRuntime(opts) : new NamespacesRuntime(opts);
   return { runtime, dataDir };
@@ -84,18 +87,24 @@ export const sandboxesArea: AreaModule = {
   async create(deps, other) {
     if (!other.domains) throw new Error('sandboxes need the domains service (custom domains) to be created first');
     const { runtime, dataDir } = makeRuntime(deps.config);
+    // `nube cleanup` refuses while this process runs on the data dir, and keeps the bridge, nft table
+    // and cgroup parent it shares with other nubes on the host (host-users.ts).
+    const c = deps.config.sandboxes;
+    const unregister = registerHostUser({ dataDir, bridge: c.bridge.name, cgroupParent: c.cgroupParent });
     const sandboxes = new SandboxesService(new SandboxesRepo(deps.store.db), runtime, deps, other.domains.claims);
+    unregisterOnClose.set(sandboxes, unregister);
     // A sandbox's clocks and provisioning run on its node (node-local job types); the plain types are
     // those queued before nodes existed.
     for (const type of [TTL_JOB, deps.nodes.jobType(TTL_JOB, null)]) {
       deps.jobs.register<{ id: string }>(type, (p) => sandboxes.core.clocks.fire(p.id), { maxAttempts: 10 });
     }
     for (const type of [PROVISION_JOB, deps.nodes.jobType(PROVISION_JOB, null)]) {
-      deps.jobs.register<{ id: string }>(type, (p) => sandboxes.core.provision(p.id), { maxAttempts: 2, concurrency: 2 });
+      deps.jobs.register<{ id: string }>(type, (p, job) => sandboxes.core.provision(p.id, job), { maxAttempts: 2, concurrency: 2 });
     }
     sandboxes.core.placement.reportTo(runtime);
     deps.usage.registerGauge('sandboxes', (ownerId) => sandboxes.core.repo.countFor(ownerId));
     registerSandboxMetrics(deps.metrics, sandboxes.core.repo, sandboxes.core.pool);
+    registerStoreMetrics(deps.metrics, deps.config);
     await reconcile(sandboxes, dataDir, deps);
     await sandboxes.rawPorts.restore();
     await sandboxes.ssh.restore();
@@ -114,7 +123,7 @@ export const sandboxesArea: AreaModule = {
   },
   doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
   routes(app, services, deps) {
-    const proxy = new PortProxy(services.sandboxes.core, services.sandboxes.domains);
+    const proxy = new PortProxy(services.sandboxes.core, services.sandboxes.domains, services.sandboxes.portExplainers);
     const sandboxOf = (host: string | undefined) => {
       const m = proxy.match(host);
       return m && 'id' in m ? { id: m.id } : null;
@@ -147,5 +156,8 @@ export const sandboxesArea: AreaModule = {
     await services.sandboxes.rawPorts.close();
     await services.sandboxes.ssh.close();
     await services.sandboxes.core.runtime.close();
+    unregisterOnClose.get(services.sandboxes)?.();
   },
 };
+
+const unregisterOnClose = new WeakMap<SandboxesService, () => void>();

@@ -2,7 +2,8 @@
 // policy; and the ones that describe it: runtime, logs.
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
-import { type Bootstrap, neverExpires, type SandboxesCore } from './service.js';
+import { policyRefusals } from './runtime/protected-ranges.js';
+import { type Bootstrap, bootstrapOf, neverExpires, type SandboxesCore } from './service.js';
 import { rt } from './views.js';
 
 const DEFAULT_BOOTSTRAP_TIMEOUT_S = 300;
@@ -27,6 +28,27 @@ export class Manage {
       await this.core.repo.update(id, { expires_at: expires });
       // Later than before: the pending job re-arms itself when it fires.
       return { ok: true, status: r.status, expiresAt: new Date(expires).toISOString() };
+    });
+  }
+
+  /**
+   * Sets the timeout to end `seconds` from now, earlier or later than it was (E2B's setTimeout; the
+   * spec's extend only adds). A suspended sandbox keeps that much time for when it wakes.
+   */
+  async setTimeout(p: Principal, id: string, seconds: number) {
+    return this.core.locked(id, async () => {
+      const r = await this.core.usable(p, id);
+      if (neverExpires(r)) return { expiresAt: null };
+      this.core.assertSession(p, seconds);
+      if (r.status === 'suspended') {
+        await this.core.repo.update(id, { remaining_ms: seconds * 1000 });
+        return { expiresAt: null };
+      }
+      const expires = Date.now() + seconds * 1000;
+      await this.core.repo.update(id, { expires_at: expires });
+      // Earlier than before: the pending job must be moved to the new deadline.
+      await this.core.clocks.arm({ ...r, expires_at: expires });
+      return { expiresAt: new Date(expires).toISOString() };
     });
   }
 
@@ -62,7 +84,10 @@ export class Manage {
       b.script === ''
         ? null
         : { script: b.script, mode: b.mode ?? 'blocking', timeoutSeconds: b.timeoutSeconds ?? DEFAULT_BOOTSTRAP_TIMEOUT_S };
-    await this.core.repo.update(id, { bootstrap: value ? JSON.stringify(value) : null });
+    // The template's start command (and working dir) stays whatever the caller sets.
+    const template = bootstrapOf(r)?.template;
+    const stored = value || template ? { ...value, ...(template ? { template } : {}) } : null;
+    await this.core.repo.update(id, { bootstrap: stored ? JSON.stringify(stored) : null });
     await this.core.event(id, value ? 'bootstrap-set' : 'bootstrap-cleared');
     return { ok: true, bootstrap: value };
   }
@@ -97,6 +122,15 @@ export class Manage {
   /** API body to driver policy: `internet: false` is a deny of everything that `allowOut` punches through. */
   async networkPolicy(p: Principal, id: string, b: { internet?: boolean; allowOut?: string[]; denyOut?: string[] }) {
     const r = await this.core.started(p, id);
+    const { bridge, privateAllow } = this.core.deps.config.sandboxes;
+    const refused = await policyRefusals(b.allowOut ?? [], { bridgeSubnet: bridge.cidr, admitted: privateAllow });
+    if (refused.length) {
+      throw errors.badRequest(
+        `allowOut may not open ${refused.map((x) => x.entry).join(', ')}: sandboxes never reach private, loopback or link-local addresses, nor the host and other sandboxes, unless the operator admits a range (NUBE_SANDBOX_PRIVATE_ALLOW)`,
+        refused.map((x) => ({ path: ['body', 'allowOut', x.index], message: x.reason, code: 'ProtectedRange' })),
+        'ProtectedRange',
+      );
+    }
     await this.core.clocks.touch(r);
     const policy = {
       allow: b.allowOut ?? [],
@@ -119,7 +153,7 @@ export class Manage {
       template: info.template,
       templateBuild: info.templateBuild,
       layers: info.layers.length,
-      limits: { cpus: info.limits.cpus, memoryMB: info.limits.memoryMb, pids: info.limits.pids, diskMB: null },
+      limits: { cpus: info.limits.cpus, memoryMB: info.limits.memoryMb, pids: info.limits.pids, diskMB: info.diskMb },
       address: info.address,
       hostname: r.runtime_id,
       uptimeSeconds: r.status === 'running' ? Math.round((Date.now() - r.started_at) / 1000) : 0,

@@ -15,6 +15,7 @@ import {
 import type { SandboxesService } from './facade.js';
 import {
   BgExec,
+  CREATE_RATE,
   BgParams,
   Env,
   ExecResult,
@@ -58,13 +59,13 @@ export const sandboxesOperations = [
     description:
       'Returns the sandbox with status `starting` (it may already be `running`). Without suspendOnIdle the ' +
       'sandbox is destroyed, not suspended, when timeoutSeconds (default 300) elapses. Rate limited to 10 ' +
-      'creations per minute. With templateKey + templateHash it starts from a derived template with its ' +
+      'creations per minute unless the operator sets another rate (NUBE_SANDBOX_CREATE_PER_MINUTE). With templateKey + templateHash it starts from a derived template with its ' +
       'bootstrap already applied.',
     tags,
     auth: ['owner'],
     body: SandboxCreate,
     response: Sandbox,
-    rateLimit: { points: 10, windowSeconds: 60 },
+    rateLimit: CREATE_RATE,
     errors: [
       { status: 402, description: 'Insufficient balance or plan (boxes allowance reached)' },
       {
@@ -72,7 +73,7 @@ export const sandboxesOperations = [
         code: 'DerivedTemplateNotProvisioned',
         description: 'No derived template for (templateKey, templateHash)',
       },
-      { status: 429, description: 'More than 10 sandbox creations in a minute' },
+      { status: 429, description: 'More sandbox creations in a minute than allowed (10 by default)' },
     ],
     handler: ({ principal, services, body }) => services.sandboxes.create(principal, body),
   }),

@@ -37,6 +37,8 @@ interface SandboxesTable {
   error: string | null;
   cpus: number;
   memory_mb: number;
+  /** Disk limit in MiB: asked for while starting, the enforced one once started (null: none enforced). */
+  disk_mb: number | null;
   events: string;
   started_at: number;
   suspended_at: number | null;
@@ -169,6 +171,11 @@ export const sandboxesMigrations: Record<string, Migration> = {
         () => false,
       );
       if (pg) await sql`alter table sandboxes alter column cpus type double precision`.execute(db);
+    },
+  },
+  '0103-sandboxes-disk': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('sandboxes').addColumn('disk_mb', 'integer').execute();
     },
   },
 };

@@ -1,6 +1,7 @@
 import type { Principal } from '../../platform/auth.js';
 import { newId } from '../../platform/ids.js';
 import type { SandboxRow, TemplateRow } from './repo.js';
+import type { SandboxVolume } from './volume-binder.js';
 
 export interface CreateInput {
   template: string;
@@ -11,8 +12,18 @@ export interface CreateInput {
   name?: string;
   metadata?: Record<string, string>;
   env?: Record<string, string>;
-  /** CPU and memory of the box (machines' tiers); the driver's defaults otherwise. */
-  limits?: { cpus: number; memoryMb: number };
+  /** Writable disk in MiB (at most the plan's; the plan's by default). */
+  diskMB?: number;
+  /** Volumes to mount (the volumes area's binder records and resolves them). */
+  volumes?: SandboxVolume[];
+  /** CPU, memory and disk of the box (machines' tiers); the driver's defaults otherwise. */
+  limits?: Partial<BoxLimits>;
+}
+
+export interface BoxLimits {
+  cpus: number;
+  memoryMb: number;
+  diskMb?: number;
 }
 
 /** Seals a sandbox's environment for its row (the service's secret box). */
@@ -57,6 +68,7 @@ export function newRow(
     error: null,
     cpus: input.limits?.cpus ?? 1,
     memory_mb: input.limits?.memoryMb ?? 1024,
+    disk_mb: input.limits?.diskMb ?? from.parent?.disk_mb ?? null,
     events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created', ...(from.warm ? { warmPool: true } : {}) }]),
     started_at: now,
     suspended_at: null,

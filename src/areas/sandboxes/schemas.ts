@@ -1,6 +1,11 @@
 // Resource schemas and shared building blocks of the sandboxes operations.
 import { z } from 'zod';
+import type { RateLimitRule } from '../../platform/operation.js';
 import { IsoTime, StringMap } from '../../platform/schemas.js';
+import { mountPathProblem, overlappingMounts } from './volume-binder.js';
+
+/** Sandbox creations per owner: the spec's 10 a minute unless the operator sets NUBE_SANDBOX_CREATE_PER_MINUTE(_<PLAN>). */
+export const CREATE_RATE: RateLimitRule = { points: 10, windowSeconds: 60, setting: 'sandboxCreate' };
 
 // ---------------------------------------------------------------------------------------------------
 // Building blocks
@@ -40,7 +45,9 @@ export const StartProgress = z
   .meta({ id: 'StartProgress', description: 'How far the template build a starting sandbox waits for is' });
 
 export const SandboxId = z.object({ id: z.string().min(1).max(200).describe('Sandbox id') });
-export const BgParams = SandboxId.extend({ execId: z.string().min(1).max(200).describe('Background process id') });
+export const BgParams = SandboxId.extend({
+  execId: z.string().min(1).max(200).describe('Background process id'),
+});
 
 // ---------------------------------------------------------------------------------------------------
 // Resources
@@ -122,8 +129,14 @@ export const BgExec = z
       .object({
         stdout: z.string().describe('Standard output from stdoutOffset (at most 1 MiB per read)'),
         stderr: z.string().describe('Standard error from stderrOffset (at most 1 MiB per read)'),
-        stdoutNextOffset: z.number().int().describe('Pass as stdoutOffset to continue where this read stopped'),
-        stderrNextOffset: z.number().int().describe('Pass as stderrOffset to continue where this read stopped'),
+        stdoutNextOffset: z
+          .number()
+          .int()
+          .describe('Pass as stdoutOffset to continue where this read stopped'),
+        stderrNextOffset: z
+          .number()
+          .int()
+          .describe('Pass as stderrOffset to continue where this read stopped'),
       })
       .optional()
       .describe('Output kept on disk; present on GET /sandboxes/{id}/bg/{execId}'),
@@ -152,6 +165,22 @@ export const DerivedTemplate = z
     description: 'A derived template snapshot (bootstrap already applied), identified by (key, hash)',
   });
 
+export const VolumeMountBody = z
+  .object({
+    volumeId: z.string().min(1).max(200).describe('Volume id'),
+    path: z
+      .string()
+      .max(1024)
+      .regex(/^(\/[A-Za-z0-9_@+,=.-]+)+$/, 'an absolute path of plain names (letters, digits, _@+,=.-)')
+      .refine((p) => !p.split('/').some((c) => c === '.' || c === '..'), 'no . or .. in the path')
+      .superRefine((p, ctx) => {
+        const why = mountPathProblem(p);
+        if (why) ctx.addIssue({ code: 'custom', message: why });
+      })
+      .describe('Where the volume appears inside the sandbox (absolute; not in /proc, /sys, /dev or /.nube)'),
+    readOnly: z.boolean().default(false).describe('Mount read-only (any number of sandboxes may)'),
+  })
+  .meta({ id: 'SandboxVolumeMount' });
 
 export const SandboxCreate = z
   .object({
@@ -160,7 +189,9 @@ export const SandboxCreate = z
       .min(1)
       .max(128)
       .default('base')
-      .describe('Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)'),
+      .describe(
+        'Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)',
+      ),
     timeoutSeconds: z
       .number()
       .int()
@@ -183,10 +214,34 @@ export const SandboxCreate = z
     name: z.string().max(128).optional(),
     metadata: StringMap.optional().describe('Caller metadata, string to string'),
     env: Env.optional().describe('Environment for every command in the sandbox'),
+    diskMB: z
+      .number()
+      .int()
+      .min(64)
+      .max(1_048_576)
+      .optional()
+      .describe(
+        "Writable disk in MiB (files, packages, logs of /bg processes); default and most: the plan's (Byte 2048, Mega 10240, Tera 51200). A write past it fails inside the sandbox (ENOSPC or EDQUOT); the sandbox keeps running",
+      ),
+    volumes: z
+      .array(VolumeMountBody)
+      .max(8)
+      .optional()
+      .describe(
+        'Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts',
+      ),
   })
   .refine((b) => (b.templateKey === undefined) === (b.templateHash === undefined), {
     message: 'templateKey and templateHash go together',
     path: ['templateHash'],
   })
+  .superRefine((b, ctx) => {
+    for (const [i, j] of overlappingMounts((b.volumes ?? []).map((v) => v.path))) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `overlaps the mount at ${b.volumes![i]!.path}`,
+        path: ['volumes', j, 'path'],
+      });
+    }
+  })
   .meta({ id: 'SandboxCreate' });
-

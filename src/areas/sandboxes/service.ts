@@ -1,21 +1,33 @@
 // Sandbox records and their lifecycle: create (or provision in a job while a template builds), wake,
 // suspend, destroy, and the clocks. Knows nothing of HTTP; the driver knows nothing of owners.
 import type { Principal } from '../../platform/auth.js';
-import { errors } from '../../platform/errors.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import { cutShort, type JobContext } from '../../platform/jobs.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
 import { buildLogger } from './build-log.js';
 import { Clocks } from './clocks.js';
 import { SandboxPlacement } from './placement.js';
+import type { VolumeBinder } from './volume-binder.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
-import { type CreateInput, newRow } from './rows.js';
+import { type BoxLimits, type CreateInput, newRow } from './rows.js';
 import { IDLE_SANDBOX_MB, poolStatusFile } from './runtime-dir.js';
 import { collectSnapshots } from './snapshot-gc.js';
 import { type PooledSandbox, type PoolSource, WarmPool } from './warm-pool.js';
 import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
 import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
 import { SandboxRuntimeError } from './runtime/driver.js';
-import { failedError, portUrl, reasonOf, rt, type SandboxView, type StartPhase, startingError, toSandbox } from './views.js';
+import { isImported } from './runtime/namespaces/imported-template.js';
+import {
+  failedError,
+  portUrl,
+  reasonOf,
+  rt,
+  type SandboxView,
+  type StartPhase,
+  startingError,
+  toSandbox,
+} from './views.js';
 
 export type { CreateInput } from './rows.js';
 
@@ -23,6 +35,25 @@ export interface Bootstrap {
   script: string;
   mode: 'async' | 'blocking';
   timeoutSeconds: number;
+  /** What the sandbox's template adds (kept when the bootstrap is set or cleared). */
+  template?: TemplateStart;
+}
+
+/** An owner's template's start command, its readiness check and its working dir. */
+export interface TemplateStart {
+  /** Started in the background at every start of the sandbox (create, resume). */
+  start?: string;
+  /** Run until it exits 0 after the start command; the start waits for it. */
+  ready?: string;
+  /** Where commands run when the caller names no `cwd`. */
+  cwd?: string;
+  /** How long the start waits for `ready`. */
+  readySeconds?: number;
+}
+
+/** A row's bootstrap column: absent, a bootstrap, or only a template's start. */
+export function bootstrapOf(row: { bootstrap: string | null }): Partial<Bootstrap> | null {
+  return row.bootstrap ? (JSON.parse(row.bootstrap) as Partial<Bootstrap>) : null;
 }
 
 export type BootstrapRun = { mode: 'blocking'; result: ExecResult } | { mode: 'async'; execId: string };
@@ -40,6 +71,8 @@ export class SandboxesCore {
   /** Asked when the idle deadline passes: traffic the API did not see (raw ports' DNAT) is activity. */
   readonly activityProbes: ((row: SandboxRow) => Promise<boolean>)[] = [];
   readonly placement: SandboxPlacement;
+  /** The volumes area's binder (volume-binder.ts); null: sandboxes take no volumes. */
+  volumes: VolumeBinder | null = null;
   /** Sandboxes started ahead, handed out by create (warm-pool.ts). */
   readonly pool: WarmPool;
   private readonly lock = new KeyedLock();
@@ -52,7 +85,13 @@ export class SandboxesCore {
     this.clocks = new Clocks(this);
     this.placement = new SandboxPlacement(deps.store.db, deps);
     const c = deps.config;
-    this.pool = new WarmPool(runtime, c.sandboxes.pool, deps.log, poolStatusFile(c), IDLE_SANDBOX_MB[runtime.kind] ?? 48);
+    this.pool = new WarmPool(
+      runtime,
+      c.sandboxes.pool,
+      deps.log,
+      poolStatusFile(c),
+      IDLE_SANDBOX_MB[runtime.kind] ?? 48,
+    );
   }
 
   /** Serialize lifecycle changes of one sandbox (API, timers, proxy wake-ups). */
@@ -62,7 +101,17 @@ export class SandboxesCore {
 
   view(r: SandboxRow, start?: StartPhase): SandboxView {
     const host = this.deps.config.sandboxes.publicHost;
-    return toSandbox(r, (port) => portUrl(this.deps.httpsUrl(`${port}-${r.id.replace('_', '-')}.${host}`) ?? this.deps.publicUrl(), host, r.id, port), start);
+    return toSandbox(
+      r,
+      (port) =>
+        portUrl(
+          this.deps.httpsUrl(`${port}-${r.id.replace('_', '-')}.${host}`) ?? this.deps.publicUrl(),
+          host,
+          r.id,
+          port,
+        ),
+      start,
+    );
   }
 
   /** The view with, for a starting sandbox, what it waits for (a template build, read from the host). */
@@ -113,6 +162,19 @@ export class SandboxesCore {
     return r;
   }
 
+  /** A sandbox's disk limit (MiB): what was asked, at most the plan's; the plan's by default. */
+  diskFor(p: Principal, asked: number | undefined): number {
+    const plan = PLANS[p.plan];
+    if (asked !== undefined && asked > plan.sandboxDiskMb) {
+      throw errors.paymentRequired(
+        `your ${plan.title} plan allows sandboxes of ${plan.sandboxDiskMb} MiB of disk; asked for ${asked} MiB`,
+        'DiskTooLarge',
+        { limitMB: plan.sandboxDiskMb, requestedMB: asked },
+      );
+    }
+    return asked ?? plan.sandboxDiskMb;
+  }
+
   assertSession(p: Principal, seconds: number): void {
     const plan = PLANS[p.plan];
     if (seconds > plan.sessionSeconds) {
@@ -132,8 +194,58 @@ export class SandboxesCore {
     await this.repo.update(id, { events: JSON.stringify(events.slice(-MAX_EVENTS)) });
   }
 
-  async create(p: Principal, input: CreateInput): Promise<SandboxView> {
-    this.assertSession(p, input.timeoutSeconds);
+  /** Snapshots the templates area keeps (Dockerfile layers): destroying a sandbox on them leaves them. */
+  keptSnapshots: (() => Promise<Set<string>>) | null = null;
+
+  /**
+   * The owner's own templates by name (the templates area sets it): what a sandbox of it starts with,
+   * or null when the owner has none by that name (a built-in name, or unknown).
+   */
+  templateNames:
+    | ((
+        ownerId: string,
+        name: string,
+      ) => Promise<{
+        template: string;
+        /** A snapshot over the template (a Dockerfile's last layer). */
+        snapshot?: string | null;
+        env: Record<string, string>;
+        limits?: { cpus: number; memoryMb: number };
+        start?: TemplateStart | null;
+      } | null>)
+    | null = null;
+
+  /** `input` with an owner's template name replaced by the driver's name for it, its env and limits beneath the caller's. */
+  private async ownTemplate(
+    p: Principal,
+    input: CreateInput,
+  ): Promise<CreateInput & { snapshot?: string; start?: TemplateStart }> {
+    const own =
+      input.templateKey === undefined ? await this.templateNames?.(p.ownerId, input.template) : null;
+    if (own)
+      return {
+        ...input,
+        template: own.template,
+        env: { ...own.env, ...input.env },
+        limits: input.limits ?? own.limits,
+        snapshot: own.snapshot ?? undefined,
+        start: own.start ?? undefined,
+      };
+    // A driver name of an owner's template is never taken as given: only the owner's name leads to it.
+    if (isImported(input.template))
+      throw errors.badRequest(`unknown template ${input.template}`, [
+        { path: ['template'], message: 'unknown template' },
+      ]);
+    return input;
+  }
+
+  async create(p: Principal, given: CreateInput): Promise<SandboxView> {
+    this.assertSession(p, given.timeoutSeconds);
+    const own = await this.ownTemplate(p, given);
+    const input = {
+      ...own,
+      limits: { ...own.limits, diskMb: own.limits?.diskMb ?? this.diskFor(p, given.diskMB) },
+    };
     let derived: TemplateRow | undefined;
     if (input.templateKey !== undefined && input.templateHash !== undefined) {
       derived = await this.repo.templateByKey(p.ownerId, input.templateKey, input.templateHash);
@@ -141,7 +253,18 @@ export class SandboxesCore {
     }
     // The scheduler picks the node (a derived template's: where its snapshot is); another node's create
     // is relayed there (ElsewhereError).
-    const nodeId = derived ? await this.placement.placeAt(derived.node_id, 'derived template') : await this.placement.place(p.ownerId, input.template);
+    const volumes = input.volumes ?? [];
+    if (volumes.length && !this.volumes) throw errors.notImplemented('volumes');
+    const volumeNode = volumes.length ? await this.volumes!.nodeOf(p.ownerId, volumes) : undefined;
+    if (derived && volumeNode !== undefined && volumeNode !== derived.node_id)
+      throw errors.badRequest('the derived template and the volumes are on different nodes', [
+        { path: ['volumes'], message: 'on another node than the derived template' },
+      ]);
+    const nodeId = derived
+      ? await this.placement.placeAt(derived.node_id, 'derived template')
+      : volumeNode !== undefined
+        ? await this.placement.placeAt(volumeNode, 'volume')
+        : await this.placement.place(p.ownerId, input.template);
     // A host that cannot run sandboxes says so now (503), not after minutes of building a template.
     await rt(this.runtime.checkHost());
     let built = derived !== undefined;
@@ -156,28 +279,55 @@ export class SandboxesCore {
       });
       built = t !== null;
       const why = built ? null : await this.runtime.templateUnavailable(input.template);
-      if (why) throw errors.badRequest(why, [{ path: ['template'], message: 'template unavailable on this host' }], 'TemplateUnavailable');
+      if (why)
+        throw errors.badRequest(
+          why,
+          [{ path: ['template'], message: 'template unavailable on this host' }],
+          'TemplateUnavailable',
+        );
     }
-    const source: PoolSource = derived ? { template: derived.base_template, snapshot: derived.snapshot_id } : { template: input.template };
+    const source: PoolSource = derived
+      ? { template: derived.base_template, snapshot: derived.snapshot_id }
+      : { template: input.template, snapshot: input.snapshot };
     // Only a built template has a pool (a first build is a job; the pool fills once it is done).
-    const pooled = built ? this.pool.take(source) : null;
-    const row = newRow((env) => this.seal(env), p, input, { derived, nodeId, id: pooled?.id, warm: pooled !== null });
-    const opts = { snapshot: derived?.snapshot_id, env: input.env, limits: input.limits };
+    // A pooled sandbox started without the volumes: a sandbox with volumes starts on its own.
+    const pooled = built && !volumes.length ? this.pool.take(source) : null;
+    const row = newRow((env) => this.seal(env), p, input, {
+      derived,
+      nodeId,
+      id: pooled?.id,
+      warm: pooled !== null,
+    });
+    if (input.start) row.bootstrap = JSON.stringify({ template: input.start });
+    const opts = { snapshot: derived?.snapshot_id ?? input.snapshot, env: input.env, limits: input.limits };
     if (pooled) {
       const view = await this.createWarm(row, pooled, opts).finally(() => this.pool.refill(source));
       if (view) return view;
     }
-    await this.repo.insert(row);
+    if (volumes.length) await this.volumes!.attach(p.ownerId, row.id, volumes);
+    try {
+      await this.repo.insert(row);
+    } catch (e) {
+      await this.volumes?.detach(row.id);
+      throw e;
+    }
     if (!built) {
       // The template's first build takes minutes: answer `starting` now and finish in a durable job.
-      await this.deps.jobs.enqueue(this.deps.nodes.jobType(PROVISION_JOB, row.node_id), { id: row.id }, { key: `sandbox-provision:${row.id}` });
+      await this.deps.jobs.enqueue(
+        this.deps.nodes.jobType(PROVISION_JOB, row.node_id),
+        { id: row.id },
+        { key: `sandbox-provision:${row.id}` },
+      );
       await this.clocks.arm(row);
       return this.describe(row);
     }
     try {
       await this.launch(row, opts);
     } catch (e) {
+      // Started but not ready (a template's start command): nothing of it stays.
+      if (input.start) await this.runtime.destroy(row.runtime_id).catch(() => {});
       await this.repo.delete(row.id);
+      await this.volumes?.detach(row.id);
       throw e;
     } finally {
       // A pool hit whose claim failed has asked for its refill already.
@@ -191,20 +341,32 @@ export class SandboxesCore {
    * start that fails leaves the record `failed` with the reason, until it is deleted or its timeout
    * passes, so the caller sees why instead of a 404.
    */
-  async provision(id: string): Promise<void> {
+  /** A start cut by nube's own stop (`job`) is handed back to run again, never kept as failed. */
+  async provision(id: string, job?: Pick<JobContext, 'signal' | 'stopping'>): Promise<void> {
     const row = await this.repo.get(id);
     if (row?.status !== 'starting') return;
     const log = this.deps.log;
     try {
       if (!(await this.runtime.findTemplate(row.template))) {
-        log.info({ sandbox: id, template: row.template }, `sandbox ${id} waits for template ${row.template} (a first build takes minutes)`);
+        log.info(
+          { sandbox: id, template: row.template },
+          `sandbox ${id} waits for template ${row.template} (a first build takes minutes)`,
+        );
       }
-      await this.runtime.ensureTemplate(row.template, buildLogger(log, { sandbox: id, template: row.template }));
-      if ((await this.runtime.get(row.runtime_id)) === null) await this.launch(row, { env: this.env(row), limits: limitsOf(row) });
+      await this.runtime.ensureTemplate(
+        row.template,
+        buildLogger(log, { sandbox: id, template: row.template }),
+      );
+      if ((await this.runtime.get(row.runtime_id)) === null)
+        await this.launch(row, { env: this.env(row), limits: limitsOf(row) });
       log.info({ sandbox: id }, `sandbox ${id} started`);
     } catch (e) {
-      log.error({ err: e, sandbox: id }, `sandbox ${id} could not start; kept as failed until deleted or expired`);
       await this.runtime.destroy(row.runtime_id).catch(() => {});
+      if (job && cutShort(job)) throw e;
+      log.error(
+        { err: e, sandbox: id },
+        `sandbox ${id} could not start; kept as failed until deleted or expired`,
+      );
       await this.markFailed(row, reasonOf(e));
     }
   }
@@ -227,11 +389,15 @@ export class SandboxesCore {
   private async createWarm(
     row: SandboxRow,
     pooled: PooledSandbox,
-    o: { env?: Record<string, string>; limits?: { cpus: number; memoryMb: number } },
+    o: { env?: Record<string, string>; limits?: Partial<BoxLimits> },
   ): Promise<SandboxView | null> {
     let info: SandboxInfo;
     try {
-      info = await this.runtime.claim(pooled.runtimeId, { env: o.env, limits: o.limits, networkPolicy: JSON.parse(row.network_policy) });
+      info = await this.runtime.claim(pooled.runtimeId, {
+        env: o.env,
+        limits: o.limits,
+        networkPolicy: JSON.parse(row.network_policy),
+      });
     } catch (e) {
       this.deps.log.warn({ err: e, sandbox: row.id }, 'pooled sandbox could not be handed out; starting one');
       await this.runtime.destroy(pooled.runtimeId).catch(() => {});
@@ -253,8 +419,9 @@ export class SandboxesCore {
   /** Start the driver's sandbox for a `starting` record, then run the bootstrap (a wake). */
   async launch(
     row: SandboxRow,
-    o: { snapshot?: string; env?: Record<string, string>; limits?: { cpus: number; memoryMb: number } },
+    o: { snapshot?: string; env?: Record<string, string>; limits?: Partial<BoxLimits> },
   ): Promise<BootstrapRun | null> {
+    const mounts = this.volumes ? await this.volumes.mountsOf(row.id) : [];
     const info = await rt(
       this.runtime.create({
         id: row.runtime_id,
@@ -263,6 +430,7 @@ export class SandboxesCore {
         env: o.env,
         limits: o.limits,
         networkPolicy: JSON.parse(row.network_policy),
+        mounts,
       }),
     );
     return this.markStarted(row, info);
@@ -275,6 +443,7 @@ export class SandboxesCore {
       template_build: info.templateBuild,
       cpus: info.limits.cpus,
       memory_mb: info.limits.memoryMb,
+      disk_mb: info.diskMb,
       started_at: now,
       expires_at: neverExpires(row) ? null : now + row.timeout_seconds * 1000,
     };
@@ -289,16 +458,51 @@ export class SandboxesCore {
   }
 
   async runBootstrap(row: SandboxRow): Promise<BootstrapRun | null> {
-    if (!row.bootstrap) return null;
-    const b = JSON.parse(row.bootstrap) as Bootstrap;
+    const b = bootstrapOf(row) as Bootstrap | null;
+    if (!b) return null;
+    if (b.template?.start) await this.startTemplate(row, b.template);
+    if (!b.script) return null;
     if (b.mode === 'async') {
       const execId = await rt(this.runtime.startBackground(row.runtime_id, b.script));
       await this.event(row.id, 'bootstrap', { mode: 'async', execId });
       return { mode: 'async', execId };
     }
-    const result = await rt(this.runtime.exec(row.runtime_id, b.script, { timeoutMs: b.timeoutSeconds * 1000 }));
-    await this.event(row.id, 'bootstrap', { mode: 'blocking', exitCode: result.exitCode, timedOut: result.timedOut });
+    const result = await rt(
+      this.runtime.exec(row.runtime_id, b.script, { timeoutMs: b.timeoutSeconds * 1000 }),
+    );
+    await this.event(row.id, 'bootstrap', {
+      mode: 'blocking',
+      exitCode: result.exitCode,
+      timedOut: result.timedOut,
+    });
     return { mode: 'blocking', result };
+  }
+
+  /**
+   * The template's start command, in the background, then its ready command until it succeeds. A
+   * server that never gets ready fails the start in words (its output's last lines).
+   */
+  private async startTemplate(row: SandboxRow, t: TemplateStart): Promise<void> {
+    const execId = await rt(this.runtime.startBackground(row.runtime_id, t.start!, { cwd: t.cwd }));
+    await this.event(row.id, 'template-start', { execId });
+    if (!t.ready) return;
+    const end = Date.now() + (t.readySeconds ?? 60) * 1000;
+    for (let wait = 5; ; wait = Math.min(100, wait * 2)) {
+      const r = await rt(this.runtime.exec(row.runtime_id, t.ready, { cwd: t.cwd, timeoutMs: 10_000 }));
+      if (r.exitCode === 0) return;
+      const bg = await this.runtime.getBackground(row.runtime_id, execId, { maxBytes: 2000 }).catch(() => null);
+      if (bg?.state === 'exited' || Date.now() > end) {
+        const out = `${bg?.stdout ?? ''}${bg?.stderr ?? ''}`.trim().split('\n').slice(-5).join('\n');
+        throw new ApiError(
+          502,
+          'TemplateStartFailed',
+          bg?.state === 'exited'
+            ? `the template's start command exited ${bg.exitCode} before its ready command succeeded${out ? `: ${out}` : ''}`
+            : `the template's ready command did not succeed within ${t.readySeconds ?? 60} s${out ? `; the start command's output: ${out}` : ''}`,
+        );
+      }
+      await new Promise((res) => setTimeout(res, wait));
+    }
   }
 
   async suspend(id: string, reason: string): Promise<SandboxRow> {
@@ -326,12 +530,16 @@ export class SandboxesCore {
     });
   }
 
-  async resume(id: string, env?: Record<string, string>): Promise<{ row: SandboxRow; bootstrap: BootstrapRun | null }> {
+  async resume(
+    id: string,
+    env?: Record<string, string>,
+  ): Promise<{ row: SandboxRow; bootstrap: BootstrapRun | null }> {
     const row = await this.locked(id, async () => {
       const r = await this.repo.get(id);
       if (!r) throw errors.notFound('sandbox');
       await this.placement.assertHere(r.node_id);
-      if (r.status !== 'suspended') throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
+      if (r.status !== 'suspended')
+        throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
       await rt(this.runtime.resume(r.runtime_id, env ? { env } : {}));
       const now = Date.now();
       // The TTL was paused: what was left runs again from now (a fresh idle period at least).
@@ -358,7 +566,9 @@ export class SandboxesCore {
   /** A hook's failure is logged: the lifecycle change it follows has happened. */
   private async runHooks(hooks: ((row: SandboxRow) => Promise<void>)[], row: SandboxRow): Promise<void> {
     for (const hook of hooks) {
-      await hook(row).catch((e: unknown) => this.deps.log.warn({ err: e, sandbox: row.id }, 'sandbox hook failed'));
+      await hook(row).catch((e: unknown) =>
+        this.deps.log.warn({ err: e, sandbox: row.id }, 'sandbox hook failed'),
+      );
     }
   }
 
@@ -440,7 +650,10 @@ export function neverExpires(r: SandboxRow): boolean {
   return r.timeout_seconds === 0;
 }
 
-/** Limits a record asked for (a machine's tier), or none when it carries the defaults of newRow. */
-function limitsOf(row: SandboxRow): { cpus: number; memoryMb: number } | undefined {
-  return row.cpus === 1 && row.memory_mb === 1024 ? undefined : { cpus: row.cpus, memoryMb: row.memory_mb };
+/** Limits a record asked for: CPU and memory when not newRow's defaults (a machine's tier), and its disk. */
+function limitsOf(row: SandboxRow): Partial<BoxLimits> {
+  const disk = row.disk_mb === null ? {} : { diskMb: row.disk_mb };
+  return row.cpus === 1 && row.memory_mb === 1024
+    ? disk
+    : { cpus: row.cpus, memoryMb: row.memory_mb, ...disk };
 }

@@ -7,6 +7,8 @@ export interface SnapshotGcHost {
   readonly repo: SandboxesRepo;
   readonly runtime: SandboxRuntime;
   readonly deps: Pick<PlatformDeps, 'log'>;
+  /** Snapshots another area keeps (an owner's templates' layers): never collected here. */
+  readonly keptSnapshots?: (() => Promise<Set<string>>) | null;
 }
 
 /**
@@ -20,6 +22,7 @@ export async function collectSnapshots(
   layers: string[],
 ): Promise<void> {
   const keep = await core.repo.templateSnapshotIds();
+  for (const snap of (await core.keptSnapshots?.()) ?? []) keep.add(snap);
   const own = await core.repo.snapshotsOf(row.id);
   const candidates = new Set([...layers, ...own.map((s) => s.id)]);
   for (const snap of candidates) {

@@ -48,7 +48,7 @@ export function toSandbox(r: SandboxRow, urlOf: (port: number) => string, start?
     hardTtlSeconds: r.hard_ttl_seconds,
     cpuCount: Math.max(1, Math.round(r.cpus)),
     memoryMB: r.memory_mb,
-    diskMB: null,
+    diskMB: r.disk_mb,
     createdAt: new Date(r.created_at).toISOString(),
     expiresAt: iso(r.expires_at),
     hardExpiresAt: iso(r.hard_expires_at),

@@ -7,10 +7,12 @@ import { type SandboxFileOp, sandboxFileBodies } from './action-bodies.js';
 import type { SandboxRow } from './repo.js';
 import type { BackgroundDetail, BackgroundProcess, ExecResult, OutputSinks, StreamExecOptions, StreamExecResult } from './runtime/driver.js';
 import type { BgExec } from './schemas.js';
-import type { SandboxesCore } from './service.js';
+import { bootstrapOf, type SandboxesCore } from './service.js';
 import { rt } from './views.js';
 
 export type Lang = 'python' | 'node' | 'bash';
+/** Bytes per command when a file moves into or out of a sandbox in pieces. */
+const BOX_CHUNK = 4 * 1024 * 1024;
 /** Interpreter per language; the code goes to a file inside, so it never passes through a shell string. */
 export const INTERPRETERS: Record<Lang, { argv0: string; ext: string }> = {
   python: { argv0: 'python3', ext: 'py' },
@@ -65,7 +67,7 @@ export class Workload {
   ): Promise<ExecView> {
     const row = await this.active(p, id);
     return execView(
-      await rt(this.core.runtime.exec(row.runtime_id, b.command, { cwd: b.cwd, env: b.env, timeoutMs: b.timeoutSeconds * 1000 })),
+      await rt(this.core.runtime.exec(row.runtime_id, b.command, { cwd: b.cwd ?? cwdOf(row), env: b.env, timeoutMs: b.timeoutSeconds * 1000 })),
     );
   }
 
@@ -84,7 +86,7 @@ export class Workload {
   ): Promise<StreamExecResult> {
     const row = await this.active(p, id);
     onReady?.();
-    return rt(this.core.runtime.execStream(row.runtime_id, argv, opts, sinks));
+    return rt(this.core.runtime.execStream(row.runtime_id, argv, { ...opts, cwd: opts.cwd ?? cwdOf(row) }, sinks));
   }
 
   /** Writes the code to a fresh file under /tmp inside, runs the interpreter on it, removes it. */
@@ -100,7 +102,7 @@ export class Workload {
 
   async bgStart(p: Principal, id: string, b: { command: string; cwd?: string; env?: Record<string, string> }) {
     const row = await this.active(p, id);
-    return { execId: await rt(this.core.runtime.startBackground(row.runtime_id, b.command, { cwd: b.cwd, env: b.env })) };
+    return { execId: await rt(this.core.runtime.startBackground(row.runtime_id, b.command, { cwd: b.cwd ?? cwdOf(row), env: b.env })) };
   }
 
   async bgList(p: Principal, id: string) {
@@ -166,6 +168,63 @@ export class Workload {
     }
   }
 
+  /**
+   * Writes `body` to `path` inside (created with its folders, or replaced), BOX_CHUNK bytes per
+   * command, so a large file (a launch's source, a backup) never sits whole in nube's memory.
+   * Answers the bytes written.
+   */
+  async writeFrom(p: Principal, id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<number> {
+    const row = await this.active(p, id);
+    let parts: Buffer[] = [];
+    let held = 0;
+    let size = 0;
+    let started = false;
+    const flush = async () => {
+      const script = started ? 'exec cat >> "$1"' : 'mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"';
+      started = true;
+      await this.piped(row, ['/bin/sh', '-c', script, 'nube-write', path], parts.length === 1 ? parts[0] : Buffer.concat(parts, held));
+      parts = [];
+      held = 0;
+    };
+    for await (const c of body) {
+      parts.push(Buffer.from(c.buffer, c.byteOffset, c.byteLength));
+      held += c.byteLength;
+      size += c.byteLength;
+      if (held >= BOX_CHUNK) await flush();
+    }
+    if (held > 0 || !started) await flush();
+    return size;
+  }
+
+  /** The bytes of `path` inside, BOX_CHUNK at a time (the counterpart of writeFrom). */
+  async *readFrom(p: Principal, id: string, path: string): AsyncGenerator<Buffer> {
+    const row = await this.active(p, id);
+    for (let block = 0; ; block++) {
+      const argv = ['dd', `if=${path}`, `bs=${BOX_CHUNK}`, `skip=${block}`, 'count=1', 'iflag=fullblock', 'status=none'];
+      const chunk = await this.piped(row, argv);
+      if (chunk.length > 0) yield chunk;
+      if (chunk.length < BOX_CHUNK) return;
+    }
+  }
+
+  /** Runs an argv inside with `stdin`, answering its stdout (bounded by what the argv prints); a failure says why. */
+  private async piped(row: SandboxRow, argv: string[], stdin?: Buffer): Promise<Buffer> {
+    const out: Buffer[] = [];
+    let err = '';
+    const r = await rt(
+      this.core.runtime.execStream(row.runtime_id, argv, { stdin, timeoutMs: 120_000 }, {
+        stdout: (c) => out.push(c),
+        stderr: (c) => {
+          if (err.length < 2000) err += c.toString('utf8');
+        },
+      }),
+    );
+    if (r.exitCode !== 0 || r.timedOut) {
+      throw errors.conflict(`moving a file in the sandbox failed (${r.timedOut ? 'timed out' : `exit ${r.exitCode}`}): ${err.trim().slice(0, 500)}`, 'SandboxFileFailed');
+    }
+    return Buffer.concat(out);
+  }
+
   async applyPatch(p: Principal, id: string, patch: string) {
     const row = await this.active(p, id);
     const out = await rt(this.core.runtime.applyPatch(row.runtime_id, patch));
@@ -193,4 +252,9 @@ function decodeBase64(s: string): Buffer {
     throw errors.validation([{ path: ['body', 'content'], message: 'not valid base64' }]);
   }
   return Buffer.from(clean, 'base64');
+}
+
+/** The working dir of the sandbox's template (its WORKDIR, or `workdir`), for commands that name none. */
+function cwdOf(row: SandboxRow): string | undefined {
+  return bootstrapOf(row)?.template?.cwd;
 }

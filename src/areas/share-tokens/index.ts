@@ -55,6 +55,9 @@ export const share_tokensArea: AreaModule = {
           .header('content-type', asset.contentType)
           .header('cache-control', 'private, max-age=300')
           .header('x-content-type-options', 'nosniff')
+          // A tenant's file on nube's own origin (the console's): an "image" that is really HTML or SVG
+          // must not run script where the console's cookie and CSRF token live.
+          .header('content-security-policy', 'sandbox')
           .send(asset.body);
       } catch (err) {
         sendError(req, reply, err);

@@ -52,7 +52,7 @@ function decoder(contentType: string | null): TextDecoder {
 const upstream = (message: string, code: string) => new ApiError(502, code, message);
 
 /** Error codes a failed fetch answers with; every one is an ApiError, never a 500. */
-function failure(err: unknown, url: string, timeoutMs: number): ApiError {
+export function failure(err: unknown, url: string, timeoutMs: number): ApiError {
   if (err instanceof ApiError) return err;
   const e = toOutboundError(err);
   switch (e.code) {

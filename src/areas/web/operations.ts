@@ -134,10 +134,20 @@ export const webOperations = [
     summary: 'Start an asynchronous structured-data extraction job; poll it with web.extract.get',
     description:
       'Returns `{ jobId, status }` at once; GET /web/extract/{jobId} reports the status and, when ' +
-      'completed, the data. Source `page` (the only one): `input` is a URL, an array of up to 50 URLs, ' +
-      'or `{ url }` / `{ urls }`; each page yields its structured data (title, description, language, ' +
-      'canonical, Open Graph, meta tags, JSON-LD, headings) or `{ requestedUrl, error }`. `limit` caps the ' +
-      'URLs taken. Metered in queries (1 per page read); 402 when the balance is empty.',
+      'completed, the data. `input` is a URL, an array of up to 50 URLs, or `{ url }` / `{ urls }` (for ' +
+      '`search`: a query, an array of queries, or `{ query }` / `{ queries }`). Sources: `page` (default; ' +
+      "each page's structured data: title, description, language, canonical, Open Graph, meta tags, JSON-LD, " +
+      "headings), `links` (the links each page holds), `sitemap` (the pages a site's sitemap lists: a " +
+      "sitemap's URL, or a site whose /sitemap.xml is read; indexes followed, 10 sitemaps per URL), `feed` " +
+      '(the items of an RSS or Atom feed), `search` (the configured engine\'s results), `schema` (an LLM fills ' +
+      '`schema`, a JSON Schema, from each page\'s main content, as Firecrawl\'s extract does; an array answer is ' +
+      'one item per element; LLM tokens metered as AI use). `render: true` reads the pages of page, links and ' +
+      'schema in Chromium with their scripts run, every request the page makes fetched by nube through the ' +
+      'same address checks (a page cannot reach a private address through the browser), within the fetch ' +
+      'time limit and four times its byte cap, nothing kept between pages. A unit that fails ' +
+      'yields `{ requestedUrl | query, error }`. `limit` caps the entries of `data` (items, and units that failed). With `datasetId` the items are ' +
+      'appended to that dataset as rows (the job reports `dataset: { added, rejected }`). Metered in queries ' +
+      '(1 per page, sitemap or feed read, or search made); 402 when the balance is empty.',
     tags,
     auth: ['owner'],
     body: z
@@ -149,16 +159,26 @@ export const webOperations = [
           .string()
           .max(128)
           .optional()
-          .describe('Extractor to use (for example a site-specific scraper)'),
+          .describe('page (default), links, sitemap, feed, search or schema'),
         datasetId: z.string().max(200).optional().describe('Dataset to append the results to'),
+        schema: limited(z.record(z.string(), z.unknown()), { maxDepth: 16, maxKeys: 500, maxBytes: 64 * 1024 })
+          .optional()
+          .describe('Source schema: the JSON Schema an LLM fills from each page (required there, refused elsewhere)'),
+        prompt: z.string().max(2000).optional().describe('Source schema: what to tell the LLM besides the schema'),
+        render: z
+          .boolean()
+          .optional()
+          .describe('Read pages in Chromium with their scripts run (sources page, links, schema); every request the page makes goes through the same address checks'),
         limit: z.number().int().min(1).max(10_000).optional().describe('Maximum items to extract'),
       })
       .refine((b) => b.input !== undefined, { message: 'input is required', path: ['input'] }),
     response: z.object({ jobId: z.string(), status: ExtractStatus }),
     errors: [
       PAYMENT,
-      { status: 400, code: 'UnknownSource', description: 'source is not one nube has (sources: page)' },
-      { status: 501, code: 'NotImplemented', description: 'datasetId: datasets are not implemented yet' },
+      { status: 400, code: 'UnknownSource', description: 'source is not one nube has (page, links, sitemap, feed, search)' },
+      { status: 404, code: 'NotFound', description: 'datasetId names no dataset of yours' },
+      { status: 503, code: 'SearchNotConfigured', description: 'source search without a search engine configured' },
+      { status: 503, code: 'LlmNotConfigured', description: 'source schema without an LLM (NUBE_LLM_BASE_URL or the account\'s AI key)' },
     ],
     handler: ({ services, principal, body }) => services.web.startExtract(principal, body),
   }),
@@ -174,7 +194,16 @@ export const webOperations = [
       jobId: z.string(),
       status: ExtractStatus,
       data: z.unknown().optional().describe('Extracted items, one per URL in order; present when completed'),
-      itemCount: z.number().int().nullable().describe('Pages read, when finished'),
+      itemCount: z.number().int().nullable().describe('Queries used (pages, sitemaps or feeds read; searches made), when finished'),
+      dataset: z
+        .object({
+          id: z.string(),
+          added: z.number().int().optional().describe('Rows appended'),
+          rejected: z.number().int().optional().describe("Rows that did not fit the dataset's schema"),
+          rejections: z.array(z.object({ index: z.number().int(), reason: z.string() })).optional(),
+        })
+        .optional()
+        .describe('The dataset the rows went to, when the job named one (counts once completed)'),
       error: z.string().nullable().describe('Why the job failed, or null'),
       createdAt: IsoTime,
       finishedAt: IsoTime.nullable(),
@@ -196,6 +225,7 @@ export const webOperations = [
       url: HttpUrl.describe('Start URL'),
       maxPages: z.number().int().min(1).max(50).default(10).describe('Pages to crawl, 1-50 (default 10)'),
       country: Country.optional(),
+      datasetId: z.string().max(200).optional().describe('Dataset to append the pages to, one row each'),
     }),
     response: z
       .object({
@@ -205,6 +235,10 @@ export const webOperations = [
         skipped: z
           .array(z.object({ url: z.string(), code: z.string(), error: z.string() }))
           .describe('Pages not returned: robots.txt (RobotsDisallowed), refused, unreachable or binary'),
+        dataset: z
+          .object({ id: z.string(), added: z.number().int(), rejected: z.number().int(), rejections: z.array(z.object({ index: z.number().int(), reason: z.string() })) })
+          .optional()
+          .describe('When datasetId was given: rows appended and rejected'),
       })
       .extend(Metering.shape),
     errors: [PAYMENT, REFUSED, BINARY, UNREACHABLE],

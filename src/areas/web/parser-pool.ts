@@ -6,10 +6,12 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ParsedPage, StructuredPage } from './html.js';
+import type { FeedItem, SitemapResult } from './xml-sources.js';
 
 export type ParseRequest =
   | { id: number; kind: 'page'; html: string; url: string; markdown: boolean }
-  | { id: number; kind: 'structured'; html: string; url: string };
+  | { id: number; kind: 'structured'; html: string; url: string }
+  | { id: number; kind: 'sitemap' | 'feed'; xml: string; url: string };
 export type ParseResponse =
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; error: string }
@@ -45,6 +47,14 @@ export class ParserPool {
 
   parseStructured(html: string, url: string): Promise<StructuredPage> {
     return this.run({ id: this.nextId++, kind: 'structured', html, url }) as Promise<StructuredPage>;
+  }
+
+  parseSitemap(xml: string, url: string): Promise<SitemapResult> {
+    return this.run({ id: this.nextId++, kind: 'sitemap', xml, url }) as Promise<SitemapResult>;
+  }
+
+  parseFeed(xml: string, url: string): Promise<{ title: string | null; items: FeedItem[] }> {
+    return this.run({ id: this.nextId++, kind: 'feed', xml, url }) as Promise<{ title: string | null; items: FeedItem[] }>;
   }
 
   private run(req: ParseRequest): Promise<unknown> {

@@ -16,6 +16,14 @@ interface ExtractJobsTable {
   error: string | null;
   created_at: number;
   finished_at: number | null;
+  /** Dataset the rows go to, or null. */
+  dataset_id: string | null;
+  /** Items the job keeps at most (`limit`), or null. */
+  item_limit: number | null;
+  /** JSON: what the append to the dataset did (rows added, rejected), once completed. */
+  dataset_result: string | null;
+  /** JSON: the source's options (`schema`: the JSON Schema and prompt), or null. */
+  options: string | null;
 }
 
 declare module '../../store/schema.js' {
@@ -42,6 +50,14 @@ export const webMigrations: Record<string, Migration> = {
         .addColumn('created_at', 'bigint', (c) => c.notNull())
         .addColumn('finished_at', 'bigint')
         .execute();
+    },
+  },
+  '0212-web-extract-datasets': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('web_extract_jobs').addColumn('dataset_id', 'text').execute();
+      await db.schema.alterTable('web_extract_jobs').addColumn('item_limit', 'integer').execute();
+      await db.schema.alterTable('web_extract_jobs').addColumn('dataset_result', 'text').execute();
+      await db.schema.alterTable('web_extract_jobs').addColumn('options', 'text').execute();
     },
   },
 };

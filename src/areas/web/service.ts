@@ -2,14 +2,18 @@ import type { PlanName } from '../../platform/plans.js';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, type ErrorIssue, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
-import type { JobQueue } from '../../platform/jobs.js';
+import { cutShort, type JobContext, type JobQueue } from '../../platform/jobs.js';
 import { PLANS } from '../../platform/plans.js';
 import type { Usage } from '../../platform/usage.js';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { EXTRACT_SOURCES, type ExtractSource, RENDERED_SOURCES, readUnit, searchMissing, sourceInputs } from './extract-sources.js';
+import type { PageRenderer } from './renderer.js';
 import { type FetchedPage, isHtml, type PageFetcher } from './fetcher.js';
 import type { ParsedPage } from './html.js';
 import type { ParserPool } from './parser-pool.js';
+import { schemaFiller } from './schema-fill.js';
+import type { LlmService } from '../llm/service.js';
 import { type ExtractJobRow, WebRepo } from './repo.js';
 import { NO_RULES, parseRobots, type RobotsRules, robotsAllows } from './robots.js';
 import type { SearchProvider } from './search-provider.js';
@@ -41,10 +45,6 @@ interface Metered {
 }
 
 export const EXTRACT_JOB = 'web.extract';
-/** URLs one extraction job takes. */
-export const MAX_EXTRACT_URLS = 50;
-export const EXTRACT_SOURCES = ['page'] as const;
-
 export interface ExtractJob {
   jobId: string;
   ownerId: string;
@@ -56,37 +56,32 @@ export interface ExtractInput {
   source?: string;
   datasetId?: string;
   limit?: number;
+  /** For source `schema`: the JSON Schema the LLM fills from each page, and what to tell it. */
+  schema?: Record<string, unknown>;
+  prompt?: string;
+  /** Read pages in Chromium with their scripts run (sources page, links, schema). */
+  render?: boolean;
 }
 
-/** The URLs an extraction input names: a URL, an array of URLs, or `{ url }` / `{ urls }`; else 400. */
-export function extractUrls(input: unknown): string[] {
-  const o = input as { url?: unknown; urls?: unknown } | null;
-  const list =
-    typeof input === 'string' ? [input] : Array.isArray(input) ? input : o && typeof o === 'object' ? (o.urls ?? (o.url === undefined ? undefined : [o.url])) : undefined;
-  const shape = 'source page takes a URL, an array of URLs, or { url } / { urls }';
-  if (!Array.isArray(list) || list.length === 0) throw errors.validation([{ path: ['body', 'input'], message: shape }]);
-  if (list.length > MAX_EXTRACT_URLS) {
-    throw errors.validation([{ path: ['body', 'input'], message: `at most ${MAX_EXTRACT_URLS} URLs per job` }]);
-  }
-  const issues: ErrorIssue[] = [];
-  const urls = list.map((u, i) => {
-    let ok = false;
-    try {
-      ok = typeof u === 'string' && /^https?:$/.test(new URL(u).protocol);
-    } catch {
-      ok = false;
-    }
-    if (!ok) issues.push({ path: ['body', 'input', i], message: 'not an http(s) URL' });
-    return String(u);
-  });
-  if (issues.length) throw errors.validation(issues);
-  return urls;
-}
+/** What the `schema` source needs of the LLM area. */
+export type SchemaLlm = Pick<LlmService, 'complete' | 'assertReady'>;
 
 export interface CrawlInput {
   url: string;
   maxPages: number;
+  datasetId?: string;
   signal?: AbortSignal;
+}
+
+/** Where extractions and crawls append their rows (the datasets area). */
+export interface DatasetSink {
+  assertAppendable(p: Principal, datasetId: string): Promise<void>;
+  append(ownerId: string, datasetId: string, rows: { data: Record<string, unknown>; url?: string | null }[], jobId: string | null): Promise<{ added: number; rejected: { index: number; reason: string }[] }>;
+}
+
+/** What a job or crawl reports of its append: rows added, rows rejected (the first reasons). */
+function datasetReport(datasetId: string, r: { added: number; rejected: { index: number; reason: string }[] }) {
+  return { id: datasetId, added: r.added, rejected: r.rejected.length, rejections: r.rejected.slice(0, 20) };
 }
 
 export class WebService {
@@ -100,8 +95,17 @@ export class WebService {
     private readonly db: Kysely<Tables>,
     private readonly jobs: JobQueue,
     private readonly parser: ParserPool,
+    private readonly datasets: () => DatasetSink | undefined = () => undefined,
+    private readonly llm: () => SchemaLlm | undefined = () => undefined,
+    private readonly renderer?: PageRenderer,
   ) {
     this.repo = new WebRepo(db);
+  }
+
+  private sink(): DatasetSink {
+    const d = this.datasets();
+    if (!d) throw new Error('the datasets area is not built');
+    return d;
   }
 
   /** Queries left this month: web queries share the plan's AI credits with AI use (as account usage shows). */
@@ -112,6 +116,7 @@ export class WebService {
 
   /** 402 InsufficientBalance with `buy` unless at least one query is left; returns how many are. */
   async assertBalance(p: Principal): Promise<number> {
+    await this.usage.assertKeyCaps(p);
     const left = await this.remaining(p);
     if (left <= 0) {
       const plan = PLANS[p.plan];
@@ -126,13 +131,12 @@ export class WebService {
 
   private async charge(p: Principal, n: number, before: number): Promise<Metered> {
     if (n > 0) await this.usage.add(p.ownerId, 'webQueries', n);
+    await this.usage.addForKey(p, 'webQueries', n);
     return { queriesUsed: n, queriesRemaining: Math.max(0, before - n) };
   }
 
   async search(p: Principal, input: { query: string; engine?: string; country?: string; signal?: AbortSignal }) {
-    if (!this.search_) {
-      throw new ApiError(503, 'SearchNotConfigured', 'web search needs a search provider: the operator sets NUBE_WEB_SEARCH_URL to a SearXNG instance');
-    }
+    if (!this.search_) throw searchMissing();
     const left = await this.assertBalance(p);
     const found = await this.search_.search(input);
     const results = found.map((r, i) => ({ position: i + 1, ...r }));
@@ -182,6 +186,7 @@ export class WebService {
 
   /** Breadth-first over same-origin links from `url`; robots.txt `*` rules respected; 1 query per page. */
   async crawl(p: Principal, input: CrawlInput) {
+    if (input.datasetId !== undefined) await this.sink().assertAppendable(p, input.datasetId);
     const left = await this.assertBalance(p);
     const start = new URL(input.url);
     start.hash = '';
@@ -228,22 +233,33 @@ export class WebService {
         }
       });
     }
-    return {
-      url: start.href,
-      count: pages.length,
-      pages,
-      skipped,
-      ...(await this.charge(p, pages.length, left)),
-    };
+    const metered = await this.charge(p, pages.length, left);
+    const dataset =
+      input.datasetId === undefined
+        ? undefined
+        : datasetReport(input.datasetId, await this.sink().append(p.ownerId, input.datasetId, pages.map((pg) => ({ data: { ...pg }, url: pg.url })), null));
+    return { url: start.href, count: pages.length, pages, skipped, ...(dataset ? { dataset } : {}), ...metered };
   }
 
   async startExtract(p: Principal, input: ExtractInput) {
-    if (input.datasetId !== undefined) throw errors.notImplemented('appending extraction results to a dataset (datasetId)');
-    const source = input.source ?? 'page';
+    const source = (input.source ?? 'page') as ExtractSource;
     if (!(EXTRACT_SOURCES as readonly string[]).includes(source)) {
       throw errors.badRequest(`unknown source ${source}`, [{ path: ['body', 'source'], message: `sources: ${EXTRACT_SOURCES.join(', ')}` }], 'UnknownSource');
     }
-    const urls = extractUrls(input.input).slice(0, input.limit ?? MAX_EXTRACT_URLS);
+    const units = sourceInputs(source, input.input);
+    if (source === 'search' && !this.search_) throw searchMissing();
+    if (source === 'schema') {
+      if (input.schema === undefined) throw errors.validation([{ path: ['body', 'schema'], message: 'source schema needs the JSON Schema to fill' }]);
+      const llm = this.llm();
+      if (!llm) throw new ApiError(503, 'LlmNotConfigured', 'the schema source needs an LLM: the operator sets NUBE_LLM_BASE_URL, or the account adds its AI key');
+      await llm.assertReady(p.ownerId, p.plan);
+    } else if (input.schema !== undefined || input.prompt !== undefined) {
+      throw errors.validation([{ path: ['body', input.schema !== undefined ? 'schema' : 'prompt'], message: 'only source schema takes a schema and a prompt' }]);
+    }
+    if (input.render && !RENDERED_SOURCES.includes(source)) {
+      throw errors.validation([{ path: ['body', 'render'], message: `render reads pages of sources ${RENDERED_SOURCES.join(', ')}; ${source} reads data` }]);
+    }
+    if (input.datasetId !== undefined) await this.sink().assertAppendable(p, input.datasetId);
     await this.assertBalance(p);
     const jobId = newId('ext');
     await this.db.transaction().execute(async (trx) => {
@@ -252,12 +268,19 @@ export class WebService {
         owner_id: p.ownerId,
         status: 'queued',
         source,
-        urls: JSON.stringify(urls),
+        urls: JSON.stringify(units),
         data: null,
         item_count: null,
         error: null,
         created_at: Date.now(),
         finished_at: null,
+        dataset_id: input.datasetId ?? null,
+        item_limit: input.limit ?? null,
+        dataset_result: null,
+        options:
+          source === 'schema' || input.render
+            ? JSON.stringify({ schema: input.schema ?? null, prompt: input.prompt ?? null, render: input.render === true })
+            : null,
       });
       await this.jobs.enqueue(EXTRACT_JOB, { jobId, ownerId: p.ownerId, plan: p.plan } satisfies ExtractJob, { db: trx });
     });
@@ -271,38 +294,63 @@ export class WebService {
     return extractView(r);
   }
 
-  /** The job: each URL fetched through the guard, its structured data read; 1 query per page read. */
-  runExtract = async (job: ExtractJob): Promise<void> => {
+  /**
+   * The job: each unit (URL or query) read through the guard by its source, 1 query per page, sitemap,
+   * feed or search read; entries past `limit` (items and units that failed) dropped; rows appended to the dataset when one was named.
+   * A run cut by nube's own stop (`ctx`) records nothing: the job runs again when nube is back.
+   */
+  runExtract = async (job: ExtractJob, ctx?: Pick<JobContext, 'signal' | 'stopping'>): Promise<void> => {
     const r = await this.repo.get(job.jobId);
     if (!r || r.status === 'completed' || r.status === 'failed') return;
     await this.repo.update(r.id, { status: 'running' });
+    const source = r.source as ExtractSource;
+    const limit = r.item_limit === null ? Number.POSITIVE_INFINITY : Number(r.item_limit);
     const items: unknown[] = [];
+    const rows: { data: Record<string, unknown>; url: string | null }[] = [];
     let read = 0;
+    const opts = r.options === null ? null : (JSON.parse(r.options) as { schema: unknown; prompt: string | null; render?: boolean });
+    const llm = this.llm();
+    const fill = source === 'schema' && opts && llm ? schemaFiller(llm, job.ownerId, opts.schema, opts.prompt) : undefined;
+    const renderer = opts?.render ? this.renderer : undefined;
+    const render = renderer ? (url: string) => renderer.get(url) : undefined;
     try {
-      for (const url of JSON.parse(r.urls) as string[]) {
+      for (const unit of JSON.parse(r.urls) as string[]) {
+        if (items.length >= limit) break;
         if ((await this.remaining(job)) <= 0) {
-          items.push({ requestedUrl: url, error: { code: 'InsufficientBalance', message: 'query balance used up' } });
+          items.push({ requested: unit, error: { code: 'InsufficientBalance', message: 'query balance used up' } });
           continue;
         }
         try {
-          const page = await this.fetcher.get(url);
-          await this.usage.add(job.ownerId, 'webQueries', 1);
-          read++;
-          const base = { url: page.url, requestedUrl: url, status: page.status, contentType: page.contentType };
-          items.push(isHtml(page.contentType) ? { ...base, ...(await this.parser.parseStructured(page.body, page.url)) } : { ...base, text: page.body });
+          const got = await readUnit(source, unit, { fetcher: this.fetcher, parser: this.parser, search: this.search_, fill, render }, ctx?.signal);
+          await this.usage.add(job.ownerId, 'webQueries', got.queries);
+          read += got.queries;
+          for (const item of got.items.slice(0, limit - items.length)) {
+            items.push(item);
+            rows.push({ data: item, url: typeof item.url === 'string' ? item.url : null });
+          }
         } catch (err) {
+          if (ctx && cutShort(ctx)) throw err;
           const e = err instanceof ApiError ? err : errors.internal();
-          items.push({ requestedUrl: url, error: { code: e.code, message: e.message } });
+          items.push({ [source === 'search' ? 'query' : 'requestedUrl']: unit, error: { code: e.code, message: e.message } });
         }
       }
-      await this.repo.update(r.id, { status: 'completed', data: JSON.stringify(items), item_count: read, finished_at: Date.now() });
+      const dataset = r.dataset_id === null ? null : datasetReport(r.dataset_id, await this.sink().append(job.ownerId, r.dataset_id, rows, r.id));
+      await this.repo.update(r.id, {
+        status: 'completed',
+        data: JSON.stringify(items),
+        item_count: read,
+        finished_at: Date.now(),
+        dataset_result: dataset ? JSON.stringify(dataset) : null,
+      });
     } catch (err) {
+      if (ctx && cutShort(ctx)) throw err;
       await this.repo.update(r.id, { status: 'failed', error: (err as Error).message.slice(0, 500), item_count: read, finished_at: Date.now() });
     }
   };
 
   async close(): Promise<void> {
     await this.parser.close();
+    await this.renderer?.close();
   }
 }
 
@@ -313,6 +361,7 @@ function extractView(r: ExtractJobRow) {
     status: r.status,
     ...(r.status === 'completed' && r.data !== null ? { data: JSON.parse(r.data) as unknown } : {}),
     itemCount: r.item_count,
+    ...(r.dataset_result !== null ? { dataset: JSON.parse(r.dataset_result) as ReturnType<typeof datasetReport> } : r.dataset_id !== null ? { dataset: { id: r.dataset_id } } : {}),
     error: r.error,
     createdAt: iso(Number(r.created_at))!,
     finishedAt: iso(r.finished_at),

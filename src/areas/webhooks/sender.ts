@@ -47,6 +47,7 @@ export class WebhookSender {
         signal: i.signal,
         timeoutMs: this.timeoutMs,
         body: i.body,
+        propagateTrace: true,
         headers: {
           'content-type': 'application/json',
           'user-agent': 'nube-webhooks/1',

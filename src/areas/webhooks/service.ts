@@ -1,6 +1,7 @@
 import type { Principal } from '../../platform/auth.js';
 import type { SecretBox } from '../../platform/crypto.js';
 import { errors } from '../../platform/errors.js';
+import { cursorAfter, pageOf } from '../../platform/cursor-page.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import { type AllowList, assertPublicUrl, OutboundBlockedError } from '../../platform/outbound.js';
 import type { DeliveriesRepo } from './delivery-repo.js';
@@ -45,14 +46,6 @@ export function deliveryOut(d: DeliveryRow) {
   };
 }
 
-const encodeCursor = (id: string) => Buffer.from(id).toString('base64url');
-function decodeCursor(cursor: string): string {
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^dlv_[0-9a-z]{9,40}$/.test(id)) {
-    throw errors.badRequest('invalid cursor', [{ path: ['cursor'], message: 'not a cursor from this list' }]);
-  }
-  return id;
-}
 
 export class WebhooksService {
   constructor(
@@ -147,12 +140,9 @@ export class WebhooksService {
     q: { limit: number; cursor?: string; status?: DeliveryStatus },
   ) {
     await this.own(p, id);
-    const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
+    const before = cursorAfter(q.cursor, 'dlv');
     const rows = await this.deliveries.list(id, { limit: q.limit + 1, before, status: q.status });
-    const page = rows.slice(0, q.limit);
-    const hasMore = rows.length > q.limit;
-    const last = page[page.length - 1];
-    return { items: page.map(deliveryOut), nextCursor: hasMore && last ? encodeCursor(last.id) : null, hasMore };
+    return pageOf(rows, q.limit, deliveryOut);
   }
 
   /** Sends a delivery again now, with a fresh retry schedule; same delivery id, same signed body. */

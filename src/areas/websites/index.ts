@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { Spool } from '../../platform/spool.js';
 import type { AreaModule } from '../area.js';
 import { websitesOperations } from './operations.js';
 import { WebsitesRepo, websitesMigrations } from './repo.js';
@@ -19,6 +21,7 @@ export const websitesArea: AreaModule = {
       // Site files live beside files, in the default region's store.
       store: files.stores.at(),
       files,
+      spool: new Spool(join(deps.config.dataDir, 'spool', 'websites')),
       events: deps.events,
       planOf: async (ownerId) =>
         (await account.getAccount({ scheme: 'owner', ownerId, plan: 'byte' })).plan.name,
@@ -26,15 +29,18 @@ export const websitesArea: AreaModule = {
       // Site URLs are https:// when nube's HTTPS listener has a certificate for the sites' names.
       publicUrl: () => deps.httpsUrl(`site.${deps.config.sites.host}`) ?? deps.publicUrl(),
       sitesHost: deps.config.sites.host,
+      domainSite: (host) => {
+        const r = domains.claims.route(host);
+        return r?.kind === 'site' ? r.id : null;
+      },
     });
     // A deleted site's domains stay the owner's (verified), attached to nothing.
     websites.onDeleted((site) => domains.claims.detachTarget('site', site.id));
     return { websites };
   },
   routes(app, services) {
-    new SiteServer(services.websites, (host) => {
-      const r = services.domains.claims.route(host);
-      return r?.kind === 'site' ? r.id : null;
-    }).install(app);
+    new SiteServer(services.websites, (host) =>
+      host ? (services.websites.deps.domainSite?.(host) ?? null) : null,
+    ).install(app);
   },
 };

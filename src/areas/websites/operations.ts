@@ -21,6 +21,11 @@ export const Website = z
     documentId: z.string().nullable(),
     fileCount: z.number().int(),
     totalBytes: z.number().int(),
+    forms: z
+      .array(z.string())
+      .describe(
+        'Form names its pages declare (`<form data-nube-form="name">`); they take submissions at `/f/<name>`',
+      ),
     createdAt: IsoTime,
     updatedAt: IsoTime,
   })

@@ -15,6 +15,8 @@ interface WebsitesTable {
   total_bytes: number;
   /** Bumped by every deploy; a deploy commits only over the version it started from. */
   version: number;
+  /** JSON array of the form names its pages declare (`data-nube-form`), read at each deploy. */
+  forms: string;
   created_at: number;
   updated_at: number;
 }
@@ -46,6 +48,14 @@ export const websitesMigrations: Record<string, Migration> = {
       await db.schema.createIndex('websites_owner').on('websites').columns(['owner_id', 'id']).execute();
     },
   },
+  '0220-websites-forms': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('websites')
+        .addColumn('forms', 'text', (c) => c.notNull().defaultTo('[]'))
+        .execute();
+    },
+  },
 };
 
 /** path -> [sha256 hex, size, content type] */
@@ -61,6 +71,8 @@ export interface WebsiteRow {
   fileCount: number;
   totalBytes: number;
   version: number;
+  /** Form names its pages declare. */
+  forms: string[];
   createdAt: number;
   updatedAt: number;
 }
@@ -77,6 +89,7 @@ const SUMMARY = [
   'file_count',
   'total_bytes',
   'version',
+  'forms',
   'created_at',
   'updated_at',
 ] as const;
@@ -93,6 +106,7 @@ const norm = (r: Summary): WebsiteRow => ({
   fileCount: Number(r.file_count),
   totalBytes: Number(r.total_bytes),
   version: Number(r.version),
+  forms: JSON.parse(r.forms) as string[],
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
 });
@@ -115,6 +129,7 @@ export class WebsitesRepo {
         file_count: row.fileCount,
         total_bytes: row.totalBytes,
         version: row.version,
+        forms: JSON.stringify(row.forms),
         created_at: row.createdAt,
         updated_at: row.updatedAt,
       })
@@ -163,7 +178,7 @@ export class WebsitesRepo {
     id: string,
     fromVersion: number,
     manifest: Manifest,
-    set: { name?: string; fileCount: number; totalBytes: number; updatedAt: number },
+    set: { name?: string; fileCount: number; totalBytes: number; forms: string[]; updatedAt: number },
   ): Promise<boolean> {
     const r = await this.db
       .updateTable('websites')
@@ -171,6 +186,7 @@ export class WebsitesRepo {
         manifest: JSON.stringify(manifest),
         file_count: set.fileCount,
         total_bytes: set.totalBytes,
+        forms: JSON.stringify(set.forms),
         updated_at: set.updatedAt,
         version: fromVersion + 1,
         ...(set.name !== undefined ? { name: set.name } : {}),

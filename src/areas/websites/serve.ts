@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { withBadge } from './badge.js';
 import type { Manifest } from './repo.js';
+import { formPageSize, withFormActions } from './site-forms.js';
 import { type LiveSite, type WebsitesService, websiteKey } from './service.js';
 
 // The host router: a request whose Host is `<slug>.<sites host>` is a visit to a published site, not an
@@ -10,6 +11,9 @@ import { type LiveSite, type WebsitesService, websiteKey } from './service.js';
 // response: sites are the hottest read path nube has.
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** `/f/<form>` (a trailing slash and a query allowed): where a site's forms post. */
+const FORM_PATH = /^\/f\/([^/?#]+)\/?(?:\?.*)?$/;
 
 /** Files up to this size are kept in memory by content hash (immutable, so never stale). */
 const CACHE_FILE_BYTES = 1024 * 1024;
@@ -77,6 +81,9 @@ export class SiteServer {
       const visit = async () => {
         const s = slug ?? (await this.sites.slugOf(siteId!));
         if (s === null) return plain(res, 404, 'no site here');
+        const form = req.method === 'POST' ? FORM_PATH.exec(req.url)?.[1] : undefined;
+        if (form !== undefined && this.sites.formPosts)
+          return this.sites.formPosts({ slug: s, form, req: req.raw, res, ip: req.ip });
         await this.serve(s, req.method, req.url, req.headers['if-none-match'], res);
       };
       visit().catch((err) => {
@@ -120,7 +127,9 @@ export class SiteServer {
     const [sha, size, contentType] = hit.entry;
     const html = contentType.startsWith('text/html');
     const badge = html && live.branded;
-    const etag = `"${sha.slice(0, 32)}${badge ? '-b' : ''}"`;
+    // Pages of a site with forms get nube's action on their forms (the same bytes for the same hash).
+    const forms = html && live.site.forms.length > 0 && formPageSize(size);
+    const etag = `"${sha.slice(0, 32)}${badge ? '-b' : ''}${forms ? '-f' : ''}"`;
     const headers: Record<string, string> = {
       'content-type': contentType,
       etag,
@@ -133,7 +142,7 @@ export class SiteServer {
       res.end();
       return;
     }
-    if (size > CACHE_FILE_BYTES && !badge) {
+    if (size > CACHE_FILE_BYTES && !badge && !forms) {
       // Large files (media, archives) stream from the store: never a whole copy in memory per request.
       const got = await this.sites.deps.store.get(websiteKey(live.site.id, sha));
       res.writeHead(hit.status, { ...headers, 'content-length': got.contentLength });
@@ -148,32 +157,50 @@ export class SiteServer {
       return;
     }
     let body = await this.bytes(live, sha);
+    if (forms) body = this.transformed(`${sha}-f`, body, withFormActions);
     if (badge) body = withBadge(body);
     send(res, method, hit.status, headers, body);
   }
 
   private async bytes(live: LiveSite, sha: string): Promise<Buffer> {
-    const cached = this.cache.get(sha);
-    if (cached) {
-      // Map order is recency order: a hit moves to the back, eviction takes from the front.
-      this.cache.delete(sha);
-      this.cache.set(sha, cached);
-      return cached;
-    }
+    const cached = this.cached(sha);
+    if (cached) return cached;
     const got = await this.sites.deps.store.get(websiteKey(live.site.id, sha));
     const parts: Buffer[] = [];
     for await (const c of got.stream) parts.push(c as Buffer);
     const body = Buffer.concat(parts);
-    if (body.length <= CACHE_FILE_BYTES) {
-      this.cache.set(sha, body);
-      this.cachedBytes += body.length;
-      for (const [k, v] of this.cache) {
-        if (this.cachedBytes <= CACHE_TOTAL_BYTES) break;
-        this.cache.delete(k);
-        this.cachedBytes -= v.length;
-      }
-    }
+    this.keep(sha, body);
     return body;
+  }
+
+  /** `change(body)`, kept under `key` (derived from the content hash, so never stale). */
+  private transformed(key: string, body: Buffer, change: (b: Buffer) => Buffer): Buffer {
+    const cached = this.cached(key);
+    if (cached) return cached;
+    const out = change(body);
+    this.keep(key, out);
+    return out;
+  }
+
+  private cached(key: string): Buffer | undefined {
+    const hit = this.cache.get(key);
+    if (hit) {
+      // Map order is recency order: a hit moves to the back, eviction takes from the front.
+      this.cache.delete(key);
+      this.cache.set(key, hit);
+    }
+    return hit;
+  }
+
+  private keep(key: string, body: Buffer): void {
+    if (body.length > CACHE_FILE_BYTES) return;
+    this.cache.set(key, body);
+    this.cachedBytes += body.length;
+    for (const [k, v] of this.cache) {
+      if (this.cachedBytes <= CACHE_TOTAL_BYTES) break;
+      this.cache.delete(k);
+      this.cachedBytes -= v.length;
+    }
   }
 }
 

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { BlobStore } from '../../blob/index.js';
 import type { PlanName } from '../../platform/plans.js';
@@ -8,11 +7,13 @@ import { newId } from '../../platform/ids.js';
 import type { Outbox, OutboxEvent } from '../../platform/outbox.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
 import { PLANS } from '../../platform/plans.js';
+import type { Spool } from '../../platform/spool.js';
 import { isUniqueViolation } from '../../store/unique.js';
 import type { FilesService } from '../files/service.js';
-import { readArchive } from './archive.js';
+import { unpackSite } from './archive.js';
 import type { Manifest, WebsiteRow, WebsitesRepo, WebsiteWithManifest } from './repo.js';
-import { contentTypeOf, SITE_LIMITS, type SiteFile } from './site-files.js';
+import { contentTypeOf, entryOf, SITE_LIMITS, type SiteEntry, type SiteFile } from './site-files.js';
+import { declaredForms } from './site-forms.js';
 import { RESERVED_SLUGS, SLUG_PATTERN, slugFrom } from './slug.js';
 
 export interface WebsitesDeps {
@@ -20,6 +21,8 @@ export interface WebsitesDeps {
   /** Where site files live, by content hash: `sites/<website id>/<sha256>`. */
   store: BlobStore;
   files: FilesService;
+  /** Where archives and their unpacked files wait on disk while a request publishes them. */
+  spool: Spool;
   events: Outbox;
   planOf(ownerId: string): Promise<PlanName>;
   /** Everything the owner stores (files and sites): sites count against the plan's storage. */
@@ -27,6 +30,18 @@ export interface WebsitesDeps {
   publicUrl(): string;
   /** Sites answer at `<slug>.<sitesHost>`. */
   sitesHost: string;
+  /** The site id a verified custom domain (a host name) serves, or null (the domains area's routes). */
+  domainSite?(host: string): string | null;
+}
+
+/** A visitor's POST to a site's form (`/f/<form>` on the site's host): handled by the forms area. */
+export interface FormPost {
+  slug: string;
+  form: string;
+  req: import('node:http').IncomingMessage;
+  res: import('node:http').ServerResponse;
+  /** The client's address as the platform sees it (trusted proxies applied). */
+  ip: string;
 }
 
 export interface ArchiveInput {
@@ -52,6 +67,8 @@ export const websiteKey = (websiteId: string, sha256: string) => `sites/${websit
 export class WebsitesService {
   private readonly live = new Map<string, { value: LiveSite | null; expires: number }>();
   private readonly deletedListeners: ((site: WebsiteRow) => Promise<void>)[] = [];
+  /** Who answers a POST to `/f/<form>` on a site's host (the forms area); none: 404. */
+  formPosts: ((post: FormPost) => Promise<void>) | undefined;
 
   constructor(readonly deps: WebsitesDeps) {}
 
@@ -70,6 +87,7 @@ export class WebsitesService {
       documentId: r.documentId,
       fileCount: r.fileCount,
       totalBytes: r.totalBytes,
+      forms: r.forms,
       createdAt: new Date(r.createdAt).toISOString(),
       updatedAt: new Date(r.updatedAt).toISOString(),
     };
@@ -89,11 +107,12 @@ export class WebsitesService {
       );
     }
     if (input.slug !== undefined) checkSlug(input.slug);
-    const files = await this.archiveFiles(p, input);
-    const site = await this.insert(
-      p,
-      { name: input.name ?? input.slug ?? 'site', slug: input.slug, source: 'archive', documentId: null },
-      files,
+    const site = await this.withArchive(p, input, (files) =>
+      this.insert(
+        p,
+        { name: input.name ?? input.slug ?? 'site', slug: input.slug, source: 'archive', documentId: null },
+        files,
+      ),
     );
     return this.view(site);
   }
@@ -106,7 +125,7 @@ export class WebsitesService {
         'WebsiteManagedByDocument',
       );
     }
-    return this.view(await this.replace(p, site, await this.archiveFiles(p, input)));
+    return this.view(await this.withArchive(p, input, (files) => this.replace(p, site, files)));
   }
 
   async list(p: Principal) {
@@ -139,13 +158,14 @@ export class WebsitesService {
   async publishDocument(
     p: Principal,
     doc: { documentId: string; name: string; websiteId: string | null; slug: string },
-    files: SiteFile[],
+    files: (SiteFile | SiteEntry)[],
   ) {
+    const entries = files.map((f) => ('data' in f ? entryOf(f) : f));
     const current = doc.websiteId ? await this.deps.repo.owned(p.ownerId, doc.websiteId) : undefined;
-    if (current) return this.view(await this.replace(p, current, files, doc.name));
+    if (current) return this.view(await this.replace(p, current, entries, doc.name));
     const slug = (await this.deps.repo.slugTaken(doc.slug)) ? slugFrom(doc.name) : doc.slug;
     return this.view(
-      await this.insert(p, { name: doc.name, slug, source: 'document', documentId: doc.documentId }, files),
+      await this.insert(p, { name: doc.name, slug, source: 'document', documentId: doc.documentId }, entries),
     );
   }
 
@@ -183,6 +203,24 @@ export class WebsitesService {
     return value;
   }
 
+  /**
+   * Whether a browser `Origin` (scheme://host[:port]) is one of the site's own: its slug host, or a
+   * verified custom domain pointed at it. Forms take cross-origin posts only from these.
+   */
+  isSiteOrigin(site: { id: string; slug: string }, origin: string): boolean {
+    let u: URL;
+    try {
+      u = new URL(origin);
+    } catch {
+      return false;
+    }
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.origin !== origin.replace(/\/$/, ''))
+      return false;
+    const host = u.hostname.toLowerCase();
+    if (host === `${site.slug}.${this.deps.sitesHost}`) return true;
+    return this.deps.domainSite?.(host) === site.id;
+  }
+
   private forget(slug: string): void {
     this.live.delete(slug);
   }
@@ -193,41 +231,57 @@ export class WebsitesService {
     return site;
   }
 
-  private async archiveFiles(p: Principal, input: ArchiveInput): Promise<SiteFile[]> {
+  /**
+   * Spools the archive to disk (a file of the owner's, or the bytes given), unpacks it into a scratch
+   * directory and hands its files to `use`; the spool and the scratch directory are gone afterwards,
+   * whatever happened.
+   */
+  private async withArchive<T>(
+    p: Principal,
+    input: ArchiveInput,
+    use: (files: SiteEntry[]) => Promise<T>,
+  ): Promise<T> {
     if ((input.fileId === undefined) === (input.archiveBase64 === undefined)) {
       throw errors.validation([
         { path: ['body', 'fileId'], message: 'give exactly one of fileId or archiveBase64' },
       ]);
     }
-    let archive: Buffer;
+    const archiveTooLarge = () =>
+      errors.badRequest(
+        `archives up to ${SITE_LIMITS.archiveBytes} bytes (${SITE_LIMITS.archiveBytes / 2 ** 20} MB)`,
+        undefined,
+        'InvalidArchive',
+      );
+    let body: Readable;
     if (input.fileId !== undefined) {
       const row = await this.deps.files.doneRow(p, input.fileId);
-      if (row.size > SITE_LIMITS.archiveBytes) {
-        throw errors.badRequest(
-          `archives up to ${SITE_LIMITS.archiveBytes} bytes`,
-          undefined,
-          'InvalidArchive',
-        );
-      }
-      const { stream } = await this.deps.files.open(p, input.fileId);
-      const parts: Buffer[] = [];
-      for await (const c of stream) parts.push(c as Buffer);
-      archive = Buffer.concat(parts);
-    } else archive = Buffer.from(input.archiveBase64 as string, 'base64');
-    return readArchive(archive);
+      if (row.size > SITE_LIMITS.archiveBytes) throw archiveTooLarge();
+      body = (await this.deps.files.open(p, input.fileId)).stream;
+    } else body = Readable.from([Buffer.from(input.archiveBase64 as string, 'base64')]);
+    const archive = await this.deps.spool.take(body, SITE_LIMITS.archiveBytes, archiveTooLarge);
+    const scratch = await this.deps.spool.scratch().catch(async (e) => {
+      await archive.remove();
+      throw e;
+    });
+    try {
+      return await use(await unpackSite(archive, scratch));
+    } finally {
+      await archive.remove();
+      await scratch.remove();
+    }
   }
 
   private async insert(
     p: Principal,
     meta: { name: string; slug?: string; source: 'archive' | 'document'; documentId: string | null },
-    files: SiteFile[],
+    files: SiteEntry[],
   ): Promise<WebsiteRow> {
     const slug = meta.slug ?? slugFrom(meta.name);
     if (meta.slug !== undefined && (await this.deps.repo.slugTaken(slug))) throw slugTaken(slug);
     const id = newId('web');
     assertStorageAvailable(p.plan, await this.deps.storageUsed(p.ownerId), bytesOf(files));
-    const manifest = await this.store(id, files, {});
     const now = Date.now();
+    const forms = await declaredForms(files);
     const row: WebsiteRow = {
       id,
       ownerId: p.ownerId,
@@ -238,10 +292,12 @@ export class WebsitesService {
       fileCount: files.length,
       totalBytes: bytesOf(files),
       version: 1,
+      forms,
       createdAt: now,
       updatedAt: now,
     };
     try {
+      const manifest = await this.store(id, files, {});
       await this.deps.events.atomically(async (trx, emit) => {
         await this.deps.repo.insert(row, manifest, trx);
         emit(this.event('website.created', row));
@@ -258,7 +314,7 @@ export class WebsitesService {
   private async replace(
     p: Principal,
     site: WebsiteWithManifest,
-    files: SiteFile[],
+    files: SiteEntry[],
     name?: string,
   ): Promise<WebsiteRow> {
     // The new version replaces the old one's bytes.
@@ -271,6 +327,7 @@ export class WebsitesService {
     const set = {
       fileCount: files.length,
       totalBytes: bytesOf(files),
+      forms: await declaredForms(files),
       updatedAt: Date.now(),
     };
     if (!(await this.deps.repo.replaceContent(site.id, site.version, manifest, { ...set, name }))) {
@@ -289,22 +346,21 @@ export class WebsitesService {
   }
 
   /** Writes the contents the site does not hold yet (by hash) and returns the new manifest. */
-  private async store(websiteId: string, files: SiteFile[], existing: Manifest): Promise<Manifest> {
+  private async store(websiteId: string, files: SiteEntry[], existing: Manifest): Promise<Manifest> {
     const have = new Set(Object.values(existing).map(([sha]) => sha));
     const manifest: Manifest = {};
-    const toWrite = new Map<string, SiteFile>();
+    const toWrite = new Map<string, SiteEntry>();
     for (const f of files) {
-      const sha = createHash('sha256').update(f.data).digest('hex');
-      manifest[f.path] = [sha, f.data.length, f.contentType ?? contentTypeOf(f.path)];
-      if (!have.has(sha)) toWrite.set(sha, f);
+      manifest[f.path] = [f.sha256, f.size, f.contentType ?? contentTypeOf(f.path)];
+      if (!have.has(f.sha256)) toWrite.set(f.sha256, f);
     }
     const queue = [...toWrite.entries()];
     const worker = async () => {
       for (let next = queue.shift(); next; next = queue.shift()) {
         const [sha, f] = next;
-        await this.deps.store.put(websiteKey(websiteId, sha), Readable.from([f.data]), {
+        await this.deps.store.put(websiteKey(websiteId, sha), f.open(), {
           contentType: f.contentType ?? contentTypeOf(f.path),
-          expectedSize: f.data.length,
+          expectedSize: f.size,
         });
       }
     };
@@ -331,4 +387,4 @@ function checkSlug(slug: string): void {
 
 const slugTaken = (slug: string) => errors.conflict(`the slug "${slug}" is taken`, 'SlugTaken');
 
-const bytesOf = (files: SiteFile[]) => files.reduce((n, f) => n + f.data.length, 0);
+const bytesOf = (files: SiteEntry[]) => files.reduce((n, f) => n + f.size, 0);

@@ -1,12 +1,35 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { lookup } from 'mime-types';
+import type { BlobBody } from '../../blob/index.js';
 import { errors } from '../../platform/errors.js';
 
-/** One file of a site: its path under the site root (no leading slash) and its bytes. */
+/** One file of a site in memory (a document's pages): its path under the site root (no leading slash) and its bytes. */
 export interface SiteFile {
   path: string;
   data: Buffer;
   /** When the path's extension does not tell (a document's images are `assets/<file id>`). */
   contentType?: string;
+}
+
+/** One file of a site wherever its bytes are (unpacked archives wait on disk), with its size and hash. */
+export interface SiteEntry {
+  path: string;
+  size: number;
+  sha256: string;
+  contentType?: string;
+  /** The bytes, from the start, each time it is called. */
+  open(): BlobBody;
+}
+
+export function entryOf(f: SiteFile): SiteEntry {
+  return {
+    path: f.path,
+    size: f.data.length,
+    sha256: createHash('sha256').update(f.data).digest('hex'),
+    contentType: f.contentType,
+    open: () => Readable.from([f.data]),
+  };
 }
 
 export const SITE_LIMITS = {
@@ -49,7 +72,7 @@ export function sitePath(raw: string): string | null {
  * Archives made by "compress this folder" hold everything under one top folder; when the root has no
  * index.html and every file shares one folder that has one, that folder becomes the root.
  */
-export function stripCommonFolder(files: SiteFile[]): SiteFile[] {
+export function stripCommonFolder<T extends { path: string }>(files: T[]): T[] {
   if (files.some((f) => f.path === 'index.html')) return files;
   const top = files[0]?.path.split('/')[0];
   if (!top || !files.every((f) => f.path.startsWith(`${top}/`))) return files;
@@ -58,7 +81,7 @@ export function stripCommonFolder(files: SiteFile[]): SiteFile[] {
 }
 
 /** Checks the whole set once paths are final: count, size, duplicates, an index.html at the root. */
-export function checkSite(files: SiteFile[]): SiteFile[] {
+export function checkSite<T extends { path: string }>(files: T[]): T[] {
   if (files.length === 0) throw errors.badRequest('the archive holds no file', undefined, 'InvalidArchive');
   if (files.length > SITE_LIMITS.files) {
     throw errors.badRequest(`a site holds at most ${SITE_LIMITS.files} files`, undefined, 'SiteTooLarge');

@@ -1,11 +1,17 @@
 // Who is calling. The control plane takes a nube owner key (X-API-KEY, as E2B's SDK sends its key).
 // The in-sandbox surface (envd, the code interpreter) gets no key from the SDK, only the tokens the
-// create/connect answer handed out (envdAccessToken, trafficAccessToken): here one sealed token that
-// names the owner, the plan and the one sandbox it opens, so no table is needed to check it.
+// create/connect answer handed out (envdAccessToken, trafficAccessToken): here one token per sandbox,
+// the owner and sandbox ids with an HMAC of them under the server's secret, so no table is needed to
+// check it and it stays the same across connects and pauses, as E2B's does. Being the same for a
+// sandbox, it also finds the sandbox a signed file URL (E2B's `signature`) is for when the URL names
+// none (with E2B_SANDBOX_URL set the SDK puts no sandbox in it).
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PlatformDeps } from '../../areas/deps.js';
 import type { Principal } from '../../platform/auth.js';
+import { hmacHex, safeEqual } from '../../platform/crypto.js';
 import { errors } from '../../platform/errors.js';
+import { ruleFor } from '../../platform/limits.js';
 import type { RateLimitRule } from '../../platform/operation.js';
 import type { PlanName } from '../../platform/plans.js';
 
@@ -14,20 +20,39 @@ export const toE2bId = (id: string) => id.replace('_', '-');
 export const toNubeId = (id: string) => id.replace(/^sbx-/, 'sbx_');
 
 export const ENVD_PORT = 49983;
+/** The code interpreter's port (its /execute and /contexts). */
+export const INTERPRETER_PORT = 49999;
 
 function one(h: string | string[] | undefined): string | undefined {
   return Array.isArray(h) ? h[0] : h;
 }
 
+/** What a signed file URL signs: envd's `path:operation:username:token[:expiration]`. */
+export interface SignedRequest {
+  path: string;
+  operation: 'read' | 'write';
+  /** '' for the default user, as the SDK signs it. */
+  username: string;
+  signature: string;
+  expiration?: string;
+}
+
+/** envd's signature of a file URL: `v1_` and the base64 (unpadded) SHA-256 of what it signs. */
+export function fileSignature(r: Omit<SignedRequest, 'signature'>, token: string): string {
+  const raw = [r.path, r.operation, r.username, token, ...(r.expiration !== undefined ? [r.expiration] : [])].join(':');
+  return `v1_${createHash('sha256').update(raw, 'utf8').digest('base64').replace(/=+$/, '')}`;
+}
+
 export class Access {
-  constructor(private readonly deps: PlatformDeps) {}
+  constructor(
+    private readonly deps: PlatformDeps,
+    /** The owner's plan (the account area's), for the principal an envd token stands for. */
+    private readonly planOf: (ownerId: string) => Promise<PlanName>,
+  ) {}
 
   /** The control plane's principal: a nube owner key, as X-API-KEY or a bearer token. */
   owner(headers: IncomingHttpHeaders): Principal | Promise<Principal> {
-    return this.deps.auth.authenticate(
-      { apiKey: one(headers['x-api-key']), authorization: one(headers.authorization) },
-      ['owner'],
-    );
+    return this.deps.auth.authenticate({ apiKey: one(headers['x-api-key']), authorization: one(headers.authorization) }, ['owner']);
   }
 
   /**
@@ -37,31 +62,60 @@ export class Access {
   async limit(p: Principal, bucket: string, rule?: RateLimitRule): Promise<void> {
     const r = await this.deps.rateLimiter.consume(
       `${p.ownerId}:${bucket}`,
-      rule ?? { points: this.deps.config.rateLimitPerMinute, windowSeconds: 60 },
+      ruleFor(rule ?? { points: this.deps.config.rateLimitPerMinute, windowSeconds: 60 }, this.deps.config.rateLimits, p.plan),
     );
     if (!r.allowed) throw errors.tooManyRequests(r.retryAfterSec);
   }
 
-  /** The token handed to the SDK for one sandbox. */
-  tokenFor(p: Principal, nubeId: string): string {
-    return this.deps.secretBox.seal(JSON.stringify({ o: p.ownerId, p: p.plan, s: nubeId }));
+  /** The token of one sandbox (the same every time it is asked for). */
+  tokenFor(ownerId: string, nubeId: string): string {
+    const payload = `${ownerId}/${nubeId}`;
+    return `${Buffer.from(payload).toString('base64url')}.${hmacHex(this.deps.config.secret, `e2b-envd:${payload}`)}`;
+  }
+
+  /** Whether `token` (a header's value) is this sandbox's. */
+  opens(token: string | string[] | undefined, ownerId: string, nubeId: string): boolean {
+    const t = one(token);
+    return t !== undefined && safeEqual(t, this.tokenFor(ownerId, nubeId));
+  }
+
+  /** The sandbox a token opens and its owner, or null when it is not one of ours. */
+  private opened(token: string): { ownerId: string; id: string } | null {
+    const dot = token.indexOf('.');
+    if (dot <= 0) return null;
+    const payload = Buffer.from(token.slice(0, dot), 'base64url').toString('utf8');
+    const [ownerId, id, extra] = payload.split('/');
+    if (!ownerId || !id || extra !== undefined || !safeEqual(token, this.tokenFor(ownerId, id))) return null;
+    return { ownerId, id };
+  }
+
+  async principalOf(ownerId: string): Promise<Principal> {
+    return { scheme: 'owner', ownerId, plan: await this.planOf(ownerId) };
   }
 
   /**
    * The sandbox an in-sandbox request addresses (E2b-Sandbox-Id) and the principal its token stands
    * for; null when the token is missing, forged, or for another sandbox.
    */
-  sandbox(headers: IncomingHttpHeaders): { id: string; principal: Principal } | null {
+  async sandbox(headers: IncomingHttpHeaders): Promise<{ id: string; principal: Principal } | null> {
     const raw = one(headers['e2b-sandbox-id']);
     const token = one(headers['x-access-token']) ?? one(headers['e2b-traffic-access-token']);
     if (!raw || !token) return null;
-    const id = toNubeId(raw);
-    try {
-      const t = JSON.parse(this.deps.secretBox.open(token)) as { o?: string; p?: string; s?: string };
-      if (t.s !== id || !t.o || !t.p) return null;
-      return { id, principal: { scheme: 'owner', ownerId: t.o, plan: t.p as PlanName } };
-    } catch {
-      return null;
+    const t = this.opened(token);
+    if (!t || t.id !== toNubeId(raw)) return null;
+    // An account that is gone opens nothing.
+    const principal = await this.principalOf(t.ownerId).catch(() => null);
+    return principal ? { id: t.id, principal } : null;
+  }
+
+  /**
+   * Of `candidates` (sandbox and owner ids), the one whose token signed `r`, or null. Tried one by one:
+   * a SHA-256 each, for the sandboxes of this node created through E2B.
+   */
+  signer(r: SignedRequest, candidates: { id: string; ownerId: string }[]): { id: string; ownerId: string } | null {
+    for (const c of candidates) {
+      if (safeEqual(fileSignature(r, this.tokenFor(c.ownerId, c.id)), r.signature)) return c;
     }
+    return null;
   }
 }

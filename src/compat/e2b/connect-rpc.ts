@@ -105,6 +105,13 @@ export class ServerStream {
     if (this.open) this.res.write(envelope(0, msg));
   }
 
+  /** Ends the stream with no end message, as a connection to a machine that went away ends. */
+  drop(): void {
+    if (!this.open) return;
+    this.ended = true;
+    this.res.destroy();
+  }
+
   end(error?: ConnectError): void {
     if (!this.open) return;
     this.ended = true;

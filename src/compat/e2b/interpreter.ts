@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { SandboxesService } from '../../areas/sandboxes/facade.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
-import { HOME } from './filesystem.js';
+import { DEFAULT_HOME as HOME } from './users.js';
 
 export const DEFAULT_CONTEXT = 'default';
 

@@ -9,10 +9,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { gatewayModel } from './llm.js';
 import { listenWithToken } from './listen.js';
+import { sameGatewayHost, takeSecrets } from './secrets.js';
 
 const env = process.env;
 const PORT = Number(env.NUBE_AGENT_PORT ?? 7700);
-const TOKEN = Buffer.from(env.NUBE_AGENT_TOKEN ?? '');
+const SECRETS = takeSecrets(env.NUBE_AGENT_SECRETS ?? '/opt/nube/agent.secrets');
+const TOKEN = Buffer.from(SECRETS.token);
 const WORKSPACE = env.NUBE_AGENT_WORKSPACE ?? '/root/workspace';
 const GOOSE = env.NUBE_GOOSE_BIN ?? '/usr/local/bin/goose';
 
@@ -55,16 +57,18 @@ const parse = (line: string): Json | null => {
   }
 };
 
-/** goose's environment: its OpenAI provider on nube's gateway; nube's own secrets left out. */
+/**
+ * goose's environment: its OpenAI provider on nube's gateway. goose takes its key from the environment,
+ * so its tools can read it: the gateway accepts it from this sandbox's address only.
+ */
 function gooseEnv(gatewayUrl: string, model: string): NodeJS.ProcessEnv {
   const u = new URL(gatewayUrl);
-  const { NUBE_AGENT_TOKEN: _t, NUBE_LLM_KEY: key, ...rest } = env;
   return {
-    ...rest,
+    ...env,
     HOME: env.HOME ?? '/root',
     GOOSE_PROVIDER: 'openai',
     GOOSE_MODEL: model,
-    OPENAI_API_KEY: key ?? '',
+    OPENAI_API_KEY: SECRETS.llmKey,
     OPENAI_HOST: u.origin,
     OPENAI_BASE_PATH: `${u.pathname.replace(/^\/+|\/+$/g, '')}/chat/completions`,
     // No OS keyring in a sandbox; tools run without asking (nube's policy allows every tool anyway:
@@ -77,15 +81,15 @@ function gooseEnv(gatewayUrl: string, model: string): NodeJS.ProcessEnv {
 
 async function relay(socket: Socket, first: Buffer, gatewayUrl: string): Promise<void> {
   socket.pause();
-  const model = (await gatewayModel({ url: gatewayUrl, key: env.NUBE_LLM_KEY ?? '' })) ?? 'default';
+  const model = (await gatewayModel({ url: gatewayUrl, key: SECRETS.llmKey })) ?? 'default';
   if (socket.destroyed) return;
   const goose: ChildProcess = spawn(GOOSE, ['acp'], { cwd: WORKSPACE, env: gooseEnv(gatewayUrl, model), stdio: ['pipe', 'pipe', 'inherit'] });
   const prompts = new Map<unknown, string>(); // request id -> session id
   const toolCalls = new Map<string, number>(); // session id -> tool calls in its running turn
   const toGoose = (line: string) => {
     const m = parse(line);
-    // nube's own notifications (`_nube/...`) are for nube's agent; goose got the gateway at its start.
-    if (m?.method?.startsWith('_nube/')) return;
+    // Extension methods (`_...`) are nobody's to send to goose through nube.
+    if (m?.method?.startsWith('_')) return;
     if (m?.method === 'session/prompt' && typeof m.params?.sessionId === 'string') {
       prompts.set(m.id, m.params.sessionId);
       toolCalls.set(m.params.sessionId, 0);
@@ -134,7 +138,9 @@ listenWithToken(
   PORT,
   TOKEN,
   (socket, first, hello) => {
-    relay(socket, first, hello.gateway ?? env.NUBE_LLM_URL ?? '').catch((e: unknown) => {
+    // Where the gateway listens now (its port can change across restarts of nube): on the same host only.
+    const gateway = hello.gateway && sameGatewayHost(SECRETS.gateway, hello.gateway) ? hello.gateway : SECRETS.gateway;
+    relay(socket, first, gateway).catch((e: unknown) => {
       process.stderr.write(`relay: ${(e as Error).message}\n`);
       socket.destroy();
     });

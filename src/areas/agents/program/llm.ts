@@ -32,6 +32,9 @@ export class LlmError extends Error {
   }
 }
 
+/** How long a turn waits for an unreachable gateway before it fails. */
+const GATEWAY_WAIT_MS = 30_000;
+
 export interface Gateway {
   url: string;
   key: string;
@@ -44,23 +47,30 @@ export async function complete(
   onText: (delta: string) => void,
   signal: AbortSignal,
 ): Promise<Completion> {
-  let res: Response;
-  try {
-    res = await fetch(`${gw.url}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.key}` },
-      body: JSON.stringify({
-        model: 'default',
-        messages,
-        stream: true,
-        stream_options: { include_usage: true },
-        ...(tools.length ? { tools: tools.map((t) => ({ type: 'function', function: t })) } : {}),
-      }),
-      signal,
-    });
-  } catch (e) {
-    if (signal.aborted) throw e;
-    throw new LlmError(502, 'GatewayUnreachable', `the LLM gateway cannot be reached: ${(e as Error).message}`);
+  const body = JSON.stringify({
+    model: 'default',
+    messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    ...(tools.length ? { tools: tools.map((t) => ({ type: 'function', function: t })) } : {}),
+  });
+  let res: Response | undefined;
+  // The gateway unreachable for a moment (nube restarting, its host loaded) is waited for: nothing was
+  // sent yet, so trying again repeats nothing. Only past GATEWAY_WAIT_MS is it the turn's error.
+  const until = Date.now() + GATEWAY_WAIT_MS;
+  for (let wait = 100; !res; wait = Math.min(wait * 2, 2_000)) {
+    try {
+      res = await fetch(`${gw.url}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.key}` },
+        body,
+        signal,
+      });
+    } catch (e) {
+      if (signal.aborted) throw e;
+      if (Date.now() + wait > until) throw new LlmError(502, 'GatewayUnreachable', `the LLM gateway cannot be reached: ${(e as Error).message}`);
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
   if (!res.ok) {
     const text = await res.text().catch(() => '');

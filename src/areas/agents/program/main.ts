@@ -3,24 +3,32 @@
 // only the host reaches (through the sandbox's bridge address), and thinks through nube's LLM gateway
 // with its scoped credential. Each connection first sends one line `{"nube":"<connection token>"}`.
 // Sessions outlive connections (nube reconnects after its own restart with session/load) and are kept
-// on disk, so a restarted agent process loads them too.
+// on disk, so a restarted agent process loads them too. A turn that fails leaves its session as it was
+// before the turn, and a session's history is kept under the gateway's body limit: one bad turn cannot
+// make every later one fail.
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import * as acp from '@agentclientprotocol/sdk';
 import { type ChatMessage, complete, type Gateway, LlmError } from './llm.js';
+import { trimHistory } from './history.js';
 import { listenWithToken } from './listen.js';
 import type { AcpMcpServer, McpSet } from './mcp.js';
+import { sameGatewayHost, takeSecrets } from './secrets.js';
 import { BASE_TOOLS, CODE_TOOLS, type Tool } from './tools.js';
 
 const env = process.env;
 const KIND = env.NUBE_AGENT_KIND === 'code-agent' ? 'code-agent' : 'acp';
 const PORT = Number(env.NUBE_AGENT_PORT ?? 7700);
-const TOKEN = Buffer.from(env.NUBE_AGENT_TOKEN ?? '');
+const SECRETS = takeSecrets(env.NUBE_AGENT_SECRETS ?? '/opt/nube/agent.secrets');
+const TOKEN = Buffer.from(SECRETS.token);
 const STATE = env.NUBE_AGENT_STATE ?? '/root/.nube-agent';
 const WORKSPACE = env.NUBE_AGENT_WORKSPACE ?? '/root/workspace';
 const MAX_STEPS = 25;
-const gateway: Gateway = { url: env.NUBE_LLM_URL ?? '', key: env.NUBE_LLM_KEY ?? '' };
+/** A session's history sent to the gateway stays under this (the gateway refuses bodies over 8 MiB). */
+const MAX_HISTORY_BYTES = 2 * 1024 * 1024;
+const gateway: Gateway = { url: SECRETS.gateway, key: SECRETS.llmKey };
 mkdirSync(`${STATE}/sessions`, { recursive: true });
 mkdirSync(WORKSPACE, { recursive: true });
 
@@ -43,6 +51,14 @@ interface Session {
   servers: AcpMcpServer[];
   mcp: McpSet | null;
   abort: AbortController | null;
+  /** The running prompt, and the connection that asked for it. */
+  running: Promise<unknown> | null;
+  conn: Conn | null;
+}
+
+/** One connection from nube (or an ACP client it relays): its prompts end when it closes. */
+interface Conn {
+  closed: boolean;
 }
 
 const sessions = new Map<string, Session>();
@@ -53,7 +69,7 @@ async function connectMcp(servers: AcpMcpServer[], cwd: string): Promise<McpSet>
   return (await import('./mcp.js')).connectMcp(servers, cwd);
 }
 const file = (id: string) => `${STATE}/sessions/${id.replace(/[^A-Za-z0-9_-]/g, '_')}.json`;
-// Sessions are written after each turn without holding up its answer, one write at a time per session.
+// Sessions are written after each turn, before it is answered, one write at a time per session.
 const writes = new Map<string, Promise<void>>();
 const save = (s: Session): Promise<void> => {
   const next = (writes.get(s.id) ?? Promise.resolve())
@@ -69,7 +85,7 @@ async function load(id: string): Promise<Session | null> {
   const text = await readFile(file(id), 'utf8').catch(() => null);
   if (!text) return null;
   const j = JSON.parse(text) as { cwd: string; history: ChatMessage[]; servers: AcpMcpServer[] };
-  const s: Session = { id, cwd: j.cwd, history: j.history, servers: j.servers, mcp: null, abort: null };
+  const s: Session = { id, cwd: j.cwd, history: j.history, servers: j.servers, mcp: null, abort: null, running: null, conn: null };
   sessions.set(id, s);
   return s;
 }
@@ -87,6 +103,7 @@ function textOf(blocks: acp.ContentBlock[]): string {
 
 const ALLOW_KINDS = new Set(['allow_once', 'allow_always']);
 
+
 async function turn(s: Session, prompt: acp.ContentBlock[], client: acp.AgentContext, signal: AbortSignal): Promise<acp.PromptResponse> {
   s.mcp ??= await connectMcp(s.servers, s.cwd);
   const tools: Tool[] = [...(KIND === 'code-agent' ? CODE_TOOLS : BASE_TOOLS), ...s.mcp.tools];
@@ -96,11 +113,13 @@ async function turn(s: Session, prompt: acp.ContentBlock[], client: acp.AgentCon
     const mcpNote = s.mcp.failures.length ? `\nThese MCP servers could not be reached: ${s.mcp.failures.join('; ')}` : '';
     s.history.push({ role: 'system', content: SYSTEM[KIND] + mcpNote });
   }
+  const before = s.history.length;
   s.history.push({ role: 'user', content: textOf(prompt) });
   const usage = { inputTokens: 0, outputTokens: 0, toolCalls: 0, model: null as string | null };
   const meta = () => ({ usage });
   try {
     for (let step = 0; step < MAX_STEPS; step++) {
+      trimHistory(s.history, MAX_HISTORY_BYTES);
       const c = await complete(
         gateway,
         s.history,
@@ -129,10 +148,14 @@ async function turn(s: Session, prompt: acp.ContentBlock[], client: acp.AgentCon
     return { stopReason: 'max_turn_requests', _meta: meta() };
   } catch (e) {
     if (signal.aborted) return { stopReason: 'cancelled', _meta: meta() };
+    // The session goes back to where it was before this turn: what made it fail (a message the
+    // gateway refuses, an upstream error) is not sent again with every later turn.
+    s.history.splice(Math.min(before, s.history.length));
     if (e instanceof LlmError) throw new acp.RequestError(-32000, e.message, { status: e.status, code: e.code });
     throw e;
   } finally {
-    void save(s);
+    // On disk before the turn is answered: a program that ends right after still has it at its restart.
+    await save(s);
   }
 }
 
@@ -188,7 +211,7 @@ async function runTool(
   }
 }
 
-function app(): acp.AgentApp {
+function app(conn: Conn): acp.AgentApp {
   return acp
     .agent({ name: 'nube-acp-agent' })
     .onRequest(acp.methods.agent.initialize, () => ({
@@ -202,10 +225,11 @@ function app(): acp.AgentApp {
       authMethods: [],
     }))
     .onRequest(acp.methods.agent.session.new, async ({ params }) => {
-      const id = `ses_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
+      // Unguessable: a session id is what session/load and session/prompt address.
+      const id = `ses_${randomBytes(18).toString('base64url')}`;
       const cwd = params.cwd?.startsWith('/') ? params.cwd : WORKSPACE;
       mkdirSync(cwd, { recursive: true });
-      const s: Session = { id, cwd, history: [], servers: (params.mcpServers ?? []) as AcpMcpServer[], mcp: null, abort: null };
+      const s: Session = { id, cwd, history: [], servers: (params.mcpServers ?? []) as AcpMcpServer[], mcp: null, abort: null, running: null, conn: null };
       sessions.set(id, s);
       s.mcp = await connectMcp(s.servers, cwd);
       await save(s);
@@ -226,21 +250,28 @@ function app(): acp.AgentApp {
     .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
       const s = await load(params.sessionId);
       if (!s) throw acp.RequestError.invalidParams({ sessionId: params.sessionId }, 'unknown session');
+      // A prompt whose connection closed (nube restarted under it) has nobody to answer: it is cancelled
+      // and the new one (nube running the turn again) goes on once it has ended.
+      if (s.abort && s.conn?.closed) {
+        s.abort.abort();
+        await s.running?.catch(() => {});
+      }
       if (s.abort) throw acp.RequestError.invalidRequest({ sessionId: s.id }, 'a prompt is already running in this session');
       const ac = new AbortController();
       s.abort = ac;
+      s.conn = conn;
+      const running = turn(s, params.prompt, client, ac.signal);
+      s.running = running;
       try {
-        return await turn(s, params.prompt, client, ac.signal);
+        return await running;
       } finally {
         s.abort = null;
+        s.running = null;
+        s.conn = null;
       }
     })
     .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
       sessions.get(params.sessionId)?.abort?.abort();
-    })
-    .onNotification('_nube/gateway', { parse: (p: unknown) => p as { url?: string } }, ({ params }) => {
-      // nube tells a re-established connection where its gateway listens now (its port can change).
-      if (params.url) gateway.url = params.url;
     });
 }
 
@@ -257,15 +288,21 @@ function serve(socket: Socket, first: Buffer): void {
     write: (chunk) => new Promise((res, rej) => socket.write(chunk, (e) => (e ? rej(e) : res()))),
     close: () => void socket.end(),
   });
-  const conn = app().connect(acp.ndJsonStream(writable, readable));
-  socket.on('close', () => conn.close());
+  const mine: Conn = { closed: false };
+  const conn = app(mine).connect(acp.ndJsonStream(writable, readable));
+  socket.on('close', () => {
+    mine.closed = true;
+    for (const s of sessions.values()) if (s.conn === mine) s.abort?.abort();
+    conn.close();
+  });
 }
 
 listenWithToken(
   PORT,
   TOKEN,
   (socket, first, hello) => {
-    if (hello.gateway) gateway.url = hello.gateway;
+    // Where the gateway listens now (its port can change across restarts of nube): on the same host only.
+    if (hello.gateway && sameGatewayHost(gateway.url, hello.gateway)) gateway.url = hello.gateway;
     serve(socket, first);
   },
   () => process.stdout.write(`nube ${KIND} agent listening on ${PORT}\n`),

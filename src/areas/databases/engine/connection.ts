@@ -2,6 +2,7 @@ import { existsSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type DatabaseSyncInstance, type StatementSyncInstance } from '@photostructure/sqlite';
 import { DatabaseEngineError } from './errors.js';
+import { decodeReal, REAL_FUNCTION } from './exact-reals.js';
 import { installPolicy, type PolicyState } from './policy.js';
 
 /** Settings an executor process applies to every connection it opens. */
@@ -43,6 +44,7 @@ export class Connection {
   private readonly stmts = new Map<string, CachedStatement>();
   private readonly counters: StatementSyncInstance;
   private readonly countersBefore: StatementSyncInstance;
+  private readonly schemaProbe: StatementSyncInstance;
   private readonly pageSize: number;
   private maxPages: number;
 
@@ -85,11 +87,15 @@ export class Connection {
         `PRAGMA temp.max_page_count=${maxPages}`,
       ].join(';'),
     );
+    // REAL arguments the binding would turn into INTEGERs arrive as their 8 bytes (exact-reals.ts).
+    // Direct only: a view or trigger cannot depend on it.
+    this.db.function(REAL_FUNCTION, { deterministic: true, directOnly: true }, decodeReal);
     installPolicy(this.db, this.policy);
     this.counters = this.db.prepare('SELECT changes(), total_changes(), last_insert_rowid()');
     this.countersBefore = this.trusted(() =>
       this.db.prepare('SELECT total_changes(), (SELECT schema_version FROM pragma_schema_version)'),
     );
+    this.schemaProbe = this.trusted(() => this.db.prepare('SELECT 1 FROM sqlite_schema LIMIT 0'));
   }
 
   /** Cached prepared statement; SQLite re-prepares (and re-authorizes) it after schema changes. */
@@ -97,21 +103,63 @@ export class Connection {
     return this.statement(sql).stmt;
   }
 
-  /** The cache entry of `sql` (most recently used last), prepared on a miss. */
-  statement(sql: string): CachedStatement {
+  /**
+   * The cache entry of `sql` (most recently used last), prepared on a miss. `original` is the SQL as
+   * the client sent it when `sql` is a rewriting of it (exact-reals.ts): its error is the one to report.
+   */
+  statement(sql: string, original = sql): CachedStatement {
     const hit = this.stmts.get(sql);
     if (hit) {
       this.stmts.delete(sql);
       this.stmts.set(sql, hit);
       return hit;
     }
-    const entry: CachedStatement = { stmt: this.db.prepare(sql), columns: null, schema: -1n };
+    this.freshSchema();
+    let stmt: StatementSyncInstance;
+    try {
+      stmt = this.db.prepare(sql);
+    } catch (err) {
+      if (original !== sql) this.db.prepare(original);
+      throw err;
+    }
+    const entry: CachedStatement = { stmt, columns: null, schema: -1n };
     this.stmts.set(sql, entry);
     if (this.stmts.size > STATEMENT_CACHE) {
       const oldest = this.stmts.keys().next().value;
       if (oldest !== undefined) this.stmts.delete(oldest);
     }
     return entry;
+  }
+
+  /**
+   * Compiles `sql` afresh (never cached: the authorizer must see it) for Hrana's `describe`: its
+   * result columns, and whether it writes (the binding has no sqlite3_stmt_readonly).
+   */
+  describe(sql: string): { columns: ResultColumns; writes: boolean } {
+    this.freshSchema();
+    const seen = { writes: false };
+    this.policy.describing = seen;
+    try {
+      const cols = this.db.prepare(sql).columns();
+      return {
+        columns: { names: cols.map((c) => c.name), types: cols.map((c) => c.type) },
+        writes: seen.writes,
+      };
+    } finally {
+      this.policy.describing = undefined;
+    }
+  }
+
+  /**
+   * Makes this connection's copy of the schema current before a statement is compiled. SQLite
+   * compiles against the schema it last loaded and only notices another connection's DDL when a
+   * statement starts its transaction (it then re-compiles); but some errors are raised while
+   * compiling, from the old copy: after DROP TABLE t and CREATE TABLE t on another executor,
+   * `CREATE INDEX i ...` with the dropped index's name failed here with "index i already exists".
+   * A statement reading sqlite_schema checks the schema cookie and reloads the schema if it moved.
+   */
+  private freshSchema(): void {
+    this.trusted(() => this.schemaProbe.get());
   }
 
   /**

@@ -10,6 +10,7 @@ import type { HranaRequest, HranaResult } from './hrana-types.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult } from './schemas.js';
 import type { DatabaseEngine, DatabaseSnapshot, EmbeddedEngineOptions, RequestLimits } from './types.js';
 import { type DatabaseUsage, UsageCounters } from './usage.js';
+import { wireArgs } from './values.js';
 
 /** One SQLite file per database in `dir`, SQL run by a pool of executor processes. */
 export class EmbeddedDatabaseEngine implements DatabaseEngine {
@@ -56,7 +57,8 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     await this.pool.exclusive(
       id,
       async () => {
-        if (existsSync(file)) throw new DatabaseEngineError('DatabaseExists', `database ${id} already exists`);
+        if (existsSync(file))
+          throw new DatabaseEngineError('DatabaseExists', `database ${id} already exists`);
         await this.pool.run({ op: 'create', db: id, path: file }, this.timeoutMs, null, limits.owner);
       },
       limits.owner,
@@ -75,7 +77,14 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   /** Latest modification of the database file or its WAL (ms since the epoch); 0 when absent. */
   async changedAt(id: string): Promise<number> {
     const [main, wal] = dbFiles(this.dir, id);
-    const times = await Promise.all([main, wal].map((f) => stat(f).then((s) => s.mtimeMs, () => 0)));
+    const times = await Promise.all(
+      [main, wal].map((f) =>
+        stat(f).then(
+          (s) => s.mtimeMs,
+          () => 0,
+        ),
+      ),
+    );
     return Math.max(times[0], times[1]);
   }
 
@@ -123,7 +132,9 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
 
   /** Ids of the databases whose files are in this engine's directory. */
   async localIds(): Promise<string[]> {
-    return (await readdir(this.dir)).filter((f) => f.endsWith('.sqlite')).map((f) => f.slice(0, -'.sqlite'.length));
+    return (await readdir(this.dir))
+      .filter((f) => f.endsWith('.sqlite'))
+      .map((f) => f.slice(0, -'.sqlite'.length));
   }
 
   private async closeConnections(id: string): Promise<void> {
@@ -157,7 +168,7 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
 
   async query(id: string, req: QueryRequest, limits: RequestLimits = {}): Promise<QueryResult> {
     const r = await this.pool.run<QueryResult>(
-      { op: 'query', db: id, path: dbFile(this.dir, id), req, maxBytes: limits.maxBytes },
+      { op: 'query', db: id, path: dbFile(this.dir, id), req: withWireArgs(req), maxBytes: limits.maxBytes },
       this.timeoutMs,
       id,
       limits.owner,
@@ -169,7 +180,13 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   async batch(id: string, statements: QueryRequest[], limits: RequestLimits = {}): Promise<QueryResult[]> {
     const file = dbFile(this.dir, id);
     const rs = await this.pool.run<QueryResult[]>(
-      { op: 'batch', db: id, path: file, statements, maxBytes: limits.maxBytes },
+      {
+        op: 'batch',
+        db: id,
+        path: file,
+        statements: statements.map(withWireArgs),
+        maxBytes: limits.maxBytes,
+      },
       this.timeoutMs,
       id,
       limits.owner,
@@ -185,7 +202,13 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
   async import(id: string, req: ImportRequest, limits: RequestLimits = {}): Promise<ImportResult> {
     const file = dbFile(this.dir, id);
     const r = await this.pool.run<ImportResult>(
-      { op: 'import', db: id, path: file, req, maxBytes: limits.maxBytes },
+      {
+        op: 'import',
+        db: id,
+        path: file,
+        req: { ...req, rows: req.rows.map((r) => wireArgs(r)) },
+        maxBytes: limits.maxBytes,
+      },
       this.timeoutMs,
       id,
       limits.owner,
@@ -209,7 +232,15 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     }
     const stream = req.stream !== undefined;
     const r = await this.pool.run<HranaResult>(
-      { op: 'hrana', db: key, path: file, steps: req.steps, stream, resume: req.resume === true, maxBytes: limits.maxBytes },
+      {
+        op: 'hrana',
+        db: key,
+        path: file,
+        steps: req.steps,
+        stream,
+        resume: req.resume === true,
+        maxBytes: limits.maxBytes,
+      },
       this.timeoutMs,
       key,
       limits.owner,
@@ -231,7 +262,12 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     if (!existsSync(file)) throw notFound(id);
     const target = path.join(this.exportDir, `${id}-${randomBytes(8).toString('hex')}.sqlite`);
     try {
-      await this.pool.run({ op: 'export', db: id, path: file, target }, this.exportTimeoutMs, null, limits.owner);
+      await this.pool.run(
+        { op: 'export', db: id, path: file, target },
+        this.exportTimeoutMs,
+        null,
+        limits.owner,
+      );
     } catch (err) {
       await rm(target, { force: true });
       throw err;
@@ -254,6 +290,11 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
     await this.pool.close();
     await this.counters.flush();
   }
+}
+
+function withWireArgs(req: QueryRequest): QueryRequest {
+  const args = wireArgs(req.args);
+  return args === req.args ? req : { ...req, args };
 }
 
 function streamKey(id: string, stream: string): string {

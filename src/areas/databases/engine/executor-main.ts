@@ -34,7 +34,7 @@ function connection(db: string, path: string, create = false): Connection {
     const victim = entries.find(([, c]) => !c.policy.tempTouched) ?? entries[0];
     if (victim) {
       open.delete(victim[0]);
-      victim[1].close();
+      retire(victim[1]);
       send({ evicted: victim[0] });
     }
   }
@@ -42,8 +42,38 @@ function connection(db: string, path: string, create = false): Connection {
 }
 
 function drop(db: string): void {
-  open.get(db)?.close();
+  const conn = open.get(db);
   open.delete(db);
+  if (conn) retire(conn);
+}
+
+/*
+ * A closed connection keeps its file descriptors (the database and its WAL) until its statements are
+ * finalized, which the binding does only when they are garbage collected, in a callback the event loop
+ * runs. This loop reads its channel synchronously, so that callback would never run: every stream's
+ * connection leaked two descriptors until the executor hit its open files limit (SQLITE_CANTOPEN for
+ * every database it served). So once connections were closed, the loop collects (a young-generation
+ * collection, a full one every FULL_GC_EVERY closes for statements that grew old) and lets the event
+ * loop turn before it blocks on its channel again.
+ */
+const FULL_GC_EVERY = 64;
+const collect = (globalThis as { gc?: (o: { type: 'minor' | 'major' }) => void }).gc;
+let retiredSince = 0;
+let retiredTotal = 0;
+
+function retire(conn: Connection): void {
+  conn.close();
+  retiredSince++;
+  retiredTotal++;
+}
+
+/** Whether closed connections wait for their statements to be finalized (see above); starts that. */
+function releaseRetired(): boolean {
+  if (retiredSince === 0) return false;
+  const full = Math.floor((retiredTotal - retiredSince) / FULL_GC_EVERY) !== Math.floor(retiredTotal / FULL_GC_EVERY);
+  retiredSince = 0;
+  collect?.({ type: full ? 'major' : 'minor' });
+  return true;
 }
 
 function handle(msg: ExecutorRequest): unknown {
@@ -112,10 +142,11 @@ function retrying(io: () => number): number {
 
 const READ_BUFFER = 64 * 1024;
 
+let buf = Buffer.allocUnsafe(READ_BUFFER);
+let start = 0;
+let end = 0;
+
 function serve(): void {
-  let buf = Buffer.allocUnsafe(READ_BUFFER);
-  let start = 0;
-  let end = 0;
   for (;;) {
     while (end - start >= 4) {
       const len = buf.readUInt32LE(start);
@@ -123,6 +154,11 @@ function serve(): void {
       const msg = JSON.parse(buf.toString('utf8', start + 4, start + 4 + len)) as ExecutorRequest;
       start += 4 + len;
       send(answer(msg));
+    }
+    // Before blocking on the channel: let closed connections' statements be finalized.
+    if (releaseRetired()) {
+      setImmediate(serve);
+      return;
     }
     if (start === end) {
       start = 0;

@@ -57,7 +57,7 @@ export function spawnExecutor(
   onMessage: (ex: Executor, msg: ExecutorResponse) => void,
   onExit: (ex: Executor, code: number | null, signal: NodeJS.Signals | null) => void,
 ): Executor {
-  const proc = spawn(process.execPath, [...(isTs ? ['--import', 'tsx'] : []), ENTRY, JSON.stringify(settings)], {
+  const proc = spawn(process.execPath, ['--expose-gc', ...(isTs ? ['--import', 'tsx'] : []), ENTRY, JSON.stringify(settings)], {
     stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
   });
   const channel = proc.stdio[3] as Socket;

@@ -4,9 +4,10 @@ import type { Connection, ResultColumns } from './connection.js';
 import { DatabaseEngineError, serializeError } from './errors.js';
 import type { ImportRequest, ImportResult, QueryRequest, QueryResult, SqlValue } from './schemas.js';
 import { splitStatements } from './split-sql.js';
+import { type Bindable, type BoundStatement, bindExact, unwrapName } from './exact-reals.js';
 import { decodeArg, decodeArgs, encodedSize, encodeValue, quoteIdent } from './values.js';
 
-type Bindings = ReturnType<typeof decodeArgs>;
+type Bindings = BoundStatement['args'];
 
 // The SQL work of one request, run synchronously inside an executor process.
 
@@ -27,14 +28,19 @@ export function runStatement(conn: Connection, req: QueryRequest): QueryResult {
 }
 
 /** runStatement with the values encoded by `enc`. */
-export function runEncoded<V>(conn: Connection, req: QueryRequest, enc: ValueEncoding<V>): StatementResult<V> {
+export function runEncoded<V>(
+  conn: Connection,
+  req: QueryRequest,
+  enc: ValueEncoding<V>,
+): StatementResult<V> {
   const started = performance.now();
-  const entry = conn.statement(req.sql);
+  const bound = bindExact(req.sql, decodeArgs(req.args));
+  const entry = conn.statement(bound.sql, req.sql);
   const stmt = entry.stmt;
-  const args = decodeArgs(req.args);
+  const args = bound.args;
   const [before, schema] = conn.readBefore();
   const fresh = entry.columns !== null && entry.schema === schema;
-  let cols = fresh && entry.columns ? entry.columns : describe(stmt);
+  let cols = fresh && entry.columns ? entry.columns : describe(stmt, bound.rewritten);
   const rows: V[][] = [];
   if (cols.names.length === 0) {
     // No result set: run() reports SQLite's extended error code, iterate() does not.
@@ -46,7 +52,7 @@ export function runEncoded<V>(conn: Connection, req: QueryRequest, enc: ValueEnc
   if (!fresh) {
     // A cached statement may have been re-prepared after a schema change (SELECT *): its
     // columns are read after it ran, and kept for as long as the schema stays the same.
-    cols = describe(stmt);
+    cols = describe(stmt, bound.rewritten);
     entry.columns = cols;
     entry.schema = schema;
   }
@@ -64,9 +70,13 @@ export function runEncoded<V>(conn: Connection, req: QueryRequest, enc: ValueEnc
   };
 }
 
-function describe(stmt: StatementSyncInstance): ResultColumns {
+/** Result columns; a statement with wrapped REAL placeholders reports the names the client's SQL has. */
+function describe(stmt: StatementSyncInstance, rewritten: boolean): ResultColumns {
   const cols = stmt.columns();
-  return { names: cols.map((c) => c.name), types: cols.map((c) => c.type) };
+  return {
+    names: cols.map((c) => (rewritten ? unwrapName(c.name) : c.name)),
+    types: cols.map((c) => c.type),
+  };
 }
 
 function readRows<V>(
@@ -193,9 +203,9 @@ export function importRows(conn: Connection, req: ImportRequest): ImportResult {
   const marks = req.columns.map(() => '?').join(', ');
   const sql = `INSERT OR ${verb} INTO ${quoteIdent(req.table)} (${cols}) VALUES (${marks})`;
   return inTransaction(conn, () => {
-    let stmt: ReturnType<Connection['prepare']>;
+    let plain: StatementSyncInstance;
     try {
-      stmt = conn.prepare(sql);
+      plain = conn.statement(sql).stmt;
     } catch (err) {
       throw explain(conn, err);
     }
@@ -208,7 +218,10 @@ export function importRows(conn: Connection, req: ImportRequest): ImportResult {
         );
       }
       try {
-        imported += Number(stmt.run(...row.map(decodeArg)).changes);
+        // A row with REAL values the binding would make INTEGERs runs a rewritten INSERT of its own.
+        const bound = bindExact(sql, row.map(decodeArg));
+        const stmt = bound.rewritten ? conn.statement(bound.sql, sql).stmt : plain;
+        imported += Number(stmt.run(...(bound.args as Bindable[])).changes);
       } catch (err) {
         const e = explain(conn, err);
         throw new DatabaseEngineError(e.code, `row ${i}: ${e.message}`);

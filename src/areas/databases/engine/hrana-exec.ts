@@ -3,6 +3,7 @@ import { DatabaseEngineError } from './errors.js';
 import { explain, runEncoded, type ValueEncoding } from './executor.js';
 import type {
   HranaCond,
+  HranaDescribeResult,
   HranaError,
   HranaRequest,
   HranaResult,
@@ -12,7 +13,9 @@ import type {
   HranaStmtResult,
   HranaValue,
 } from './hrana-types.js';
-import { splitStatements } from './split-sql.js';
+import { scanParams } from './exact-reals.js';
+import { skippedEnd, splitStatements } from './split-sql.js';
+import { primaryCodeName } from './sqlite-codes.js';
 
 // libSQL Hrana steps, run synchronously inside an executor process on one connection, through the
 // same statement path as /query (authorizer, caps, explain()). Hrana lets a stream control its own
@@ -23,7 +26,7 @@ const HRANA_ENCODING: ValueEncoding<HranaValue> = {
   encode(v) {
     if (v === null) return { type: 'null' };
     if (typeof v === 'bigint') return { type: 'integer', value: v.toString() };
-    if (typeof v === 'number') return { type: 'float', value: v };
+    if (typeof v === 'number') return { type: 'float', value: Object.is(v, -0) ? '-0' : v };
     if (typeof v === 'string') return { type: 'text', value: v };
     if (v instanceof Uint8Array)
       return { type: 'blob', base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
@@ -72,6 +75,8 @@ function runStep(conn: Connection, step: HranaStep, totals: HranaResult): HranaS
         return { ok: true, response: { type: 'sequence' } };
       case 'get_autocommit':
         return { ok: true, response: { type: 'get_autocommit', is_autocommit: !conn.inTransaction } };
+      case 'describe':
+        return { ok: true, response: { type: 'describe', result: describe(conn, step.sql) } };
     }
   } catch (err) {
     return { ok: false, error: toHranaError(conn, err) };
@@ -98,6 +103,33 @@ function execute(conn: Connection, stmt: HranaStmt, totals: HranaResult): HranaS
   } finally {
     // COMMIT or ROLLBACK of a read-only transaction ends its read-only mode.
     if (!conn.inTransaction) endReadOnly(conn);
+  }
+}
+
+/** Hrana `describe`: the statement is compiled, never run. */
+function describe(conn: Connection, sql: string): HranaDescribeResult {
+  try {
+    const { columns, writes } = conn.describe(sql);
+    const params = scanParams(sql);
+    return {
+      params: Array.from({ length: params.count }, (_, i) => ({ name: params.names.get(i + 1) ?? null })),
+      cols: columns.names.map((name, i) => ({ name, decltype: columns.types[i] ?? null })),
+      is_explain: /^explain\b/i.test(sql.slice(leadingSkip(sql))),
+      is_readonly: !writes,
+    };
+  } catch (err) {
+    throw explain(conn, err);
+  }
+}
+
+/** Where the first token of `sql` starts (after whitespace and comments). */
+function leadingSkip(sql: string): number {
+  let i = 0;
+  for (;;) {
+    while (i < sql.length && /\s/.test(sql[i] as string)) i++;
+    const c = sql[i];
+    if ((c !== '-' && c !== '/') || skippedEnd(sql, i) === i) return i;
+    i = skippedEnd(sql, i);
   }
 }
 
@@ -167,5 +199,9 @@ function batch(
 
 function toHranaError(conn: Connection, err: unknown): HranaError {
   const e = err instanceof DatabaseEngineError ? err : explain(conn, err);
-  return { message: e.message, code: e.code };
+  const primary = primaryCodeName(e.code);
+  if (primary === undefined) return { message: e.message, code: e.code };
+  return primary === e.code
+    ? { message: e.message, code: primary }
+    : { message: e.message, code: primary, extended_code: e.code };
 }

@@ -22,19 +22,29 @@ export type HranaStep =
   | { type: 'execute'; stmt: HranaStmt }
   | { type: 'batch'; steps: { condition?: HranaCond | null; stmt: HranaStmt }[] }
   | { type: 'sequence'; sql: string }
+  | { type: 'describe'; sql: string }
   | { type: 'get_autocommit' };
 
-/** Hrana's Value. */
+/**
+ * Hrana's Value. A float -0 travels as the string '-0' (JSON.stringify prints -0 as 0): the Hrana
+ * server writes it as the JSON number -0 (hranaJson in ../hrana/wire.ts).
+ */
 export type HranaValue =
   | { type: 'null' }
   | { type: 'integer'; value: string }
-  | { type: 'float'; value: number }
+  | { type: 'float'; value: number | '-0' }
   | { type: 'text'; value: string }
   | { type: 'blob'; base64: string };
 
+/**
+ * `code` is what libSQL's server sends: SQLite's primary result code name (SQLITE_CONSTRAINT), or
+ * one of nube's engine codes; `extended_code` adds the extended name (SQLITE_CONSTRAINT_UNIQUE) when
+ * SQLite gave one (clients ignore fields they do not know).
+ */
 export interface HranaError {
   message: string;
   code: string;
+  extended_code?: string;
 }
 
 export interface HranaStmtResult {
@@ -54,7 +64,16 @@ export type HranaStepResponse =
       result: { step_results: (HranaStmtResult | null)[]; step_errors: (HranaError | null)[] };
     }
   | { type: 'sequence' }
+  | { type: 'describe'; result: HranaDescribeResult }
   | { type: 'get_autocommit'; is_autocommit: boolean };
+
+/** Hrana's DescribeResult: parameters (by name, null for `?`), result columns, what the statement is. */
+export interface HranaDescribeResult {
+  params: { name: string | null }[];
+  cols: { name: string; decltype: string | null }[];
+  is_explain: boolean;
+  is_readonly: boolean;
+}
 
 export type HranaStepOutcome = { ok: true; response: HranaStepResponse } | { ok: false; error: HranaError };
 

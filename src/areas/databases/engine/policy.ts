@@ -80,11 +80,19 @@ export interface PolicyState {
   hrana?: boolean;
   /** A stream switched foreign_keys: the executor turns it back on before others use the connection. */
   fkChanged?: boolean;
+  /** Set while a statement is compiled for Hrana's `describe`: whether anything it would do writes. */
+  describing?: { writes: boolean };
 }
+
+/** Actions that only read (sqlite3_stmt_readonly is true for them, transaction control included). */
+const READ_ACTIONS = new Set([20, 21, 22, 31, 32, 33]);
 
 export function installPolicy(db: DatabaseSyncInstance, state: PolicyState): void {
   db.setAuthorizer((action: number, p1: string | null, p2: string | null) => {
     if (state.trusted) return OK;
+    if (state.describing && !READ_ACTIONS.has(action) && !(action === A.PRAGMA && p2 === null)) {
+      state.describing.writes = true;
+    }
     switch (action) {
       case A.ATTACH:
       case A.DETACH:

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -160,5 +160,29 @@ describe('pipelining', () => {
       if (!x.ok) expect(x.error).toBeInstanceOf(DatabaseEngineError);
     }
     expect(all.filter((x) => !x.ok).length).toBeGreaterThan(0);
+  });
+});
+
+describe('closed connections', () => {
+  it("give back their file descriptors: an executor serving many short-lived connections stays far below its open files limit", async () => {
+    const { pool, q, create } = withPool(1, 10_000);
+    try {
+      const [pid] = pool.pids;
+      const fds = () => readdirSync(`/proc/${pid}/fd`).length;
+      await create('fd0');
+      await q('fd0', 'CREATE TABLE t(x)');
+      const before = fds();
+      // Each round opens a connection (a query's statements stay cached on it) and closes it, as
+      // every libSQL stream with a connection of its own does. Each leaked one kept two descriptors.
+      for (let k = 0; k < 300; k++) {
+        await q('fd0', 'INSERT INTO t VALUES (?)', [k]);
+        await q('fd0', 'SELECT count(*) FROM t');
+        await pool.closeEverywhere('fd0');
+      }
+      await q('fd0', 'SELECT 1');
+      expect(fds() - before).toBeLessThan(40);
+    } finally {
+      await pool.close();
+    }
   });
 });

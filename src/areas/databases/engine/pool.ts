@@ -12,6 +12,7 @@ import {
 import { FairShare } from './fair-share.js';
 import { encodeFrame } from './framing.js';
 import type { ExecutorOp, ExecutorRequest, ExecutorResponse, ExecutorSettings } from './protocol.js';
+import { inSpan } from '../../../platform/tracing.js';
 
 /*
  * Executor pool. Design (docs/decisions.md, "Databases: engine" and "Databases: fair executor pool"):
@@ -102,6 +103,10 @@ export class ExecutorPool {
    * says whose share of executors it uses (default: the lane, else the database).
    */
   run<T>(op: ExecutorOp, timeoutMs: number, lane: string | null, owner?: string): Promise<T> {
+    return inSpan(`database executor ${op.op}`, { 'nube.database': op.db }, () => this.dispatch<T>(op, timeoutMs, lane, owner));
+  }
+
+  private dispatch<T>(op: ExecutorOp, timeoutMs: number, lane: string | null, owner?: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const who = owner ?? lane ?? op.db;
       this.submit({

@@ -9,10 +9,11 @@ import { limited } from '../../../platform/json-limits.js';
  *   INTEGER |v| <= 2^53-1        -> number
  *   INTEGER beyond that          -> { "integer": "<decimal>" }   (never rounded)
  *   REAL (finite)                -> number (shortest round-trip form, so bit-exact)
- *   REAL +/-Infinity             -> { "real": "Infinity" | "-Infinity" }
+ *   REAL +/-Infinity, -0         -> { "real": "Infinity" | "-Infinity" | "-0" }
  *   BLOB                         -> { "base64": "<standard base64>" }
  * Arguments use the same encoding; in addition a number with a fraction binds as REAL,
- * an integral number as INTEGER, `{ "real": 1 }` forces REAL, booleans bind as 1/0.
+ * an integral number as INTEGER, `{ "real": 1 }` forces REAL (bit for bit, exact-reals.ts),
+ * booleans bind as 1/0.
  * An integral REAL (e.g. 2.0) reads back as the JSON number 2: JSON cannot tell 2 from 2.0;
  * the value is exact, the storage class is what `typeof(x)` in SQL returns.
  */
@@ -20,7 +21,7 @@ export const bigIntegerValueSchema = z.strictObject({
   integer: z.string().regex(/^-?\d{1,20}$/, 'decimal integer'),
 });
 export const specialRealValueSchema = z.strictObject({
-  real: z.union([z.enum(['Infinity', '-Infinity']), z.number()]),
+  real: z.union([z.enum(['Infinity', '-Infinity', '-0']), z.number()]),
 });
 export const blobValueSchema = z.strictObject({
   base64: z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'standard base64'),

@@ -43,26 +43,13 @@ export function splitStatements(sql: string): string[] {
     const c = sql[i];
     let tk: Tk;
     let next = i + 1;
+    const skipped = skippedEnd(sql, i);
     if (c === ';') tk = Tk.Semi;
     else if (c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '\f') tk = Tk.Ws;
-    else if (c === '-' && sql[i + 1] === '-') {
-      const nl = sql.indexOf('\n', i);
-      next = nl < 0 ? n : nl + 1;
-      tk = Tk.Ws;
-    } else if (c === '/' && sql[i + 1] === '*') {
-      const close = sql.indexOf('*/', i + 2);
-      next = close < 0 ? n : close + 2;
-      tk = Tk.Ws;
-    } else if (c === "'" || c === '"' || c === '`' || c === '[') {
-      const q = c === '[' ? ']' : c;
-      let j = i + 1;
-      for (;;) {
-        j = sql.indexOf(q, j);
-        if (j < 0 || q === ']' || sql[j + 1] !== q) break;
-        j += 2; // doubled quote inside a quoted token
-      }
-      next = j < 0 ? n : j + 1;
-      tk = Tk.Other;
+    else if (skipped > i) {
+      // A comment is whitespace; a string or quoted name is a token like any other.
+      next = skipped;
+      tk = c === '-' || c === '/' ? Tk.Ws : Tk.Other;
     } else if (/[A-Za-z_\u0080-\uffff]/.test(c)) {
       let j = i + 1;
       while (j < n && /[A-Za-z0-9_$\u0080-\uffff]/.test(sql[j])) j++;
@@ -80,4 +67,32 @@ export function splitStatements(sql: string): string[] {
   }
   if (meaningful) out.push(sql.slice(start).trim());
   return out;
+}
+
+/**
+ * End of the comment or quoted token (string, "name", `name`, [name]) starting at `i`, as SQLite's
+ * tokenizer reads it (unterminated: the end of the text); `i` itself when none starts there.
+ */
+export function skippedEnd(sql: string, i: number): number {
+  const c = sql[i];
+  const n = sql.length;
+  if (c === '-' && sql[i + 1] === '-') {
+    const nl = sql.indexOf('\n', i);
+    return nl < 0 ? n : nl + 1;
+  }
+  if (c === '/' && sql[i + 1] === '*') {
+    const close = sql.indexOf('*/', i + 2);
+    return close < 0 ? n : close + 2;
+  }
+  if (c === "'" || c === '"' || c === '`' || c === '[') {
+    const q = c === '[' ? ']' : c;
+    let j = i + 1;
+    for (;;) {
+      j = sql.indexOf(q, j);
+      if (j < 0 || q === ']' || sql[j + 1] !== q) break;
+      j += 2; // doubled quote inside a quoted token
+    }
+    return j < 0 ? n : j + 1;
+  }
+  return i;
 }

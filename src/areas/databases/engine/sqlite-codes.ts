@@ -68,3 +68,15 @@ const EXTENDED: Record<number, string> = {
 export function sqliteCodeName(code: number): string {
   return EXTENDED[code] ?? PRIMARY[code & 0xff] ?? `SQLITE_UNKNOWN_${code}`;
 }
+
+const PRIMARY_OF = new Map<string, string>([
+  ...Object.values(PRIMARY).map((name) => [name, name] as [string, string]),
+  ...Object.entries(EXTENDED).map(
+    ([code, name]) => [name, PRIMARY[Number(code) & 0xff] as string] as [string, string],
+  ),
+]);
+
+/** The primary result code name of an (extended) code name (SQLITE_CONSTRAINT_UNIQUE -> SQLITE_CONSTRAINT); undefined for names that are not SQLite's. */
+export function primaryCodeName(name: string): string | undefined {
+  return PRIMARY_OF.get(name);
+}

@@ -5,7 +5,11 @@ import type { HranaStream, HranaStreams } from './streams.js';
 import type { HranaWireStmt, HranaWireValue, PipelineBody, StreamRequest } from './wire.js';
 
 type LocalResponse = { type: 'close' | 'store_sql' | 'close_sql' };
-type StreamResult = { type: 'ok'; response: HranaStepResponse | LocalResponse } | { type: 'error'; error: HranaError };
+type StreamResult =
+  | { type: 'ok'; response: HranaStepResponse | LocalResponse }
+  | { type: 'error'; error: HranaError };
+/** What one request of a pipeline came to. */
+export type StreamOutcome = StreamResult;
 
 export interface PipelineResponse {
   baton: string | null;
@@ -77,7 +81,9 @@ export async function runPipeline(
     try {
       const r = await databases.hrana(p, dbId, { steps, stream: stream?.id, resume: stream?.ran });
       r.outcomes.forEach((o, i) => {
-        results[stepAt[i] as number] = o.ok ? { type: 'ok', response: o.response } : { type: 'error', error: o.error };
+        results[stepAt[i] as number] = o.ok
+          ? { type: 'ok', response: o.response }
+          : { type: 'error', error: o.error };
       });
     } catch (err) {
       // The stream's connection may be gone with its executor (time limit): the stream ends here.
@@ -94,7 +100,11 @@ export async function runPipeline(
   return { baton, base_url: null, results: results as StreamResult[] };
 }
 
-export async function endStream(databases: DatabasesService, streams: HranaStreams, s: HranaStream): Promise<void> {
+export async function endStream(
+  databases: DatabasesService,
+  streams: HranaStreams,
+  s: HranaStream,
+): Promise<void> {
   streams.drop(s);
   if (s.ran) await databases.closeStream(s.dbId, s.id);
 }
@@ -110,7 +120,10 @@ function translate(req: StreamRequest, sqls: Map<number, string>): HranaStep | '
       return 'close';
     case 'store_sql':
       if (!sqls.has(req.sql_id) && sqls.size >= MAX_STORED_SQL) {
-        throw new StepRefused(`a stream may store at most ${MAX_STORED_SQL} SQL texts`, 'SQL_STORE_TOO_LARGE');
+        throw new StepRefused(
+          `a stream may store at most ${MAX_STORED_SQL} SQL texts`,
+          'SQL_STORE_TOO_LARGE',
+        );
       }
       sqls.set(req.sql_id, req.sql);
       return 'local';
@@ -129,16 +142,18 @@ function translate(req: StreamRequest, sqls: Map<number, string>): HranaStep | '
     case 'get_autocommit':
       return { type: 'get_autocommit' };
     case 'describe':
-      throw new StepRefused('describe is not supported by this server', 'NOT_SUPPORTED');
+      return { type: 'describe', sql: sqlOf(req, sqls) };
   }
 }
 
 function sqlOf(ref: { sql?: string; sql_id?: number }, sqls: Map<number, string>): string {
-  if (ref.sql !== undefined && ref.sql_id !== undefined) throw new StepRefused('give either sql or sql_id, not both');
+  if (ref.sql !== undefined && ref.sql_id !== undefined)
+    throw new StepRefused('give either sql or sql_id, not both');
   if (ref.sql !== undefined) return ref.sql;
   if (ref.sql_id === undefined) throw new StepRefused('a statement needs sql or sql_id');
   const text = sqls.get(ref.sql_id);
-  if (text === undefined) throw new StepRefused(`no SQL text is stored as sql_id ${ref.sql_id}`, 'SQL_NOT_FOUND');
+  if (text === undefined)
+    throw new StepRefused(`no SQL text is stored as sql_id ${ref.sql_id}`, 'SQL_NOT_FOUND');
   return text;
 }
 
@@ -148,7 +163,9 @@ function stmt(s: HranaWireStmt, sqls: Map<number, string>): HranaStmt {
   const named = s.named_args ?? [];
   const positional = s.args ?? [];
   if (named.length > 0 && positional.length > 0) {
-    throw new StepRefused('this server binds either positional args or named_args in one statement, not both');
+    throw new StepRefused(
+      'this server binds either positional args or named_args in one statement, not both',
+    );
   }
   if (named.length > 0) {
     const args: Record<string, SqlArg> = {};
@@ -166,7 +183,8 @@ function arg(v: HranaWireValue): SqlArg {
     case 'integer':
       return { integer: v.value };
     case 'float':
-      return { real: v.value };
+      // -0 spelled out: the request reaches the executor as JSON, which prints -0 as 0.
+      return { real: Object.is(v.value, -0) ? '-0' : v.value };
     case 'text':
       return v.value;
     case 'blob':

@@ -1,3 +1,4 @@
+import { FORM_CSS, type FormSpec, formHtml } from './form.js';
 import { escapeHtml, markdownToHtml, sanitize } from './sanitize.js';
 import { type ThemeName, themeCss } from './themes.js';
 
@@ -8,6 +9,9 @@ export interface StoredSection {
   body?: string;
   format?: 'markdown' | 'html';
   images?: { fileId?: string; url?: string; alt?: string; caption?: string }[];
+  /** `form`: the section shows `form` after its body (a form visitors of the site can send). */
+  kind?: 'page' | 'form';
+  form?: FormSpec;
   [extra: string]: unknown;
 }
 
@@ -43,6 +47,7 @@ export function sectionHtml(s: StoredSection, imageSrc: ImageSrc = assetPath): s
       ),
     );
   }
+  if (s.kind === 'form' && s.form) parts.push(formHtml(s.form));
   const id = pageId(s.id);
   return `<section class="page" id="${escapeHtml(id)}" data-page-id="${escapeHtml(id)}">${parts.join('\n')}</section>`;
 }
@@ -57,7 +62,7 @@ export function documentHtml(
   return (
     `<!doctype html><html lang="${escapeHtml(doc.lang ?? 'es')}"><head><meta charset="utf-8">` +
     '<meta name="viewport" content="width=device-width, initial-scale=1">' +
-    `<title>${escapeHtml(doc.name)}</title><style>${themeCss(doc.theme, doc.customColors)}</style>${extraHead}</head>` +
+    `<title>${escapeHtml(doc.name)}</title><style>${themeCss(doc.theme, doc.customColors)}${sections.some((s) => s.kind === 'form') ? FORM_CSS : ''}</style>${extraHead}</head>` +
     `<body class="theme-${doc.theme}"><main class="document">${sections.map((s) => sectionHtml(s, imageSrc)).join('\n')}</main></body></html>`
   );
 }

@@ -2,13 +2,14 @@
 // id, a ticket from ssh-ticket is the password. Sessions get a shell or a command (with a PTY when
 // the client asks), the sftp subsystem, and direct-tcpip forwarding, all inside the sandbox through
 // its helper, and remote forwarding (ssh -R): a port listening inside the sandbox whose connections
-// come back to the client over the SSH connection. Repeated authentication failures from one address
-// are refused for a while.
+// come back to the client over the SSH connection. Repeated authentication failures are refused for a
+// while, at once and per client, target and ticket (ssh-auth-limits.ts).
 import ssh2 from 'ssh2';
 import type { Connection, ServerChannel, Session } from 'ssh2';
-import type { Socket } from 'node:net';
+import { createServer, type Server as TcpServer, type Socket } from 'node:net';
 import type { PlatformDeps } from '../../deps.js';
 import type { HelperProcess, RunHeader, SandboxListener } from './ssh-helper-client.js';
+import { SshAuthLimits } from './ssh-auth-limits.js';
 import { SFTP_SERVER_PATH } from './ssh-helper-script.js';
 
 /** What the gateway needs of SSH access (declared here, so the gateway does not import it). */
@@ -29,17 +30,19 @@ export interface SshBackend {
 export const REMOTE_FORWARDS_PER_CONNECTION = 16;
 
 const HOST_KEY = 'ed25519';
-/** Failed authentications one client address may make per window; the next failure blocks it until the window ends. */
-export const AUTH_FAILURES = { points: 5, windowSeconds: 60 };
 
 export class SshGateway {
-  private server: ssh2.Server | null = null;
+  private server: TcpServer | null = null;
   private starting: Promise<void> | null = null;
   port = 0;
   private readonly live = new Map<string, Set<Connection>>();
-  private readonly blocked = new Map<string, number>();
+  /** Every open connection, authenticated or not: closing the gateway ends them all. */
+  private readonly sockets = new Set<Socket>();
+  private readonly limits: SshAuthLimits;
 
-  constructor(private readonly access: SshBackend) {}
+  constructor(private readonly access: SshBackend) {
+    this.limits = new SshAuthLimits(access.core.deps.rateLimiter);
+  }
 
   private get deps() {
     return this.access.core.deps;
@@ -63,7 +66,20 @@ export class SshGateway {
   }
 
   private async listen(): Promise<void> {
-    const server = new ssh2.Server({ hostKeys: [await this.hostKey()], ident: 'nube' }, (c, info) => this.client(c, info.ip));
+    const ssh = new ssh2.Server({ hostKeys: [await this.hostKey()], ident: 'nube' }, (c, info) => this.client(c, info.ip));
+    // Our own listener, so an address past its budget is cut before any key exchange: refused at once,
+    // at no cost (a line before the SSH version is allowed, and clients show or ignore it).
+    const server = createServer((sock) => {
+      sock.on('error', () => sock.destroy());
+      const wait = this.limits.addressWait(sock.remoteAddress ?? '');
+      if (wait > 0) {
+        sock.end(`nube: too many failed logins from this address; try again in ${wait} s\r\n`, () => sock.destroy());
+        return;
+      }
+      this.sockets.add(sock);
+      sock.once('close', () => this.sockets.delete(sock));
+      ssh.injectSocket(sock);
+    });
     const { sshPort } = this.deps.config.sandboxes;
     const { bind } = this.deps.config.sandboxes.raw;
     await new Promise<void>((resolve, reject) => {
@@ -88,19 +104,6 @@ export class SshGateway {
     return set.size;
   }
 
-  private isBlocked(ip: string): boolean {
-    const until = this.blocked.get(ip);
-    if (until === undefined) return false;
-    if (Date.now() < until) return true;
-    this.blocked.delete(ip);
-    return false;
-  }
-
-  private async failed(ip: string): Promise<void> {
-    const r = await this.deps.rateLimiter.consume(`ssh-auth:${ip}`, AUTH_FAILURES);
-    if (!r.allowed) this.blocked.set(ip, Date.now() + r.retryAfterSec * 1000);
-  }
-
   private client(c: Connection, ip: string): void {
     let sandboxId: string | null = null;
     c.on('error', (e: Error) => {
@@ -108,20 +111,22 @@ export class SshGateway {
       c.end();
     });
     c.on('authentication', (ctx) => {
-      if (this.isBlocked(ip)) {
+      if (ctx.method !== 'password') return ctx.reject(['password']);
+      const user = ctx.username;
+      const { password } = ctx;
+      // Past a budget: refused now, unchecked, and the connection ends (no retries on it).
+      if (this.limits.attemptWait(ip, user, password) > 0) {
         ctx.reject([], false);
         c.end();
         return;
       }
-      if (ctx.method !== 'password') return ctx.reject(['password']);
-      const user = ctx.username;
-      this.access.authenticate(user, ctx.password).then(
+      this.access.authenticate(user, password).then(
         async (ok) => {
           if (ok) {
             sandboxId = user;
             return ctx.accept();
           }
-          await this.failed(ip);
+          await this.limits.failed(ip, user, password);
           ctx.reject(['password']);
         },
         () => ctx.reject(['password']),
@@ -249,6 +254,8 @@ export class SshGateway {
     this.starting = null;
     if (!server) return;
     for (const id of [...this.live.keys()]) this.closeSessions(id);
-    await new Promise<void>((r) => server.close(() => r()));
+    const closed = new Promise<void>((r) => server.close(() => r()));
+    for (const sock of this.sockets) sock.destroy();
+    await closed;
   }
 }

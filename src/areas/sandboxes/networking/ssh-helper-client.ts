@@ -7,7 +7,13 @@ export interface RunHeader {
   mode: 'run';
   /** null: a login shell. */
   cmd: string | null;
-  pty?: { rows: number; cols: number; term: string };
+  /** Run this argv instead of `cmd` through bash. */
+  argv?: string[];
+  /** Working directory inside (default /root). */
+  cwd?: string;
+  /** Run as this user (default root). */
+  user?: { uid: number; gid: number; groups: number[] };
+  pty?: { rows: number; cols: number; term?: string };
   env?: Record<string, string>;
 }
 export interface ForwardHeader {
@@ -71,8 +77,19 @@ export function openHelper(address: string, port: number, timeoutMs: number): Pr
   });
 }
 
-/** A command or shell inside the sandbox: stdout/stderr/exit events, write/end/resize/close. */
-export class HelperProcess extends EventEmitter<{ stdout: [Buffer]; stderr: [Buffer]; exit: [number]; close: [] }> {
+/**
+ * A command or shell inside the sandbox: started (its pid inside) or failed (why it could not start),
+ * stdout/stderr, signal (what ended it, before exit), exit, close; write/end/resize/signal/close.
+ */
+export class HelperProcess extends EventEmitter<{
+  started: [number];
+  failed: [string];
+  stdout: [Buffer];
+  stderr: [Buffer];
+  signal: [number];
+  exit: [number];
+  close: [];
+}> {
   private exited = false;
   constructor(private readonly socket: Socket) {
     super();
@@ -81,6 +98,11 @@ export class HelperProcess extends EventEmitter<{ stdout: [Buffer]; stderr: [Buf
       d.push(c, (t, p) => {
         if (t === 'o') this.emit('stdout', p);
         else if (t === 'x') this.emit('stderr', p);
+        else if (t === 'p') this.emit('started', Number(p.toString()));
+        else if (t === 'f') {
+          this.exited = true;
+          this.emit('failed', p.toString());
+        } else if (t === 's') this.emit('signal', Number(p.toString()));
         else if (t === 'c') {
           this.exited = true;
           this.emit('exit', Number(p.toString()));
@@ -105,6 +127,14 @@ export class HelperProcess extends EventEmitter<{ stdout: [Buffer]; stderr: [Buf
   }
   resize(rows: number, cols: number): void {
     if (!this.socket.destroyed) this.socket.write(frame('w', JSON.stringify({ rows, cols })));
+  }
+  /** Sends a signal (its number) to the command's process group. */
+  signal(sig: number): void {
+    if (!this.socket.destroyed) this.socket.write(frame('k', String(sig)));
+  }
+  /** Whether the helper reported the command's end (or that it could not start). */
+  get ended(): boolean {
+    return this.exited;
   }
   close(): void {
     this.socket.destroy();

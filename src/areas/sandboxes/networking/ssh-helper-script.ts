@@ -2,9 +2,13 @@
 // the sandbox's own address and, for each connection that proves the sandbox's helper token, runs a
 // shell or a command (with a PTY when asked) or opens a TCP connection from inside (port forwarding).
 // Frames both ways are `type (1 byte) | length (4 bytes BE) | payload`:
-//   gateway -> helper: h header JSON (first), i stdin, e stdin EOF, w window {rows, cols}
-//   helper -> gateway: o stdout, x stderr, c exit status (decimal), y connected, n refused (reason),
-//                      a accepted ({id, address, port} JSON, on a listen connection)
+//   gateway -> helper: h header JSON (first), i stdin, e stdin EOF, w window {rows, cols},
+//                      k signal (decimal) to the command's process group
+//   helper -> gateway: p started (the command's pid inside), f could not start (why), o stdout,
+//                      x stderr, s ended by a signal (decimal, before c), c exit status (decimal),
+//                      y connected, n refused (reason), a accepted ({id, address, port} JSON, on a
+//                      listen connection)
+// A run header may name the argv, the working directory and the user ({uid, gid, groups}) to run as.
 // After `y` a forwarded (or accepted) connection carries raw bytes. Remote forwarding (ssh -R): a
 // `listen` connection binds a port inside and answers `y` with the port, then one `a` per connection
 // accepted there; the gateway picks each up with an `accept` connection naming its id. The listener
@@ -145,25 +149,38 @@ def run(s, out, h):
     env.update({'HOME': '/root', 'USER': 'root', 'LOGNAME': 'root', 'SHELL': '/bin/bash'})
     env.update(h.get('env') or {})
     cmd = h.get('cmd')
-    argv = ['/bin/bash', '-l'] if cmd is None else ['/bin/bash', '-c', cmd]
+    argv = h.get('argv') or (['/bin/bash', '-l'] if cmd is None else ['/bin/bash', '-c', cmd])
+    cwd = h.get('cwd') or '/root'
+    u = h.get('user')
+    cred = {'user': int(u['uid']), 'group': int(u['gid']), 'extra_groups': [int(g) for g in u['groups']]} if u else {}
     w = h.get('pty')
-    if w is not None:
-        env['TERM'] = w.get('term') or 'xterm'
-        master, slave = pty.openpty()
-        winsize(slave, w)
-        def pre():
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd='/root', preexec_fn=pre, close_fds=True)
-        os.close(slave)
-        readers = [threading.Thread(target=pump, args=(master, out, b'o'), daemon=True)]
-        stdin = master
-    else:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd='/root', start_new_session=True)
-        readers = [threading.Thread(target=pump, args=(proc.stdout.fileno(), out, b'o'), daemon=True),
-                   threading.Thread(target=pump, args=(proc.stderr.fileno(), out, b'x'), daemon=True)]
-        stdin = proc.stdin.fileno()
-        master = None
+    try:
+        if w is not None:
+            env['TERM'] = w.get('term') or env.get('TERM') or 'xterm'
+            master, slave = pty.openpty()
+            winsize(slave, w)
+            def pre():
+                os.setsid()
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            try:
+                proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, preexec_fn=pre, close_fds=True, **cred)
+            except BaseException:
+                os.close(master)
+                raise
+            finally:
+                os.close(slave)
+            readers = [threading.Thread(target=pump, args=(master, out, b'o'), daemon=True)]
+            stdin = master
+        else:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True, **cred)
+            readers = [threading.Thread(target=pump, args=(proc.stdout.fileno(), out, b'o'), daemon=True),
+                       threading.Thread(target=pump, args=(proc.stderr.fileno(), out, b'x'), daemon=True)]
+            stdin = proc.stdin.fileno()
+            master = None
+    except OSError as e:
+        out.send(b'f', ('%s: %s' % (e.filename or argv[0], e.strerror or e)).encode())
+        return
+    out.send(b'p', str(proc.pid).encode())
     for r in readers:
         r.start()
     def feed():
@@ -189,6 +206,8 @@ def run(s, out, h):
                 elif t == b'w' and master is not None:
                     winsize(master, json.loads(p))
                     os.killpg(proc.pid, signal.SIGWINCH)
+                elif t == b'k':
+                    os.killpg(proc.pid, int(p))
             except OSError:
                 pass
     threading.Thread(target=feed, daemon=True).start()
@@ -197,6 +216,8 @@ def run(s, out, h):
         r.join(timeout=2 if master is not None else None)
     if master is not None:
         os.close(master)
+    if code < 0:
+        out.send(b's', str(-code).encode())
     out.send(b'c', str(code if code >= 0 else 128 - code).encode())
 
 def handle(s):

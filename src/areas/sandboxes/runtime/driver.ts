@@ -2,6 +2,12 @@
 // gVisor, Firecracker or Kubernetes later). It knows nothing of HTTP, owners or the metadata DB: ids are
 // chosen by the caller, and a driver keeps whatever it needs to re-adopt sandboxes in its own state.
 
+/** Writes an imported template's root filesystem into `rootfs` (an empty dir), owners shifted by `uidBase`. */
+export type FillRootfs = (
+  rootfs: string,
+  ids: { uidBase: number; uidCount: number },
+) => Promise<{ packages?: string[] } | undefined>;
+
 export type BuiltinTemplate = 'base' | 'code-interpreter';
 
 export interface SandboxLimits {
@@ -9,6 +15,8 @@ export interface SandboxLimits {
   /** CPU bandwidth in cores (0.5 = half a core). */
   cpus: number;
   pids: number;
+  /** Writable disk in MiB (upper dir, logs of /bg processes); absent or 0: not limited. */
+  diskMb?: number;
 }
 
 export interface NetworkPolicy {
@@ -28,6 +36,35 @@ export interface CreateSandboxInput {
   env?: Record<string, string>;
   limits?: Partial<SandboxLimits>;
   networkPolicy?: NetworkPolicy;
+  /** Volumes (VolumeStore dirs) bound into the sandbox; kept across suspend, resume and restarts. */
+  mounts?: VolumeMount[];
+}
+
+/** A volume's directory on the store (`source`, from VolumeStore.path) at `target` inside. */
+export interface VolumeMount {
+  source: string;
+  /** Absolute, normalized; never `/` nor under /proc, /sys, /dev or /.nube (the caller checks). */
+  target: string;
+  readOnly: boolean;
+}
+
+/**
+ * Quota-limited directories on the sandbox store that outlive sandboxes (the volumes area's). Ids are
+ * the caller's. Copies (from a volume or a snapshot) share blocks with their source.
+ */
+export interface VolumeStore {
+  /** A new volume of at most `bytes`, empty or a copy-on-write copy of a volume or a snapshot. */
+  create(id: string, bytes: number, from?: { volume: string } | { snapshot: string }): Promise<void>;
+  /** A new limit (the caller refuses one below usedBytes). */
+  resize(id: string, bytes: number): Promise<void>;
+  usedBytes(id: string): Promise<number>;
+  remove(id: string): Promise<void>;
+  /** A read-only copy-on-write copy of the volume now. */
+  snapshot(id: string, snapshotId: string): Promise<void>;
+  snapshotUsedBytes(snapshotId: string): Promise<number>;
+  removeSnapshot(snapshotId: string): Promise<void>;
+  /** The host directory a mount's `source` names. */
+  path(id: string): Promise<string>;
 }
 
 /** What makes a running sandbox started ahead (a warm pool's) the caller's, applied at hand-out. */
@@ -41,6 +78,22 @@ export interface ClaimInput {
 
 export type SandboxState = 'running' | 'suspended';
 
+/** What the kernel counted for a running sandbox's cgroup (memory in use, OOM kills, pids). */
+export interface SandboxCounters {
+  memoryBytes: number;
+  /** Page cache charged to the cgroup (part of memoryBytes). */
+  cacheBytes: number;
+  /**
+   * CPU time used, microseconds: all of it since the cgroup began (v2), or that of its processes
+   * alive now and the children they reaped (v1 without cpuacct, which nube does not join).
+   */
+  cpuUsec: number;
+  /** Processes the kernel killed for the sandbox's memory limit (v1 memory.oom_control, v2 memory.events). */
+  oomKills: number;
+  pids: number;
+  pidsMaxHits: number;
+}
+
 export interface SandboxInfo {
   id: string;
   state: SandboxState;
@@ -52,6 +105,8 @@ export interface SandboxInfo {
   /** The sandbox's address on the host bridge; the host's proxy reaches exposed ports through it. */
   address: string;
   limits: SandboxLimits;
+  /** The disk limit the store enforces, MiB; null when none is (no limit asked, or a store without quotas). */
+  diskMb: number | null;
   createdAt: string;
 }
 
@@ -92,6 +147,19 @@ export interface StreamExecResult {
   exitCode: number;
   durationMs: number;
   timedOut: boolean;
+}
+
+/** What a running sandbox uses now (E2B's metrics). */
+export interface SandboxUsage {
+  /** CPU time, microseconds (see CgroupStats.cpuUsec for what a driver counts). */
+  cpuUsec: number;
+  memoryBytes: number;
+  /** Page cache, part of memoryBytes. */
+  memoryCacheBytes: number;
+  /** What the sandbox wrote to its own layer. */
+  diskBytes: number;
+  /** What its filesystem can hold in all. */
+  diskTotalBytes: number;
 }
 
 export interface BackgroundProcess {
@@ -160,6 +228,10 @@ export type ProgressFn = (line: string, progress?: BuildProgress) => void;
 
 export interface SandboxRuntime {
   readonly kind: string;
+  /** Volumes on this driver's store; null where the driver keeps none. */
+  readonly volumes: VolumeStore | null;
+  /** What suspend keeps: the files (the default), or running processes and memory too. */
+  readonly pauseKeeps?: 'files' | 'processes';
   /** Whether this host can run sandboxes (sets up what they share); `HostUnsupported` saying why not. */
   checkHost(): Promise<void>;
   /** Template build for the current recipe, building it when missing. */
@@ -172,6 +244,19 @@ export interface SandboxRuntime {
   templateProgress(name: string): Promise<BuildProgress | null>;
   /** Build (or return the cached build of) the current recipe of a template. */
   buildTemplate(name: string, onProgress?: ProgressFn, opts?: { force?: boolean }): Promise<TemplateInfo>;
+  /**
+   * An imported template (an OCI image, a Dockerfile build), named like `tpl_<id>`: `fill` writes build
+   * `build`'s root filesystem (owners shifted by `uidBase`), the driver adds its own parts (init, static
+   * shell) and makes it the build the name starts from. Idempotent per build.
+   */
+  importTemplate(
+    name: string,
+    build: string,
+    fill: FillRootfs,
+    onProgress?: ProgressFn,
+  ): Promise<TemplateInfo>;
+  /** Removes an imported template's builds; `InvalidState` (details: sandboxes, snapshots) while they stand on it. */
+  removeTemplate(name: string): Promise<void>;
   /** Call once at start: re-adopts live sandboxes and restarts dead ones on their files. */
   recover(): Promise<SandboxInfo[]>;
 
@@ -192,8 +277,17 @@ export interface SandboxRuntime {
 
   exec(id: string, command: string, opts?: ExecOptions): Promise<ExecResult>;
   /** Run an argv, handing its output to `sinks` as it comes (compatibility surfaces stream it). */
-  execStream(id: string, argv: string[], opts: StreamExecOptions, sinks: OutputSinks): Promise<StreamExecResult>;
-  startBackground(id: string, command: string, opts?: { cwd?: string; env?: Record<string, string> }): Promise<string>;
+  execStream(
+    id: string,
+    argv: string[],
+    opts: StreamExecOptions,
+    sinks: OutputSinks,
+  ): Promise<StreamExecResult>;
+  startBackground(
+    id: string,
+    command: string,
+    opts?: { cwd?: string; env?: Record<string, string> },
+  ): Promise<string>;
   listBackground(id: string): Promise<BackgroundProcess[]>;
   getBackground(id: string, execId: string, query?: BackgroundLogsQuery): Promise<BackgroundDetail>;
   killBackground(id: string, execId: string, graceSeconds?: number): Promise<void>;
@@ -207,8 +301,13 @@ export interface SandboxRuntime {
   /** All or nothing: a patch that does not apply fails with `PatchFailed` and changes nothing. */
   applyPatch(id: string, diff: string, opts?: { cwd?: string }): Promise<{ files: string[] }>;
 
+  /** CPU, memory and disk the running sandbox uses now. */
+  usage(id: string): Promise<SandboxUsage>;
+
   setNetworkPolicy(id: string, policy: NetworkPolicy): Promise<void>;
   addressOf(id: string): Promise<string>;
+  /** The running sandbox's cgroup counters (`InvalidState` when it is not running). */
+  cgroupStats(id: string): Promise<SandboxCounters>;
   /** The host's address on the sandbox network (set up if needed): where host services listen. */
   hostAddress(): Promise<string>;
   /** Let every sandbox reach this TCP port of the host at hostAddress() (the LLM gateway); nothing else. */

@@ -55,7 +55,16 @@ export function ociProcess(argv: string[], env: Record<string, string>, cwd: str
  * exec agent as init (told of the static sh when /.nube has it), its socket's dir (on the host)
  * read-only at /.nube-agent.
  */
-export function ociSpec(o: { id: string; rootfs: string; runDir: string; agentDir: string; env: Record<string, string>; staticSh: boolean }) {
+export function ociSpec(o: {
+  id: string;
+  rootfs: string;
+  runDir: string;
+  agentDir: string;
+  env: Record<string, string>;
+  staticSh: boolean;
+  /** Volumes, already bound on the host at rootfs + target: served to the sentry by the gofer as mounts of their own. */
+  volumes?: { target: string; readOnly: boolean }[];
+}) {
   return {
     ociVersion: '1.0.2',
     process: ociProcess([NUBE_AGENT, AGENT_SOCKET_INSIDE, ...(o.staticSh ? STATIC_SH : [])], o.env, '/'),
@@ -69,6 +78,12 @@ export function ociSpec(o: { id: string; rootfs: string; runDir: string; agentDi
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/.nube', type: 'bind', source: o.runDir, options: ['rbind', 'ro'] },
       { destination: AGENT_DIR_INSIDE, type: 'bind', source: o.agentDir, options: ['rbind', 'ro'] },
+      ...(o.volumes ?? []).map((v) => ({
+        destination: v.target,
+        type: 'bind',
+        source: `${o.rootfs}${v.target}`,
+        options: ['rbind', 'nosuid', 'nodev', v.readOnly ? 'ro' : 'rw'],
+      })),
     ],
     linux: { namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }] },
   };

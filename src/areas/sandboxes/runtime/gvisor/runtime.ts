@@ -129,7 +129,7 @@ export class GvisorRuntime extends NamespacesRuntime {
     // The agent's socket listens before the sentry starts, so its first worker finds it.
     this.closeAgent(rec.id);
     const channel = await AgentChannel.listen(this.agentDir(rec.id), this.ctx.uidBase, true);
-    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, agentDir: this.agentDir(rec.id), env: sandboxEnv(rec), staticSh: this.staticSh });
+    const spec = ociSpec({ id: rec.id, rootfs: p.merged, runDir: this.binDir, agentDir: this.agentDir(rec.id), env: sandboxEnv(rec), staticSh: this.staticSh, volumes: rec.mounts });
     // The env may carry credentials: readable by the sandbox's uid (runsc runs as it) and root only.
     await writeFile(`${bundle}/config.json`, JSON.stringify(spec), { mode: 0o600 });
     const own = [bundle, `${bundle}/state`, `${bundle}/config.json`];

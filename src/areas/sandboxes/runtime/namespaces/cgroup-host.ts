@@ -1,12 +1,7 @@
 // The one interface both cgroup hierarchies (v1, v2) are used through; cgroups.ts picks the host's.
-import type { SandboxLimits } from '../driver.js';
+import type { SandboxCounters, SandboxLimits } from '../driver.js';
 
-export interface CgroupStats {
-  memoryBytes: number;
-  oomKills: number;
-  pids: number;
-  pidsMaxHits: number;
-}
+export type CgroupStats = SandboxCounters;
 
 /** The cgroup(s) of one sandbox. */
 export interface SandboxCgroup {

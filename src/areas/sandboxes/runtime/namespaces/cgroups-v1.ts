@@ -1,7 +1,7 @@
 // cgroup v1: one hierarchy per controller (this project's machines: memory, cpu, pids and freezer
 // each mounted under /sys/fs/cgroup/<controller>, v2 at /sys/fs/cgroup/unified with only hugetlb).
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import type { SandboxLimits } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroup-host.js';
@@ -9,6 +9,29 @@ import { killAll, removeTree, sleep } from './cgroup-fs.js';
 
 export const V1_CONTROLLERS = ['memory', 'cpu', 'pids', 'freezer'] as const;
 type Controller = (typeof V1_CONTROLLERS)[number];
+
+/** Clock ticks a second in /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const USER_HZ = 100;
+
+/** The processes of a cgroup and of the cgroups below it (each exec has one of its own). */
+async function treeProcs(dir: string): Promise<string> {
+  const here = await readFile(`${dir}/cgroup.procs`, 'utf8').catch(() => '');
+  const subs = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  const below = await Promise.all(subs.filter((d) => d.isDirectory()).map((d) => treeProcs(`${dir}/${d.name}`)));
+  return [here, ...below].join('\n');
+}
+
+/** CPU time of these processes and of the children they reaped (utime, stime, cutime, cstime). */
+async function processCpuUsec(procs: string): Promise<number> {
+  let ticks = 0;
+  for (const pid of procs.split('\n').filter(Boolean)) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    // Fields after the command name (which may hold spaces) start at the state, field 3.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += [11, 12, 13, 14].reduce((a, i) => a + (Number(f[i]) || 0), 0);
+  }
+  return (ticks * 1_000_000) / USER_HZ;
+}
 
 export class CgroupV1Host implements CgroupHost {
   readonly version = 1;
@@ -93,8 +116,11 @@ export class SandboxCgroupV1 implements SandboxCgroup {
     const num = async (p: string) => Number((await read(p)).trim().split(' ').pop() || 0);
     // `failcnt` stays 0 on this kernel; oom_control counts the kills.
     const oom = /^oom_kill (\d+)$/m.exec(await read(`${this.dir('memory')}/memory.oom_control`));
+    const cache = /^cache (\d+)$/m.exec(await read(`${this.dir('memory')}/memory.stat`));
     return {
       memoryBytes: await num(`${this.dir('memory')}/memory.usage_in_bytes`),
+      cacheBytes: cache ? Number(cache[1]) : 0,
+      cpuUsec: await processCpuUsec(await treeProcs(this.dir('pids'))),
       oomKills: oom ? Number(oom[1]) : 0,
       pids: await num(`${this.dir('pids')}/pids.current`),
       pidsMaxHits: await num(`${this.dir('pids')}/pids.events`),

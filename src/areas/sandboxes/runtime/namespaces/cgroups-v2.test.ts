@@ -94,8 +94,10 @@ describe('cgroup v2 on a tree shaped like cgroupfs v2', () => {
       'memory.events': 'low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\noom_group_kill 0\n',
       'pids.current': '5\n',
       'pids.events': 'max 7\n',
+      'memory.stat': 'anon 1000\nfile 4096\nkernel 12\n',
+      'cpu.stat': 'usage_usec 777\nuser_usec 700\nsystem_usec 77\n',
     });
-    expect(await sb.stats()).toEqual({ memoryBytes: 1234567, oomKills: 1, pids: 5, pidsMaxHits: 7 });
+    expect(await sb.stats()).toEqual({ memoryBytes: 1234567, oomKills: 1, pids: 5, pidsMaxHits: 7, cacheBytes: 4096, cpuUsec: 777 });
   });
 
   it('a freeze the kernel never confirms fails and thaws again', async () => {

@@ -147,6 +147,8 @@ export class SandboxCgroupV2 implements SandboxCgroup {
     const field = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
     return {
       memoryBytes: Number((await read('memory.current')).trim() || 0),
+      cacheBytes: field(await read('memory.stat'), 'file'),
+      cpuUsec: field(await read('cpu.stat'), 'usage_usec'),
       oomKills: field(await read('memory.events'), 'oom_kill'),
       pids: Number((await read('pids.current')).trim() || 0),
       pidsMaxHits: field(await read('pids.events'), 'max'),

@@ -21,8 +21,8 @@ function sourcePath(): string {
 /** Compile the helper once per source version into $DATA/bin and export the seccomp BPF beside it. */
 export async function ensureHelper(dataDir: string): Promise<HelperPaths> {
   const src = sourcePath();
-  // nube-helper.c includes launch.c, resident.c and the static sh's wait-mode header: all four make the binary.
-  const parts = [src, src.replace(/nube-helper\.c$/, 'launch.c'), src.replace(/nube-helper\.c$/, 'resident.c'), src.replace(/namespaces\/helper\/nube-helper\.c$/, 'static-sh-wait.h')];
+  // nube-helper.c includes launch.c (which includes disk.c), resident.c and the static sh's wait-mode header: all five make the binary.
+  const parts = [src, src.replace(/nube-helper\.c$/, 'launch.c'), src.replace(/nube-helper\.c$/, 'disk.c'), src.replace(/nube-helper\.c$/, 'resident.c'), src.replace(/namespaces\/helper\/nube-helper\.c$/, 'static-sh-wait.h')];
   const hash = createHash('sha256');
   for (const text of await Promise.all(parts.map((p) => readFile(p)))) hash.update(text);
   const hash12 = hash.digest('hex').slice(0, 12);

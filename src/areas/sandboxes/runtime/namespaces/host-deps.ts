@@ -15,6 +15,8 @@ export const HOST_PACKAGES = [
   'rsync',
   // mkfs.xfs for the reflink store's image (store.ts): forks share blocks instead of copying them.
   'xfsprogs',
+  // The store is btrfs where the kernel's XFS has no quotas (CONFIG_XFS_QUOTA): qgroups limit each sandbox's disk.
+  'btrfs-progs',
 ];
 
 /** What the gVisor driver needs on top (Debian's runsc; scripts/install-host-deps.sh takes it from bookworm-backports). */

@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
@@ -16,7 +16,9 @@ export interface LaunchContext {
 
 /** Which of `paths` are mount points (one read of the mount table). */
 async function mounted(paths: string[]): Promise<string[]> {
-  const points = new Set((await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((l) => l.split(' ')[4]));
+  const points = new Set(
+    (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((l) => l.split(' ')[4]),
+  );
   return paths.filter((p) => points.has(p));
 }
 
@@ -39,7 +41,9 @@ export async function prepareRootfs(ctx: LaunchContext, rec: SandboxRecord): Pro
   // No reachable resolver means no nameserver line: lookups then fail at once instead of stalling.
   // One retry after 2 s: a single lost or late UDP answer (seen under load inside gVisor) is not a
   // failed lookup; glibc's own default waits 5 s twice.
-  const resolv = ctx.resolver ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:2\n` : 'options timeout:1\n';
+  const resolv = ctx.resolver
+    ? `nameserver ${ctx.resolver}\noptions timeout:2 attempts:2\n`
+    : 'options timeout:1\n';
   // The mount point's directory: the sandbox's uid (bwrap, runsc) may enter it, other host users not.
   chmodSync(p.run, 0o700);
   for (const d of [p.run, p.upper, `${p.upper}/etc`]) chownSync(d, uid, uid);
@@ -63,7 +67,40 @@ export async function prepareRootfs(ctx: LaunchContext, rec: SandboxRecord): Pro
     'redirect_dir=off',
     'xino=off',
   ].join(',');
-  return [`M:${p.merged}`, `o:${opts}`];
+  mountPoints(rec, p.upper, uid);
+  const binds = (rec.mounts ?? []).map(
+    (m) => `B:${m.readOnly ? 'r' : 'w'}\t${m.source}\t${p.merged}${m.target}`,
+  );
+  return [`M:${p.merged}`, `o:${opts}`, ...binds];
+}
+
+/**
+ * Each volume's mount point as a directory in the upper dir, before the overlay is mounted (the
+ * sandbox is not running: nothing changes the layers meanwhile). A path the layers make a symlink or
+ * a file anywhere on the way is refused: the helper binds on the host, where a symlink would lead out
+ * of the sandbox. A directory only a lower layer has is made in the upper one with its owner and mode.
+ */
+function mountPoints(rec: SandboxRecord, upper: string, uid: number): void {
+  const layers = [upper, ...rec.lowerDirs];
+  for (const m of rec.mounts ?? []) {
+    let rel = '';
+    for (const part of m.target.split('/').filter(Boolean)) {
+      rel += `/${part}`;
+      let found: import('node:fs').Stats | null = null;
+      for (const layer of layers) {
+        found = lstatSync(`${layer}${rel}`, { throwIfNoEntry: false }) ?? null;
+        if (found) break;
+      }
+      if (found && !found.isDirectory())
+        throw new SandboxRuntimeError(
+          'InvalidInput',
+          `volume mount path ${m.target}: ${rel} is not a directory in the sandbox`,
+        );
+      if (existsSync(`${upper}${rel}`)) continue;
+      mkdirSync(`${upper}${rel}`, { mode: found ? found.mode & 0o7777 : 0o755 });
+      chownSync(`${upper}${rel}`, found?.uid ?? uid, found?.gid ?? uid);
+    }
+  }
 }
 
 export async function unmountRootfs(ctx: LaunchContext, id: string): Promise<void> {
@@ -102,8 +139,8 @@ export function initFields(ctx: LaunchContext, rec: SandboxRecord, cgroupDirs: s
     '--chdir',
     '/',
     '--',
-    '/bin/sleep',
-    'infinity',
+    // Imported templates (any image) carry nube's own waiting process; nube's templates have sleep.
+    ...(existsSync(`${rec.lowerDirs.at(-1)}/.nube/pause`) ? ['/.nube/pause'] : ['/bin/sleep', 'infinity']),
   ];
   return [
     ...cgroupDirs.map((d) => `c:${d}`),
@@ -117,7 +154,8 @@ export function initFields(ctx: LaunchContext, rec: SandboxRecord, cgroupDirs: s
 /** The helper's answer to a launch with an init: "init PID INNER-PID START-TIME". */
 export function parseInit(answer: string, id: string): NonNullable<SandboxRecord['init']> {
   const m = /^init (\d+) (\d+) (\d+)$/m.exec(answer);
-  if (!m) throw new SandboxRuntimeError('Internal', `sandbox ${id} init failed: ${answer.trim().slice(-1000)}`);
+  if (!m)
+    throw new SandboxRuntimeError('Internal', `sandbox ${id} init failed: ${answer.trim().slice(-1000)}`);
   return { pid: Number(m[1]), innerPid: Number(m[2]), startTime: m[3]! };
 }
 

@@ -4,6 +4,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
 import type { NetworkPolicy } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
+import { PROTECTED_RANGES } from '../protected-ranges.js';
 import { PortForwards } from './port-forwards.js';
 import { run } from './proc.js';
 
@@ -13,19 +14,7 @@ export interface BridgeConfig {
   cidr: string;
 }
 
-// Never reachable by default: the host's own ranges, private networks, CGNAT, link-local (cloud
-// metadata), multicast and reserved space. `allow` can open any of them except the host itself.
-export const DEFAULT_DENY = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '172.16.0.0/12',
-  '192.168.0.0/16',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-];
+const PROTECTED = PROTECTED_RANGES.map((r) => r.cidr);
 
 const LEASE_ROOT = '/run/nube-net';
 
@@ -70,6 +59,8 @@ export class BridgeNetwork {
   constructor(
     readonly bridge: BridgeConfig,
     private readonly resolver: string | null,
+    /** Protected ranges the operator admits (NUBE_SANDBOX_PRIVATE_ALLOW): a policy's `allow` may open these. */
+    private readonly admitted: readonly string[] = [],
   ) {
     const [ip, prefix] = bridge.cidr.split('/');
     if (!isIPv4(ip) || !prefix) throw new SandboxRuntimeError('InvalidInput', `bad bridge cidr ${bridge.cidr}`);
@@ -284,14 +275,19 @@ export class BridgeNetwork {
     // The host is never reachable (the input chain rejects it too); the subnet holds other sandboxes.
     lines.push(`add rule ${t} ${chain} ip daddr { ${this.hostIp}, ${this.subnet} } reject with icmpx type admin-prohibited`);
     // Order: the resolver (port 53 only) is always reachable, so an allow-list (`deny 0.0.0.0/0` +
-    // `allow` domains) still resolves names; then allow beats deny, and deny beats the default accept.
+    // `allow` domains) still resolves names. Then the protected ranges (protected-ranges.ts) are closed
+    // whatever the policy says, except where the operator admitted a range and the policy opens it
+    // (both sets must match). Then allow beats deny, and deny beats the default accept.
     const reject = 'reject with icmpx type admin-prohibited';
     if (this.resolver) {
       lines.push(`add rule ${t} ${chain} ip daddr ${this.resolver} meta l4proto { tcp, udp } th dport 53 accept`);
     }
+    if (allow.length && this.admitted.length) {
+      lines.push(`add rule ${t} ${chain} ip daddr { ${this.admitted.join(', ')} } ip daddr { ${allow.join(', ')} } accept`);
+    }
+    lines.push(`add rule ${t} ${chain} ip daddr { ${PROTECTED.join(', ')} } ${reject}`);
     if (allow.length) lines.push(`add rule ${t} ${chain} ip daddr { ${allow.join(', ')} } accept`);
     if (deny.length) lines.push(`add rule ${t} ${chain} ip daddr { ${deny.join(', ')} } ${reject}`);
-    lines.push(`add rule ${t} ${chain} ip daddr { ${DEFAULT_DENY.join(', ')} } ${reject}`);
     lines.push(`add rule ${t} ${chain} accept`);
     if (create) lines.push(`add element ${t} sandboxes { ${this.address(idx)} : jump ${chain} }`);
     return `${lines.join('\n')}\n`;

@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
-import { chmod, mkdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, rm, statfs } from 'node:fs/promises';
 import type {
   BackgroundDetail,
   ClaimInput,
@@ -8,19 +8,23 @@ import type {
   BuildProgress,
   CreateSandboxInput,
   ExecOptions,
+  FillRootfs,
   ExecResult,
   FileEntry,
   NetworkPolicy,
   RawForward,
   ProgressFn,
   SandboxInfo,
+  SandboxCounters,
   SandboxLimits,
   SandboxRuntime,
+  SandboxUsage,
   SnapshotInfo,
   TemplateInfo,
   OutputSinks,
   StreamExecOptions,
   StreamExecResult,
+  VolumeStore,
 } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { KeyedLock } from '../keyed-lock.js';
@@ -29,17 +33,35 @@ import { type CgroupHost, detectCgroups, type SandboxCgroup } from './cgroups.js
 import { enterArgv, prepareFirstExec, toExecResult } from './exec.js';
 import * as files from './files.js';
 import { ensureHelper, ensureSubordinateIds } from './helper-binary.js';
-import { initAlive, initFields, isMounted, type LaunchContext, parseInit, prepareRootfs, stopInit, unmountRootfs } from './launch.js';
+import {
+  initAlive,
+  initFields,
+  isMounted,
+  type LaunchContext,
+  parseInit,
+  prepareRootfs,
+  stopInit,
+  unmountRootfs,
+} from './launch.js';
 import { type BridgeConfig, BridgeNetwork, hostResolver } from './network.js';
 import { dnatBindable } from './port-forwards.js';
-import { newSnapshotId, takeSnapshot } from './snapshots.js';
+import { newSnapshotId, takeSnapshot, treeBytes } from './snapshots.js';
 import { closeStore, openStore, type StoreMode, type StoreStatus, StoreTrimmer } from './store.js';
+import { diskField, projectIdOf } from './store-quota.js';
+import { StoreVolumes } from './volumes.js';
 import { Spawner } from './spawner.js';
 import { favorDynamicMigrations } from './cgroup-tuning.js';
 import { Layout, loadAllRecords, loadAllSnapshots, loadRecord, loadSnapshot, saveRecord } from './state.js';
 import type { SandboxRecord } from './state.js';
 import { STATIC_SH_DIR } from '../static-sh.js';
-import { buildTemplate, readBuildProgress, readTemplate, recipeHash, templateUnavailable } from './templates.js';
+import {
+  buildTemplate,
+  readBuildProgress,
+  readTemplate,
+  recipeHash,
+  templateUnavailable,
+} from './templates.js';
+import { importTemplate, isImported, readImported, removeImported } from './imported-template.js';
 
 export interface NamespacesRuntimeOptions {
   /** Sandboxes, snapshots, compiled helper and (by default) templates live here. */
@@ -50,6 +72,8 @@ export interface NamespacesRuntimeOptions {
   runRoot?: string;
   /** Host bridge; default nube0 with 10.77.0.1/16. */
   bridge?: BridgeConfig;
+  /** Private, loopback or link-local ranges a network policy may open (NUBE_SANDBOX_PRIVATE_ALLOW); default none. */
+  privateAllow?: readonly string[];
   /** Parent cgroup (under each v1 controller, or under the v2 root) of the sandboxes' cgroups; default `nube`. */
   cgroupParent?: string;
   /** The cgroup hierarchy to use; detected on the host when absent (tests pass their own). */
@@ -67,8 +91,10 @@ export interface NamespacesRuntimeOptions {
   mirror?: string;
   /** Where upper dirs and snapshots live: `auto` (default) a reflink-capable store, `copy` the data dir as is. */
   store?: StoreMode;
-  /** Size of the store's sparse XFS image when one is made (default: the size of the data dir's filesystem). */
+  /** Upper bound of the store image's size when one is made (default: what the host can spare). */
   storeSizeBytes?: number;
+  /** Free space the host keeps: a new store image is at most the free space less this (NUBE_STORE_RESERVE_GB). */
+  storeReserveBytes?: number;
   /** Turn the host's cgroup `favordynmods` on (cgroup-tuning.ts); default true. */
   favorDynmods?: boolean;
   /** The static sh for `/bin/sh` (see ../static-sh.ts); default STATIC_SH_DIR (used when built), null: never. */
@@ -80,6 +106,7 @@ const MAX_FILE_BYTES = 256 * 1024 * 1024;
 
 export class NamespacesRuntime implements SandboxRuntime {
   readonly kind: string = 'namespaces';
+  readonly volumes: VolumeStore;
   protected readonly layout: Layout;
   private readonly templatesDir: string;
   private readonly limits: SandboxLimits;
@@ -104,6 +131,11 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.uidBase = opts.uidBase ?? 100_000;
     this.uidCount = opts.uidCount ?? 65_536;
     this.cgroupParent = opts.cgroupParent ?? 'nube';
+    this.volumes = new StoreVolumes(async () => {
+      await this.ready();
+      if (!this.store) throw new SandboxRuntimeError('Internal', 'the sandbox store is not open');
+      return { store: this.store, spawner: this.spawner };
+    }, this.uidBase);
   }
 
   /** Memoized; a failure (a host that cannot run sandboxes) is tried again by the next call. */
@@ -111,8 +143,15 @@ export class NamespacesRuntime implements SandboxRuntime {
     this.readyPromise ??= (async () => {
       this.cgroups = this.opts.cgroups ?? detectCgroups(this.cgroupParent, this.opts.cgroupVersion);
       await this.cgroups.prepare();
-      await Promise.all([mkdir(this.opts.dataDir, { recursive: true }), mkdir(this.layout.runDir, { recursive: true })]);
-      this.store = await openStore(this.opts.dataDir, { mode: this.opts.store, sizeBytes: this.opts.storeSizeBytes });
+      await Promise.all([
+        mkdir(this.opts.dataDir, { recursive: true }),
+        mkdir(this.layout.runDir, { recursive: true }),
+      ]);
+      this.store = await openStore(this.opts.dataDir, {
+        mode: this.opts.store,
+        sizeBytes: this.opts.storeSizeBytes,
+        reserveBytes: this.opts.storeReserveBytes,
+      });
       this.layout.useStore(this.store.root);
       this.trimmer = this.store.kind === 'image' ? new StoreTrimmer(this.store.root) : null;
       // Traversable, not listable: the sandbox's uid walks through to its own 0700 directory.
@@ -120,14 +159,24 @@ export class NamespacesRuntime implements SandboxRuntime {
       const [paths, resolver, tuning] = await Promise.all([
         ensureHelper(this.opts.dataDir),
         this.opts.resolver !== undefined ? Promise.resolve(this.opts.resolver) : hostResolver(),
-        this.opts.favorDynmods === false ? Promise.resolve('favordynmods left as it is (NUBE_SANDBOX_FAVOR_DYNMODS=false)') : favorDynamicMigrations(),
+        this.opts.favorDynmods === false
+          ? Promise.resolve('favordynmods left as it is (NUBE_SANDBOX_FAVOR_DYNMODS=false)')
+          : favorDynamicMigrations(),
         ensureSubordinateIds(this.uidBase, this.uidCount),
       ]);
       this.cgroupTuning = tuning;
-      this.network = new BridgeNetwork(this.opts.bridge ?? { name: 'nube0', cidr: '10.77.0.1/16' }, resolver);
+      this.network = new BridgeNetwork(
+        this.opts.bridge ?? { name: 'nube0', cidr: '10.77.0.1/16' },
+        resolver,
+        this.opts.privateAllow,
+      );
       await this.network.ensure();
       this.ctx = { layout: this.layout, ...paths, uidBase: this.uidBase, uidCount: this.uidCount, resolver };
-      this.spawner = new Spawner(paths.helper, this.opts.dataDir, this.opts.staticShDir === undefined ? STATIC_SH_DIR : this.opts.staticShDir);
+      this.spawner = new Spawner(
+        paths.helper,
+        this.opts.dataDir,
+        this.opts.staticShDir === undefined ? STATIC_SH_DIR : this.opts.staticShDir,
+      );
     })();
     this.readyPromise.catch(() => {
       this.readyPromise = null;
@@ -198,8 +247,26 @@ export class NamespacesRuntime implements SandboxRuntime {
       layers: rec.layers,
       address: this.network.address(rec.leaseIdx),
       limits: rec.limits,
+      diskMb: this.diskLimited(rec) ? rec.limits.diskMb! : null,
       createdAt: rec.createdAt,
     };
+  }
+
+  private diskLimited(rec: SandboxRecord): boolean {
+    return !!rec.limits.diskMb && !!this.store?.quota && existsSync(this.layout.sandbox(rec.id).disk);
+  }
+
+  /**
+   * The sandbox's disk dir with its limit (store-quota.ts), before its upper dir is made in it; again
+   * when a claim changes the limit. Nothing on a store without quotas (its upper dir stays beside).
+   */
+  private async limitDisk(rec: SandboxRecord): Promise<void> {
+    const kind = this.store?.quota;
+    if (!kind) return;
+    await this.spawner.request([
+      'L:1',
+      diskField(kind, this.layout.sandbox(rec.id).disk, projectIdOf(rec.leaseIdx), rec.limits.diskMb ?? 0),
+    ]);
   }
 
   protected async record(id: string): Promise<SandboxRecord> {
@@ -218,14 +285,18 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   async findTemplate(name: string): Promise<TemplateInfo | null> {
+    if (isImported(name)) return readImported(this.templatesDir, name);
     return readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
   }
 
   async templateUnavailable(name: string): Promise<string | null> {
+    if (isImported(name))
+      return readImported(this.templatesDir, name) ? null : `template ${name} is not built on this host`;
     return templateUnavailable(name);
   }
 
   async templateProgress(name: string): Promise<BuildProgress | null> {
+    if (isImported(name)) return null;
     return readBuildProgress(this.templatesDir, name, recipeHash(name, this.uidBase));
   }
 
@@ -233,12 +304,51 @@ export class NamespacesRuntime implements SandboxRuntime {
     return (await this.findTemplate(name)) ?? this.buildTemplate(name, onProgress);
   }
 
-  async buildTemplate(name: string, onProgress?: ProgressFn, o: { force?: boolean } = {}): Promise<TemplateInfo> {
-    return buildTemplate(this.templatesDir, name, this.uidBase, onProgress, { ...o, mirror: this.opts.mirror });
+  async buildTemplate(
+    name: string,
+    onProgress?: ProgressFn,
+    o: { force?: boolean } = {},
+  ): Promise<TemplateInfo> {
+    if (isImported(name))
+      throw new SandboxRuntimeError('NotFound', `template ${name} is not built on this host`);
+    return buildTemplate(this.templatesDir, name, this.uidBase, onProgress, {
+      ...o,
+      mirror: this.opts.mirror,
+    });
+  }
+
+  async importTemplate(
+    name: string,
+    build: string,
+    fill: FillRootfs,
+    onProgress?: ProgressFn,
+  ): Promise<TemplateInfo> {
+    const o = {
+      templatesDir: this.templatesDir,
+      binDir: `${this.opts.dataDir}/bin`,
+      staticShDir: this.opts.staticShDir === undefined ? STATIC_SH_DIR : this.opts.staticShDir,
+      ids: { uidBase: this.uidBase, uidCount: this.uidCount },
+    };
+    return importTemplate(o, name, build, fill, onProgress);
+  }
+
+  async removeTemplate(name: string): Promise<void> {
+    await this.ready();
+    const sandboxes = (await loadAllRecords(this.layout)).filter((r) => r.template === name).map((r) => r.id);
+    const snapshots = (await loadAllSnapshots(this.layout))
+      .filter((s) => s.template === name)
+      .map((s) => s.id);
+    if (sandboxes.length || snapshots.length) {
+      throw new SandboxRuntimeError('InvalidState', `template ${name} is in use`, { sandboxes, snapshots });
+    }
+    await removeImported(this.templatesDir, name);
   }
 
   protected async launch(rec: SandboxRecord): Promise<void> {
-    rec.init = parseInit(await this.startOnHost(rec, initFields(this.ctx, rec, this.cg(rec.id).dirs())), rec.id);
+    rec.init = parseInit(
+      await this.startOnHost(rec, initFields(this.ctx, rec, this.cg(rec.id).dirs())),
+      rec.id,
+    );
     rec.state = 'running';
     prepareFirstExec(this.spawner, rec, this.cg(rec.id));
     await saveRecord(this.layout, rec);
@@ -272,7 +382,10 @@ export class NamespacesRuntime implements SandboxRuntime {
     await stopInit(rec);
     await this.cg(rec.id).destroy();
     // Nothing runs in it any more: its network and its mount go independently.
-    await Promise.all([this.network.detach(this.netns(rec.id), rec.leaseIdx), unmountRootfs(this.ctx, rec.id)]);
+    await Promise.all([
+      this.network.detach(this.netns(rec.id), rec.leaseIdx),
+      unmountRootfs(this.ctx, rec.id),
+    ]);
     rec.init = null;
   }
 
@@ -290,7 +403,12 @@ export class NamespacesRuntime implements SandboxRuntime {
    * Start a sandbox on `template` with snapshot `layers` (top first). `lowerReady`: the top layer is
    * still being copied (a fork); everything but the overlay mount goes ahead meanwhile.
    */
-  private async start(input: CreateSandboxInput, template: TemplateInfo, layers: string[], lowerReady?: Promise<unknown>): Promise<SandboxInfo> {
+  private async start(
+    input: CreateSandboxInput,
+    template: TemplateInfo,
+    layers: string[],
+    lowerReady?: Promise<unknown>,
+  ): Promise<SandboxInfo> {
     const { id } = input;
     if (!ID_RE.test(id)) throw new SandboxRuntimeError('InvalidInput', `invalid sandbox id ${id}`);
     return this.locked(id, async () => {
@@ -308,6 +426,7 @@ export class NamespacesRuntime implements SandboxRuntime {
         env: input.env ?? {},
         limits: { ...this.limits, ...input.limits },
         policy: input.networkPolicy ?? {},
+        mounts: input.mounts ?? [],
         createdAt: new Date().toISOString(),
         init: null,
       };
@@ -315,7 +434,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       if (lowerReady) this.lowerReady.set(id, lowerReady);
       try {
         rec.leaseIdx = await this.network.lease(`${this.opts.dataDir}:${id}`);
-        await saveRecord(this.layout, rec);
+        await Promise.all([saveRecord(this.layout, rec), this.limitDisk(rec)]);
         await this.launch(rec);
       } catch (e) {
         await this.teardown(rec).catch(() => {});
@@ -337,8 +456,12 @@ export class NamespacesRuntime implements SandboxRuntime {
       rec.env = input.env ?? {};
       const limits = { ...this.limits, ...input.limits };
       if (JSON.stringify(limits) !== JSON.stringify(rec.limits)) {
+        const disk = (limits.diskMb ?? 0) !== (rec.limits.diskMb ?? 0);
         rec.limits = limits;
-        await this.applyLimits(rec);
+        await Promise.all([
+          this.applyLimits(rec),
+          disk && existsSync(this.layout.sandbox(id).disk) ? this.limitDisk(rec) : null,
+        ]);
       }
       const policy = input.networkPolicy ?? {};
       if (JSON.stringify(policy) !== JSON.stringify(rec.policy)) {
@@ -355,7 +478,10 @@ export class NamespacesRuntime implements SandboxRuntime {
     await this.halt(rec);
     if (rec.leaseIdx) await this.network.release(rec.leaseIdx);
     const p = this.layout.sandbox(rec.id);
-    await Promise.all([rm(p.dir, { recursive: true, force: true }), rm(p.run, { recursive: true, force: true })]);
+    await Promise.all([
+      rm(p.dir, { recursive: true, force: true }),
+      rm(p.run, { recursive: true, force: true }),
+    ]);
     this.trimmer?.schedule();
   }
 
@@ -389,7 +515,8 @@ export class NamespacesRuntime implements SandboxRuntime {
   async resume(id: string, o: { env?: Record<string, string> } = {}): Promise<SandboxInfo> {
     return this.locked(id, async () => {
       const rec = await this.record(id);
-      if (rec.state !== 'suspended') throw new SandboxRuntimeError('InvalidState', `sandbox ${id} is ${rec.state}`);
+      if (rec.state !== 'suspended')
+        throw new SandboxRuntimeError('InvalidState', `sandbox ${id} is ${rec.state}`);
       if (o.env) rec.env = o.env;
       await this.launch(rec);
       return this.info(rec);
@@ -426,11 +553,17 @@ export class NamespacesRuntime implements SandboxRuntime {
    * network, cgroups and address are set up while the parent's upper dir is copied; only their overlay
    * mount waits for the copy. If anything fails, nothing of the fork is left.
    */
-  async fork(id: string, childIds: string[], o: { env?: Record<string, string> } = {}): Promise<SandboxInfo[]> {
+  async fork(
+    id: string,
+    childIds: string[],
+    o: { env?: Record<string, string> } = {},
+  ): Promise<SandboxInfo[]> {
     const parent = await this.running(id);
-    for (const c of childIds) if (!ID_RE.test(c)) throw new SandboxRuntimeError('InvalidInput', `invalid id ${c}`);
+    for (const c of childIds)
+      if (!ID_RE.test(c)) throw new SandboxRuntimeError('InvalidInput', `invalid id ${c}`);
     const template = await readTemplate(this.templatesDir, parent.template, parent.templateBuild);
-    if (!template) throw new SandboxRuntimeError('NotFound', `template build ${parent.templateBuild} is gone`);
+    if (!template)
+      throw new SandboxRuntimeError('NotFound', `template build ${parent.templateBuild} is gone`);
     const snapId = newSnapshotId();
     const snap = this.snapshot(id, snapId);
     const kids = await Promise.allSettled(
@@ -449,7 +582,8 @@ export class NamespacesRuntime implements SandboxRuntime {
     );
     const failed = kids.find((k): k is PromiseRejectedResult => k.status === 'rejected');
     if (failed) {
-      for (const [i, k] of kids.entries()) if (k.status === 'fulfilled') await this.destroy(childIds[i]!).catch(() => {});
+      for (const [i, k] of kids.entries())
+        if (k.status === 'fulfilled') await this.destroy(childIds[i]!).catch(() => {});
       if (snapDone) await this.deleteSnapshot(snapId).catch(() => {});
       throw failed.reason;
     }
@@ -469,7 +603,13 @@ export class NamespacesRuntime implements SandboxRuntime {
         continue;
       }
       await this.locked(rec.id, async () => {
-        await this.network.lease(`${this.opts.dataDir}:${rec.id}`, rec.leaseIdx);
+        // Its lease is gone when /run was emptied (a reboot) or `nube cleanup` removed it: it takes its
+        // address again, or another one when that was taken meanwhile (and keeps that).
+        const idx = await this.network.lease(`${this.opts.dataDir}:${rec.id}`, rec.leaseIdx);
+        if (idx !== rec.leaseIdx) {
+          rec.leaseIdx = idx;
+          await saveRecord(this.layout, rec);
+        }
         // Its processes died (nube's host rebooted, or someone killed them), or it was started by a nube
         // that mounted it inside the data dir (before the run dir): start again on its files.
         const legacy = await isMounted(this.layout.sandbox(rec.id).legacyMerged);
@@ -505,7 +645,12 @@ export class NamespacesRuntime implements SandboxRuntime {
     return toExecResult(r);
   }
 
-  async execStream(id: string, argv: string[], o: StreamExecOptions, sinks: OutputSinks): Promise<StreamExecResult> {
+  async execStream(
+    id: string,
+    argv: string[],
+    o: StreamExecOptions,
+    sinks: OutputSinks,
+  ): Promise<StreamExecResult> {
     const rec = await this.running(id);
     const r = await enterArgv(this.spawner, rec, this.cg(id), argv, {
       cwd: o.cwd,
@@ -615,9 +760,23 @@ export class NamespacesRuntime implements SandboxRuntime {
     return (await this.running(id)).init!.innerPid;
   }
 
-  async cgroupStats(id: string) {
+  async cgroupStats(id: string): Promise<SandboxCounters> {
     await this.running(id);
     return this.cg(id).stats();
+  }
+
+  async usage(id: string): Promise<SandboxUsage> {
+    const rec = await this.running(id);
+    const upper = this.layout.sandbox(id).upper;
+    const [st, diskBytes, fs] = await Promise.all([this.cg(id).stats(), treeBytes(upper), statfs(upper)]);
+    const diskTotalBytes = this.diskLimited(rec) ? rec.limits.diskMb! * 1024 * 1024 : fs.blocks * fs.bsize;
+    return {
+      cpuUsec: st.cpuUsec,
+      memoryBytes: st.memoryBytes,
+      memoryCacheBytes: st.cacheBytes,
+      diskBytes,
+      diskTotalBytes,
+    };
   }
 
   async close(): Promise<void> {

@@ -11,7 +11,7 @@ export function newSnapshotId(): string {
 }
 
 /** Apparent size of a tree, as `du -sb` counts it (a hard-linked file once), without a process. */
-async function treeBytes(root: string): Promise<number> {
+export async function treeBytes(root: string): Promise<number> {
   const seen = new Set<string>();
   let total = 0;
   const walk = async (path: string): Promise<void> => {

@@ -11,6 +11,7 @@ import { mkdir } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { SandboxRuntimeError } from '../driver.js';
+import { inSpan } from '../../../../platform/tracing.js';
 
 export interface SpawnRequest {
   target: number;
@@ -223,7 +224,11 @@ export class Spawner {
    * Run one command; resolves with the last status line ("exit C", "signal S", + " timeout"). Aborting
    * `signal` closes the connection, which kills the command's process group: it resolves "signal 9".
    */
-  async run(req: SpawnRequest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+  run(req: SpawnRequest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+    return inSpan('sandbox spawn', { 'process.command': req.argv[0] ?? '' }, () => this.runOnce(req, sinks, signal));
+  }
+
+  private async runOnce(req: SpawnRequest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
     const payload = encodeRequest(req, Buffer.from(req.stdin ?? ''));
     try {
       return await this.connectAndRun(await this.start(), payload, req.timeoutMs, sinks, signal);
@@ -290,7 +295,13 @@ export class Spawner {
    * stopped), the command runs in a session of its own (`run`) while another resident is made, up to
    * PER_KEY of them.
    */
-  async runResident(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+  runResident(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
+    return inSpan('sandbox spawn', { 'process.command': rest.argv[0] ?? '', 'nube.spawn.resident': true }, () =>
+      this.runResidentOnce(key, head, rest, sinks, signal),
+    );
+  }
+
+  private async runResidentOnce(key: string, head: () => SpawnHead, rest: SpawnRest, sinks: SpawnSinks, signal?: AbortSignal): Promise<string> {
     // Encoded first: a request refused here (a NUL) must not take a resident session.
     const stdin = Buffer.from(rest.stdin ?? '');
     const payload = encodeFields(restFields(rest, stdin), stdin);

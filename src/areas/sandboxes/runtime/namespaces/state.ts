@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import type { NetworkPolicy, SandboxLimits, SandboxState, SnapshotInfo } from '../driver.js';
+import type { NetworkPolicy, SandboxLimits, SandboxState, SnapshotInfo, VolumeMount } from '../driver.js';
 
 /**
  * What the driver keeps per sandbox in `$DATA/sandboxes/<id>/state.json` so that a new runtime on
@@ -20,6 +20,8 @@ export interface SandboxRecord {
   env: Record<string, string>;
   limits: SandboxLimits;
   policy: NetworkPolicy;
+  /** Volumes bound in at each start (absent in records made before volumes). */
+  mounts?: VolumeMount[];
   createdAt: string;
   init: { pid: number; innerPid: number; startTime: string } | null;
 }
@@ -58,11 +60,18 @@ export class Layout {
   sandbox(id: string) {
     const dir = `${this.sandboxesDir}/${id}`;
     const run = `${this.runDir}/${id}`;
+    // Sandboxes with a disk limit (store-quota.ts) keep upper and work in `disk/`; older ones beside it.
+    const inDisk = () => existsSync(`${dir}/disk`);
     return {
       dir,
       state: `${dir}/state.json`,
-      upper: `${dir}/upper`,
-      work: `${dir}/work`,
+      disk: `${dir}/disk`,
+      get upper() {
+        return inDisk() ? `${dir}/disk/upper` : `${dir}/upper`;
+      },
+      get work() {
+        return inDisk() ? `${dir}/disk/work` : `${dir}/work`;
+      },
       run,
       merged: `${run}/merged`,
       /** Where the overlay was mounted before the run dir existed (a sandbox still running since). */

@@ -1,11 +1,14 @@
 // Where sandbox upper dirs and snapshot layers live: on a filesystem that can share blocks between
 // files (reflinks), so a snapshot or a fork copies metadata, not data. See docs/decisions.md, issue 18.
+// Each sandbox's disk is limited there (store-quota.ts, issue 28): XFS project quotas where the kernel
+// has them, else btrfs qgroups.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { link, mkdir, readdir, readFile, rm, stat, statfs, unlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, open as openFile, readdir, readFile, rm, stat, statfs, unlink, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { SandboxRuntimeError } from '../driver.js';
 import { run } from './proc.js';
+import type { DiskQuotaKind } from './store-quota.js';
 
 /** `auto`: a reflink-capable store (the data dir's own filesystem, else an XFS image); `copy`: plain copies. */
 export type StoreMode = 'auto' | 'copy';
@@ -20,6 +23,9 @@ export interface StoreStatus {
   /** Why copies are made (kind `copy`). */
   reason?: string;
   image?: { path: string; sizeBytes: number };
+  /** How each sandbox's disk is limited (store-quota.ts); null: not limited, `quotaReason` says why. */
+  quota: DiskQuotaKind | null;
+  quotaReason?: string;
 }
 
 export function storePaths(dataDir: string) {
@@ -57,13 +63,21 @@ async function nonEmpty(dir: string): Promise<boolean> {
   return existsSync(dir) && (await readdir(dir)).length > 0;
 }
 
-/** A sparse file as large as the filesystem holding the data dir: it only takes what is written. */
-async function defaultImageSize(dataDir: string): Promise<number> {
+/**
+ * A sparse file (it only takes what is written) as large as the host can spare: the free space of
+ * the data dir's filesystem less the operator's reserve (NUBE_STORE_RESERVE_GB), and never more than
+ * NUBE_SANDBOX_STORE_SIZE when that is set. A full store then fails the sandboxes' writes, never the
+ * host's. An image made before (bigger) is kept as it is.
+ */
+export async function spareBytes(dataDir: string, reserveBytes: number): Promise<number> {
   const s = await statfs(dataDir);
-  return s.blocks * s.bsize;
+  return s.bavail * s.bsize - reserveBytes;
 }
 
-async function makeImage(image: string, sizeBytes: number): Promise<void> {
+/** Smallest store worth making: mkfs itself takes ~300 MB on a small XFS (log), btrfs less. */
+const MIN_STORE_BYTES = 1024 ** 3;
+
+async function makeImage(image: string, sizeBytes: number, fs: 'xfs' | 'btrfs'): Promise<void> {
   // Made under a private name and linked into place: a crash leaves no half-made image, and of two
   // processes making one at once the first link wins (link never replaces a file, rename would).
   const tmp = `${image}.${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -71,7 +85,8 @@ async function makeImage(image: string, sizeBytes: number): Promise<void> {
     // Every sandbox's files are in it: root only, whatever the data dir's own mode.
     await writeFile(tmp, '', { mode: 0o600 });
     await run('truncate', ['-s', String(sizeBytes), tmp]);
-    await run('mkfs.xfs', ['-q', '-m', 'reflink=1', '-L', 'nube-store', tmp]);
+    if (fs === 'xfs') await run('mkfs.xfs', ['-q', '-m', 'reflink=1', '-L', 'nube-store', tmp]);
+    else await run('mkfs.btrfs', ['-q', '-L', 'nube-store', tmp]);
     await link(tmp, image).catch((e: NodeJS.ErrnoException) => {
       if (e.code !== 'EEXIST') throw e;
     });
@@ -80,14 +95,119 @@ async function makeImage(image: string, sizeBytes: number): Promise<void> {
   }
 }
 
-async function mountImage(image: string, mount: string): Promise<void> {
-  await mkdir(mount, { recursive: true });
-  if ((await mountPoints()).has(mount)) return;
-  const res = await run('mount', ['-t', 'xfs', '-o', 'loop', image, mount], { allowFailure: true });
-  // Another process on the same data dir may have mounted it meanwhile.
-  if (res.code !== 0 && !(await mountPoints()).has(mount)) {
-    throw new SandboxRuntimeError('HostUnsupported', `cannot mount the sandbox store ${image}: ${res.stderr.trim()}`);
+/** `xfs` or `btrfs`, from the image's superblock magic; null for neither. */
+export async function imageFs(image: string): Promise<'xfs' | 'btrfs' | null> {
+  const f = await openFile(image, 'r');
+  try {
+    const head = Buffer.alloc(4);
+    await f.read(head, 0, 4, 0);
+    if (head.toString('latin1') === 'XFSB') return 'xfs';
+    const magic = Buffer.alloc(8);
+    await f.read(magic, 0, 8, 0x10040);
+    return magic.toString('latin1') === '_BHRfS_M' ? 'btrfs' : null;
+  } finally {
+    await f.close();
   }
+}
+
+/**
+ * Mounts the image (XFS with project quotas when the kernel has them) and says how sandboxes' disks
+ * are limited on it. Already mounted (nube restarted while sandboxes ran): as it is.
+ */
+async function mountImage(
+  image: string,
+  mount: string,
+  fs: 'xfs' | 'btrfs',
+): Promise<Pick<StoreStatus, 'quota' | 'quotaReason'>> {
+  await mkdir(mount, { recursive: true });
+  const mountIt = async (opts: string) => {
+    if ((await mountOptions(mount)) !== null) return true;
+    const res = await run('mount', ['-t', fs, '-o', opts, image, mount], { allowFailure: true });
+    // Another process on the same data dir may have mounted it meanwhile.
+    if (res.code === 0 || (await mountOptions(mount)) !== null) return true;
+    lastMountError = res.stderr.trim();
+    return false;
+  };
+  let lastMountError = '';
+  if (fs === 'btrfs') {
+    if (!(await mountIt('loop')))
+      throw new SandboxRuntimeError(
+        'HostUnsupported',
+        `cannot mount the sandbox store ${image}: ${lastMountError}`,
+      );
+    return btrfsQuotas(mount);
+  }
+  if (await mountIt('loop,prjquota')) {
+    if ((await mountOptions(mount))?.includes('prjquota')) return { quota: 'xfs-project' };
+    return {
+      quota: null,
+      quotaReason: `the store was mounted without prjquota (before nube limited disks): limits apply once it is mounted again with no sandbox running (nube cleanup, then start nube)`,
+    };
+  }
+  if (!(await mountIt('loop')))
+    throw new SandboxRuntimeError(
+      'HostUnsupported',
+      `cannot mount the sandbox store ${image}: ${lastMountError}`,
+    );
+  return {
+    quota: null,
+    quotaReason: `this kernel has no XFS quotas (CONFIG_XFS_QUOTA): sandboxes' disks are not limited on this XFS store`,
+  };
+}
+
+/** Turns btrfs quotas (qgroups) on; idempotent. */
+async function btrfsQuotas(mount: string): Promise<Pick<StoreStatus, 'quota' | 'quotaReason'>> {
+  const r = await run('btrfs', ['quota', 'enable', mount], { allowFailure: true }).catch((e: Error) => ({
+    code: -1,
+    stderr: e.message,
+  }));
+  if (r.code === 0) return { quota: 'btrfs-qgroup' };
+  return { quota: null, quotaReason: `btrfs quota enable failed: ${r.stderr.trim().slice(0, 200)}` };
+}
+
+/** The mount options of `path` when it is a mount point (super options included), else null. */
+export async function mountOptions(path: string): Promise<string[] | null> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8');
+  for (const l of text.split('\n')) {
+    const f = l.split(' ');
+    if (f[4] !== path) continue;
+    const sep = f.indexOf('-');
+    return [...(f[5] ?? '').split(','), ...(f[sep + 3] ?? '').split(',')];
+  }
+  return null;
+}
+
+/** Whether this kernel mounts an XFS with project quotas (some build XFS without CONFIG_XFS_QUOTA). */
+async function xfsQuotasInKernel(dir: string): Promise<boolean> {
+  const probe = `${dir}/.quota-probe-${randomBytes(4).toString('hex')}`;
+  const mnt = `${probe}.mnt`;
+  try {
+    await writeFile(probe, '', { mode: 0o600 });
+    await run('truncate', ['-s', '300M', probe]);
+    await run('mkfs.xfs', ['-q', probe]);
+    await mkdir(mnt);
+    const r = await run('mount', ['-t', 'xfs', '-o', 'loop,prjquota', probe, mnt], { allowFailure: true });
+    if (r.code === 0) await run('umount', [mnt], { allowFailure: true });
+    return r.code === 0;
+  } catch {
+    return false;
+  } finally {
+    await rm(mnt, { recursive: true, force: true }).catch(() => {});
+    await unlink(probe).catch(() => {});
+  }
+}
+
+async function hasCommand(cmd: string): Promise<boolean> {
+  return (await run('sh', ['-c', `command -v ${cmd}`], { allowFailure: true })).code === 0;
+}
+
+/** XFS with project quotas when the kernel has them; else btrfs (qgroups) when it can; else XFS without limits. */
+async function imageFsFor(dataDir: string): Promise<'xfs' | 'btrfs'> {
+  if (await xfsQuotasInKernel(dataDir)) return 'xfs';
+  const fss = await readFile('/proc/filesystems', 'utf8').catch(() => '');
+  if (/\bbtrfs\b/.test(fss) && (await hasCommand('mkfs.btrfs')) && (await hasCommand('btrfs')))
+    return 'btrfs';
+  return 'xfs';
 }
 
 const opening = new Map<string, Promise<StoreStatus>>();
@@ -97,9 +217,24 @@ const opening = new Map<string, Promise<StoreStatus>>();
  * dir's own filesystem is used when it reflinks; otherwise an image is made, unless the data dir
  * already holds sandboxes or snapshots outside one (they stay where they are, and forks copy).
  */
-export function openStore(dataDir: string, o: { mode?: StoreMode; sizeBytes?: number } = {}): Promise<StoreStatus> {
+export interface StoreOptions {
+  mode?: StoreMode;
+  /** Upper bound of a new image's size (NUBE_SANDBOX_STORE_SIZE). */
+  sizeBytes?: number;
+  /** What the host keeps free: a new image is at most its free space less this (NUBE_STORE_RESERVE_GB). */
+  reserveBytes?: number;
+}
+
+export async function openStore(dataDir: string, o: StoreOptions = {}): Promise<StoreStatus> {
   const key = resolve(dataDir);
   let p = opening.get(key);
+  // Opened before in this process, but unmounted since (`nube cleanup`, an operator's umount): the
+  // image's sandboxes are only seen once it is mounted again, so it is opened again.
+  if (p) {
+    const s = await p.catch(() => null);
+    if (s?.kind === 'image' && (await mountOptions(s.root)) === null && opening.get(key) === p) opening.delete(key);
+  }
+  p = opening.get(key);
   if (!p) {
     p = open(key, o);
     opening.set(key, p);
@@ -108,41 +243,82 @@ export function openStore(dataDir: string, o: { mode?: StoreMode; sizeBytes?: nu
   return p;
 }
 
-async function open(dataDir: string, o: { mode?: StoreMode; sizeBytes?: number }): Promise<StoreStatus> {
+const UNLIMITED_COPY =
+  "plain copies in the data dir: sandboxes' disks are not limited (a sandbox can fill the data dir's filesystem)";
+const UNLIMITED_NATIVE =
+  "the data dir's own filesystem is the store: sandboxes' disks are not limited (a data dir on another filesystem gets an image with limits)";
+
+async function open(dataDir: string, o: StoreOptions): Promise<StoreStatus> {
   const { image, mount } = storePaths(dataDir);
   await mkdir(dataDir, { recursive: true });
   if (existsSync(image)) {
-    await mountImage(image, mount);
-    return { kind: 'image', root: mount, fsType: 'xfs', image: { path: image, sizeBytes: (await stat(image)).size } };
+    const fs = (await imageFs(image)) ?? 'xfs';
+    const q = await mountImage(image, mount, fs);
+    return {
+      kind: 'image',
+      root: mount,
+      fsType: fs,
+      image: { path: image, sizeBytes: (await stat(image)).size },
+      ...q,
+    };
   }
   const type = await fsType(dataDir);
-  const copy = (reason: string): StoreStatus => ({ kind: 'copy', root: dataDir, fsType: type, reason });
+  const copy = (reason: string): StoreStatus => ({
+    kind: 'copy',
+    root: dataDir,
+    fsType: type,
+    reason,
+    quota: null,
+    quotaReason: UNLIMITED_COPY,
+  });
   if (o.mode === 'copy') return copy('NUBE_SANDBOX_STORE=copy');
-  if ((type === 'xfs' || type === 'btrfs') && (await reflinks(dataDir))) return { kind: 'native', root: dataDir, fsType: type };
+  if ((type === 'xfs' || type === 'btrfs') && (await reflinks(dataDir)))
+    return { kind: 'native', root: dataDir, fsType: type, quota: null, quotaReason: UNLIMITED_NATIVE };
   const legacy = (await nonEmpty(`${dataDir}/sandboxes`)) || (await nonEmpty(`${dataDir}/snapshots`));
   if (legacy) return copy(`sandboxes or snapshots made before the store are in ${dataDir} (${type})`);
-  const mkfs = await run('sh', ['-c', 'command -v mkfs.xfs'], { allowFailure: true });
-  if (mkfs.code !== 0) return copy(`${type} makes no reflinks and mkfs.xfs is missing (Debian package xfsprogs)`);
-  const sizeBytes = o.sizeBytes ?? (await defaultImageSize(dataDir));
+  if (!(await hasCommand('mkfs.xfs')))
+    return copy(`${type} makes no reflinks and mkfs.xfs is missing (Debian package xfsprogs)`);
+  const spare = await spareBytes(dataDir, o.reserveBytes ?? 0);
+  const sizeBytes = Math.min(o.sizeBytes ?? Number.POSITIVE_INFINITY, spare);
+  if (sizeBytes < MIN_STORE_BYTES) {
+    throw new SandboxRuntimeError(
+      'HostUnsupported',
+      `the host cannot spare room for the sandbox store: ${Math.round(spare / 1024 ** 2)} MB free beyond the reserve (NUBE_STORE_RESERVE_GB); free disk space or lower the reserve`,
+    );
+  }
+  // A whole number of MiB (mkfs wants a multiple of its block size).
+  const bytes = Math.floor(sizeBytes / 1024 ** 2) * 1024 ** 2;
+  const fs = await imageFsFor(dataDir);
   try {
-    await makeImage(image, sizeBytes);
-    await mountImage(image, mount);
+    await makeImage(image, bytes, fs);
+    const q = await mountImage(image, mount, fs);
+    return { kind: 'image', root: mount, fsType: fs, image: { path: image, sizeBytes: bytes }, ...q };
   } catch (e) {
     // No loop device (some containers) or no XFS in the kernel: plain copies, said by doctor.
     await unlink(image).catch(() => {});
-    return copy(`cannot make an XFS image: ${(e as Error).message.slice(0, 300)}`);
+    return copy(`cannot make an ${fs} image: ${(e as Error).message.slice(0, 300)}`);
   }
-  return { kind: 'image', root: mount, fsType: 'xfs', image: { path: image, sizeBytes } };
 }
 
 /** Read-only view for `nube doctor` (a separate process): what `openStore` would use, without making anything. */
-export async function inspectStore(dataDir: string): Promise<{ status: StoreStatus | null; mounted: boolean; allocatedBytes?: number }> {
+export async function inspectStore(
+  dataDir: string,
+): Promise<{ status: StoreStatus | null; mounted: boolean; allocatedBytes?: number }> {
   const { image, mount } = storePaths(dataDir);
   if (existsSync(image)) {
     const s = await stat(image);
+    const fs = (await imageFs(image).catch(() => null)) ?? 'xfs';
+    const opts = await mountOptions(mount);
+    const quota = fs === 'btrfs' ? 'btrfs-qgroup' : opts?.includes('prjquota') ? 'xfs-project' : null;
     return {
-      status: { kind: 'image', root: mount, fsType: 'xfs', image: { path: image, sizeBytes: s.size } },
-      mounted: (await mountPoints()).has(mount),
+      status: {
+        kind: 'image',
+        root: mount,
+        fsType: fs,
+        image: { path: image, sizeBytes: s.size },
+        quota: opts ? quota : null,
+      },
+      mounted: opts !== null,
       allocatedBytes: s.blocks * 512,
     };
   }

@@ -29,6 +29,11 @@ const BASE_PACKAGES = [
   'procps',
   'iproute2',
   'patch',
+  // E2B's sandboxes: `python` is python3, their `user` has passwordless sudo (the account is made
+  // below), file metadata is kept in extended attributes (getfattr, setfattr).
+  'python-is-python3',
+  'sudo',
+  'attr',
 ];
 
 export const RECIPES: Record<string, Recipe> = {
@@ -42,14 +47,21 @@ export const RECIPES: Record<string, Recipe> = {
   goose: { from: 'base', hostFiles: [GOOSE_FILE] },
 };
 
+const E2B_USER_HOOK = [
+  'chroot "$1" useradd --uid 1000 --user-group --create-home --home-dir /home/user --shell /bin/bash user',
+  'echo "user ALL=(ALL:ALL) NOPASSWD: ALL" > "$1/etc/sudoers.d/user"',
+  'chmod 0440 "$1/etc/sudoers.d/user"',
+].join(' && ');
+
 /** The build id: a template is rebuilt exactly when its recipe (or the uid shift) changes. */
 export function recipeHash(name: string, uidBase: number): string {
   const recipe = RECIPES[name];
   if (!recipe) throw new SandboxRuntimeError('NotFound', `unknown template ${name}`);
   // A derived recipe is rebuilt when its parent's recipe changes too.
   const parent = 'from' in recipe ? recipeHash(recipe.from, uidBase) : undefined;
-  // v: what every Debian build does besides the recipe (v2: /home/user, E2B's home, exists).
-  const text = JSON.stringify({ name, recipe, uidBase, v: 2, ...(parent ? { parent } : {}) });
+  // v: what every Debian build does besides the recipe (v2: /home/user, E2B's home, exists; v3: E2B's
+  // `user` account, uid 1000, with passwordless sudo).
+  const text = JSON.stringify({ name, recipe, uidBase, v: 3, ...(parent ? { parent } : {}) });
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
@@ -181,8 +193,9 @@ export async function buildTemplate(
       `--include=${recipe.packages.join(',')}`,
       // Per-sandbox files (resolv.conf, hosts, hostname) are written into each upper dir instead.
       '--customize-hook=rm -f "$1/etc/resolv.conf" "$1/etc/hostname"',
-      // E2B's home and working directory (src/compat/e2b): code written for E2B finds it.
-      '--customize-hook=mkdir -p "$1/home/user"',
+      // E2B's account (src/compat/e2b runs its commands as it): `user`, uid 1000, home /home/user, bash,
+      // passwordless sudo. nube's own API runs commands as root.
+      `--customize-hook=${E2B_USER_HOOK}`,
       recipe.suite,
       `${tmp}/rootfs`,
     ];

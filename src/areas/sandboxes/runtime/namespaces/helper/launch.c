@@ -8,6 +8,10 @@
  *                                      netns in /run/netns (as `ip netns add`), veth pair by netlink
  *                                      (host end on the bridge, isolated port, up; eth0 inside with a
  *                                      fixed MAC, address, default route; lo up) and the netns sysctls
+ *   d:KIND:BYTES:ID:DIR                the sandbox's disk dir and its limit (disk.c), done first
+ *   B:r|w<TAB>SRC<TAB>DST              a volume: SRC bind-mounted on DST (a directory in the merged
+ *                                      overlay, no symlink on the way), nosuid, nodev, read-only for r;
+ *                                      after the overlay, so bwrap's recursive bind of / carries it
  *   f:NFT-SCRIPT                       `nft -f -`, run while the rest goes on; waited for before answering
  *   c:CGROUP...  u:UIDMAP  l:LOG  s:SECCOMP-FILE  a:ARG...
  *                                      the init: joins the cgroups, enters the netns, a new user namespace
@@ -31,11 +35,17 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <sys/mount.h>
+#include "disk.c"
+
+#define MAX_BINDS 16
 
 struct launch {
   const char *merged, *overlay;
   const char *netns, *veth, *bridge, *mac, *addr, *gateway;
   const char *nft;
+  char *disk;
+  char *binds[MAX_BINDS];
+  int nbinds;
   const char *uidmap, *log, *seccomp;
   const char *cgroups[MAX_CG];
   int ncg;
@@ -399,6 +409,32 @@ static void init_fail(int conn, pid_t pid, const char *log, const char *what) {
   launch_fail(conn, "%s: %s", what, why);
 }
 
+/*
+ * bwrap binds the root with nosuid, so a set-user-id program (sudo, su) would not work for a user
+ * other than root inside. The root is remounted without it from the host, once bwrap's setup is over:
+ * set-user-id inside reaches the sandbox's own root (the same user namespace), never further. The
+ * flag is bwrap's own, not one inherited from the host's mount, so the kernel lets it change.
+ */
+static int allow_setuid(pid_t target) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/mnt", target);
+  int mnt = open(path, O_RDONLY | O_CLOEXEC);
+  snprintf(path, sizeof path, "/proc/%d/root", target);
+  int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mnt < 0 || root < 0) return -1;
+  pid_t c = fork();
+  if (c < 0) return -1;
+  if (c == 0) {
+    if (setns(mnt, CLONE_NEWNS) < 0 || fchdir(root) < 0 || chroot(".") < 0) _exit(1);
+    _exit(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_NODEV | MS_RELATIME, NULL) < 0 ? 2 : 0);
+  }
+  close(mnt);
+  close(root);
+  int st = 0;
+  if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+  return 0;
+}
+
 static void launch_init(int conn, const struct launch *l, int net_ready, char *answer, size_t alen) {
   int up[2], go[2];
   if (pipe2(up, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) launch_fail(conn, "pipe: %s", strerror(errno));
@@ -469,6 +505,7 @@ static void launch_init(int conn, const struct launch *l, int net_ready, char *a
     char comm[64], st[32];
     if (children_of(pid, &inner) && read_comm(inner, comm, sizeof comm) == 0 && !strcmp(comm, "bwrap") &&
         children_of(inner, &grandchild) && start_time(inner, st, sizeof st) == 0) {
+      if (allow_setuid(inner) < 0) init_fail(conn, pid, l->log, "remount / without nosuid");
       snprintf(answer, alen, "init %d %d %s\n", pid, inner, st);
       return;
     }
@@ -476,6 +513,21 @@ static void launch_init(int conn, const struct launch *l, int net_ready, char *a
     usleep(250);
   }
   init_fail(conn, pid, l->log, "init failed");
+}
+
+/* `r|w<TAB>SRC<TAB>DST`: DST must resolve to itself (the caller made it; a symlink would lead out). */
+static void bind_volume(int conn, char *spec) {
+  char *src = strchr(spec, '\t');
+  char *dst = src ? strchr(src + 1, '\t') : NULL;
+  if (!src || !dst || (spec[0] != 'r' && spec[0] != 'w')) launch_fail(conn, "bad volume field");
+  *src++ = 0;
+  *dst++ = 0;
+  char *real = realpath(dst, NULL);
+  if (!real || strcmp(real, dst) != 0) launch_fail(conn, "volume mount point %s is not a plain directory", dst);
+  free(real);
+  if (mount(src, dst, NULL, MS_BIND, NULL) < 0) launch_fail(conn, "bind %s on %s: %s", src, dst, strerror(errno));
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (spec[0] == 'r' ? MS_RDONLY : 0);
+  if (mount(NULL, dst, NULL, flags, NULL) < 0) launch_fail(conn, "remount %s: %s", dst, strerror(errno));
 }
 
 static void launch_session(int conn, char *req, size_t len) {
@@ -499,6 +551,8 @@ static void launch_session(int conn, char *req, size_t len) {
       case 'A': l.addr = v; break;
       case 'g': l.gateway = v; break;
       case 'f': l.nft = v; break;
+      case 'd': l.disk = v; break;
+      case 'B': if (l.nbinds < MAX_BINDS) l.binds[l.nbinds++] = v; else launch_fail(conn, "too many volumes"); break;
       case 'c': if (l.ncg < MAX_CG) l.cgroups[l.ncg++] = v; break;
       case 'u': l.uidmap = v; break;
       case 'l': l.log = v; break;
@@ -509,10 +563,13 @@ static void launch_session(int conn, char *req, size_t len) {
   }
   if (nargs && (!l.uidmap || !l.log || !l.seccomp)) launch_fail(conn, "an init needs u:, l: and s:");
   if (l.netns && (!l.veth || !l.bridge || !l.mac || !l.addr || !l.gateway)) launch_fail(conn, "incomplete network fields");
+  char why[512];
+  if (l.disk && disk_setup(l.disk, why, sizeof why) < 0) launch_fail(conn, "%s", why);
   int nft_err = -1;
   pid_t nft = l.nft ? start_nft(conn, l.nft, &nft_err) : -1;
   if (l.overlay && l.merged && mount("overlay", l.merged, "overlay", 0, l.overlay) < 0)
     launch_fail(conn, "mount overlay on %s: %s", l.merged, strerror(errno));
+  for (int i = 0; i < l.nbinds; i++) bind_volume(conn, l.binds[i]);
   int net_ready = -1;
   if (l.netns) net_pid = start_network(conn, &l, &net_ready, &net_errfd);
   char answer[256] = "ok\n";

@@ -1,0 +1,188 @@
+// Volumes benchmark (issue 33): `npm run bench -- volumes`. A real nube in this process (SQLite,
+// namespaces driver, the btrfs/XFS store with quotas, a warm pool of 2). Rows, each against its
+// baseline in the same run:
+//   - sequential write and read of 256 MiB by dd inside one sandbox, on a volume against the same on
+//     the sandbox's own layer (overlay upper dir on the same store); the host's page cache dropped
+//     before each read (target: the volume within 0.9x of the layer);
+//   - POST /sandboxes -> running with one volume mounted against without (a pool hit) (target 1.3x);
+//   - POST /volumes {fromVolumeId} of a volume holding 1 GiB (target p50 < 100 ms).
+// Writes bench/results/volumes.json.
+import { rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import type { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
+import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
+import { startSandboxNube } from './lib/sandbox-nube.js';
+import { summarize } from './lib/stats.js';
+
+const N = Number(process.env.BENCH_VOLUMES_N ?? 5);
+const IO_MB = 256;
+const IO_ROUNDS = 3;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function main() {
+  const { nube, key, dataDir, baseUrl } = await startSandboxNube('volumes', 'nubev0:10.85.0.1/16', {
+    NUBE_SANDBOX_STORE: 'auto',
+    NUBE_SANDBOX_POOL: '2',
+    NUBE_SANDBOX_CREATE_PER_MINUTE: '100000',
+    NUBE_RATE_LIMIT_PER_MINUTE: '1000000',
+  });
+  const call = async (method: string, path: string, body?: unknown) => {
+    const r = await fetch(`${baseUrl}/api/v2${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    // biome-ignore lint/suspicious/noExplicitAny: bench reads arbitrary JSON
+    return { status: r.status, body: (await r.json()) as any };
+  };
+  const exec = async (id: string, command: string): Promise<string> => {
+    const r = await call('POST', `/sandboxes/${id}/exec`, { command, timeoutSeconds: 300 });
+    if (r.status !== 200 || r.body.exitCode !== 0)
+      throw new Error(`exec ${command}: ${JSON.stringify(r.body)}`);
+    return r.body.stdout as string;
+  };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const rows: ResultRow[] = [];
+  const notes: string[] = [];
+  const runtime = nube.services.sandboxes.core.runtime as NamespacesRuntime;
+  try {
+    await runtime.ensureTemplate('base');
+    const vol = await call('POST', '/volumes', { name: 'bench', sizeGB: 4 });
+    if (vol.status !== 201) throw new Error(`volume: ${JSON.stringify(vol.body)}`);
+
+    // 1. Sequential I/O inside one sandbox: the volume at /data against its own layer at /root.
+    const box = await call('POST', '/sandboxes', {
+      timeoutSeconds: 3600,
+      volumes: [{ volumeId: vol.body.id, path: '/data' }],
+    });
+    if (box.body.status !== 'running') throw new Error(`sandbox: ${JSON.stringify(box.body)}`);
+    const id = box.body.id as string;
+    // dd's own figure: bytes over the time it took (with fsync for writes), in MB/s.
+    const rate = (out: string) => {
+      const m = /copied, ([\d.]+) s/.exec(out);
+      if (!m) throw new Error(`dd said ${out}`);
+      return (IO_MB * 1.048576) / Number(m[1]);
+    };
+    const io = {
+      volume: { w: [] as number[], r: [] as number[] },
+      layer: { w: [] as number[], r: [] as number[] },
+    };
+    for (let i = 0; i < IO_ROUNDS; i++) {
+      for (const [where, dir] of [
+        ['volume', '/data'],
+        ['layer', '/root'],
+      ] as const) {
+        await exec(id, `rm -f ${dir}/seq; sync`);
+        io[where].w.push(
+          rate(await exec(id, `dd if=/dev/zero of=${dir}/seq bs=1M count=${IO_MB} conv=fsync 2>&1`)),
+        );
+        writeFileSync('/proc/sys/vm/drop_caches', '3');
+        io[where].r.push(rate(await exec(id, `dd if=${dir}/seq of=/dev/null bs=1M 2>&1`)));
+      }
+    }
+    for (const kind of ['w', 'r'] as const) {
+      const v = median(io.volume[kind]);
+      const l = median(io.layer[kind]);
+      const what =
+        kind === 'w'
+          ? `sequential write ${IO_MB} MiB (dd, conv=fsync)`
+          : `sequential read ${IO_MB} MiB (dd, cold cache)`;
+      rows.push({ name: `${what}: sandbox's own layer`, throughputPerSec: Math.round(l), unit: 'MB/s' });
+      rows.push({
+        name: `${what}: on a volume`,
+        throughputPerSec: Math.round(v),
+        unit: 'MB/s',
+        ratio: Math.round((v / l) * 100) / 100,
+        ratioAgainst: `${what}: sandbox's own layer`,
+        target: '>= 0.9x the own layer',
+        pass: v / l >= 0.9,
+      });
+    }
+    await call('DELETE', `/sandboxes/${id}`);
+
+    // 2. Create -> running: a pool hit without volumes, against one volume mounted (never pooled).
+    const plain: number[] = [];
+    const mounted: number[] = [];
+    for (let i = 0; i < N; i++) {
+      await sleep(600); // the pool refills (250 ms after a take)
+      let t0 = performance.now();
+      const a = await call('POST', '/sandboxes', { timeoutSeconds: 600 });
+      plain.push(performance.now() - t0);
+      if (a.body.status !== 'running') throw new Error(`plain: ${JSON.stringify(a.body)}`);
+      await call('DELETE', `/sandboxes/${a.body.id}`);
+      await sleep(600);
+      t0 = performance.now();
+      const b = await call('POST', '/sandboxes', {
+        timeoutSeconds: 600,
+        volumes: [{ volumeId: vol.body.id, path: '/data' }],
+      });
+      mounted.push(performance.now() - t0);
+      if (b.body.status !== 'running') throw new Error(`mounted: ${JSON.stringify(b.body)}`);
+      await call('DELETE', `/sandboxes/${b.body.id}`);
+    }
+    const p = summarize(plain);
+    const m = summarize(mounted);
+    rows.push({ name: 'POST /sandboxes -> running, no volume (pool hit)', p50Ms: p.p50Ms, p99Ms: p.p99Ms });
+    rows.push({
+      name: 'POST /sandboxes -> running, one volume mounted',
+      p50Ms: m.p50Ms,
+      p99Ms: m.p99Ms,
+      ratio: Math.round((m.p50Ms / p.p50Ms) * 100) / 100,
+      ratioAgainst: 'POST /sandboxes -> running, no volume (pool hit)',
+      target: '<= 1.3x (p50)',
+      pass: m.p50Ms / p.p50Ms <= 1.3,
+    });
+
+    // 3. A copy-on-write copy of a volume holding 1 GiB.
+    const filler = await call('POST', '/sandboxes', {
+      timeoutSeconds: 600,
+      volumes: [{ volumeId: vol.body.id, path: '/data' }],
+    });
+    await exec(filler.body.id, 'rm -f /data/seq; head -c 1073741824 /dev/urandom > /data/gig && sync');
+    await call('DELETE', `/sandboxes/${filler.body.id}`);
+    const used = (await call('GET', `/volumes/${vol.body.id}`)).body.usedBytes as number;
+    const forks: number[] = [];
+    for (let i = 0; i < N; i++) {
+      const t0 = performance.now();
+      const c = await call('POST', '/volumes', { name: `fork-${i}`, fromVolumeId: vol.body.id });
+      forks.push(performance.now() - t0);
+      if (c.status !== 201) throw new Error(`fork: ${JSON.stringify(c.body)}`);
+      await call('DELETE', `/volumes/${c.body.id}`);
+    }
+    const f = summarize(forks);
+    rows.push({
+      name: `POST /volumes {fromVolumeId} of a volume holding ${(used / 2 ** 30).toFixed(2)} GiB`,
+      p50Ms: f.p50Ms,
+      p99Ms: f.p99Ms,
+      target: 'p50 < 100 ms',
+      pass: f.p50Ms < 100,
+    });
+    await call('DELETE', `/volumes/${vol.body.id}`);
+    const store = runtime.storeStatus;
+    notes.push(
+      `load average at the end: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(
+          ' ',
+        )} (2 cores shared with other work); ${N} samples per latency row, ${IO_ROUNDS} rounds per I/O row (median)`,
+      `store: ${store ? `${store.fsType} ${store.kind}, disk limits ${store.quota}` : 'see nube doctor'}; a volume is a subvolume with a qgroup limit (btrfs) or an XFS project directory on the same store the sandbox's upper dir is on, bound into the sandbox by the helper before bwrap starts`,
+      'I/O: both files in the same sandbox, alternating volume and layer each round; the page cache is dropped on the host before each read, so reads come from the store image (a loop device on the host disk)',
+      'create with a volume: a sandbox with volumes is never taken from the warm pool (pooled sandboxes start without mounts, and a running mount namespace is not given new binds), so it is a cold start against a pool hit; the pool refilled (600 ms) before each sample',
+      'fork: the whole request (auth, rows, usage of the source measured by walking its tree, btrfs subvolume snapshot by the btrfs CLI, qgroup limit by the helper)',
+    );
+  } catch (e) {
+    console.error('bench volumes failed:', e);
+    process.exitCode = 1;
+  } finally {
+    const result = newResult('volumes', rows, notes);
+    printTable(result.rows);
+    writeResult(result);
+    for (const s of await runtime.list()) await runtime.destroy(s.id).catch(() => {});
+    await nube.close();
+    await runtime.detachStore();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import type { Principal } from '../../platform/auth.js';
+import { ApiError, errors } from '../../platform/errors.js';
+import type { Services } from '../../platform/operation.js';
+import { resourceArea } from '../../platform/scopes.js';
+import type { KeyRequest, ResourceOwnership } from './service.js';
+
+// The scope a key asks for, in the API's terms: POST /account/keys, and an agent's or machine's
+// `nubeKey` (nube mints the key for the box and revokes it with the box).
+
+const IpOrRange = z.union([z.ipv4(), z.ipv6(), z.cidrv4()]);
+/** What a scoped key asks for; the same shape is an agent's or machine's `nubeKey`. */
+export const KeyScopeInput = z.object({
+  scopes: z
+    .array(z.string().min(1).max(100))
+    .min(1)
+    .max(200)
+    .describe('`<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query`'),
+  workspaceIds: z.array(z.string()).optional().describe('Not implemented yet (workspaces are not built): 501'),
+  resourceIds: z
+    .array(z.string().min(1).max(100))
+    .min(1)
+    .max(100)
+    .optional()
+    .describe('Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account)'),
+  expiresAt: z.iso.datetime({ offset: true }).optional().describe('After this time the key is refused (401 KeyExpired)'),
+  caps: z
+    .object({
+      aiCredits: z.number().int().min(0).optional().describe('AI credits (web queries included) this key may spend per month'),
+      webQueries: z.number().int().min(0).optional().describe('Web queries this key may make per month'),
+      llmTokens: z.number().int().min(0).optional().describe('Not metered per key yet: 501'),
+      sandboxCpuSeconds: z.number().int().min(0).optional().describe('Not metered yet: 501'),
+    })
+    .strict()
+    .optional()
+    .describe('Monthly spending limits of this key; past one, 402 KeyCapReached'),
+  allowedIps: z.array(IpOrRange).min(1).max(50).optional().describe('Source addresses (IPv4/IPv6, or IPv4 CIDR) the key is accepted from'),
+});
+export type KeyScopeBody = z.infer<typeof KeyScopeInput>;
+
+/** A key request's body in the service's terms; 501 for what is not built (workspaces, some caps). */
+export function keyRequest(b: KeyScopeBody): Omit<KeyRequest, 'name'> {
+  if (b.workspaceIds) throw errors.notImplemented('workspaceIds on keys (workspaces)');
+  if (b.caps?.llmTokens !== undefined) throw errors.notImplemented('an llmTokens cap per key (LLM tokens are metered per agent credential, not per key)');
+  if (b.caps?.sandboxCpuSeconds !== undefined) throw errors.notImplemented('a sandboxCpuSeconds cap (sandbox CPU time is not metered)');
+  const caps = b.caps && { ...(b.caps.aiCredits !== undefined ? { aiCredits: b.caps.aiCredits } : {}), ...(b.caps.webQueries !== undefined ? { webQueries: b.caps.webQueries } : {}) };
+  return {
+    scopes: b.scopes,
+    resourceIds: b.resourceIds,
+    expiresAt: b.expiresAt === undefined ? undefined : Date.parse(b.expiresAt),
+    caps,
+    allowedIps: b.allowedIps,
+  };
+}
+
+/** Whether a resource id names one of the account's own (by its prefix, through that area's service). */
+
+export function ownsResource(services: Services): ResourceOwnership {
+  const get: Record<string, (owner: Principal, id: string) => Promise<unknown>> = {
+    sandboxes: (owner, id) => services.sandboxes.get(owner, id),
+    databases: (owner, id) => services.databases.get(owner, id),
+    agents: (owner, id) => services.agents.core.get(owner, id),
+    files: (owner, id) => services.files.get(owner, id),
+    machines: (owner, id) => services.machines.core.get(owner, id),
+  };
+  return async (p, id) => {
+    const area = resourceArea(id);
+    if (!area) return false;
+    // Looked up as the account's full owner: the creator's own narrowing is checked separately.
+    const owner: Principal = { scheme: 'owner', ownerId: p.ownerId, plan: p.plan };
+    try {
+      await get[area]!(owner, id);
+      return true;
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return false;
+      throw e;
+    }
+  };
+}

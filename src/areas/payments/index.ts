@@ -1,0 +1,29 @@
+import { paymentProvider } from '../../platform/payments.js';
+import type { AreaModule } from '../area.js';
+import { paymentsOperations } from './operations.js';
+import { installPaymentPages } from './pages.js';
+import { PaymentLinksRepo, paymentsMigrations } from './repo.js';
+import { PaymentLinksService } from './service.js';
+
+export const paymentsArea: AreaModule = {
+  name: 'payments',
+  operations: paymentsOperations,
+  migrations: paymentsMigrations,
+  create(deps) {
+    const paymentLinks = new PaymentLinksService(
+      new PaymentLinksRepo(deps.store.db),
+      paymentProvider(deps.config.payments),
+      {
+        events: deps.events,
+        publicUrl: () => deps.publicUrl(),
+        log: deps.log,
+        // The operator who confirms machines' checkouts confirms payment links' too.
+        operatorKey: deps.config.machines.checkoutOperatorKey,
+      },
+    );
+    return { paymentLinks };
+  },
+  routes(app, services, deps) {
+    installPaymentPages(app, () => services.paymentLinks, deps.rateLimiter);
+  },
+};

@@ -1,0 +1,28 @@
+import type { AreaModule } from '../area.js';
+import { templatesOperations } from './operations.js';
+import { TemplatesRepo, templatesMigrations } from './repo.js';
+import { BUILD_JOB, TemplatesService } from './service.js';
+
+export const templatesArea: AreaModule = {
+  name: 'templates',
+  operations: templatesOperations,
+  migrations: templatesMigrations,
+  create(deps, other) {
+    const { sandboxes } = other;
+    if (!sandboxes) throw new Error('the templates area needs the sandboxes service to be created first');
+    const core = sandboxes.core;
+    const templates = new TemplatesService(new TemplatesRepo(deps.store.db), core.runtime, deps, (t) =>
+      core.pool.drain({ template: t }),
+    );
+    // Builds survive a restart of nube: the job runs again (layers already fetched are kept by digest).
+    deps.jobs.register<{ id: string }>(BUILD_JOB, (p, job) => templates.build(p.id, job), {
+      maxAttempts: 3,
+      concurrency: 2,
+      leaseMs: 60_000,
+    });
+    core.templateNames = (ownerId, name) => templates.resolve(ownerId, name);
+    // A Dockerfile's layers stay when the sandboxes on them go (they are the template).
+    core.keptSnapshots = () => templates.repo.allLayers();
+    return { templates };
+  },
+};

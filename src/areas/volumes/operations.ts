@@ -1,0 +1,178 @@
+import { z } from 'zod';
+import { defineOperation } from '../../platform/operation.js';
+import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import type { VolumesService } from './service.js';
+
+declare module '../../platform/operation.js' {
+  interface Services {
+    volumes: VolumesService;
+  }
+}
+
+const tags = ['Volumes'];
+
+const SizeGB = z.number().int().min(1).max(4096);
+
+export const Volume = z
+  .object({
+    id: z.string().describe("Volume id (`volumeId` in paths and in a sandbox's `volumes`)"),
+    name: z.string(),
+    sizeGB: z
+      .number()
+      .describe('Its limit in GiB: a write past it fails inside the sandbox (EDQUOT or ENOSPC)'),
+    sizeBytes: z.number().int(),
+    usedBytes: z.number().int().nullable().describe('Bytes it holds now (GET of one volume); null in lists'),
+    nodeId: z
+      .string()
+      .nullable()
+      .describe('The node whose store holds it: sandboxes that mount it are placed there'),
+    sourceId: z.string().nullable().describe('The volume or snapshot it was copied from, or null'),
+    mounts: z
+      .array(z.object({ sandboxId: z.string(), path: z.string(), readOnly: z.boolean() }))
+      .describe('Sandboxes that mount it now'),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'Volume', description: 'A quota-limited directory on a node that outlives sandboxes' });
+
+export const VolumeSnapshot = z
+  .object({
+    id: z.string().describe('Snapshot id (`fromSnapshotId` of a new volume)'),
+    volumeId: z.string(),
+    sizeBytes: z.number().int().describe("The volume's limit when it was taken (a copy's default size)"),
+    nodeId: z.string().nullable(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'VolumeSnapshot', description: 'A read-only copy-on-write copy of a volume' });
+
+const VolumeParams = z.object({ volumeId: z.string().min(1).max(200).describe('Volume id') });
+
+export const volumesOperations = [
+  defineOperation({
+    id: 'volumes.create',
+    method: 'POST',
+    path: '/volumes',
+    summary: 'Create a volume: empty, or a copy-on-write copy of a volume or a snapshot',
+    description:
+      "A directory limited to sizeGB on this node's sandbox store that outlives sandboxes and restarts of nube. " +
+      'Mount it with `POST /sandboxes {volumes: [{volumeId, path, readOnly?}]}`. With fromVolumeId or fromSnapshotId ' +
+      "the new volume shares blocks with its source (copy-on-write; milliseconds whatever the size); sizeGB defaults to the source's.",
+    tags,
+    auth: ['owner'],
+    body: z
+      .object({
+        name: z.string().min(1).max(128),
+        sizeGB: SizeGB.optional().describe('Limit in GiB (1-4096); required for an empty volume'),
+        fromVolumeId: z.string().min(1).max(200).optional().describe('Copy this volume (it may be mounted)'),
+        fromSnapshotId: z.string().min(1).max(200).optional().describe('Copy this volume snapshot'),
+      })
+      .refine((b) => !(b.fromVolumeId !== undefined && b.fromSnapshotId !== undefined), {
+        message: 'give at most one of fromVolumeId and fromSnapshotId',
+        path: ['fromSnapshotId'],
+      })
+      .refine(
+        (b) => b.sizeGB !== undefined || b.fromVolumeId !== undefined || b.fromSnapshotId !== undefined,
+        {
+          message: 'sizeGB is required for an empty volume',
+          path: ['sizeGB'],
+        },
+      ),
+    successStatus: 201,
+    response: Volume,
+    errors: [
+      { status: 400, code: 'VolumeTooSmall', description: 'sizeGB below what the source holds' },
+      { status: 501, code: 'NotImplemented', description: 'the sandbox driver keeps no volumes' },
+      { status: 503, description: 'the store has no disk quotas' },
+    ],
+    handler: ({ principal, body, services }) => services.volumes.create(principal, body),
+  }),
+  defineOperation({
+    id: 'volumes.list',
+    method: 'GET',
+    path: '/volumes',
+    summary: 'List volumes',
+    tags,
+    auth: ['owner'],
+    response: z.object({ items: z.array(Volume) }),
+    handler: ({ principal, services }) => services.volumes.list(principal),
+  }),
+  defineOperation({
+    id: 'volumes.get',
+    method: 'GET',
+    path: '/volumes/{volumeId}',
+    summary: 'Get a volume with the bytes it holds',
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    response: Volume,
+    handler: ({ principal, params, services }) => services.volumes.get(principal, params.volumeId),
+  }),
+  defineOperation({
+    id: 'volumes.resize',
+    method: 'PATCH',
+    path: '/volumes/{volumeId}',
+    summary: "Change a volume's limit (never below the bytes it holds)",
+    description:
+      'Takes effect at once, also for sandboxes that mount it. Below usedBytes: 400 VolumeTooSmall.',
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    body: z.object({ sizeGB: SizeGB.describe('New limit in GiB') }),
+    response: Volume,
+    errors: [{ status: 400, code: 'VolumeTooSmall', description: 'below the bytes it holds' }],
+    handler: ({ principal, params, body, services }) =>
+      services.volumes.resize(principal, params.volumeId, body.sizeGB),
+  }),
+  defineOperation({
+    id: 'volumes.delete',
+    method: 'DELETE',
+    path: '/volumes/{volumeId}',
+    summary: 'Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)',
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    response: Ok,
+    errors: [{ status: 409, code: 'VolumeInUse', description: 'a sandbox mounts it (details.sandboxes)' }],
+    handler: async ({ principal, params, services }) => {
+      await services.volumes.delete(principal, params.volumeId);
+      return ok;
+    },
+  }),
+  defineOperation({
+    id: 'volumes.snapshot',
+    method: 'POST',
+    path: '/volumes/{volumeId}/snapshot',
+    summary: 'Take a read-only copy-on-write snapshot of a volume',
+    description: 'Milliseconds whatever the size; a new volume starts from it with `fromSnapshotId`.',
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    successStatus: 201,
+    response: VolumeSnapshot,
+    handler: ({ principal, params, services }) => services.volumes.snapshot(principal, params.volumeId),
+  }),
+  defineOperation({
+    id: 'volumes.snapshots',
+    method: 'GET',
+    path: '/volumes/{volumeId}/snapshots',
+    summary: "List a volume's snapshots",
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    response: z.object({ items: z.array(VolumeSnapshot) }),
+    handler: ({ principal, params, services }) => services.volumes.snapshots(principal, params.volumeId),
+  }),
+  defineOperation({
+    id: 'volumes.deleteSnapshot',
+    method: 'DELETE',
+    path: '/volume-snapshots/{snapshotId}',
+    summary: 'Delete a volume snapshot (volumes copied from it keep their files)',
+    tags,
+    auth: ['owner'],
+    params: z.object({ snapshotId: z.string().min(1).max(200).describe('Volume snapshot id') }),
+    response: Ok,
+    handler: async ({ principal, params, services }) => {
+      await services.volumes.deleteSnapshot(principal, params.snapshotId);
+      return ok;
+    },
+  }),
+];

@@ -1,0 +1,299 @@
+import type { Kysely, Migration } from 'kysely';
+import type { Tables } from '../../store/schema.js';
+
+interface VolumesTable {
+  id: string;
+  owner_id: string;
+  name: string;
+  size_bytes: number;
+  /** The node whose store holds it; null on a single node before nodes registered. */
+  node_id: string | null;
+  /** What it was copied from (a volume or a snapshot), null for an empty one. */
+  source_id: string | null;
+  created_at: number;
+}
+
+interface VolumeMountsTable {
+  volume_id: string;
+  sandbox_id: string;
+  path: string;
+  read_only: number;
+  /** The volume's id for its writer, null for readers: unique, so two writers cannot both commit. */
+  writer_of: string | null;
+  created_at: number;
+}
+
+interface VolumeSnapshotsTable {
+  id: string;
+  owner_id: string;
+  volume_id: string;
+  node_id: string | null;
+  size_bytes: number;
+  /** What the volume held when it was taken: the least a copy's limit may be. */
+  used_bytes: number;
+  created_at: number;
+}
+
+declare module '../../store/schema.js' {
+  interface Tables {
+    volumes: VolumesTable;
+    volume_mounts: VolumeMountsTable;
+    volume_snapshots: VolumeSnapshotsTable;
+  }
+}
+
+export const volumesMigrations: Record<string, Migration> = {
+  '0250-volumes': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('volumes')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('node_id', 'text')
+        .addColumn('source_id', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('volumes_owner').on('volumes').columns(['owner_id', 'id']).execute();
+      await db.schema
+        .createTable('volume_mounts')
+        .addColumn('volume_id', 'text', (c) => c.notNull())
+        .addColumn('sandbox_id', 'text', (c) => c.notNull())
+        .addColumn('path', 'text', (c) => c.notNull())
+        .addColumn('read_only', 'integer', (c) => c.notNull())
+        .addColumn('writer_of', 'text', (c) => c.unique())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('volume_mounts_pk', ['sandbox_id', 'volume_id'])
+        .execute();
+      await db.schema
+        .createIndex('volume_mounts_volume')
+        .on('volume_mounts')
+        .columns(['volume_id'])
+        .execute();
+      await db.schema
+        .createTable('volume_snapshots')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('volume_id', 'text', (c) => c.notNull())
+        .addColumn('node_id', 'text')
+        .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('used_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('volume_snapshots_owner')
+        .on('volume_snapshots')
+        .columns(['owner_id', 'id'])
+        .execute();
+    },
+  },
+};
+
+export interface VolumeRow {
+  id: string;
+  ownerId: string;
+  name: string;
+  sizeBytes: number;
+  nodeId: string | null;
+  sourceId: string | null;
+  createdAt: number;
+}
+
+export interface MountRow {
+  volumeId: string;
+  sandboxId: string;
+  path: string;
+  readOnly: boolean;
+}
+
+export interface SnapshotRow {
+  id: string;
+  ownerId: string;
+  volumeId: string;
+  nodeId: string | null;
+  sizeBytes: number;
+  usedBytes: number;
+  createdAt: number;
+}
+
+const vol = (r: VolumesTable): VolumeRow => ({
+  id: r.id,
+  ownerId: r.owner_id,
+  name: r.name,
+  sizeBytes: Number(r.size_bytes),
+  nodeId: r.node_id,
+  sourceId: r.source_id,
+  createdAt: Number(r.created_at),
+});
+
+const mount = (r: VolumeMountsTable): MountRow => ({
+  volumeId: r.volume_id,
+  sandboxId: r.sandbox_id,
+  path: r.path,
+  readOnly: Number(r.read_only) === 1,
+});
+
+const snap = (r: VolumeSnapshotsTable): SnapshotRow => ({
+  id: r.id,
+  ownerId: r.owner_id,
+  volumeId: r.volume_id,
+  nodeId: r.node_id,
+  sizeBytes: Number(r.size_bytes),
+  usedBytes: Number(r.used_bytes),
+  createdAt: Number(r.created_at),
+});
+
+export class VolumesRepo {
+  constructor(private readonly db: Kysely<Tables>) {}
+
+  async insert(r: VolumeRow): Promise<void> {
+    await this.db
+      .insertInto('volumes')
+      .values({
+        id: r.id,
+        owner_id: r.ownerId,
+        name: r.name,
+        size_bytes: r.sizeBytes,
+        node_id: r.nodeId,
+        source_id: r.sourceId,
+        created_at: r.createdAt,
+      })
+      .execute();
+  }
+
+  async get(ownerId: string, id: string): Promise<VolumeRow | undefined> {
+    const r = await this.db
+      .selectFrom('volumes')
+      .selectAll()
+      .where('id', '=', id)
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirst();
+    return r && vol(r);
+  }
+
+  async list(ownerId: string): Promise<VolumeRow[]> {
+    const rows = await this.db
+      .selectFrom('volumes')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .orderBy('id', 'desc')
+      .execute();
+    return rows.map(vol);
+  }
+
+  async countFor(ownerId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('volumes')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirst();
+    return Number(r?.n ?? 0);
+  }
+
+  async resize(id: string, sizeBytes: number): Promise<void> {
+    await this.db.updateTable('volumes').set({ size_bytes: sizeBytes }).where('id', '=', id).execute();
+  }
+
+  /** Deletes the volume unless a sandbox mounts it (checked in the same transaction); false then. */
+  async deleteUnmounted(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const held = await trx
+        .selectFrom('volume_mounts')
+        .select('sandbox_id')
+        .where('volume_id', '=', id)
+        .executeTakeFirst();
+      if (held) return false;
+      await trx.deleteFrom('volumes').where('id', '=', id).execute();
+      return true;
+    });
+  }
+
+  /** All of them or none; a unique violation (a second writer) rolls back the others. */
+  async insertMounts(rows: MountRow[], now: number): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      for (const m of rows) {
+        await trx
+          .insertInto('volume_mounts')
+          .values({
+            volume_id: m.volumeId,
+            sandbox_id: m.sandboxId,
+            path: m.path,
+            read_only: m.readOnly ? 1 : 0,
+            writer_of: m.readOnly ? null : m.volumeId,
+            created_at: now,
+          })
+          .execute();
+      }
+    });
+  }
+
+  async mountsOfSandbox(sandboxId: string): Promise<MountRow[]> {
+    const rows = await this.db
+      .selectFrom('volume_mounts')
+      .selectAll()
+      .where('sandbox_id', '=', sandboxId)
+      .orderBy('path')
+      .execute();
+    return rows.map(mount);
+  }
+
+  async mountsOfVolume(volumeId: string): Promise<MountRow[]> {
+    const rows = await this.db
+      .selectFrom('volume_mounts')
+      .selectAll()
+      .where('volume_id', '=', volumeId)
+      .orderBy('sandbox_id')
+      .execute();
+    return rows.map(mount);
+  }
+
+  async mountedSandboxes(): Promise<string[]> {
+    const rows = await this.db.selectFrom('volume_mounts').select('sandbox_id').distinct().execute();
+    return rows.map((r) => r.sandbox_id);
+  }
+
+  async deleteMounts(sandboxId: string): Promise<void> {
+    await this.db.deleteFrom('volume_mounts').where('sandbox_id', '=', sandboxId).execute();
+  }
+
+  async insertSnapshot(r: SnapshotRow): Promise<void> {
+    await this.db
+      .insertInto('volume_snapshots')
+      .values({
+        id: r.id,
+        owner_id: r.ownerId,
+        volume_id: r.volumeId,
+        node_id: r.nodeId,
+        size_bytes: r.sizeBytes,
+        used_bytes: r.usedBytes,
+        created_at: r.createdAt,
+      })
+      .execute();
+  }
+
+  async getSnapshot(ownerId: string, id: string): Promise<SnapshotRow | undefined> {
+    const r = await this.db
+      .selectFrom('volume_snapshots')
+      .selectAll()
+      .where('id', '=', id)
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirst();
+    return r && snap(r);
+  }
+
+  async snapshotsOf(ownerId: string, volumeId: string): Promise<SnapshotRow[]> {
+    const rows = await this.db
+      .selectFrom('volume_snapshots')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .where('volume_id', '=', volumeId)
+      .orderBy('id', 'desc')
+      .execute();
+    return rows.map(snap);
+  }
+
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.db.deleteFrom('volume_snapshots').where('id', '=', id).execute();
+  }
+}

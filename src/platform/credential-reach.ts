@@ -1,0 +1,114 @@
+// What each credential may reach, with its holder in mind: one table, the one place a credential's reach
+// is widened. The registry's `auth` lists must say exactly what this table says (test/registry.test.ts),
+// and a standing test calls every operation and entry point with every credential and checks the rest
+// is refused (test/platform/credentials.test.ts): a new route cannot widen a token by accident.
+// docs/api.md's "Credentials" section is rendered from it.
+
+export interface CredentialReach {
+  /** The credential's name in docs, with its prefix. */
+  credential: string;
+  /** The auth scheme in the registry, where operations accept it. */
+  scheme?: 'owner' | 'agent' | 'fleetAgent' | 'fleetPublic' | 'client' | 'share' | 'database';
+  /** Who holds it, so what it must be safe in the hands of. */
+  holder: string;
+  /** Registry operations it may call (exact); `*`: every operation that takes owner credentials. */
+  operations: readonly string[] | '*';
+  /** Entry points outside the registry it opens. */
+  routes: string;
+  /** What it must never reach, whoever holds it. */
+  never: string;
+}
+
+export const CREDENTIAL_REACH: readonly CredentialReach[] = [
+  {
+    credential: 'Owner API key `nube_sk_live_...` (also `e2b_...` keys made with `format: "e2b"`)',
+    scheme: 'owner',
+    holder: "the account's owner: its servers, CLI, SDK, MCP client",
+    operations: '*',
+    routes: "MCP `/api/mcp`, an agent's ACP WebSocket (`wsUrl`), libSQL `/libsql/<id>/...`, E2B `/e2b/...`, sandbox terminals",
+    never: "another account's resources (404, never 403)",
+  },
+  {
+    credential:
+      'Console session cookie `__Host-nube_console` (Secure; over HTTPS, a trusted proxy\'s included) or `nube_console` (plain HTTP), with the session\'s CSRF token',
+    holder: "a signed-in owner's browser, on nube's own pages",
+    operations: '*',
+    routes:
+      'the console; every call also carries the CSRF token the sign-in answer gave the page (header `x-nube-csrf`, WebSocket subprotocol `nube-csrf.<token>`), and state-changing ones an Origin of this host',
+    never:
+      'a host or port a tenant controls (raw ports have their own address and host name, the console signs in only at its own host); anything without its CSRF token: a copied cookie reads nothing, mints no key, changes no credential',
+  },
+  {
+    credential: 'Agent embed token `agt_...`',
+    scheme: 'agent',
+    holder: 'a public web page embedding one agent: anyone who opens it',
+    operations: ['agents.get', 'agents.message', 'agents.try'],
+    routes: 'none',
+    never:
+      "the agent's ACP WebSocket (a raw ACP connection can start commands as MCP servers), the owner's sessions (embed callers get sessions of their own), any other agent or route",
+  },
+  {
+    credential: 'Fleet agent MESSAGE token `flt_tk_...`',
+    scheme: 'fleetAgent',
+    holder: "a public web page (the fleet widget) or the owner's backend",
+    operations: ['fleet.message', 'fleet.messageStream', 'fleet.messages', 'fleet.publicKey'],
+    routes: 'none',
+    never: "conversations of other channels (Telegram chats: a private chat's id is its user's id), management, other fleet agents",
+  },
+  {
+    credential: 'Fleet public key `flt_pk_...`',
+    scheme: 'fleetPublic',
+    holder: 'a browser reading one conversation, for minutes',
+    operations: ['fleet.messages'],
+    routes: 'none',
+    never: 'another conversation; sending; it ends at expiry, when the token is rotated and when the fleet agent is deleted',
+  },
+  {
+    credential: 'Fleet client credential `nube_cc_...`',
+    scheme: 'client',
+    holder: 'an integration that lists fleet agents (and their tokens)',
+    operations: ['fleet.list'],
+    routes: 'none',
+    never: 'anything else',
+  },
+  {
+    credential: 'Share token `shr_...`',
+    scheme: 'share',
+    holder: 'anyone the link was sent to',
+    operations: ['documents.pdf'],
+    routes: '`/share/<token>` (the one file or document it opens; `?token=` on that document\'s PDF export)',
+    never: 'anything but the one file or document; it ends when revoked or expired',
+  },
+  {
+    credential: 'Payment link token (the path of `/pay/<token>`)',
+    holder: 'anyone the owner hands the link to: payers, the public',
+    operations: [],
+    routes:
+      '`/pay/<token>` (the amount and description), `POST /pay/<token>/checkout` (a Stripe Checkout Session for that amount, 20 per minute per address); `POST /pay/<token>/confirm` also needs the operator key',
+    never: "anything of the owner's but the link's amount and description; a payment without the provider's signed word or the operator's key",
+  },
+  {
+    credential: 'Database token `nube_db_...`',
+    scheme: 'database',
+    holder: "an application's database client (libSQL `authToken`)",
+    operations: ['databases.query'],
+    routes: 'libSQL `/libsql/<id>/...` of its one database',
+    never: 'another database, any other route',
+  },
+  {
+    credential: 'LLM gateway credential `nube_llm_...`',
+    holder: "an agent's (or fleet box's) own code, inside its sandbox",
+    operations: [],
+    routes: "the LLM gateway's `POST /v1/chat/completions` and `GET /v1/models`, from its own sandbox's address only",
+    never: 'any API operation; use from any other sandbox or host; it ends when its agent is deleted or rebuilt',
+  },
+  {
+    credential: 'SSH ticket',
+    holder: 'whoever the owner hands one sandbox shell to, for 10 minutes',
+    operations: [],
+    routes:
+      "the SSH gateway, user = that sandbox's id: a shell or command, SFTP, forwarding to what that sandbox reaches (`-L`) and ports listening inside it (`-R`)",
+    never:
+      "another sandbox; any API operation, MCP or WebSocket; another subsystem or channel kind; nube's host or other sandboxes through forwarding; it ends with `ssh-disable`",
+  },
+];

@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import SlowestFirst from './test/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -18,5 +19,7 @@ export default defineConfig({
     // docs/decisions.md "Tests under load".
     retry: process.env.CI ? 1 : 0,
     reporters: ['default'],
+    // The slowest files start first (test/durations.json), so no long file runs alone at the end.
+    sequence: { sequencer: SlowestFirst },
   },
 });

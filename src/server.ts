@@ -162,7 +162,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       );
     });
   installErrorHandling(app);
-  const tracing = startTracing(config.tracing, config.nodes.id);
+  const tracing = await startTracing(config.tracing, config.nodes.id);
   installRequestTracing(app, operationOf);
   if (config.metrics.mode !== 'off') {
     metrics.collectProcessMetrics();
@@ -189,10 +189,11 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimitSettings: config.rateLimits,
   });
   for (const area of AREAS) area.routes?.(app, services, deps);
-  const openapi = buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl });
-  const catalog = buildCatalog(operations);
-  app.get(`${API_PREFIX}/openapi.json`, async () => openapi);
-  app.get('/api/tools.json', async () => catalog);
+  // Both documents are built on their first request (a quarter of a second of every start otherwise).
+  let openapi: ReturnType<typeof buildOpenApi> | undefined;
+  let catalog: ReturnType<typeof buildCatalog> | undefined;
+  app.get(`${API_PREFIX}/openapi.json`, async () => (openapi ??= buildOpenApi(operations, { title: 'nube', version: VERSION, serverUrl: config.publicUrl })));
+  app.get('/api/tools.json', async () => (catalog ??= buildCatalog(operations)));
   app.get('/healthz', async () => {
     await store.db.selectFrom('accounts').select('id').limit(1).execute();
     return { ok: true, version: VERSION };

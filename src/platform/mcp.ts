@@ -19,7 +19,9 @@ const ANY_CREDENTIAL: SchemeName[] = ['owner', 'agent', 'fleetAgent', 'fleetPubl
  */
 export function mountMcp(app: FastifyInstance, ops: AnyOperation[], auth: Authenticator, version: string): void {
   const byName = new Map(ops.map((op) => [toolName(op), op]));
-  const tools = ops.map((op) => ({ name: toolName(op), description: describe(op), inputSchema: toolInputSchema(op) }));
+  // Built on the first MCP request, not at every start.
+  let tools: { name: string; description: string; inputSchema: ReturnType<typeof toolInputSchema> }[] | undefined;
+  const allTools = () => (tools ??= ops.map((op) => ({ name: toolName(op), description: describe(op), inputSchema: toolInputSchema(op) })));
 
   app.all('/api/mcp', async (req, reply) => {
     // A scoped key opens MCP: each tool call replays through REST, which checks the tool's operation.
@@ -36,7 +38,7 @@ export function mountMcp(app: FastifyInstance, ops: AnyOperation[], auth: Authen
     }
 
     const server = new Server({ name: 'nube', version }, { capabilities: { tools: {} } });
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed ? tools.filter((t) => allowed.has(byName.get(t.name)!.id)) : tools }));
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed ? allTools().filter((t) => allowed.has(byName.get(t.name)!.id)) : allTools() }));
     server.setRequestHandler(CallToolRequestSchema, async (call) => {
       const op = byName.get(call.params.name);
       if (!op) {

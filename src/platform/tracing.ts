@@ -7,9 +7,7 @@
 // webhook deliveries. Off: every entry point below is a test of one boolean and a direct call, so an
 // installation without traces pays nothing measurable (bench/api).
 import { type Attributes, type Context, context, propagation, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import type { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 export interface TracingConfig {
@@ -20,7 +18,7 @@ export interface TracingConfig {
 }
 
 let on = false;
-let provider: NodeTracerProvider | undefined;
+let provider: Promise<NodeTracerProvider> | undefined;
 let users = 0;
 const tracer = () => trace.getTracer('nube');
 
@@ -33,24 +31,33 @@ export function tracingOn(): boolean {
  * Starts exporting when configured. The provider is the process's (OpenTelemetry's API is global):
  * servers started in one process (tests) share it; the last one to stop flushes and ends it.
  */
-export function startTracing(config: TracingConfig, nodeId: string): { stop(): Promise<void> } {
+export async function startTracing(config: TracingConfig, nodeId: string): Promise<{ stop(): Promise<void> }> {
   if (!config.endpoint) return { stop: async () => {} };
-  if (!provider) {
-    provider = new NodeTracerProvider({
-      resource: resourceFromAttributes({ 'service.name': config.serviceName, 'service.instance.id': nodeId }),
-      spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: `${config.endpoint.replace(/\/$/, '')}/v1/traces` }), { scheduledDelayMillis: 500 })],
-    });
-    provider.register();
-    on = true;
-  }
+  const endpoint = config.endpoint;
   users++;
+  // The SDK and its exporter (about 150 modules) are loaded only when traces are on.
+  provider ??= (async () => {
+    const [{ OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor, NodeTracerProvider }] = await Promise.all([
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace-node'),
+    ]);
+    const p = new NodeTracerProvider({
+      resource: resourceFromAttributes({ 'service.name': config.serviceName, 'service.instance.id': nodeId }),
+      spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: `${endpoint.replace(/\/$/, '')}/v1/traces` }), { scheduledDelayMillis: 500 })],
+    });
+    p.register();
+    on = true;
+    return p;
+  })();
+  await provider;
   let stopped = false;
   return {
     async stop() {
       if (stopped) return;
       stopped = true;
       if (--users > 0 || !provider) return;
-      const p = provider;
+      const p = await provider;
       provider = undefined;
       on = false;
       await p.shutdown().catch(() => {});

@@ -145,7 +145,9 @@ describe.each(DRIVERS)('%s: agents: the gateway credential outside its box', (dr
         command: `curl -s -m 5 -o /dev/null -w '%{http_code}' ${extra} -H 'authorization: Bearer ${key2}' ${gw}/models; echo " rc=$?"`,
         timeoutSeconds: 30,
       }, as);
-    expect((await curl(a.sandboxId, key)).body.stdout).toContain('200 rc=0');
+    const first = await curl(a.sandboxId, key);
+    const why = async (r: typeof first) => (String(r.body.stdout).includes('200') ? '' : await unreachableWhy(t, a.sandboxId, gw, key));
+    expect(first.body.stdout, await why(first)).toContain('200 rc=0');
     expect((await curl(otherSandbox, key, '', other.secret)).body.stdout).toContain('401 rc=0');
     // Root in the attacker's sandbox cannot take the victim's address: its network namespace belongs to
     // the host, so neither an address change nor a raw socket (to forge a source) is allowed inside.
@@ -161,6 +163,36 @@ describe.each(DRIVERS)('%s: agents: the gateway credential outside its box', (dr
     const mine = await t.call('POST', `/sandboxes/${otherSandbox}/exec`, { command: "ip -4 -o addr show dev eth0 | awk '{print $4}'" }, other.secret);
     expect(mine.body.stdout).not.toContain(`${victim}/`);
     // The victim still reaches the gateway (nothing of it was taken over).
-    expect((await curl(a.sandboxId, key)).body.stdout).toContain('200 rc=0');
+    const last = await curl(a.sandboxId, key);
+    expect(last.body.stdout, await why(last)).toContain('200 rc=0');
   });
 });
+
+/**
+ * What the host and the box see when the box cannot reach the gateway: CI once timed out here (curl's
+ * 000 rc=28) where no local run did, so a failure carries the state needed to tell why.
+ */
+async function unreachableWhy(t: AgentNube, box: string, gw: string, key: string): Promise<string> {
+  const { execSync } = await import('node:child_process');
+  const host = (c: string) => {
+    try {
+      return execSync(c, { timeout: 10_000 }).toString();
+    } catch (e) {
+      return `ERR ${String(e).slice(0, 300)}`;
+    }
+  };
+  const port = new URL(gw).port;
+  const inside = await t.call('POST', `/sandboxes/${box}/exec`, {
+    command: `ip -4 addr show dev eth0; ip route; ip neigh; curl -sv -m 5 -o /dev/null -H 'authorization: Bearer ${key}' ${gw}/models 2>&1 | tail -8`,
+    timeoutSeconds: 30,
+  });
+  return [
+    `box: ${JSON.stringify(inside.body)}`,
+    `host curl: ${host(`curl -s -m 5 -o /dev/null -w '%{http_code} %{time_total}' -H 'authorization: Bearer ${key}' ${gw}/models`)}`,
+    `listen: ${host(`ss -ltn | grep ':${port} ' || echo none`)}`,
+    host('ip -4 -br addr; ip neigh show dev nubet0 | head -20; bridge fdb show br nubet0 | grep -v permanent | head -20'),
+    host("nft list table inet nube_nubet0 | grep -v '^\\s*$' | head -80"),
+    host(`nft list ruleset | grep -n 'dport\\|raw_any\\|${port}' | head -40`),
+    host('uptime'),
+  ].join('\n');
+}

@@ -3,7 +3,6 @@
 // internet, so the file is copied in whole. Built once per nube process, on first use.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 
 let bundled: Promise<Buffer> | undefined;
 
@@ -11,6 +10,7 @@ export function agentProgram(): Promise<Buffer> {
   bundled ??= (async () => {
     const ts = fileURLToPath(new URL('./program/entry.ts', import.meta.url));
     const entry = existsSync(ts) ? ts : ts.replace(/\.ts$/, '.js');
+    const { build } = await import('esbuild'); // only when an agent is first made, not at every start
     const out = await build({
       entryPoints: [entry],
       bundle: true,

@@ -5,7 +5,13 @@
 // through the platform's OutboundClient, the directory's origin being the operator's (trusted, with
 // the operator's CA bundle when one is configured: pebble's own CA in the tests).
 import { readFileSync } from 'node:fs';
-import acme from 'acme-client';
+import type acmeTypes from 'acme-client';
+
+// acme-client (with axios, node-forge and its x509 stack, about 500 modules) is loaded on the first
+// certificate order, not at every start.
+type Acme = typeof acmeTypes;
+let loaded: Promise<Acme> | undefined;
+const acmeClient = (): Promise<Acme> => (loaded ??= import('acme-client').then((m) => m.default));
 import type { TlsConfig } from '../../platform/config-shape.js';
 import type { SecretBox } from '../../platform/crypto.js';
 import type { OutboundClient } from '../../platform/outbound.js';
@@ -43,7 +49,7 @@ export class AcmeIssuer {
   }
 
   /** acme-client's one axios instance sends through this server's OutboundClient (set before each use). */
-  private installAdapter(): void {
+  private installAdapter(acme: Acme): void {
     const { outbound, origin, ca } = this;
     const adapter = async (config: AxiosLikeConfig) => {
       const raw = typeof config.headers?.toJSON === 'function' ? config.headers.toJSON() : (config.headers ?? {});
@@ -73,7 +79,7 @@ export class AcmeIssuer {
     acme.axios.defaults.adapter = adapter as never;
   }
 
-  private async client(): Promise<acme.Client> {
+  private async client(acme: Acme): Promise<acmeTypes.Client> {
     const url = this.config.acmeDirectoryUrl;
     const sealed = await this.repo.accountKey(url);
     let accountKey: string;
@@ -94,8 +100,9 @@ export class AcmeIssuer {
 
   /** Orders, proves and downloads a certificate for `domain`. */
   async issue(domain: string): Promise<Issued> {
-    this.installAdapter();
-    const client = await this.client();
+    const acme = await acmeClient();
+    this.installAdapter(acme);
+    const client = await this.client(acme);
     const order = await client.createOrder({ identifiers: [{ type: 'dns', value: domain }] });
     for (const authz of await client.getAuthorizations(order)) {
       if (authz.status === 'valid') continue;

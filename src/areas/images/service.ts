@@ -1,5 +1,4 @@
 import type { Readable } from 'node:stream';
-import sharp from 'sharp';
 import type { FormatEnum, Metadata, OutputInfo, Sharp } from 'sharp';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
@@ -54,6 +53,7 @@ export class ImagesService {
     if (src.size > MAX_IMAGE_BYTES) throw errors.badRequest(`images up to ${MAX_IMAGE_BYTES} bytes can be transformed`, undefined, 'ImageTooLarge');
     const { stream } = await this.files.open(p, source.fileId);
     const input = await readAll(stream, MAX_IMAGE_BYTES);
+    const sharp = (await import('sharp')).default; // a native library: loaded on first use, not at start
 
     let meta: Metadata;
     try {

@@ -6,7 +6,7 @@
 // suite ends, also when it is interrupted, and a leftover of a run that was killed is removed at the
 // next start. A server the suite did not start is never touched but for the configured one.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,11 +62,32 @@ function alive(pid: number): boolean {
   }
 }
 
-function killPid(pid: number | undefined): void {
+/**
+ * Kills a leftover server only if that pid is still one of ours: it works in the leftover directory
+ * (postgres chdirs to its data dir under it, redis-server was started there) or names it in its command
+ * line. A pid reused by another process is left alone.
+ */
+function killLeftoverServer(pid: number | undefined, dir: string): void {
   if (!pid) return;
+  let ours = false;
+  try {
+    ours = readlinkSync(`/proc/${pid}/cwd`).startsWith(dir) || readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
+  } catch {
+    return; // gone
+  }
+  if (!ours) return;
   try {
     process.kill(pid, 'SIGKILL');
   } catch {}
+}
+
+/** The pid written by the run that made `dir`; null while it is being written or when missing. */
+function ownerOf(dir: string): number | null {
+  try {
+    return Number(readFileSync(join(dir, 'owner.pid'), 'utf8').trim()) || null;
+  } catch {
+    return null;
+  }
 }
 
 /** Directories of runs whose process is gone (killed before it could clean up): their servers and files go. */
@@ -74,11 +95,13 @@ export function removeLeftovers(root = tmpdir()): void {
   for (const name of readdirSync(root)) {
     if (!name.startsWith(LEFTOVER_PREFIX)) continue;
     const dir = join(root, name);
-    const owner = Number(readFileSync(join(dir, 'owner.pid'), 'utf8').trim() || 0);
+    const owner = ownerOf(dir);
     if (owner && alive(owner)) continue;
+    // No owner yet: a run between making the directory and writing its pid, unless that was long ago.
+    if (!owner && Date.now() - statSync(dir).mtimeMs < 60_000) continue;
     for (const pidFile of ['pg/postmaster.pid', 'redis.pid']) {
       const f = join(dir, pidFile);
-      if (existsSync(f)) killPid(Number(readFileSync(f, 'utf8').split('\n')[0]));
+      if (existsSync(f)) killLeftoverServer(Number(readFileSync(f, 'utf8').split('\n')[0]), dir);
     }
     rmSync(dir, { recursive: true, force: true });
   }

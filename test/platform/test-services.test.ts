@@ -1,7 +1,8 @@
 // The suite's own PostgreSQL and Redis (test/services.ts, issue 38): with nothing at the configured
 // addresses it starts throwaway servers that answer, and removes them and their files when done; a
 // leftover of a run that was killed is removed at the next start, one of a live run is not.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -43,6 +44,33 @@ describe('the test suite starts its own PostgreSQL and Redis when none answers',
       removeLeftovers(root);
       expect(readdirSync(root)).toEqual(['nube-test-services-live']);
     } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('kills a leftover server only while its pid is still that server, and waits for a pid being written', () => {
+    const root = mkdtempSync(join(tmpdir(), 'nube-leftovers-'));
+    // A process that is not one of the suite's servers, holding the pid a leftover's pid file names.
+    const stranger = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const dead = join(root, 'nube-test-services-dead');
+      mkdirSync(join(dead, 'pg'), { recursive: true });
+      writeFileSync(join(dead, 'owner.pid'), '999999999');
+      writeFileSync(join(dead, 'redis.pid'), String(stranger.pid));
+      // Made a moment ago, its owner's pid not written yet: a run starting now, not a leftover.
+      const starting = join(root, 'nube-test-services-starting');
+      mkdirSync(starting);
+      removeLeftovers(root);
+      expect(readdirSync(root)).toEqual(['nube-test-services-starting']);
+      // Still running (a killed child would be a zombie until reaped: its state says Z).
+      expect(readFileSync(`/proc/${stranger.pid}/stat`, 'utf8').split(' ')[2]).toMatch(/^[RS]$/);
+      // Long without an owner: a run killed before it wrote its pid. Removed.
+      const old = new Date(Date.now() - 120_000);
+      utimesSync(starting, old, old);
+      removeLeftovers(root);
+      expect(readdirSync(root)).toEqual([]);
+    } finally {
+      stranger.kill('SIGKILL');
       rmSync(root, { recursive: true, force: true });
     }
   });

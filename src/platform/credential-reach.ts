@@ -76,7 +76,8 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
     scheme: 'share',
     holder: 'anyone the link was sent to',
     operations: ['documents.pdf'],
-    routes: '`/share/<token>` (the one file or document it opens; `?token=` on that document\'s PDF export)',
+    routes:
+      "`GET`/`HEAD /share/<token>` (the one file, or the one document's page), `GET /share/<token>/assets/<fileId>` (only the images that document shows), `?token=` (or as a bearer) on that document's PDF export",
     never: 'anything but the one file or document; it ends when revoked or expired',
   },
   {
@@ -84,7 +85,7 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
     holder: 'anyone the owner hands the link to: payers, the public',
     operations: [],
     routes:
-      '`/pay/<token>` (the amount and description), `POST /pay/<token>/checkout` (a Stripe Checkout Session for that amount, 20 per minute per address); `POST /pay/<token>/confirm` also needs the operator key',
+      '`/pay/<token>` (the amount and description), `/pay/<token>/thanks` (the link\'s redirect or a thank-you page), `POST /pay/<token>/checkout` (a Stripe Checkout Session for that amount, 20 per minute per address); `POST /pay/<token>/confirm` also needs the operator key',
     never: "anything of the owner's but the link's amount and description; a payment without the provider's signed word or the operator's key",
   },
   {
@@ -99,8 +100,25 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
     credential: 'LLM gateway credential `nube_llm_...`',
     holder: "an agent's (or fleet box's) own code, inside its sandbox",
     operations: [],
-    routes: "the LLM gateway's `POST /v1/chat/completions` and `GET /v1/models`, from its own sandbox's address only",
+    routes: "the LLM gateway's own listener (on the sandbox bridge): `POST /v1/chat/completions` and `GET /v1/models`, from its own sandbox's address only; every other path there is 404",
     never: 'any API operation; use from any other sandbox or host; it ends when its agent is deleted or rebuilt',
+  },
+  {
+    credential: 'E2B sandbox token `envdAccessToken` (from create, connect and get)',
+    holder: "the E2B SDK's handle on one sandbox, and whatever code it is handed to",
+    operations: [],
+    routes:
+      "envd of its one sandbox, as `X-Access-Token` with `E2b-Sandbox-Id` (or at `49983-<id>.<domain>`): Connect RPC `/process.Process/*` and `/filesystem.Filesystem/*`, `GET`/`POST /files`, `/health`, the code interpreter's `/execute` and `/contexts`; it signs that sandbox's file URLs",
+    never:
+      "another sandbox, the owner's own included; E2B's control plane (the owner key's); any API operation, MCP, WebSocket or libSQL; it lasts as long as its sandbox",
+  },
+  {
+    credential: 'E2B sandbox token `trafficAccessToken` (the same value as its `envdAccessToken`)',
+    holder: 'whoever calls the ports of a sandbox made with `allowPublicTraffic: false`',
+    operations: [],
+    routes:
+      "that sandbox's ports at `<port>-<id>.<domain>`, as header `e2b-traffic-access-token`; being the envd token too, what that row says",
+    never: "another sandbox's ports or envd; anything the envd token may not reach",
   },
   {
     credential: 'SSH ticket',

@@ -100,18 +100,21 @@ describe('what an E2B sandbox token reaches', () => {
 
   it("opens its sandbox's private ports as the traffic token, and no other sandbox's", async () => {
     const port = (s: Sandbox, headers: Record<string, string> = {}) => send('/', { host: s.getHost(8080), headers });
-    let r = { status: 0, body: '' };
-    for (let i = 0; i < 50 && r.status !== 200; i++) {
-      r = await port(a, { 'e2b-traffic-access-token': token });
-      if (r.status !== 200) await wait(100);
-    }
-    expect(r.status).toBe(200);
+    /** The status with its own token once its server is up (502 while it starts). */
+    const up = async (s: Sandbox) => {
+      let r = { status: 0, body: '' };
+      for (let i = 0; i < 100 && (r.status === 0 || r.status === 502); i++) {
+        r = await port(s, { 'e2b-traffic-access-token': s.trafficAccessToken! });
+        if (r.status === 502) await wait(100);
+      }
+      return r.status;
+    };
+    expect([await up(a), await up(b), await up(foreign)]).toEqual([200, 200, 200]);
     expect((await port(a)).status).toBe(403);
     // Its own token in the envd header is not the traffic header: ports look at e2b-traffic-access-token only.
     expect((await port(a, { 'x-access-token': token })).status).toBe(403);
     for (const other of [b, foreign]) {
       expect((await port(other, { 'e2b-traffic-access-token': token })).status).toBe(403);
-      expect((await port(other, { 'e2b-traffic-access-token': other.trafficAccessToken! })).status).toBe(200);
     }
   });
 
@@ -120,6 +123,20 @@ describe('what an E2B sandbox token reaches', () => {
     for (const other of [b, foreign]) {
       expect(await envd(other.sandboxId, token)).toEqual(none);
       expect(await envd(other.sandboxId, token, 'e2b-traffic-access-token')).toEqual(none);
+      // The streaming RPCs and the interpreter's routes too.
+      const h = { 'e2b-sandbox-id': other.sandboxId, 'x-access-token': token, 'content-type': 'application/connect+json' };
+      const start = '{"process":{"cmd":"/bin/sh","args":["-c","touch /tmp/pwned"]}}';
+      const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, start.length]), Buffer.from(start)]).toString('latin1');
+      for (const [method, path, body] of [
+        ['POST', '/process.Process/Start', envelope],
+        ['POST', '/filesystem.Filesystem/WatchDir', envelope],
+        ['POST', '/execute', '{"code":"1"}'],
+        ['POST', '/contexts', '{}'],
+        ['DELETE', '/contexts/x', undefined],
+        ['POST', '/contexts/x/restart', '{}'],
+      ] as const) {
+        expect((await send(path, { method, headers: h, body })).status, path).toBe(401);
+      }
       const host = { host: other.getHost(49983), headers: { 'x-access-token': token } };
       expect((await send('/health', host)).status).toBe(401);
       expect((await send('/files?path=/etc/hostname', host)).status).toBe(401);
@@ -128,6 +145,7 @@ describe('what an E2B sandbox token reaches', () => {
     expect((await send('/health', { headers: { 'x-access-token': token } })).status).toBe(404);
     // Nothing was written where the token was refused.
     expect(await b.files.exists('/tmp/reach.txt')).toBe(false);
+    expect(await b.files.exists('/tmp/pwned')).toBe(false);
   });
 
   it("is no API credential: every operation, MCP, the WebSockets, libSQL and E2B's control plane refuse it", async () => {

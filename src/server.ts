@@ -21,6 +21,7 @@ import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute, operationOf } from './platform/metrics-http.js';
 import { installRequestTracing, startTracing } from './platform/tracing.js';
 import { OutboundClient } from './platform/outbound.js';
+import { Payments } from './platform/payments.js';
 import { NodeForwarder } from './platform/node-forward.js';
 import { ProxyTrust } from './platform/request-origin.js';
 import { NodeRegistry } from './platform/nodes.js';
@@ -121,6 +122,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     rateLimiter: redis ? new FlexibleRateLimiter(redis) : new MemoryRateLimiter(),
     secretBox: new SecretBox(config.secret),
     outbound: new OutboundClient({ allow: config.outboundAllow }),
+    payments: new Payments(config.payments, app.log),
     nodes,
     forwarder,
     redis,

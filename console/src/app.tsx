@@ -8,6 +8,7 @@ import { DatasetsPage } from './pages/datasets.js';
 import { DocumentsPage } from './pages/documents.js';
 import { DomainsPage } from './pages/domains.js';
 import { FilesPage } from './pages/files.js';
+import { FleetPage } from './pages/fleet.js';
 import { FormsPage } from './pages/forms.js';
 import { MachinesPage } from './pages/machines.js';
 import { OverviewPage } from './pages/overview.js';
@@ -23,6 +24,7 @@ const PAGES = [
   { path: 'databases', title: 'Databases', view: DatabasesPage },
   { path: 'files', title: 'Files', view: FilesPage },
   { path: 'agents', title: 'Agents', view: AgentsPage },
+  { path: 'fleet', title: 'Fleet broadcasts', view: FleetPage },
   { path: 'machines', title: 'Machines', view: MachinesPage },
   { path: 'documents', title: 'Documents', view: DocumentsPage },
   { path: 'domains', title: 'Domains', view: DomainsPage },

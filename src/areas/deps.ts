@@ -10,6 +10,7 @@ import type { Metrics } from '../platform/metrics.js';
 import type { NodeForwarder } from '../platform/node-forward.js';
 import type { NodeRegistry } from '../platform/nodes.js';
 import type { OutboundClient } from '../platform/outbound.js';
+import type { Payments } from '../platform/payments.js';
 import type { Outbox } from '../platform/outbox.js';
 import type { Usage } from '../platform/usage.js';
 import type { Store } from '../store/db.js';
@@ -33,6 +34,8 @@ export interface PlatformDeps {
   secretBox: SecretBox;
   /** The only way to make HTTP requests to outside hosts (platform/outbound.ts). */
   outbound: OutboundClient;
+  /** The payment provider (Stripe Checkout, or nube's own page) every area takes payments through. */
+  payments: Payments;
   /**
    * This process as a node: placement of new sandboxes and databases (`nodes.place`), where a held
    * resource's work runs (`nodes.route`), and what this node holds (`nodes.report`).

@@ -1,5 +1,5 @@
-// Payment providers for payment links: where a payer is sent to pay, and how nube learns the payment
-// went through. Stripe Checkout (the `stripe` package, its API at NUBE_STRIPE_API_URL) when a secret
+// Payment providers, for every area that takes payments (payment links, machines' checkout): where a
+// payer is sent to pay, and how nube learns the payment went through. Stripe Checkout (the `stripe` package, its API at NUBE_STRIPE_API_URL) when a secret
 // key is configured: a Checkout Session per visit, confirmed by Stripe's signed webhook; else nube's
 // own checkout page, confirmed by the operator's key (a payment settled outside: a transfer, cash).
 import Stripe from 'stripe';
@@ -139,4 +139,34 @@ export class StripePayments implements PaymentProvider {
 
 export function paymentProvider(c: PaymentsConfig): PaymentProvider {
   return c.stripe ? new StripePayments(c.stripe) : new BuiltinPayments();
+}
+
+/** Records a paid checkout its area started (once); null when the session is not one of its own. */
+export type PaymentReceiver = (pay: ProviderPayment) => Promise<{ recorded: boolean } | null>;
+
+/**
+ * The one provider every area takes payments through, and the areas that record what the provider's
+ * webhook reports paid: each asks its own checkouts, the first that knows the session records it.
+ */
+export class Payments {
+  readonly provider: PaymentProvider;
+  private readonly receivers: PaymentReceiver[] = [];
+
+  constructor(c: PaymentsConfig, private readonly log: { warn(o: object, msg: string): void }) {
+    this.provider = paymentProvider(c);
+  }
+
+  receive(r: PaymentReceiver): void {
+    this.receivers.push(r);
+  }
+
+  async paid(pay: ProviderPayment): Promise<{ recorded: boolean }> {
+    for (const r of this.receivers) {
+      const out = await r(pay);
+      if (out) return out;
+    }
+    // Not one of nube's checkouts (another integration on the same Stripe account): nothing to do.
+    this.log.warn({ session: pay.sessionId, reference: pay.reference }, 'payment webhook for a checkout nube did not start');
+    return { recorded: false };
+  }
 }

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { formatBytes, nube } from '../api.js';
 import { ErrorText, ListTable, Page, Progress, useAction, useCursorPages, useLoad } from '../ui.js';
 
@@ -49,6 +49,46 @@ function Upload({ onDone }: { onDone: () => void }) {
   );
 }
 
+/** A video's HLS renditions: start them, follow the job's progress, then the playlist's URL. */
+function Hls({ fileId }: { fileId: string }) {
+  const hls = useLoad(() => nube.files.hlsGet(fileId), [fileId]);
+  const start = useAction();
+  const status = hls.data?.status;
+  const running = status === 'requested' || status === 'processing';
+  useEffect(() => {
+    if (!running) return;
+    const t = setTimeout(() => void hls.reload(), 1000);
+    return () => clearTimeout(t);
+  }, [running, hls.data]);
+  return (
+    <div class="card" role="region" aria-label="HLS streaming">
+      <h3>HLS streaming</h3>
+      <ErrorText error={hls.error ?? start.error} />
+      {hls.data && <p>Status: {status}</p>}
+      {running && <Progress value={hls.data?.progress ?? 0} label="HLS progress" />}
+      {status === 'failed' && <ErrorText error={hls.data?.error ?? 'the renditions could not be made'} />}
+      {status === 'ready' && hls.data?.playlistUrl && (
+        <p>
+          {hls.data.renditions.map((r) => `${r.height}p`).join(', ')} · playlist: <code class="secret">{hls.data.playlistUrl}</code>
+          {hls.data.playlistUrlExpiresAt && ` (valid until ${new Date(hls.data.playlistUrlExpiresAt).toLocaleString()})`}
+        </p>
+      )}
+      {(status === 'none' || status === 'failed') && (
+        <button
+          type="button"
+          disabled={start.busy}
+          onClick={async () => {
+            const r = await start.run(() => nube.files.hls(fileId));
+            if (r) hls.setData(r);
+          }}
+        >
+          Make HLS renditions
+        </button>
+      )}
+    </div>
+  );
+}
+
 function Preview({ file, onClose }: { file: FileRow; onClose: () => void }) {
   const share = useAction();
   const [link, setLink] = useState<string | null>(null);
@@ -84,6 +124,7 @@ function Preview({ file, onClose }: { file: FileRow; onClose: () => void }) {
         </p>
       )}
       <ErrorText error={share.error} />
+      {file.contentType.startsWith('video/') && <Hls fileId={file.id} />}
     </div>
   );
 }

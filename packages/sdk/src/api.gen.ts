@@ -2371,7 +2371,7 @@ export interface components {
         };
         /** @description Returned instead when the account has no active plan */
         Checkout: {
-            /** @description Pay here; the machine is created when the payment confirms */
+            /** @description Pay here (Stripe Checkout when nube has Stripe configured, else nube's own page an operator confirms); the machine is created when the payment confirms */
             checkoutUrl: string;
         };
         /** @description One page of a crawl (always Markdown for HTML) */

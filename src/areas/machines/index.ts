@@ -4,7 +4,7 @@ import { BACKUP_JOB } from './backups.js';
 import { MachinesService } from './facade.js';
 import { LAUNCH_JOB } from './launch.js';
 import { machinesOperations } from './operations.js';
-import { BuiltinCheckout, installCheckoutRoutes } from './payments.js';
+import { installCheckoutRoutes } from './checkout-page.js';
 import { MachinesRepo, machinesMigrations } from './repo.js';
 import { MachinesCore } from './service.js';
 
@@ -19,8 +19,10 @@ export const machinesArea: AreaModule = {
       new MachinesRepo(deps.store.db),
       deps,
       { sandboxes, account, domains },
-      new BuiltinCheckout(() => deps.publicUrl()),
+      deps.payments.provider,
     );
+    // A machine order paid at the provider (Stripe's webhook) is settled here.
+    deps.payments.receive((pay) => core.providerPaid(pay));
     // Backups go to the blob store the files area configured (its default location).
     const machines = new MachinesService(core, () => files.stores.at());
     // Backups and launches work in the box: they run on the machine's node (node-local job types).

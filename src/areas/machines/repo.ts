@@ -60,6 +60,8 @@ interface OrdersTable {
   machine_id: string | null;
   created_at: number;
   paid_at: number | null;
+  /** The payment provider's checkout (a Stripe Checkout Session id) when one is paid there; null: nube's own page. */
+  session_id: string | null;
 }
 
 interface ReleasesTable {
@@ -106,6 +108,12 @@ export type ReleaseRow = Selectable<ReleasesTable>;
 export type BackupRow = Selectable<BackupsTable>;
 
 export const machinesMigrations: Record<string, Migration> = {
+  '0252-machine-orders-session': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('machine_orders').addColumn('session_id', 'text').execute();
+      await db.schema.createIndex('machine_orders_session').on('machine_orders').column('session_id').execute();
+    },
+  },
   '0124-machines-app-watch': {
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('machines').addColumn('app_watch', 'text').execute();
@@ -331,6 +339,11 @@ export class MachinesRepo {
 
   async orderByToken(tokenHash: string): Promise<OrderRow | undefined> {
     const r = await this.db.selectFrom('machine_orders').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    return r && order(r);
+  }
+
+  async orderBySession(sessionId: string): Promise<OrderRow | undefined> {
+    const r = await this.db.selectFrom('machine_orders').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
     return r && order(r);
   }
 

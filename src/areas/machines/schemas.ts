@@ -128,6 +128,6 @@ export const LaunchResult = z
   .meta({ id: 'LaunchResult' });
 
 export const Checkout = z
-  .object({ checkoutUrl: z.string().describe('Pay here; the machine is created when the payment confirms') })
+  .object({ checkoutUrl: z.string().describe("Pay here (Stripe Checkout when nube has Stripe configured, else nube's own page an operator confirms); the machine is created when the payment confirms") })
   .meta({ id: 'Checkout', description: 'Returned instead when the account has no active plan' });
 

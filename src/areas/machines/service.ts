@@ -11,11 +11,11 @@ import type { OutboxEvent } from '../../platform/outbox.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import type { Services } from '../../platform/operation.js';
 import { PLANS } from '../../platform/plans.js';
+import type { PaymentProvider, ProviderPayment } from '../../platform/payments.js';
 import type { PlatformDeps } from '../deps.js';
 import type { KeyRequest } from '../account/service.js';
 import { type AppHealth, AppHealthCheck } from './app-health.js';
 import type { Machine } from './schemas.js';
-import type { PaymentProvider } from './payments.js';
 import type { MachineRow, MachinesRepo, OrderRow } from './repo.js';
 import { type Tier, monthlyPrice, proratedCentavos, tierNamed, TIERS } from './tiers.js';
 
@@ -343,10 +343,26 @@ export class MachinesCore {
     return { NUBE_API_KEY: secret, NUBE_BASE_URL: this.deps.publicUrl() };
   }
 
+  /**
+   * An order for the machine, paid through the payment provider: a Stripe Checkout Session whose
+   * signed webhook completes it (providerPaid), or nube's own page the operator confirms (confirmOrder).
+   * Either way the payer lands on `/checkout/<token>`, which shows the order and its machine once paid.
+   */
   private async checkout(p: Principal, kind: 'create' | 'launch', input: unknown, amountCentavos: number, description: string) {
     const token = randomToken(40, BASE62);
+    const id = newId('ord');
+    const page = `${this.deps.publicUrl().replace(/\/$/, '')}/checkout/${token}`;
+    const hosted = await this.payments.createCheckout({
+      reference: id,
+      ownerId: p.ownerId,
+      amountCentavos,
+      currency: 'MXN',
+      description,
+      successUrl: page,
+      cancelUrl: page,
+    });
     const order: OrderRow = {
-      id: newId('ord'),
+      id,
       owner_id: p.ownerId,
       token_hash: sha256Hex(token),
       kind,
@@ -357,14 +373,23 @@ export class MachinesCore {
       machine_id: null,
       created_at: Date.now(),
       paid_at: null,
+      session_id: hosted?.sessionId ?? null,
     };
     await this.repo.insertOrder(order);
-    return { checkoutUrl: this.payments.checkoutUrl({ token, amountCentavos, description }) };
+    return { checkoutUrl: hosted?.url ?? page };
   }
 
   async describeOrder(token: string) {
     const o = await this.repo.orderByToken(sha256Hex(token));
-    return o ? { description: o.description, amountCentavos: o.amount_centavos, status: o.status, machineId: o.machine_id } : null;
+    return o
+      ? {
+          description: o.description,
+          amountCentavos: o.amount_centavos,
+          status: o.status,
+          machineId: o.machine_id,
+          provider: o.session_id === null ? ('builtin' as const) : this.payments.name,
+        }
+      : null;
   }
 
   /**
@@ -377,16 +402,34 @@ export class MachinesCore {
     const expected = this.deps.config.machines.checkoutOperatorKey;
     if (!expected) throw errors.forbidden('payments are not confirmable here: NUBE_CHECKOUT_OPERATOR_KEY is not set', 'CheckoutDisabled');
     if (operatorKey === undefined || !safeEqual(operatorKey, expected)) throw errors.forbidden('wrong operator key', 'Forbidden');
+    // Paid at the provider, confirmed by its webhook: a confirmation here could let the payer pay twice.
+    if (o.session_id !== null && o.status === 'pending')
+      throw errors.conflict(`this order is paid through ${this.payments.name}; its webhook confirms it`, 'PaidThroughProvider');
+    return this.settle(o, null);
+  }
+
+  /**
+   * The provider says a checkout was paid (its signature checked): the order it started turns paid
+   * once, payment.paid goes out once and the machine is created; null when the session is no order's.
+   */
+  async providerPaid(pay: ProviderPayment): Promise<{ recorded: boolean } | null> {
+    const o = await this.repo.orderBySession(pay.sessionId);
+    if (!o) return null;
+    const r = await this.settle(o, pay);
+    return { recorded: !r.alreadyPaid };
+  }
+
+  /** The order turns paid in the commit that records payment.paid (the outbox); the first settles it. */
+  private async settle(o: OrderRow, pay: ProviderPayment | null): Promise<{ machineId: string | null; alreadyPaid: boolean }> {
     const paidAt = Date.now();
-    // The order turns paid in the commit that records payment.paid (the outbox).
     const paid = await this.deps.events.atomically(async (trx, emit) => {
       const won = await this.repo.markPaid(o.id, paidAt, trx);
-      if (won) emit(this.paymentPaid({ ...o, status: 'paid', paid_at: paidAt }));
+      if (won) emit(this.paymentPaid({ ...o, status: 'paid', paid_at: paidAt }, pay));
       return won;
     });
     if (!paid) return { machineId: o.machine_id, alreadyPaid: true };
     const p = await this.principalOf(o.owner_id);
-    // Not a REST request (the checkout page's form): nothing relays it, so the box is made on this node.
+    // Not a REST request (the checkout page's form, the provider's webhook): nothing relays it, so the box is made on this node.
     const fulfil = () => this.fulfil(p, o);
     const created = await (this.deps.nodes.holdsState ? runPinned(fulfil) : fulfil()).catch((e: unknown) => {
       this.deps.log.error({ err: e, order: o.id }, 'paid order: the machine could not be created');
@@ -410,17 +453,20 @@ export class MachinesCore {
   }
 
   /** The one place payment.paid is made; recorded with the order's paid mark in one transaction. */
-  paymentPaid(o: OrderRow): OutboxEvent {
+  paymentPaid(o: OrderRow, pay: ProviderPayment | null): OutboxEvent {
     return {
       event: 'payment.paid',
       ownerId: o.owner_id,
       data: {
         orderId: o.id,
         amountMxn: o.amount_centavos / 100,
+        amountCentavos: o.amount_centavos,
         currency: 'MXN',
         description: o.description,
         kind: o.kind,
-        provider: this.payments.name,
+        provider: pay ? this.payments.name : 'builtin',
+        providerReference: pay?.sessionId ?? null,
+        email: pay?.email ?? null,
         paidAt: iso(o.paid_at ?? Date.now()),
       },
     };

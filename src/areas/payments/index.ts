@@ -1,4 +1,3 @@
-import { paymentProvider } from '../../platform/payments.js';
 import type { AreaModule } from '../area.js';
 import { paymentsOperations } from './operations.js';
 import { installPaymentPages } from './pages.js';
@@ -12,7 +11,7 @@ export const paymentsArea: AreaModule = {
   create(deps) {
     const paymentLinks = new PaymentLinksService(
       new PaymentLinksRepo(deps.store.db),
-      paymentProvider(deps.config.payments),
+      deps.payments.provider,
       {
         events: deps.events,
         publicUrl: () => deps.publicUrl(),
@@ -21,9 +20,10 @@ export const paymentsArea: AreaModule = {
         operatorKey: deps.config.machines.checkoutOperatorKey,
       },
     );
+    deps.payments.receive((pay) => paymentLinks.providerPaid(pay));
     return { paymentLinks };
   },
   routes(app, services, deps) {
-    installPaymentPages(app, () => services.paymentLinks, deps.rateLimiter);
+    installPaymentPages(app, () => services.paymentLinks, deps.payments, deps.rateLimiter);
   },
 };

@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ApiError } from '../../platform/errors.js';
 import type { RateLimiter } from '../../platform/limits.js';
+import type { Payments } from '../../platform/payments.js';
 import type { PaymentLinksService } from './service.js';
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -42,6 +43,7 @@ function problem(reply: FastifyReply, e: unknown) {
 export function installPaymentPages(
   app: FastifyInstance,
   links: () => PaymentLinksService,
+  payments: Payments,
   limiter: RateLimiter,
 ): void {
   app.get<{ Params: { token: string } }>('/pay/:token', async (req, reply) => {
@@ -119,16 +121,16 @@ export function installPaymentPages(
     );
 
     scope.post<{ Body: Buffer | undefined }>('/payments/stripe/webhook', async (req, reply) => {
-      const s = links();
-      if (s.provider.name !== 'stripe')
+      if (payments.provider.name !== 'stripe')
         return reply.code(404).send({ error: 'Stripe is not configured here', code: 'NotFound' });
       const sig = req.headers['stripe-signature'];
       try {
-        const pay = await s.provider.paymentFromWebhook(
+        const pay = await payments.provider.paymentFromWebhook(
           req.body ?? Buffer.alloc(0),
           Array.isArray(sig) ? sig[0] : sig,
         );
-        const out = pay ? await s.providerPaid(pay) : { recorded: false };
+        // A payment link's or a machine order's: the area that started the checkout records it.
+        const out = pay ? await payments.paid(pay) : { recorded: false };
         return reply.send({ received: true, recorded: out.recorded });
       } catch (e) {
         if (e instanceof ApiError) return reply.code(e.status).send(e.toBody());

@@ -158,17 +158,13 @@ export class PaymentLinksService {
     return { url: hosted.url };
   }
 
-  /** The provider says a checkout was paid (its signature checked): recorded once, payment.paid once. */
-  async providerPaid(pay: ProviderPayment): Promise<{ recorded: boolean }> {
+  /**
+   * The provider says a checkout was paid (its signature checked): recorded once, payment.paid once;
+   * null when the session is not a payment link's.
+   */
+  async providerPaid(pay: ProviderPayment): Promise<{ recorded: boolean } | null> {
     const pending = await this.repo.bySession(pay.sessionId);
-    if (!pending) {
-      // Not one of nube's checkouts (another integration on the same Stripe account): nothing to do.
-      this.deps.log.warn(
-        { session: pay.sessionId, reference: pay.reference },
-        'payment webhook for a checkout nube did not start',
-      );
-      return { recorded: false };
-    }
+    if (!pending) return null;
     const paidAt = Date.now();
     const recorded = await this.deps.events.atomically(async (trx, emit) => {
       if (!(await this.repo.markPaid(trx, pay.sessionId, paidAt, pay.email))) return false;

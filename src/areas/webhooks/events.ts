@@ -32,7 +32,7 @@ export const EVENT_DESCRIPTIONS: Record<EventName, string> = {
   'database.created': 'database created',
   'database.deleted': 'database deleted',
   'form.submitted': 'a form was submitted',
-  'payment.paid': 'a payment link was paid',
+  'payment.paid': 'a payment link or a machine order was paid (data.kind: link, create or launch)',
   'broadcast.sent': 'a broadcast was sent',
   'turn.completed': 'a fleet agent finished a turn',
   'turn.failed': 'a turn ended with no reply (no capacity, rate limited or worker error)',

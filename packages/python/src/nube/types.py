@@ -135,7 +135,7 @@ class Broadcast(TypedDict):
 class Checkout(TypedDict):
     """Returned instead when the account has no active plan"""
     checkoutUrl: str
-    """Pay here; the machine is created when the payment confirms"""
+    """Pay here (Stripe Checkout when nube has Stripe configured, else nube's own page an operator confirms); the machine is created when the payment confirms"""
 
 
 class _CrawledPageRequired(TypedDict):

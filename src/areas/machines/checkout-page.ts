@@ -1,33 +1,15 @@
-// Payment providers. A provider turns an order into a page where it is paid and, when it is, calls
-// back the machines service (confirmOrder). The built-in provider is that page, served by nube itself:
-// an operator who settles payment outside (a transfer, cash) opens it and confirms with the operator
-// key (NUBE_CHECKOUT_OPERATOR_KEY). A hosted provider (Stripe, Mercado Pago) would implement the same
-// interface and confirm from its own webhook route.
+// The page of a machine's order, `/checkout/<token>` (the token is the capability to see it). Paid
+// through the payment provider (platform/payments.ts): with Stripe the payer pays on Stripe Checkout
+// and lands back here, where the order shows its machine once Stripe's webhook confirmed it; on
+// nube's own page an operator who settled the payment outside (a transfer, cash) confirms it with the
+// operator key (NUBE_CHECKOUT_OPERATOR_KEY).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../platform/errors.js';
 
-export interface CheckoutOrder {
-  token: string;
-  amountCentavos: number;
-  description: string;
-}
-
-export interface PaymentProvider {
-  readonly name: string;
-  checkoutUrl(order: CheckoutOrder): string;
-}
-
-export class BuiltinCheckout implements PaymentProvider {
-  readonly name = 'builtin';
-  constructor(private readonly publicUrl: () => string) {}
-
-  checkoutUrl(order: CheckoutOrder): string {
-    return `${this.publicUrl().replace(/\/$/, '')}/checkout/${order.token}`;
-  }
-}
-
 export interface CheckoutBackend {
-  describeOrder(token: string): Promise<{ description: string; amountCentavos: number; status: string; machineId: string | null } | null>;
+  describeOrder(
+    token: string,
+  ): Promise<{ description: string; amountCentavos: number; status: string; machineId: string | null; provider: string } | null>;
   confirmOrder(token: string, operatorKey: string | undefined): Promise<{ machineId: string | null; alreadyPaid: boolean }>;
 }
 
@@ -42,7 +24,9 @@ export function installCheckoutRoutes(app: FastifyInstance, backend: () => Check
     const paid = o.status === 'paid';
     const body = paid
       ? `<p>Paid. Machine <code>${esc(o.machineId ?? 'pending')}</code>.</p>`
-      : `<form id="f"><label>Operator key <input type="password" name="k" autocomplete="off"></label>
+      : o.provider !== 'builtin'
+        ? `<p>Waiting for ${o.provider === 'stripe' ? 'Stripe' : esc(o.provider)} to confirm the payment; this page shows the machine once it has.</p>`
+        : `<form id="f"><label>Operator key <input type="password" name="k" autocomplete="off"></label>
 <button>Confirm payment</button></form><p id="m"></p>
 <script>document.getElementById('f').onsubmit=async(e)=>{e.preventDefault();
 const r=await fetch(location.pathname+'/confirm',{method:'POST',headers:{'content-type':'application/json'},

@@ -113,12 +113,12 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
       "another sandbox, the owner's own included; E2B's control plane (the owner key's); any API operation, MCP, WebSocket or libSQL; it lasts as long as its sandbox",
   },
   {
-    credential: 'E2B sandbox token `trafficAccessToken` (the same value as its `envdAccessToken`)',
+    credential: 'E2B sandbox token `trafficAccessToken`',
     holder: 'whoever calls the ports of a sandbox made with `allowPublicTraffic: false`',
     operations: [],
     routes:
-      "that sandbox's ports at `<port>-<id>.<domain>`, as header `e2b-traffic-access-token`; being the envd token too, what that row says",
-    never: "another sandbox's ports or envd; anything the envd token may not reach",
+      "that sandbox's ports at `<port>-<id>.<domain>`, as header `e2b-traffic-access-token`, the code interpreter's `/execute` and `/contexts` included (a port of the sandbox, as at E2B)",
+    never: "envd (no commands through envd, no files, no signed URLs), its own sandbox's included; another sandbox's ports; anything the envd token may not reach",
   },
   {
     credential: 'SSH ticket',

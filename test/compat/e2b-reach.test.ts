@@ -1,7 +1,8 @@
 // The standing test of what an E2B sandbox's tokens reach (issue 27; their rows in
 // src/platform/credential-reach.ts). `envdAccessToken` opens envd of its one sandbox (Connect RPC,
 // /files, /health, the interpreter's routes; at the root with E2b-Sandbox-Id or at its envd host);
-// `trafficAccessToken` (the same value) opens that sandbox's ports when they are not public. Nothing
+// `trafficAccessToken` (another value) opens that sandbox's ports when they are not public, and no envd
+// route (a browser given it to call an app must not run commands). Nothing
 // else: not another sandbox of the same owner or another's, not E2B's control plane (the owner key's),
 // no API operation, MCP, WebSocket or libSQL.
 import { request } from 'node:http';
@@ -40,7 +41,9 @@ describe('what an E2B sandbox token reaches', () => {
   let a: Sandbox;
   let b: Sandbox;
   let foreign: Sandbox;
+  /** The envd token of `a`, and its traffic token. */
   let token: string;
+  let traffic: string;
 
   /** The envd requests an SDK makes, as `sandboxId` with `tok`: each answers its status. */
   const envd = async (sandboxId: string, tok: string, header = 'x-access-token') => {
@@ -61,7 +64,8 @@ describe('what an E2B sandbox token reaches', () => {
     const intruder = await t.nube.services.account.createAccount({ name: 'e2b-foreign', plan: 'tera' });
     const closed = { timeoutMs: 600_000, network: { allowPublicTraffic: false } };
     [a, b, foreign] = await Promise.all([Sandbox.create(closed), Sandbox.create(closed), Sandbox.create({ ...closed, apiKey: intruder.secret })]);
-    token = a.trafficAccessToken!;
+    token = (a as unknown as { envdAccessToken: string }).envdAccessToken;
+    traffic = a.trafficAccessToken!;
     // A server on port 8080 of each, for the traffic token.
     await Promise.all([a, b, foreign].map((s) => s.commands.run('python3 -m http.server 8080 --directory /tmp', { background: true })));
   }, TEMPLATE_WAIT_MS);
@@ -81,13 +85,19 @@ describe('what an E2B sandbox token reaches', () => {
     expect(rows[1]!.routes).toMatch(/e2b-traffic-access-token/);
   });
 
-  it("opens its own sandbox's envd, at the root and at its envd host, under either header", async () => {
-    // The row says the two are one value: what one opens, the other does.
+  it("the envd token opens its own sandbox's envd, at the root and at its envd host; the traffic token does not", async () => {
     const info = await Sandbox.connect(a.sandboxId);
-    expect(info.trafficAccessToken).toBe(token);
+    expect(info.trafficAccessToken).toBe(traffic);
+    expect(traffic).not.toBe(token);
     const all = { health: 204, files: 200, upload: 200, stat: 200, list: 200, contexts: 200 };
+    const none = { health: 401, files: 401, upload: 401, stat: 401, list: 401, contexts: 401 };
     expect(await envd(a.sandboxId, token)).toEqual(all);
-    expect(await envd(a.sandboxId, token, 'e2b-traffic-access-token')).toEqual(all);
+    // envd takes its token in X-Access-Token only; the traffic token opens no envd route in either header,
+    // only the interpreter's (a port of the sandbox, as at E2B, where its context calls send that token).
+    expect(await envd(a.sandboxId, token, 'e2b-traffic-access-token')).toEqual(none);
+    expect(await envd(a.sandboxId, traffic)).toEqual(none);
+    expect(await envd(a.sandboxId, traffic, 'e2b-traffic-access-token')).toEqual({ ...none, contexts: 200 });
+    expect((await send('/health', { host: a.getHost(49983), headers: { 'x-access-token': traffic } })).status).toBe(401);
     const host = { host: a.getHost(49983), headers: { 'x-access-token': token } };
     expect((await send('/health', host)).status).toBe(204);
     expect((await send('/files?path=/tmp/reach.txt', host)).body).toBe('x');
@@ -111,10 +121,11 @@ describe('what an E2B sandbox token reaches', () => {
     };
     expect([await up(a), await up(b), await up(foreign)]).toEqual([200, 200, 200]);
     expect((await port(a)).status).toBe(403);
-    // Its own token in the envd header is not the traffic header: ports look at e2b-traffic-access-token only.
-    expect((await port(a, { 'x-access-token': token })).status).toBe(403);
+    // Ports look at e2b-traffic-access-token only, and take the traffic token only (not the envd one).
+    expect((await port(a, { 'x-access-token': traffic })).status).toBe(403);
+    expect((await port(a, { 'e2b-traffic-access-token': token })).status).toBe(403);
     for (const other of [b, foreign]) {
-      expect((await port(other, { 'e2b-traffic-access-token': token })).status).toBe(403);
+      expect((await port(other, { 'e2b-traffic-access-token': traffic })).status).toBe(403);
     }
   });
 
@@ -123,6 +134,7 @@ describe('what an E2B sandbox token reaches', () => {
     for (const other of [b, foreign]) {
       expect(await envd(other.sandboxId, token)).toEqual(none);
       expect(await envd(other.sandboxId, token, 'e2b-traffic-access-token')).toEqual(none);
+      expect(await envd(other.sandboxId, traffic, 'e2b-traffic-access-token')).toEqual(none);
       // The streaming RPCs and the interpreter's routes too.
       const h = { 'e2b-sandbox-id': other.sandboxId, 'x-access-token': token, 'content-type': 'application/connect+json' };
       const start = '{"process":{"cmd":"/bin/sh","args":["-c","touch /tmp/pwned"]}}';
@@ -149,7 +161,12 @@ describe('what an E2B sandbox token reaches', () => {
   });
 
   it("is no API credential: every operation, MCP, the WebSockets, libSQL and E2B's control plane refuse it", async () => {
-    const forms: Record<string, string>[] = [{ authorization: `Bearer ${token}` }, { 'x-api-key': token }, { 'x-access-token': token, 'e2b-sandbox-id': a.sandboxId }];
+    const forms: Record<string, string>[] = [
+      { authorization: `Bearer ${token}` },
+      { 'x-api-key': token },
+      { 'x-access-token': token, 'e2b-sandbox-id': a.sandboxId },
+      { authorization: `Bearer ${traffic}` },
+    ];
     const nubeId = a.sandboxId.replace('sbx-', 'sbx_');
     const wrong: string[] = [];
     for (const op of operations.filter((o) => !o.websocket)) {

@@ -1,10 +1,12 @@
 // Who is calling. The control plane takes a nube owner key (X-API-KEY, as E2B's SDK sends its key).
 // The in-sandbox surface (envd, the code interpreter) gets no key from the SDK, only the tokens the
-// create/connect answer handed out (envdAccessToken, trafficAccessToken): here one token per sandbox,
-// the owner and sandbox ids with an HMAC of them under the server's secret, so no table is needed to
-// check it and it stays the same across connects and pauses, as E2B's does. Being the same for a
-// sandbox, it also finds the sandbox a signed file URL (E2B's `signature`) is for when the URL names
-// none (with E2B_SANDBOX_URL set the SDK puts no sandbox in it).
+// create/connect answer handed out: the owner and sandbox ids with an HMAC of them under the server's
+// secret, so no table is needed to check them and they stay the same across connects and pauses, as
+// E2B's do. Two tokens, two HMAC labels: `envdAccessToken` opens envd (commands, files: root in the
+// sandbox), `trafficAccessToken` only the sandbox's ports when they are not public. The traffic token
+// is the one handed to browsers and other clients of an app; it must not run commands. The envd token,
+// being the same for a sandbox, also finds the sandbox a signed file URL (E2B's `signature`) is for
+// when the URL names none (with E2B_SANDBOX_URL set the SDK puts no sandbox in it).
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PlatformDeps } from '../../areas/deps.js';
@@ -67,25 +69,34 @@ export class Access {
     if (!r.allowed) throw errors.tooManyRequests(r.retryAfterSec);
   }
 
-  /** The token of one sandbox (the same every time it is asked for). */
+  /** The envd token of one sandbox (the same every time it is asked for). */
   tokenFor(ownerId: string, nubeId: string): string {
+    return this.token('e2b-envd', ownerId, nubeId);
+  }
+
+  /** The traffic token of one sandbox: its ports only. */
+  trafficTokenFor(ownerId: string, nubeId: string): string {
+    return this.token('e2b-traffic', ownerId, nubeId);
+  }
+
+  private token(label: string, ownerId: string, nubeId: string): string {
     const payload = `${ownerId}/${nubeId}`;
-    return `${Buffer.from(payload).toString('base64url')}.${hmacHex(this.deps.config.secret, `e2b-envd:${payload}`)}`;
+    return `${Buffer.from(payload).toString('base64url')}.${hmacHex(this.deps.config.secret, `${label}:${payload}`)}`;
   }
 
-  /** Whether `token` (a header's value) is this sandbox's. */
-  opens(token: string | string[] | undefined, ownerId: string, nubeId: string): boolean {
+  /** Whether `token` (the e2b-traffic-access-token header's value) opens this sandbox's ports. */
+  opensTraffic(token: string | string[] | undefined, ownerId: string, nubeId: string): boolean {
     const t = one(token);
-    return t !== undefined && safeEqual(t, this.tokenFor(ownerId, nubeId));
+    return t !== undefined && safeEqual(t, this.trafficTokenFor(ownerId, nubeId));
   }
 
-  /** The sandbox a token opens and its owner, or null when it is not one of ours. */
-  private opened(token: string): { ownerId: string; id: string } | null {
+  /** The sandbox a token (of the label's kind) opens and its owner, or null when it is not one of ours. */
+  private opened(token: string, label: 'e2b-envd' | 'e2b-traffic'): { ownerId: string; id: string } | null {
     const dot = token.indexOf('.');
     if (dot <= 0) return null;
     const payload = Buffer.from(token.slice(0, dot), 'base64url').toString('utf8');
     const [ownerId, id, extra] = payload.split('/');
-    if (!ownerId || !id || extra !== undefined || !safeEqual(token, this.tokenFor(ownerId, id))) return null;
+    if (!ownerId || !id || extra !== undefined || !safeEqual(token, this.token(label, ownerId, id))) return null;
     return { ownerId, id };
   }
 
@@ -95,13 +106,17 @@ export class Access {
 
   /**
    * The sandbox an in-sandbox request addresses (E2b-Sandbox-Id) and the principal its token stands
-   * for; null when the token is missing, forged, or for another sandbox.
+   * for; null when the token is missing, forged, or for another sandbox. envd takes only its own token
+   * (X-Access-Token). The code interpreter is a port of the sandbox (49999), so with `port` its traffic
+   * token (E2B-Traffic-Access-Token, what the interpreter SDK's context calls send) opens it too, as
+   * E2B's proxy lets it.
    */
-  async sandbox(headers: IncomingHttpHeaders): Promise<{ id: string; principal: Principal } | null> {
+  async sandbox(headers: IncomingHttpHeaders, port = false): Promise<{ id: string; principal: Principal } | null> {
     const raw = one(headers['e2b-sandbox-id']);
-    const token = one(headers['x-access-token']) ?? one(headers['e2b-traffic-access-token']);
-    if (!raw || !token) return null;
-    const t = this.opened(token);
+    const envd = one(headers['x-access-token']);
+    const traffic = port ? one(headers['e2b-traffic-access-token']) : undefined;
+    if (!raw || (!envd && !traffic)) return null;
+    const t = (envd ? this.opened(envd, 'e2b-envd') : null) ?? (traffic ? this.opened(traffic, 'e2b-traffic') : null);
     if (!t || t.id !== toNubeId(raw)) return null;
     // An account that is gone opens nothing.
     const principal = await this.principalOf(t.ownerId).catch(() => null);

@@ -120,7 +120,7 @@ export class ControlPlane implements SettledSandboxes {
 
   /** The create/connect answer for a sandbox of this caller. */
   answer(p: Principal, s: SandboxView) {
-    return created(s, this.domain(), this.access.tokenFor(p.ownerId, s.id));
+    return created(s, this.domain(), this.access.tokenFor(p.ownerId, s.id), this.access.trafficTokenFor(p.ownerId, s.id));
   }
 
   /** Where a templateID leads: a built-in template, or one of the caller's snapshots (derived templates). */

@@ -80,7 +80,7 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
         if (s.status === 'suspended' && s.metadata[AUTO_RESUME] !== 'true') return notFound(reply, e2bId);
         if (s.status === 'suspended') await autoResume(id, s.ownerId);
         // allowPublicTraffic: false: only requests carrying the sandbox's traffic token get through.
-        if (s.metadata[PUBLIC_TRAFFIC] === 'false' && !access.opens(req.headers['e2b-traffic-access-token'], s.ownerId, id)) {
+        if (s.metadata[PUBLIC_TRAFFIC] === 'false' && !access.opensTraffic(req.headers['e2b-traffic-access-token'], s.ownerId, id)) {
           return reply.code(403).send({ sandboxId: e2bId, message: 'a valid e2b-traffic-access-token header is required for this sandbox', code: 403 });
         }
         const mask = s.metadata[MASK_HOST];
@@ -102,12 +102,12 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
      * The in-sandbox caller, or an answer already sent (no E2B header: not ours, a plain 404). A
      * sandbox paused without auto-resume answers as E2B's proxy does (502); one with it wakes.
      */
-    const inSandbox = async (req: FastifyRequest, reply: FastifyReply, rpcStyle: boolean) => {
+    const inSandbox = async (req: FastifyRequest, reply: FastifyReply, rpcStyle: boolean, port = false) => {
       if (!req.headers['e2b-sandbox-id']) {
         void reply.code(404).send(errors.notFound('route').toBody());
         return null;
       }
-      const who = await access.sandbox(req.headers);
+      const who = await access.sandbox(req.headers, port);
       if (!who) {
         if (rpcStyle) {
           reply.hijack();
@@ -128,10 +128,11 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
       if (s.status === 'suspended') await autoResume(who.id, s.ownerId);
       return who;
     };
+    /** `port`: the interpreter's routes, which its traffic token opens too (see Access.sandbox). */
     const guarded =
-      (fn: (p: Principal, id: string, req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) =>
+      (fn: (p: Principal, id: string, req: FastifyRequest, reply: FastifyReply) => Promise<unknown>, port = false) =>
       async (req: FastifyRequest, reply: FastifyReply) => {
-        const who = await inSandbox(req, reply, false);
+        const who = await inSandbox(req, reply, false, port);
         if (!who) return reply;
         try {
           await access.limit(who.principal, 'e2b.envd');
@@ -222,7 +223,7 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
         } catch (e) {
           return e2bError(reply, e, deps.log);
         }
-      });
+      }, true);
     scope.post('/execute', ipy((p, id, req, reply) => interpreter.execute(p, id, json(req), reply)));
     scope.get('/contexts', ipy(async (p, id, _req, reply) => {
       await sandboxes.get(p, id);

@@ -71,7 +71,7 @@ export function detail(s: SandboxView, domain: string, token: string, pauseKeeps
 }
 
 /** The answer to create and connect: what the SDK needs to reach the sandbox. */
-export function created(s: SandboxView, domain: string, token: string) {
+export function created(s: SandboxView, domain: string, token: string, trafficToken: string) {
   return {
     templateID: e2bTemplate(s.template),
     alias: e2bTemplate(s.template),
@@ -79,7 +79,7 @@ export function created(s: SandboxView, domain: string, token: string) {
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
     envdAccessToken: token,
-    trafficAccessToken: token,
+    trafficAccessToken: trafficToken,
     domain,
   };
 }

@@ -93,6 +93,9 @@ describe('databases survive a node and move off a draining one', () => {
   });
 
   it('drain moves a database while a writer runs: no acknowledged write is lost', async () => {
+    // A retry after a failure mid-drain finds the node still draining: make every node active first.
+    for (const n of c.nodes) await n.nube.deps.nodes.setState(n.nube.deps.nodes.id, 'active');
+    await syncHeartbeats(c);
     const id = await createOn(2, `dr${Date.now().toString(36)}`);
     expect((await c.call('POST', `/databases/${id}/query`, { sql: 'create table t(x integer primary key)' }, 2)).status).toBe(200);
     const acked: number[] = [];
@@ -148,6 +151,50 @@ describe('databases survive a node and move off a draining one', () => {
     console.log(`drain: ${acked.length} writes, ${retried} retried, pause ${holder.services.databases.mover.stats.pauses.map((p) => p.toFixed(1)).join(', ')} ms`);
     await holder.deps.nodes.setState(holder.deps.nodes.id, 'active');
     await syncHeartbeats(c);
+  }, 60_000);
+
+  it('a write that checked the database before a move and runs after it follows the database, never the old file', async () => {
+    // The drain test once lost an acknowledged write this way: ownership checked, then the move's whole
+    // pause (nothing in flight yet), then the write ran on the old node's file, answered 200 and was
+    // deleted with it.
+    const id = await createOn(2, `mv${Date.now().toString(36)}`);
+    expect((await c.call('POST', `/databases/${id}/query`, { sql: 'create table t(x integer primary key)' }, 2)).status).toBe(200);
+    const holder = c.nodes[2]!.nube;
+    const svc = holder.services.databases as unknown as { capFor: (...a: unknown[]) => Promise<number> };
+    const real = svc.capFor;
+    let reached!: () => void;
+    const atCap = new Promise<void>((r) => {
+      reached = r;
+    });
+    let go!: () => void;
+    const held = new Promise<void>((r) => {
+      go = r;
+    });
+    // The write stops between its ownership check and `enter` (the storage cap is read there).
+    svc.capFor = async function (this: unknown, ...a: unknown[]) {
+      svc.capFor = real;
+      reached();
+      await held;
+      return real.apply(this, a);
+    };
+    try {
+      const pending = c.call('POST', `/databases/${id}/query`, { sql: 'insert into t values (7)' }, 2);
+      await atCap;
+      expect(await holder.deps.nodes.setState(holder.deps.nodes.id, 'draining')).toBe(true);
+      await syncHeartbeats(c);
+      await holder.services.databases.mover.move(id);
+      go();
+      const r = await pending;
+      // Followed the database (200, and the row is there) or told to retry (503): never a 200 for a
+      // write the database does not have.
+      if (r.status === 200) for (let via = 0; via < 3; via++) expect(await values(id, via)).toEqual([7]);
+      else expect(r.status, JSON.stringify(r.body)).toBe(503);
+    } finally {
+      svc.capFor = real;
+      go();
+      await holder.deps.nodes.setState(holder.deps.nodes.id, 'active');
+      await syncHeartbeats(c);
+    }
   }, 60_000);
 
   it('restores a dead node’s databases on another node, and the node coming back serves none of its stale files', async () => {

@@ -59,6 +59,12 @@ export class DatabasesService {
   /** Requests running on each database here, so a move's final copy waits for them. */
   private readonly inflight = new Map<string, number>();
   private readonly idle = new Map<string, () => void>();
+  /**
+   * Databases a move handed to another node. A request that checked ownership before the move's pause
+   * and reached `enter` after its release must not run on the old file (acknowledged there, then lost
+   * with it): it checks again and follows the database.
+   */
+  private readonly departed = new Set<string>();
   /** Restores and moves databases between nodes (set by the area once the service exists). */
   mover!: DatabaseMover;
   private readonly caps = new Map<string, { cap: number; until: number }>();
@@ -241,6 +247,8 @@ export class DatabasesService {
           this.owners.delete(id);
           this.caps.delete(id);
           this.placement.moved(id, to);
+          if (this.departed.size > 10_000) this.departed.clear();
+          this.departed.add(id);
         }
         this.moving.delete(id);
         open();
@@ -252,6 +260,7 @@ export class DatabasesService {
   forgetLocal(id: string): void {
     this.owners.delete(id);
     this.caps.delete(id);
+    this.departed.delete(id);
   }
 
   count(ownerId: string): Promise<number> {
@@ -301,6 +310,13 @@ export class DatabasesService {
         clearTimeout(timer);
       }
       await this.assertOwned(p, id);
+      return this.enter(p, id);
+    }
+    if (this.departed.has(id)) {
+      // Moved away after this request checked: the row names the new node now (ElsewhereError relays).
+      this.owners.delete(id);
+      await this.assertOwned(p, id);
+      this.departed.delete(id); // the row names this node again: it came back
       return this.enter(p, id);
     }
     this.inflight.set(id, (this.inflight.get(id) ?? 0) + 1);

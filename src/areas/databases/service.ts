@@ -260,7 +260,8 @@ export class DatabasesService {
   forgetLocal(id: string): void {
     this.owners.delete(id);
     this.caps.delete(id);
-    this.departed.delete(id);
+    // `departed` stays: a mover pass archiving the old file calls this too, and a request held since
+    // before the move must still check again (enter clears it once the row names this node).
   }
 
   count(ownerId: string): Promise<number> {

@@ -7,47 +7,19 @@
  * keep-alive loopback POSTs of a same-sized body, timed the same way.
  * Run: `npm run bench -- forms [count] [--no-pg | --only-pg]`.
  */
-import { fork } from 'node:child_process';
-import { Agent, createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { zipOf } from '../test/helpers/site.js';
 import { createTempDatabase } from '../test/helpers/pg.js';
 import { startBenchNube } from './lib/nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { summarize } from './lib/stats.js';
+import { now, type Receiver, startReceiver } from './lib/webhook-receiver.js';
 
-const now = () => performance.timeOrigin + performance.now();
 const CONCURRENCY = 8;
 const PACED_RATE = 50;
 const PACED_COUNT = 400;
 const MESSAGE = 'x'.repeat(200); // a contact form's message
-
-interface Receiver {
-  port: number;
-  /** Arms the receiver for `n` arrivals; resolves with their latencies and the last arrival time. */
-  expect(n: number): Promise<{ latencies: number[]; last: number }>;
-  stop(): void;
-}
-
-async function startReceiver(): Promise<Receiver> {
-  const child = fork(fileURLToPath(import.meta.url), ['receiver'], { execArgv: ['--import', 'tsx'] });
-  const port = await new Promise<number>((resolve) =>
-    child.once('message', (m: { port: number }) => resolve(m.port)),
-  );
-  return {
-    port,
-    expect(n) {
-      const p = new Promise<{ latencies: number[]; last: number }>((resolve) =>
-        child.once('message', (m: { latencies: number[]; last: number }) => resolve(m)),
-      );
-      child.send({ expect: n });
-      return p;
-    },
-    stop: () => child.send({ stop: true }),
-  };
-}
 
 /** POSTs `body` with `headers` over `agent`; resolves with the status once the answer is read. */
 function post(agent: Agent, port: number, path: string, headers: Record<string, string>, body: string) {
@@ -218,7 +190,7 @@ async function benchBare(rx: Receiver, n: number): Promise<ResultRow[]> {
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const n = Number(args.find((a) => /^\d+$/.test(a)) ?? 2000);
-  const rx = await startReceiver();
+  const rx = await startReceiver('data.fields.sentAt');
   const rows: ResultRow[] = [];
   try {
     const [barePaced, bareBurst] = await benchBare(rx, n);
@@ -258,39 +230,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${writeResult(newResult('forms', rows, notes))}`);
 }
 
-// ---- receiver child ---------------------------------------------------------------------------
-function receiverChild(): void {
-  let latencies: number[] = [];
-  let last = 0;
-  let want = Number.POSITIVE_INFINITY;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const at = now();
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
-        data: { fields: { sentAt: string } };
-      };
-      latencies.push(at - Number(body.data.fields.sentAt));
-      last = at;
-      res.writeHead(200).end();
-      if (latencies.length >= want) {
-        want = Number.POSITIVE_INFINITY;
-        process.send?.({ done: true, latencies, last });
-      }
-    });
-  });
-  server.keepAliveTimeout = 30_000;
-  server.listen(0, '127.0.0.1', () => process.send?.({ port: (server.address() as AddressInfo).port }));
-  process.on('message', (m: { expect?: number; stop?: boolean }) => {
-    if (m.stop) process.exit(0);
-    if (m.expect !== undefined) {
-      latencies = [];
-      want = m.expect;
-    }
-  });
-  process.on('disconnect', () => process.exit(0));
-}
-
-if (process.argv[2] === 'receiver') receiverChild();
-else await main();
+await main();

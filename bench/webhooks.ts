@@ -6,42 +6,16 @@
  * node:http POSTs of a same-sized body at the same concurrency as the delivery workers.
  * Run: `npm run bench -- webhooks [events] [--no-pg | --only-pg]`.
  */
-import { fork } from 'node:child_process';
-import { Agent, createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'node:http';
 import { loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { createTempDatabase } from '../test/helpers/pg.js';
 import { startBenchNube } from './lib/nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { summarize } from './lib/stats.js';
+import { now, type Receiver, startReceiver } from './lib/webhook-receiver.js';
 
-const now = () => performance.timeOrigin + performance.now();
 const CONCURRENCY = 16; // the delivery job type's concurrency (src/areas/webhooks/index.ts)
-
-interface Receiver {
-  port: number;
-  /** Arms the receiver for `n` arrivals; resolves with their latencies and the last arrival time. */
-  expect(n: number): Promise<{ latencies: number[]; last: number }>;
-  stop(): void;
-}
-
-async function startReceiver(): Promise<Receiver> {
-  const child = fork(fileURLToPath(import.meta.url), ['receiver'], { execArgv: ['--import', 'tsx'] });
-  const port = await new Promise<number>((resolve) => child.once('message', (m: { port: number }) => resolve(m.port)));
-  return {
-    port,
-    expect(n) {
-      const p = new Promise<{ latencies: number[]; last: number }>((resolve) =>
-        child.once('message', (m: { latencies: number[]; last: number }) => resolve(m)),
-      );
-      child.send({ expect: n });
-      return p;
-    },
-    stop: () => child.send({ stop: true }),
-  };
-}
 
 const PAD = 'x'.repeat(300); // a file-object-sized payload
 
@@ -168,7 +142,7 @@ async function benchBare(rx: Receiver, n: number): Promise<ResultRow> {
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const n = Number(args.find((a) => /^\d+$/.test(a)) ?? 5000);
-  const rx = await startReceiver();
+  const rx = await startReceiver('data.sentAt');
   const rows: ResultRow[] = [];
   try {
     const bare = await benchBare(rx, n);
@@ -201,37 +175,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${writeResult(newResult('webhooks', rows, notes))}`);
 }
 
-// ---- receiver child ---------------------------------------------------------------------------
-function receiverChild(): void {
-  let latencies: number[] = [];
-  let last = 0;
-  let want = Number.POSITIVE_INFINITY;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const at = now();
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data: { sentAt: number } };
-      latencies.push(at - body.data.sentAt);
-      last = at;
-      res.writeHead(200).end();
-      if (latencies.length >= want) {
-        want = Number.POSITIVE_INFINITY;
-        process.send?.({ done: true, latencies, last });
-      }
-    });
-  });
-  server.keepAliveTimeout = 30_000;
-  server.listen(0, '127.0.0.1', () => process.send?.({ port: (server.address() as AddressInfo).port }));
-  process.on('message', (m: { expect?: number; stop?: boolean }) => {
-    if (m.stop) process.exit(0);
-    if (m.expect !== undefined) {
-      latencies = [];
-      want = m.expect;
-    }
-  });
-  process.on('disconnect', () => process.exit(0));
-}
-
-if (process.argv[2] === 'receiver') receiverChild();
-else await main();
+await main();

@@ -2,7 +2,7 @@
 // payer is sent to pay, and how nube learns the payment went through. Stripe Checkout (the `stripe` package, its API at NUBE_STRIPE_API_URL) when a secret
 // key is configured: a Checkout Session per visit, confirmed by Stripe's signed webhook; else nube's
 // own checkout page, confirmed by the operator's key (a payment settled outside: a transfer, cash).
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import type { PaymentsConfig } from './config-shape.js';
 import { ApiError, errors } from './errors.js';
 
@@ -59,23 +59,29 @@ export class BuiltinPayments implements PaymentProvider {
 
 export class StripePayments implements PaymentProvider {
   readonly name = 'stripe';
-  private readonly stripe: Stripe;
+  private client: Promise<Stripe> | undefined;
 
-  constructor(private readonly c: NonNullable<PaymentsConfig['stripe']>) {
-    const u = new URL(c.apiUrl);
-    this.stripe = new Stripe(c.secretKey, {
-      host: u.hostname,
-      port: u.port || (u.protocol === 'https:' ? 443 : 80),
-      protocol: u.protocol === 'https:' ? 'https' : 'http',
-      maxNetworkRetries: 2,
-      timeout: 20_000,
-      telemetry: false,
+  constructor(private readonly c: NonNullable<PaymentsConfig['stripe']>) {}
+
+  /** The `stripe` package is loaded on the first checkout or webhook, not at every start. */
+  private stripe(): Promise<Stripe> {
+    this.client ??= import('stripe').then(({ default: StripeClient }) => {
+      const u = new URL(this.c.apiUrl);
+      return new StripeClient(this.c.secretKey, {
+        host: u.hostname,
+        port: u.port || (u.protocol === 'https:' ? 443 : 80),
+        protocol: u.protocol === 'https:' ? 'https' : 'http',
+        maxNetworkRetries: 2,
+        timeout: 20_000,
+        telemetry: false,
+      });
     });
+    return this.client;
   }
 
   async createCheckout(r: CheckoutRequest): Promise<HostedCheckout> {
     try {
-      const s = await this.stripe.checkout.sessions.create(
+      const s = await (await this.stripe()).checkout.sessions.create(
         {
           mode: 'payment',
           line_items: [
@@ -112,7 +118,7 @@ export class StripePayments implements PaymentProvider {
       );
     let event: Stripe.Event;
     try {
-      event = await this.stripe.webhooks.constructEventAsync(rawBody, signature ?? '', this.c.webhookSecret);
+      event = await (await this.stripe()).webhooks.constructEventAsync(rawBody, signature ?? '', this.c.webhookSecret);
     } catch (e) {
       throw errors.badRequest(
         `the Stripe-Signature does not match this body: ${(e as Error).message}`,

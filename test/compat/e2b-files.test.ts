@@ -59,6 +59,11 @@ describe('e2b SDK: files', () => {
     expect(st).toMatchObject({ name: 'f.txt', type: FileType.FILE, path: '/tmp/tree/f.txt', size: 5, owner: 'user', group: 'user' });
     expect(st.permissions).toMatch(/^-rw/);
     expect(st.modifiedTime).toBeInstanceOf(Date);
+    // An empty directory has a size, in whole blocks, as on E2B's ext4 (btrfs would say 0).
+    await sbx.files.makeDir('/tmp/tree/empty');
+    const dir = await sbx.files.getInfo('/tmp/tree/empty');
+    expect(dir).toMatchObject({ type: FileType.DIR, size: 4096 });
+    await sbx.files.remove('/tmp/tree/empty');
     const moved = await sbx.files.rename('/tmp/tree/f.txt', '/tmp/tree/sub/h.txt');
     expect(moved).toMatchObject({ name: 'h.txt', path: '/tmp/tree/sub/h.txt' });
     expect(await sbx.files.exists('/tmp/tree/f.txt')).toBe(false);

@@ -60,6 +60,15 @@ export interface Entry {
   metadata?: Record<string, string>;
 }
 
+/**
+ * A directory's size as E2B's sandboxes (ext4) report it: whole 4 KiB blocks, at least one. nube's
+ * sandbox layers sit on btrfs, whose directory size is the length of its names (0 when empty); the
+ * SDK's users see what E2B's envd shows them.
+ */
+export function ext4DirSize(size: string): string {
+  return String(Math.max(1, Math.ceil(Number(size) / 4096)) * 4096);
+}
+
 /** The entries `find -printf FORMAT` printed, then the metadata section after the mark. */
 export function parseEntries(out: Buffer): Entry[] {
   const list: Entry[] = [];
@@ -78,7 +87,7 @@ export function parseEntries(out: Buffer): Entry[] {
       name: posix.basename(path!),
       type: TYPES[link ? followed! : type!] ?? 'FILE_TYPE_UNSPECIFIED',
       path: path!,
-      size: size!,
+      size: type === 'd' ? ext4DirSize(size!) : size!,
       mode: Number.parseInt(mode!, 8),
       permissions: link ? `L${perms!.slice(1)}` : perms!,
       owner: owner!,

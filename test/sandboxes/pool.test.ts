@@ -198,6 +198,22 @@ describe.each(DRIVERS)('%s: warm pool', (driver) => {
     }
   }, 300_000);
 
+  it('deleting a derived template right after its sandbox goes: no refill starts on it afterwards (no 409)', async () => {
+    const src = await t.call('POST', '/sandboxes', { timeoutSeconds: 120 });
+    const snap = await t.call('POST', `/sandboxes/${src.body.id}/template-snapshot`, { key: 'pool-race', hash: 'h1' });
+    expect(snap.status, JSON.stringify(snap.body)).toBe(200);
+    await t.call('DELETE', `/sandboxes/${src.body.id}`);
+    // A create from it misses and schedules a refill a moment later; the delete comes first.
+    const c = await t.call('POST', '/sandboxes', { templateKey: 'pool-race', templateHash: 'h1', timeoutSeconds: 60 });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    await t.call('DELETE', `/sandboxes/${c.body.id}`);
+    const del = await t.call('DELETE', `/template-snapshots/${snap.body.id}`);
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+    await new Promise((r) => setTimeout(r, 1000));
+    const keys = (await t.nube.services.sandboxes.core.pool.status()).keys.map((k) => k.key);
+    expect(keys.filter((k) => k.startsWith('snapshot:'))).toEqual([]);
+  }, 120_000);
+
   it('a restart leaves no pooled sandbox: a crash is cleaned by the next start, a clean stop destroys them', async () => {
     await poolFilled(t);
     const core = t.nube.services.sandboxes.core;

@@ -33,6 +33,11 @@ interface KeyState {
   filling: boolean;
   /** Bumped by drain: a sandbox started for an older generation is destroyed, not pooled. */
   generation: number;
+  /**
+   * Drained (its source is being deleted): a refill scheduled before the drain never starts, so no
+   * sandbox comes to stand on a snapshot being deleted. A later take starts a fresh state.
+   */
+  retired: boolean;
   failedUntil: number;
   hits: number;
   misses: number;
@@ -101,7 +106,7 @@ export class WarmPool {
     const key = WarmPool.key(src);
     let k = this.keys.get(key);
     if (!k) {
-      k = { source: src, ready: [], creations: [], lastUse: 0, filling: false, generation: 0, failedUntil: 0, hits: 0, misses: 0 };
+      k = { source: src, ready: [], creations: [], lastUse: 0, filling: false, generation: 0, retired: false, failedUntil: 0, hits: 0, misses: 0 };
       this.keys.set(key, k);
     }
     return k;
@@ -164,7 +169,7 @@ export class WarmPool {
   }
 
   private fill(k: KeyState): void {
-    if (k.filling || this.closed) return;
+    if (k.filling || this.closed || k.retired) return;
     k.filling = true;
     const job = this.fillLoop(k)
       .catch((e: unknown) => this.log.warn({ err: e, pool: WarmPool.key(k.source) }, 'warm pool refill failed'))
@@ -178,7 +183,7 @@ export class WarmPool {
 
   /** One sandbox at a time per source: refilling must not starve the requests it serves. */
   private async fillLoop(k: KeyState): Promise<void> {
-    while (!this.closed && Date.now() >= k.failedUntil && k.ready.length < this.target(k)) {
+    while (!this.closed && !k.retired && Date.now() >= k.failedUntil && k.ready.length < this.target(k)) {
       if (this.pooled() >= (await this.memoryCap())) return;
       const ids = sandboxIds();
       const generation = k.generation;
@@ -192,7 +197,7 @@ export class WarmPool {
         await this.runtime.destroy(ids.runtimeId).catch(() => {});
         throw e;
       }
-      if (this.closed || generation !== k.generation) {
+      if (this.closed || k.retired || generation !== k.generation) {
         await this.runtime.destroy(ids.runtimeId).catch(() => {});
         return;
       }
@@ -213,6 +218,8 @@ export class WarmPool {
     const k = this.keys.get(WarmPool.key(src));
     if (!k) return;
     k.generation++;
+    k.retired = true;
+    this.keys.delete(WarmPool.key(src));
     const gone = k.ready.splice(0);
     for (const s of gone) await this.runtime.destroy(s.runtimeId).catch(() => {});
     // A sandbox being started for it now is destroyed when its start ends; wait for that too.

@@ -404,12 +404,29 @@ async function gvisorRows(): Promise<void> {
       resumes.push(await time(() => gv.resume(id)));
     }
     row('gvisor: resume', resumes, '-');
+    const kept = await keepMemorySamples(gv, id, 5);
+    row('gvisor: suspend keeping memory (runsc pause)', kept.suspends, '-');
+    row('gvisor: resume keeping memory (runsc resume) -> exec', kept.resumes, '-');
   } finally {
     for (const s of await gv.list()) await gv.destroy(s.id).catch(() => {});
     await gv.detachStore();
     rmSync(gvDir, { recursive: true, force: true });
     rmSync(gv.runDir, { recursive: true, force: true });
   }
+}
+
+/** Suspend with keepMemory (processes frozen in place) and resume until an exec answers. */
+async function keepMemorySamples(rt: NamespacesRuntime, id: string, n: number) {
+  const suspends: number[] = [];
+  const resumes: number[] = [];
+  for (let i = 0; i < n; i++) {
+    suspends.push(await time(() => rt.suspend(id, { keepMemory: true })));
+    resumes.push(await time(async () => {
+      await rt.resume(id);
+      await rt.exec(id, 'true');
+    }));
+  }
+  return { suspends, resumes };
 }
 
 const load0 = loadavg().map(round).join(', ');
@@ -453,6 +470,9 @@ try {
     resumes.push(await time(() => runtime.resume(id)));
   }
   row('runtime: resume', resumes, '<= 4x bare', 4 * bareP50);
+  const kept = await keepMemorySamples(runtime, id, 10);
+  row('runtime: suspend keeping memory (freeze)', kept.suspends, '-');
+  row('runtime: resume keeping memory (thaw) -> exec', kept.resumes, '<= 1x bare', bareP50);
   await runtime.destroy(id);
 
   const many = Array.from({ length: DENSITY }, nextId);

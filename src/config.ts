@@ -153,6 +153,8 @@ const envSchema = z.object({
   NUBE_SANDBOX_POOL: z.coerce.number().int().min(0).max(64).default(2),
   NUBE_SANDBOX_POOL_MAX: z.coerce.number().int().min(0).max(256).default(16),
   NUBE_SANDBOX_POOL_MEMORY_PERCENT: z.coerce.number().min(0).max(50).default(5),
+  // How long a sandbox suspended with its memory (frozen in the host's RAM) keeps it; then its files only.
+  NUBE_SANDBOX_MEMORY_HOLD_MINUTES: z.coerce.number().min(0).max(525_600).default(60),
   // Where upper dirs and snapshots live: `auto` a reflink-capable store (the data dir's own xfs/btrfs,
   // else a sparse XFS image in it, so forks and snapshots share blocks), `copy` the data dir as it is.
   NUBE_SANDBOX_STORE: z.enum(['auto', 'copy']).default('auto'),
@@ -412,6 +414,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         max: Math.max(e.NUBE_SANDBOX_POOL, e.NUBE_SANDBOX_POOL_MAX),
         memoryPercent: e.NUBE_SANDBOX_POOL_MEMORY_PERCENT,
       },
+      memoryHoldMs: Math.round(e.NUBE_SANDBOX_MEMORY_HOLD_MINUTES * 60_000),
       raw: rawConfig(e),
       privateAllow: privateAllow(e),
       sshPort: e.NUBE_SSH_PORT,

@@ -236,6 +236,8 @@ export interface SandboxesConfig {
   storeReserveBytes: number;
   /** Warm pool (NUBE_SANDBOX_POOL*): per template in use, sandboxes started ahead and handed out on create. */
   pool: SandboxPoolConfig;
+  /** How long a sandbox suspended with its memory keeps it (NUBE_SANDBOX_MEMORY_HOLD_MINUTES, default 60), ms. */
+  memoryHoldMs: number;
   /** Raw TCP/UDP exposures: host ports [first, last], listen address, host name clients are told. */
   raw: { first: number; last: number; bind: string; host: string };
   /** Private/loopback/link-local IPv4 ranges a network policy may open (NUBE_SANDBOX_PRIVATE_ALLOW); closed otherwise. */

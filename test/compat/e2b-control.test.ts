@@ -95,6 +95,9 @@ describe('e2b SDK: control plane', () => {
     const waking = await Sandbox.create({ timeoutMs: 2000, lifecycle: { onTimeout: 'pause', autoResume: true } });
     expect((await plain.getInfo()).lifecycle).toEqual({ onTimeout: 'pause', autoResume: false });
     expect((await waking.getInfo()).lifecycle).toEqual({ onTimeout: 'pause', autoResume: true });
+    // A server that the pause keeps (E2B's pause keeps memory): the wake finds it serving.
+    await waking.commands.run('python3 -m http.server 8000', { background: true });
+    await waking.commands.run('for i in $(seq 50); do python3 -c "import urllib.request as u; u.urlopen(\'http://127.0.0.1:8000/\')" 2>/dev/null && break; sleep 0.1; done');
     await wait(4500);
     for (const s of [plain, waking]) {
       expect((await s.getInfo()).state).toBe('paused');
@@ -104,7 +107,7 @@ describe('e2b SDK: control plane', () => {
     expect(refused.status).toBe(502);
     expect(JSON.parse(refused.body)).toEqual({ sandboxId: plain.sandboxId, message: 'The sandbox was not found', code: 502 });
     expect((await plain.getInfo()).state).toBe('paused');
-    await viaHost(waking.getHost(8000));
+    expect((await viaHost(waking.getHost(8000))).status).toBe(200);
     // Woken for at least 5 minutes (as E2B's auto-resume), however short its own timeout.
     const woken = await waking.getInfo();
     expect(woken.state).toBe('running');
@@ -177,8 +180,8 @@ describe('e2b SDK: control plane', () => {
 
   it('a killed sandbox: its commands end with TimeoutError, isRunning is false, its ports answer 502', async () => {
     const s = await Sandbox.create({ timeoutMs: 300_000 });
-    // nube says what a pause keeps on its driver (namespaces: the files, not the processes).
-    expect((await api(`/sandboxes/${s.sandboxId}`)).body).toMatchObject({ pauseKeeps: 'files', state: 'running' });
+    // nube says what a pause keeps on its driver (both freeze the processes in place).
+    expect((await api(`/sandboxes/${s.sandboxId}`)).body).toMatchObject({ pauseKeeps: 'processes', state: 'running' });
     const plain = await s.commands.run('sleep 60', { background: true });
     const interactive = await s.commands.run('cat', { background: true, stdin: true });
     const host = s.getHost(8000);

@@ -52,6 +52,39 @@ describe('e2b SDK: sandbox lifecycle', () => {
     await again.kill();
   });
 
+  it('a pause keeps running processes and memory (keepMemory: false keeps the files only)', async () => {
+    const sbx = await Sandbox.create();
+    const sleeper = await sbx.commands.run('sleep 3600', { background: true });
+    await sbx.files.write('/home/user/site/index.html', 'still serving');
+    await sbx.commands.run('cd /home/user/site && python3 -m http.server 8001', { background: true });
+    const host = sbx.getHost(8001);
+    const served = async () => {
+      let r = { status: 0, body: '' };
+      for (let i = 0; i < 50 && r.status !== 200; i++) {
+        r = await getUrl(t, `http://${host}`, '/index.html');
+        if (r.status !== 200) await new Promise((res) => setTimeout(res, 100));
+      }
+      return r;
+    };
+    expect(await served()).toEqual({ status: 200, body: 'still serving' });
+    expect(await sbx.pause()).toBe(true);
+    expect(await sbx.isRunning()).toBe(false);
+    const own = await t.call('GET', `/sandboxes/${sbx.sandboxId.replace('-', '_')}`);
+    expect(own.body).toMatchObject({ status: 'suspended', memoryKept: true });
+    await sbx.connect();
+    // The same processes, not restarted ones: the pid is listed and connectable, the server answers.
+    expect((await sbx.commands.list()).map((p) => p.pid)).toContain(sleeper.pid);
+    expect((await sbx.commands.connect(sleeper.pid)).pid).toBe(sleeper.pid);
+    expect(await served()).toEqual({ status: 200, body: 'still serving' });
+    // A filesystem-only pause ends them.
+    await sbx.pause({ keepMemory: false });
+    expect((await t.call('GET', `/sandboxes/${sbx.sandboxId.replace('-', '_')}`)).body.memoryKept).toBe(false);
+    await sbx.connect();
+    expect((await sbx.commands.list()).map((p) => p.pid)).not.toContain(sleeper.pid);
+    expect((await sbx.commands.run("ps -eo args= | grep -c '^sleep 3600' || true")).stdout.trim()).toBe('0');
+    await sbx.kill();
+  });
+
   it('getHost(port) reaches a server inside the sandbox', async () => {
     const sbx = await Sandbox.create();
     await sbx.files.write('/home/user/site/index.html', 'served from the sandbox');

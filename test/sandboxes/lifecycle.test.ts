@@ -11,7 +11,8 @@ const sx = (path: string) => `/sandboxes/${id}${path}`;
 
 describe.each(DRIVERS)('%s: sandboxes API lifecycle', (driver) => {
   beforeAll(async () => {
-    t = await startSandboxNube('lifecycle', { NUBE_SANDBOX_DRIVER: driver });
+    // A sandbox suspended with its memory gives it back after 3 s here (60 minutes by default).
+    t = await startSandboxNube('lifecycle', { NUBE_SANDBOX_DRIVER: driver, NUBE_SANDBOX_MEMORY_HOLD_MINUTES: '0.05' });
     const c = await t.call('POST', '/sandboxes', {
       timeoutSeconds: 600,
       env: { GREETING: 'hola' },
@@ -129,6 +130,35 @@ describe.each(DRIVERS)('%s: sandboxes API lifecycle', (driver) => {
   });
 
   it('bootstrap runs at wake; suspend pauses the TTL; resume rewrites env', () => suspendResumeBody(t, id));
+
+  it('suspend with keepMemory keeps running processes (no bootstrap on the thaw) until the hold time', async () => {
+    const bg = await t.call('POST', sx('/bg'), { command: 'exec sleep 600' });
+    expect(bg.status).toBe(200);
+    await t.call('POST', sx('/bootstrap'), { script: 'echo woke >> /root/thaw.log', mode: 'blocking' });
+    const s = await t.call('POST', sx('/suspend'), { keepMemory: true });
+    expect(s.body.sandbox).toMatchObject({ status: 'suspended', memoryKept: true });
+    expect((await t.call('POST', sx('/suspend'), { keepMemory: 'yes' })).status).toBe(400);
+    const r = await t.call('POST', sx('/resume'));
+    expect(r.body).toMatchObject({ sandbox: { status: 'running', memoryKept: false }, bootstrap: null });
+    const alive = await t.call('GET', sx(`/bg/${bg.body.execId}`));
+    expect(alive.body.state).toBe('running');
+    expect((await t.call('POST', sx('/exec'), { command: 'cat /root/thaw.log 2>/dev/null || echo none' })).body.stdout).toBe('none\n');
+    // Past the hold time the memory goes back and the processes with it; the files stay.
+    await t.call('POST', sx('/suspend'), { keepMemory: true });
+    let g = await t.call('GET', sx(''));
+    for (let i = 0; i < 150 && g.body.memoryKept; i++) {
+      await new Promise((res) => setTimeout(res, 100));
+      g = await t.call('GET', sx(''));
+    }
+    expect(g.body).toMatchObject({ status: 'suspended', memoryKept: false });
+    const events = (await t.call('POST', sx('/logs'))).body.events.map((e: { event: string }) => e.event);
+    expect(events).toContain('memory-released');
+    const woke = await t.call('POST', sx('/resume'));
+    expect(woke.body.bootstrap).toMatchObject({ mode: 'blocking' });
+    expect((await t.call('GET', sx(`/bg/${bg.body.execId}`))).body.state).not.toBe('running');
+    expect((await t.call('POST', sx('/exec'), { command: 'cat /root/thaw.log' })).body.stdout).toBe('woke\n');
+    await t.call('POST', sx('/bootstrap'), { script: '' });
+  }, 120_000);
 
   it('fork: the child sees the parent files; the parent keeps running', async () => {
     await t.call('POST', sx('/files/write'), { path: '/root/parent.txt', content: 'from parent' });

@@ -1567,7 +1567,7 @@ export interface paths {
          * Run a sandbox action: suspend, resume, fork, snapshot, expose a port, SSH, domains, network policy, ...
          * @description One route serves every action; the body depends on the action:
          *     - extend: {extendSeconds?: integer}
-         *     - suspend: none. Snapshot the sandbox and pause its TTL
+         *     - suspend: {keepMemory?: boolean}. Snapshot the sandbox and pause its TTL; keepMemory also keeps its running processes and memory (default: the sandbox's suspendKeepsMemory)
          *     - resume: {env?: map}. Environment rewritten on wake
          *     - idle: {suspendOnIdle: boolean, idleTtlSeconds?: integer >= 60 (required when suspendOnIdle is true; re-arms the inactivity clock from now), hardTtlSeconds?: integer >= 60 (destroys regardless)}
          *     - bootstrap: {script: string (run by the host at every wake; "" turns it off), mode?: async|blocking, timeoutSeconds?}. Travels in metadata: must not contain credentials
@@ -3017,6 +3017,8 @@ export interface components {
             id: string;
             /** @description Inactivity TTL set with the `idle` action, or null */
             idleTtlSeconds: number | null;
+            /** @description Suspended with its processes and memory kept: a resume carries on where they were */
+            memoryKept: boolean;
             /** @description Memory limit in MiB */
             memoryMB: number;
             /** @description Caller metadata, string to string */
@@ -3038,6 +3040,8 @@ export interface components {
             status: "starting" | "running" | "suspended" | "failed" | "lost";
             /** @description When it was suspended, or null */
             suspendedAt: string | null;
+            /** @description Its suspends keep processes and memory by default */
+            suspendKeepsMemory: boolean;
             /** @description When true the sandbox is suspended (not destroyed) when its timeout or idle TTL expires */
             suspendOnIdle: boolean;
             /** @description Base template name (`base`, `code-interpreter`, ...) */
@@ -3067,6 +3071,8 @@ export interface components {
                 [key: string]: string;
             };
             name?: string;
+            /** @description Its suspends (the timeout's too) keep running processes and memory, frozen in the host's memory, unless a suspend says keepMemory: false. Default false: a suspend keeps the files and ends the processes */
+            suspendKeepsMemory?: boolean;
             /**
              * @description Suspend (snapshot) instead of destroying the sandbox when the timeout elapses
              * @default false
@@ -13273,6 +13279,8 @@ export interface operations {
                     idleTtlSeconds?: number;
                     /** @description network-policy */
                     internet?: boolean;
+                    /** @description suspend */
+                    keepMemory?: boolean;
                     /** @description template-snapshot */
                     key?: string;
                     /** @description run-code, run-cell: python | node | bash */

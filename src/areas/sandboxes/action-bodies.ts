@@ -102,7 +102,14 @@ export const sandboxActionBodies = {
       .optional()
       .describe('Seconds added to the timeout (default: timeoutSeconds)'),
   }),
-  suspend: None,
+  suspend: z.object({
+    keepMemory: z
+      .boolean()
+      .optional()
+      .describe(
+        "Keep running processes and memory (frozen in the host's memory, released after the operator's hold time); default: the sandbox's suspendKeepsMemory",
+      ),
+  }),
   resume: z.object({ env: Env.optional().describe('Environment rewritten on wake') }),
   idle: IdleBody,
   bootstrap: z.object({
@@ -155,7 +162,7 @@ export const sandboxActionBodies = {
 
 export const ACTION_DOC = `One route serves every action; the body depends on the action:
 - extend: {extendSeconds?: integer}
-- suspend: none. Snapshot the sandbox and pause its TTL
+- suspend: {keepMemory?: boolean}. Snapshot the sandbox and pause its TTL; keepMemory also keeps its running processes and memory (default: the sandbox's suspendKeepsMemory)
 - resume: {env?: map}. Environment rewritten on wake
 - idle: {suspendOnIdle: boolean, idleTtlSeconds?: integer >= 60 (required when suspendOnIdle is true; re-arms the inactivity clock from now), hardTtlSeconds?: integer >= 60 (destroys regardless)}
 - bootstrap: {script: string (run by the host at every wake; "" turns it off), mode?: async|blocking, timeoutSeconds?}. Travels in metadata: must not contain credentials
@@ -182,6 +189,7 @@ export const ActionBody = limited(z.looseObject({
   extendSeconds: z.number().int().optional().describe('extend'),
   env: Env.optional().describe('resume, exec'),
   suspendOnIdle: z.boolean().optional().describe('idle'),
+  keepMemory: z.boolean().optional().describe('suspend'),
   idleTtlSeconds: z.number().int().optional().describe('idle'),
   hardTtlSeconds: z.number().int().optional().describe('idle'),
   script: z.string().optional().describe('bootstrap'),

@@ -4,6 +4,8 @@
 //   created with suspendOnIdle) every activity pushes it to now + the idle TTL.
 // - At expiry: suspendOnIdle -> suspended (TTL paused), else destroyed.
 // - `hard_expires_at` (hardTtlSeconds from `idle`): destroyed regardless, even while suspended.
+// - `memory_kept` (suspended with its processes frozen in the host's memory): at suspended_at + the
+//   operator's hold time its memory is given back (its files stay).
 // One job per sandbox (key `sandbox-ttl:<id>`), due at the earliest deadline. Activity only moves the
 // deadline later, so it writes the new deadline and leaves the job alone: the job, firing early,
 // finds the deadline moved and re-arms itself. That keeps exec round trips free of job-table writes.
@@ -13,9 +15,10 @@ import type { SandboxesRepo, SandboxRow } from './repo.js';
 /** What the clocks need of the sandboxes service: its rows, the job queue, and the two ends of a clock. */
 export interface ClockHost {
   readonly repo: SandboxesRepo;
-  readonly deps: Pick<PlatformDeps, 'jobs' | 'nodes'>;
+  readonly deps: Pick<PlatformDeps, 'jobs' | 'nodes' | 'config'>;
   destroy(id: string, reason: string): Promise<void>;
   suspend(id: string, reason: string): Promise<SandboxRow>;
+  releaseMemory(id: string, reason: string): Promise<void>;
   /** Activity nube's API did not see (traffic through kernel-forwarded raw ports). */
   activeLately(r: SandboxRow): Promise<boolean>;
 }
@@ -36,10 +39,16 @@ export class Clocks {
   /** A failed sandbox keeps its timeout: the record goes when it passes. */
   deadline(r: SandboxRow): number | null {
     const timed = r.status === 'running' || r.status === 'failed';
-    const d = [timed ? r.expires_at : null, r.hard_expires_at].filter(
+    const d = [timed ? r.expires_at : null, r.hard_expires_at, this.memoryReleaseAt(r)].filter(
       (x): x is number => x !== null,
     );
     return d.length ? Math.min(...d) : null;
+  }
+
+  /** When a sandbox suspended with its memory gives it back; null for any other. */
+  private memoryReleaseAt(r: SandboxRow): number | null {
+    if (r.status !== 'suspended' || r.memory_kept !== 1) return null;
+    return (r.suspended_at ?? Date.now()) + this.core.deps.config.sandboxes.memoryHoldMs;
   }
 
   async arm(r: SandboxRow): Promise<void> {
@@ -69,6 +78,11 @@ export class Clocks {
     const now = Date.now();
     if (r.hard_expires_at !== null && r.hard_expires_at <= now) {
       await this.core.destroy(id, 'hardTtl');
+      return;
+    }
+    const release = this.memoryReleaseAt(r);
+    if (release !== null && release <= now) {
+      await this.core.releaseMemory(id, 'hold time');
       return;
     }
     if (r.status === 'failed' && r.expires_at !== null && r.expires_at <= now) {

@@ -169,8 +169,7 @@ export class SandboxesService {
       case 'extend':
         return this.manage.extend(p, id, parseBody(B.extend, raw).extendSeconds);
       case 'suspend':
-        parseBody(B.suspend, raw);
-        return this.manage.suspend(p, id);
+        return this.manage.suspend(p, id, parseBody(B.suspend, raw).keepMemory);
       case 'resume':
         return this.manage.resume(p, id, parseBody(B.resume, raw).env);
       case 'idle':

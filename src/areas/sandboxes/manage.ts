@@ -92,9 +92,9 @@ export class Manage {
     return { ok: true, bootstrap: value };
   }
 
-  async suspend(p: Principal, id: string) {
+  async suspend(p: Principal, id: string, keepMemory?: boolean) {
     await this.core.usable(p, id);
-    const r = await this.core.suspend(id, 'action');
+    const r = await this.core.suspend(id, 'action', keepMemory);
     return { ok: true, sandbox: this.core.view(r) };
   }
 

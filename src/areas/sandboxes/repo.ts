@@ -42,6 +42,10 @@ interface SandboxesTable {
   events: string;
   started_at: number;
   suspended_at: number | null;
+  /** 1: its suspends keep processes and memory unless told otherwise (`suspendKeepsMemory`). */
+  suspend_keeps_memory: number;
+  /** 1: suspended with its processes frozen in memory (a resume thaws them). */
+  memory_kept: number;
   created_at: number;
   /** The node holding the sandbox (placement.ts); null on rows made before nodes existed. */
   node_id: string | null;
@@ -178,6 +182,12 @@ export const sandboxesMigrations: Record<string, Migration> = {
       await db.schema.alterTable('sandboxes').addColumn('disk_mb', 'integer').execute();
     },
   },
+  '0104-sandboxes-memory-kept': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('sandboxes').addColumn('suspend_keeps_memory', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable('sandboxes').addColumn('memory_kept', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };
 
 export type SandboxRow = SandboxesTable;
@@ -191,7 +201,7 @@ function num<T extends Record<string, unknown>>(row: T, cols: (keyof T)[]): T {
 }
 const SBX_NUM: (keyof SandboxRow)[] = [
   'timeout_seconds', 'suspend_on_idle', 'idle_ttl_seconds', 'hard_ttl_seconds', 'expires_at', 'remaining_ms',
-  'hard_expires_at', 'cpus', 'memory_mb', 'started_at', 'suspended_at', 'created_at',
+  'hard_expires_at', 'cpus', 'memory_mb', 'started_at', 'suspended_at', 'created_at', 'suspend_keeps_memory', 'memory_kept',
 ];
 
 export class SandboxesRepo {

@@ -7,6 +7,8 @@ export interface CreateInput {
   template: string;
   timeoutSeconds: number;
   suspendOnIdle: boolean;
+  /** Its suspends (the timeout's too) keep its processes and memory by default. */
+  suspendKeepsMemory?: boolean;
   templateKey?: string;
   templateHash?: string;
   name?: string;
@@ -72,6 +74,8 @@ export function newRow(
     events: JSON.stringify([{ at: new Date(now).toISOString(), event: 'created', ...(from.warm ? { warmPool: true } : {}) }]),
     started_at: now,
     suspended_at: null,
+    suspend_keeps_memory: (input.suspendKeepsMemory ?? from.parent?.suspend_keeps_memory === 1) ? 1 : 0,
+    memory_kept: 0,
     created_at: now,
     // A fork lives where its parent's layers are.
     node_id: from.parent?.node_id ?? from.nodeId ?? null,

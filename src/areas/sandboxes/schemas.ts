@@ -92,6 +92,10 @@ export const Sandbox = z
     expiresAt: IsoTime.nullable().describe('When the timeout fires; null while suspended (TTL paused)'),
     hardExpiresAt: IsoTime.nullable().describe('When the hard TTL destroys the sandbox regardless, or null'),
     suspendedAt: IsoTime.nullable().describe('When it was suspended, or null'),
+    suspendKeepsMemory: z.boolean().describe('Its suspends keep processes and memory by default'),
+    memoryKept: z
+      .boolean()
+      .describe('Suspended with its processes and memory kept: a resume carries on where they were'),
     urls: z
       .array(z.object({ port: z.number().int(), url: z.string().describe('Public HTTPS/WSS URL') }))
       .describe('Ports exposed with the `expose` action'),
@@ -205,6 +209,12 @@ export const SandboxCreate = z
       .boolean()
       .default(false)
       .describe('Suspend (snapshot) instead of destroying the sandbox when the timeout elapses'),
+    suspendKeepsMemory: z
+      .boolean()
+      .optional()
+      .describe(
+        "Its suspends (the timeout's too) keep running processes and memory, frozen in the host's memory, unless a suspend says keepMemory: false. Default false: a suspend keeps the files and ends the processes",
+      ),
     templateKey: TemplateKey.optional().describe(
       'Start from the derived template (key, hash); needs templateHash',
     ),

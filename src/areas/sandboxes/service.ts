@@ -505,24 +505,31 @@ export class SandboxesCore {
     }
   }
 
-  async suspend(id: string, reason: string): Promise<SandboxRow> {
+  /**
+   * `keepMemory` (default: the sandbox's `suspend_keeps_memory`): its processes are frozen in place
+   * where the driver can (`pauseKeeps`), so a resume carries on; the files alone otherwise. A sandbox
+   * suspended with its memory and suspended again without it gives its memory back.
+   */
+  async suspend(id: string, reason: string, keepMemory?: boolean): Promise<SandboxRow> {
     return this.locked(id, async () => {
       const row = await this.repo.get(id);
       if (!row) throw errors.notFound('sandbox');
       await this.placement.assertHere(row.node_id);
-      if (row.status === 'suspended') return row;
+      const keep = (keepMemory ?? row.suspend_keeps_memory === 1) && this.runtime.pauseKeeps === 'processes';
+      if (row.status === 'suspended') return row.memory_kept === 1 && !keep ? this.releaseMemoryLocked(row, reason) : row;
       if (row.status !== 'running') throw errors.conflict(`sandbox is ${row.status}`, 'InvalidState');
-      await rt(this.runtime.suspend(row.runtime_id));
+      const info = await rt(this.runtime.suspend(row.runtime_id, { keepMemory: keep }));
       const now = Date.now();
       const patch: Partial<SandboxRow> = {
         status: 'suspended',
+        memory_kept: info.memoryKept ? 1 : 0,
         remaining_ms: Math.max(0, (row.expires_at ?? now) - now),
         expires_at: null,
         suspended_at: now,
         kernel_exec_id: null,
       };
       await this.repo.update(id, patch);
-      await this.event(id, 'suspended', { reason });
+      await this.event(id, 'suspended', { reason, ...(info.memoryKept ? { memoryKept: true } : {}) });
       const fresh = { ...row, ...patch };
       await this.clocks.arm(fresh);
       await this.runHooks(this.suspendHooks, fresh);
@@ -541,6 +548,7 @@ export class SandboxesCore {
       if (r.status !== 'suspended')
         throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
       await rt(this.runtime.resume(r.runtime_id, env ? { env } : {}));
+      const thawed = r.memory_kept === 1;
       const now = Date.now();
       // The TTL was paused: what was left runs again from now (a fresh idle period at least).
       const idle = this.clocks.idleTtlMs(r);
@@ -550,17 +558,37 @@ export class SandboxesCore {
         expires_at: neverExpires(r) ? null : now + left,
         remaining_ms: null,
         suspended_at: null,
-        started_at: now,
+        memory_kept: 0,
+        // A thawed sandbox carries on its run: started_at stays.
+        ...(thawed ? {} : { started_at: now }),
         ...(env ? { env_sealed: this.seal(env) } : {}),
       };
       await this.repo.update(id, patch);
-      await this.event(id, 'resumed', env ? { envRewritten: true } : {});
+      await this.event(id, 'resumed', { ...(env ? { envRewritten: true } : {}), ...(thawed ? { memoryKept: true } : {}) });
       const fresh = { ...r, ...patch };
       await this.clocks.arm(fresh);
       await this.runHooks(this.resumeHooks, fresh);
-      return fresh;
+      return { fresh, thawed };
     });
-    return { row, bootstrap: await this.runBootstrap(row) };
+    // The bootstrap is for a wake on the files: a thawed sandbox's processes never stopped.
+    return { row: row.fresh, bootstrap: row.thawed ? null : await this.runBootstrap(row.fresh) };
+  }
+
+  /** A sandbox suspended with its memory past the operator's hold time gives it back: its files stay. */
+  async releaseMemory(id: string, reason: string): Promise<void> {
+    await this.locked(id, async () => {
+      const row = await this.repo.get(id);
+      if (row?.status === 'suspended' && row.memory_kept === 1) await this.releaseMemoryLocked(row, reason);
+    });
+  }
+
+  private async releaseMemoryLocked(row: SandboxRow, reason: string): Promise<SandboxRow> {
+    await rt(this.runtime.suspend(row.runtime_id, { keepMemory: false }));
+    const fresh = { ...row, memory_kept: 0 };
+    await this.repo.update(row.id, { memory_kept: 0 });
+    await this.event(row.id, 'memory-released', { reason });
+    await this.clocks.arm(fresh);
+    return fresh;
   }
 
   /** A hook's failure is logged: the lifecycle change it follows has happened. */

@@ -53,6 +53,8 @@ export function toSandbox(r: SandboxRow, urlOf: (port: number) => string, start?
     expiresAt: iso(r.expires_at),
     hardExpiresAt: iso(r.hard_expires_at),
     suspendedAt: iso(r.suspended_at),
+    suspendKeepsMemory: r.suspend_keeps_memory === 1,
+    memoryKept: r.memory_kept === 1,
     urls: ports.map((port) => ({ port, url: urlOf(port) })),
   };
 }

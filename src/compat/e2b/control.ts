@@ -91,7 +91,7 @@ export class ControlPlane implements SettledSandboxes {
     private readonly sandboxes: SandboxesService,
     private readonly access: Access,
     private readonly deps: PlatformDeps,
-    /** Told when a sandbox was paused here (the processes this adapter runs in it may have ended). */
+    /** Told when a sandbox was paused here without its memory (the processes this adapter runs in it ended). */
     private readonly paused: (id: string) => void = () => {},
   ) {
     this.extras = new ControlExtras(sandboxes, this);
@@ -146,6 +146,8 @@ export class ControlPlane implements SettledSandboxes {
       timeoutSeconds: b.timeout ?? 15,
       // E2B's onTimeout: 'pause' is nube's suspend at the timeout.
       suspendOnIdle: b.autoPause === true,
+      // E2B's pauses keep memory unless told otherwise (its lifecycle's keepMemory: false).
+      suspendKeepsMemory: b.autoPauseMemory !== false,
       metadata: { ...b.metadata, ...settingsMetadata(b) },
       // E2B's home for everything in the sandbox (the code interpreter's kernel starts in $HOME).
       env: { HOME: DEFAULT_HOME, ...b.envVars },
@@ -218,11 +220,11 @@ export class ControlPlane implements SettledSandboxes {
   }
 
   async pause(p: Principal, id: string, raw: unknown): Promise<number> {
-    parseBody(PauseBody, raw);
+    const b = parseBody(PauseBody, raw);
     const s = await this.settled(p, id);
     if (s.status === 'suspended') throw new ApiError(409, 'Conflict', `sandbox ${id} is already paused`);
-    await this.sandboxes.action(p, id, 'suspend', {});
-    this.paused(id);
+    const r = (await this.sandboxes.action(p, id, 'suspend', { keepMemory: b.memory ?? true })) as { sandbox: { memoryKept: boolean } };
+    if (!r.sandbox.memoryKept) this.paused(id);
     return 204;
   }
 

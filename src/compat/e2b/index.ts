@@ -39,9 +39,7 @@ export function mountE2b(app: FastifyInstance, sandboxes: SandboxesService, deps
   const access = new Access(deps, planOf);
   const processes = new Processes(sandboxes);
   // A pause that keeps no processes ends the ones this adapter runs there (their streams drop).
-  const control = new ControlPlane(sandboxes, access, deps, (id) => {
-    if (sandboxes.pauseKeeps() === 'files') processes.ended(id);
-  });
+  const control = new ControlPlane(sandboxes, access, deps, (id) => processes.ended(id));
   const users = new Users(sandboxes);
   const fs = new Filesystem(sandboxes);
   const rpc = new EnvdRpc(processes, fs, new Watcher(sandboxes, fs), users, deps.log);

@@ -1751,12 +1751,12 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
         self.files = AsyncSandboxesFilesResource(client)
         self.template_snapshots = AsyncSandboxesTemplateSnapshotsResource(client)
 
-    async def action(self, id: str, action: Literal["extend", "suspend", "resume", "idle", "bootstrap", "snapshot", "fork", "template-snapshot", "exec", "run-code", "run-cell", "kernel-restart", "logs", "runtime", "apply-patch", "expose", "expose-raw", "unexpose-raw", "ssh-enable", "ssh-disable", "ssh-ticket", "domain-add", "domain-remove", "domain-list", "domain-verify", "network-policy"], *, extendSeconds: int = OMIT, env: Dict[str, str] = OMIT, suspendOnIdle: bool = OMIT, idleTtlSeconds: int = OMIT, hardTtlSeconds: int = OMIT, script: str = OMIT, mode: str = OMIT, timeoutSeconds: int = OMIT, name: str = OMIT, count: int = OMIT, metadata: Dict[str, str] = OMIT, key: str = OMIT, hash: str = OMIT, command: str = OMIT, cwd: str = OMIT, code: str = OMIT, lang: str = OMIT, patch: str = OMIT, port: int = OMIT, protocol: str = OMIT, domain: str = OMIT, internet: bool = OMIT, allowOut: List[str] = OMIT, denyOut: List[str] = OMIT, request_options: Optional[RequestOptions] = None, **extra: Any) -> Dict[str, Any]:
+    async def action(self, id: str, action: Literal["extend", "suspend", "resume", "idle", "bootstrap", "snapshot", "fork", "template-snapshot", "exec", "run-code", "run-cell", "kernel-restart", "logs", "runtime", "apply-patch", "expose", "expose-raw", "unexpose-raw", "ssh-enable", "ssh-disable", "ssh-ticket", "domain-add", "domain-remove", "domain-list", "domain-verify", "network-policy"], *, extendSeconds: int = OMIT, env: Dict[str, str] = OMIT, suspendOnIdle: bool = OMIT, keepMemory: bool = OMIT, idleTtlSeconds: int = OMIT, hardTtlSeconds: int = OMIT, script: str = OMIT, mode: str = OMIT, timeoutSeconds: int = OMIT, name: str = OMIT, count: int = OMIT, metadata: Dict[str, str] = OMIT, key: str = OMIT, hash: str = OMIT, command: str = OMIT, cwd: str = OMIT, code: str = OMIT, lang: str = OMIT, patch: str = OMIT, port: int = OMIT, protocol: str = OMIT, domain: str = OMIT, internet: bool = OMIT, allowOut: List[str] = OMIT, denyOut: List[str] = OMIT, request_options: Optional[RequestOptions] = None, **extra: Any) -> Dict[str, Any]:
         """Run a sandbox action: suspend, resume, fork, snapshot, expose a port, SSH, domains, network policy, ...
 
         One route serves every action; the body depends on the action:
         - extend: {extendSeconds?: integer}
-        - suspend: none. Snapshot the sandbox and pause its TTL
+        - suspend: {keepMemory?: boolean}. Snapshot the sandbox and pause its TTL; keepMemory also keeps its running processes and memory (default: the sandbox's suspendKeepsMemory)
         - resume: {env?: map}. Environment rewritten on wake
         - idle: {suspendOnIdle: boolean, idleTtlSeconds?: integer >= 60 (required when suspendOnIdle is true; re-arms the inactivity clock from now), hardTtlSeconds?: integer >= 60 (destroys regardless)}
         - bootstrap: {script: string (run by the host at every wake; "" turns it off), mode?: async|blocking, timeoutSeconds?}. Travels in metadata: must not contain credentials
@@ -1781,6 +1781,7 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
             extendSeconds: extend
             env: resume, exec
             suspendOnIdle: idle
+            keepMemory: suspend
             idleTtlSeconds: idle
             hardTtlSeconds: idle
             script: bootstrap
@@ -1805,9 +1806,9 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
 
         Operation `sandboxes.action`: POST /api/v2/sandboxes/{id}/{action}.
         """
-        return cast("Dict[str, Any]", await self._client._call("sandboxes.action", {"id": id, "action": action}, None, {**extra, "extendSeconds": extendSeconds, "env": env, "suspendOnIdle": suspendOnIdle, "idleTtlSeconds": idleTtlSeconds, "hardTtlSeconds": hardTtlSeconds, "script": script, "mode": mode, "timeoutSeconds": timeoutSeconds, "name": name, "count": count, "metadata": metadata, "key": key, "hash": hash, "command": command, "cwd": cwd, "code": code, "lang": lang, "patch": patch, "port": port, "protocol": protocol, "domain": domain, "internet": internet, "allowOut": allowOut, "denyOut": denyOut}, request_options))
+        return cast("Dict[str, Any]", await self._client._call("sandboxes.action", {"id": id, "action": action}, None, {**extra, "extendSeconds": extendSeconds, "env": env, "suspendOnIdle": suspendOnIdle, "keepMemory": keepMemory, "idleTtlSeconds": idleTtlSeconds, "hardTtlSeconds": hardTtlSeconds, "script": script, "mode": mode, "timeoutSeconds": timeoutSeconds, "name": name, "count": count, "metadata": metadata, "key": key, "hash": hash, "command": command, "cwd": cwd, "code": code, "lang": lang, "patch": patch, "port": port, "protocol": protocol, "domain": domain, "internet": internet, "allowOut": allowOut, "denyOut": denyOut}, request_options))
 
-    async def create(self, *, template: str = OMIT, timeoutSeconds: int = OMIT, suspendOnIdle: bool = OMIT, templateKey: str = OMIT, templateHash: str = OMIT, name: str = OMIT, metadata: Dict[str, str] = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, request_options: Optional[RequestOptions] = None) -> Sandbox:
+    async def create(self, *, template: str = OMIT, timeoutSeconds: int = OMIT, suspendOnIdle: bool = OMIT, suspendKeepsMemory: bool = OMIT, templateKey: str = OMIT, templateHash: str = OMIT, name: str = OMIT, metadata: Dict[str, str] = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, request_options: Optional[RequestOptions] = None) -> Sandbox:
         """Create a sandbox (an isolated Linux VM with root and internet access)
 
         Returns the sandbox with status `starting` (it may already be `running`). Without suspendOnIdle the sandbox is destroyed, not suspended, when timeoutSeconds (default 300) elapses. Rate limited to 10 creations per minute unless the operator sets another rate (NUBE_SANDBOX_CREATE_PER_MINUTE). With templateKey + templateHash it starts from a derived template with its bootstrap already applied.
@@ -1816,6 +1817,7 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
             template: Base template (default `base`; `code-interpreter` for run-cell; `goose`: base plus the goose binary, 400 TemplateUnavailable where goose is not installed)
             timeoutSeconds: Lifetime in seconds (default 300); capped by the plan session length (Byte 1 h, Mega 4 h, Tera 24 h)
             suspendOnIdle: Suspend (snapshot) instead of destroying the sandbox when the timeout elapses
+            suspendKeepsMemory: Its suspends (the timeout's too) keep running processes and memory, frozen in the host's memory, unless a suspend says keepMemory: false. Default false: a suspend keeps the files and ends the processes
             templateKey: Start from the derived template (key, hash); needs templateHash
             templateHash: Start from the derived template (key, hash); needs templateKey
             metadata: Caller metadata, string to string
@@ -1825,7 +1827,7 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
 
         Operation `sandboxes.create`: POST /api/v2/sandboxes.
         """
-        return cast("Sandbox", await self._client._call("sandboxes.create", None, None, {"template": template, "timeoutSeconds": timeoutSeconds, "suspendOnIdle": suspendOnIdle, "templateKey": templateKey, "templateHash": templateHash, "name": name, "metadata": metadata, "env": env, "diskMB": diskMB, "volumes": volumes}, request_options))
+        return cast("Sandbox", await self._client._call("sandboxes.create", None, None, {"template": template, "timeoutSeconds": timeoutSeconds, "suspendOnIdle": suspendOnIdle, "suspendKeepsMemory": suspendKeepsMemory, "templateKey": templateKey, "templateHash": templateHash, "name": name, "metadata": metadata, "env": env, "diskMB": diskMB, "volumes": volumes}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Destroy a sandbox (irreversible: VM and disk are freed)

@@ -869,6 +869,10 @@ class Sandbox(TypedDict):
     """When the hard TTL destroys the sandbox regardless, or null"""
     suspendedAt: Optional[str]
     """When it was suspended, or null"""
+    suspendKeepsMemory: bool
+    """Its suspends keep processes and memory by default"""
+    memoryKept: bool
+    """Suspended with its processes and memory kept: a resume carries on where they were"""
     urls: List[SandboxUrlsItem]
     """Ports exposed with the `expose` action"""
 
@@ -895,6 +899,8 @@ class SandboxCreateInput(TypedDict, total=False):
     """Lifetime in seconds (default 300); capped by the plan session length (Byte 1 h, Mega 4 h, Tera 24 h)"""
     suspendOnIdle: bool
     """Suspend (snapshot) instead of destroying the sandbox when the timeout elapses"""
+    suspendKeepsMemory: bool
+    """Its suspends (the timeout's too) keep running processes and memory, frozen in the host's memory, unless a suspend says keepMemory: false. Default false: a suspend keeps the files and ends the processes"""
     templateKey: str
     """Start from the derived template (key, hash); needs templateHash"""
     templateHash: str

@@ -107,6 +107,8 @@ export interface SandboxInfo {
   limits: SandboxLimits;
   /** The disk limit the store enforces, MiB; null when none is (no limit asked, or a store without quotas). */
   diskMb: number | null;
+  /** Suspended with its processes and memory kept (frozen): a resume thaws it. */
+  memoryKept: boolean;
   createdAt: string;
 }
 
@@ -230,7 +232,10 @@ export interface SandboxRuntime {
   readonly kind: string;
   /** Volumes on this driver's store; null where the driver keeps none. */
   readonly volumes: VolumeStore | null;
-  /** What suspend keeps: the files (the default), or running processes and memory too. */
+  /**
+   * What a suspend with `keepMemory` keeps: running processes and memory too (frozen in place, in the
+   * host's memory), or only the files where the driver cannot keep them.
+   */
   readonly pauseKeeps?: 'files' | 'processes';
   /** Whether this host can run sandboxes (sets up what they share); `HostUnsupported` saying why not. */
   checkHost(): Promise<void>;
@@ -266,7 +271,13 @@ export interface SandboxRuntime {
   get(id: string): Promise<SandboxInfo | null>;
   list(): Promise<SandboxInfo[]>;
   destroy(id: string): Promise<void>;
-  suspend(id: string): Promise<SandboxInfo>;
+  /**
+   * Stop a running sandbox, keeping its files. `keepMemory` (where `pauseKeeps` is `processes`): freeze
+   * its processes instead, so a resume carries on where they were. A sandbox suspended with memory
+   * that is suspended again without it drops its processes and memory (files kept).
+   */
+  suspend(id: string, opts?: { keepMemory?: boolean }): Promise<SandboxInfo>;
+  /** Start a suspended sandbox again on its files, or thaw it where its suspend kept its memory. */
   resume(id: string, opts?: { env?: Record<string, string> }): Promise<SandboxInfo>;
   snapshot(id: string): Promise<SnapshotInfo>;
   getSnapshot(snapshotId: string): Promise<SnapshotInfo | null>;

@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
-import type { ExecOptions, ExecResult, OutputSinks, SnapshotInfo, StreamExecOptions, StreamExecResult } from '../driver.js';
+import type { ExecOptions, ExecResult, OutputSinks, StreamExecOptions, StreamExecResult } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { files as bgFiles, launchDetached } from '../namespaces/background.js';
 import { sandboxEnv, toExecResult } from '../namespaces/exec.js';
 import { unmountRootfs } from '../namespaces/launch.js';
 import { run } from '../namespaces/proc.js';
 import { NamespacesRuntime, type NamespacesRuntimeOptions } from '../namespaces/runtime.js';
-import { takeSnapshot } from '../namespaces/snapshots.js';
 import { processStartTime, type SandboxRecord, saveRecord } from '../namespaces/state.js';
 import { AgentChannel, type AgentRequest, encodeRequest, runOnWorker } from './agent.js';
 import { NUBE_RUN, Runsc, type RunscTarget, ensureNubeRun, ensureStaticSh, ociSpec, runscBuild } from './runsc.js';
@@ -183,6 +182,8 @@ export class GvisorRuntime extends NamespacesRuntime {
 
   /** SIGKILL to everything in the sandbox's cgroups (sentry, gofer) is quicker than `runsc delete`. */
   protected override async halt(rec: SandboxRecord): Promise<void> {
+    if (rec.frozen) await this.pauser(rec).thaw();
+    rec.frozen = false;
     this.closeAgent(rec.id);
     await this.cg(rec.id).destroy();
     await this.runsc.remove({ ...this.target(rec), pid: null });
@@ -312,14 +313,12 @@ export class GvisorRuntime extends NamespacesRuntime {
     await super.close();
   }
 
-  /** The copy is taken while the sandbox is paused (`runsc pause`), like the freezer cgroup does. */
-  override async snapshot(id: string, snapshotId?: string): Promise<SnapshotInfo> {
-    const rec = await this.record(id);
+  /** `runsc pause` stops the sentry's tasks as the freezer cgroup does (snapshots, suspend with memory). */
+  protected override pauser(rec: SandboxRecord) {
     const t = this.target(rec);
-    const pauser = {
-      freeze: async () => void (await this.runsc.call(t, ['pause', id])),
-      thaw: async () => void (await this.runsc.call(t, ['resume', id], true)),
+    return {
+      freeze: async () => void (await this.runsc.call(t, ['pause', rec.id])),
+      thaw: async () => void (await this.runsc.call(t, ['resume', rec.id], true)),
     };
-    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? pauser : null, snapshotId));
   }
 }

@@ -109,6 +109,45 @@ describe.each(DRIVERS)('%s runtime: lifecycle', (driver) => {
     await runtime.destroy(id);
   });
 
+  it('suspend with keepMemory freezes processes in place: a resume (also by a new runtime) carries on', async () => {
+    const id = uniqueId('km');
+    await runtime.create({ id });
+    // A counter a background loop bumps every 50 ms, and a process whose pid must survive.
+    await runtime.exec(id, 'echo 0 > /root/n');
+    await runtime.startBackground(id, 'while :; do echo $(( $(cat /root/n) + 1 )) > /root/n.t && mv /root/n.t /root/n; sleep 0.05; done');
+    const bgSleep = await runtime.startBackground(id, 'echo $$ > /root/pid; exec sleep 1000');
+    const pid = await runtime.initPid(id);
+    let sleeper = '';
+    for (let i = 0; i < 100 && !sleeper; i++) sleeper = (await runtime.exec(id, 'cat /root/pid 2>/dev/null')).stdout.trim();
+    const s = await runtime.suspend(id, { keepMemory: true });
+    expect(s).toMatchObject({ state: 'suspended', memoryKept: true });
+    expect(existsSync(`/proc/${pid}`)).toBe(true);
+    await expect(runtime.exec(id, 'true')).rejects.toBeInstanceOf(SandboxRuntimeError);
+    // Frozen: the counter does not move while suspended (read from the host, on the upper dir).
+    const count = async () => Number((await readFile(`${runtime.runDir}/${id}/merged/root/n`, 'utf8')).trim());
+    const before = await count();
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await count()).toBe(before);
+    // nube restarts meanwhile: the frozen sandbox stays as it is.
+    const again = newRuntime(driver, opts);
+    await again.recover();
+    expect(await again.get(id)).toMatchObject({ state: 'suspended', memoryKept: true });
+    const r = await again.resume(id);
+    expect(r).toMatchObject({ state: 'running', memoryKept: false });
+    expect(await again.initPid(id)).toBe(pid);
+    expect((await again.exec(id, `kill -0 ${sleeper} && echo alive`)).stdout).toBe('alive\n');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await count()).toBeGreaterThan(before);
+    // Suspended with memory, then without: the processes go, the files stay.
+    await again.suspend(id, { keepMemory: true });
+    expect(await again.suspend(id)).toMatchObject({ state: 'suspended', memoryKept: false });
+    expect(existsSync(`/proc/${pid}`)).toBe(false);
+    await again.resume(id);
+    expect(await again.getBackground(id, bgSleep)).toMatchObject({ state: 'exited' });
+    expect((await again.exec(id, 'cat /root/pid')).stdout).toBe(`${sleeper}\n`);
+    await again.destroy(id);
+  }, 180_000);
+
   it('snapshot and fork: copy-on-write children, the parent keeps running', async () => {
     const id = uniqueId('fk');
     await runtime.create({ id });

@@ -106,6 +106,8 @@ const MAX_FILE_BYTES = 256 * 1024 * 1024;
 
 export class NamespacesRuntime implements SandboxRuntime {
   readonly kind: string = 'namespaces';
+  /** A suspend with `keepMemory` freezes the sandbox in place (the freezer; gVisor: `runsc pause`). */
+  readonly pauseKeeps = 'processes' as const;
   readonly volumes: VolumeStore;
   protected readonly layout: Layout;
   private readonly templatesDir: string;
@@ -248,6 +250,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       address: this.network.address(rec.leaseIdx),
       limits: rec.limits,
       diskMb: this.diskLimited(rec) ? rec.limits.diskMb! : null,
+      memoryKept: rec.frozen === true,
       createdAt: rec.createdAt,
     };
   }
@@ -377,7 +380,18 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   /** Free everything a running sandbox holds on the host except its files and address lease. */
+  /**
+   * Stops everything in a sandbox at once and lets it carry on later: its cgroup's freezer (gVisor
+   * overrides it with `runsc pause`). Snapshots copy under it; a suspend with memory stays in it.
+   */
+  protected pauser(rec: SandboxRecord): { freeze(): Promise<void>; thaw(): Promise<void> } {
+    return this.cg(rec.id);
+  }
+
   protected async halt(rec: SandboxRecord): Promise<void> {
+    // A frozen init would not die of its SIGKILL on a v1 freezer: thawed first, then ended.
+    if (rec.frozen) await this.pauser(rec).thaw();
+    rec.frozen = false;
     this.spawner.forget(`${rec.id}:`);
     await stopInit(rec);
     await this.cg(rec.id).destroy();
@@ -501,11 +515,28 @@ export class NamespacesRuntime implements SandboxRuntime {
     await this.locked(id, () => this.teardown(rec));
   }
 
-  async suspend(id: string): Promise<SandboxInfo> {
+  async suspend(id: string, o: { keepMemory?: boolean } = {}): Promise<SandboxInfo> {
+    const first = await this.record(id);
+    // Suspended with memory, now without: its processes go, its files stay.
+    if (first.frozen && !o.keepMemory) {
+      return this.locked(id, async () => {
+        const rec = await this.record(id);
+        if (rec.frozen) {
+          await this.halt(rec);
+          await saveRecord(this.layout, rec);
+        }
+        return this.info(rec);
+      });
+    }
     await this.running(id);
     return this.locked(id, async () => {
       const rec = await this.running(id);
-      await this.halt(rec);
+      if (o.keepMemory) {
+        await this.pauser(rec).freeze();
+        rec.frozen = true;
+      } else {
+        await this.halt(rec);
+      }
       rec.state = 'suspended';
       await saveRecord(this.layout, rec);
       return this.info(rec);
@@ -518,14 +549,25 @@ export class NamespacesRuntime implements SandboxRuntime {
       if (rec.state !== 'suspended')
         throw new SandboxRuntimeError('InvalidState', `sandbox ${id} is ${rec.state}`);
       if (o.env) rec.env = o.env;
-      await this.launch(rec);
+      if (rec.frozen && rec.init) {
+        // Its processes carry on where they stopped; the new env is for what runs from now on.
+        await this.pauser(rec).thaw();
+        rec.frozen = false;
+        rec.state = 'running';
+        await saveRecord(this.layout, rec);
+      } else {
+        await this.launch(rec);
+      }
       return this.info(rec);
     });
   }
 
   async snapshot(id: string, snapshotId?: string): Promise<SnapshotInfo> {
     const rec = await this.record(id);
-    return this.locked(id, () => takeSnapshot(this.layout, rec, rec.init ? this.cg(id) : null, snapshotId));
+    // A sandbox suspended with its memory is frozen already: copied as it is, and left frozen.
+    return this.locked(id, () =>
+      takeSnapshot(this.layout, rec, rec.init && !rec.frozen ? this.pauser(rec) : null, snapshotId),
+    );
   }
 
   async getSnapshot(snapshotId: string): Promise<SnapshotInfo | null> {
@@ -617,6 +659,11 @@ export class NamespacesRuntime implements SandboxRuntime {
           await this.halt(rec);
           await this.launch(rec);
         }
+        // Suspended with its memory, but its processes are gone (a reboot): what is left is its files.
+        if (rec.frozen && (legacy || !(await initAlive(rec)))) {
+          await this.halt(rec);
+          await saveRecord(this.layout, rec);
+        }
       });
       out.push(this.info(rec));
     }
@@ -707,7 +754,8 @@ export class NamespacesRuntime implements SandboxRuntime {
   async setNetworkPolicy(id: string, policy: NetworkPolicy): Promise<void> {
     await this.locked(id, async () => {
       const rec = await this.record(id);
-      if (rec.state === 'running') await this.network.applyPolicy(rec.leaseIdx, policy);
+      // A sandbox frozen in place keeps its network: the policy holds when it thaws.
+      if (rec.state === 'running' || rec.frozen) await this.network.applyPolicy(rec.leaseIdx, policy);
       rec.policy = policy;
       await saveRecord(this.layout, rec);
     });

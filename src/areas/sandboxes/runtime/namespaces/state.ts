@@ -24,6 +24,8 @@ export interface SandboxRecord {
   mounts?: VolumeMount[];
   createdAt: string;
   init: { pid: number; innerPid: number; startTime: string } | null;
+  /** Suspended with its processes frozen in place (init, network and mount kept). */
+  frozen?: boolean;
 }
 
 /** Where the run dirs of every data dir live (`/run`: a tmpfs every host has, root-owned, traversable). */

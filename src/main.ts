@@ -14,7 +14,7 @@ import { Usage } from './platform/usage.js';
 import { buildServer } from './server.js';
 import { auditKey, verifyChains } from './areas/audit/chain.js';
 import { openStore } from './store/db.js';
-import { migrateToLatest } from './store/migrate.js';
+import { migrateToLatest, migrationPlan, NewerStoreError } from './store/migrate.js';
 import { DEFAULT_PATHS, install as installService, packageRoot, passThrough, uninstall as uninstallService } from './systemd-service.js';
 import { VERSION } from './version.js';
 
@@ -70,8 +70,25 @@ program
 
 program
   .command('migrate')
-  .description('apply metadata store migrations and exit')
-  .action(() => withAccounts(async () => console.log('migrations applied')));
+  .description('apply metadata store migrations and exit; --dry-run lists what an upgrade would apply')
+  .option('--dry-run', 'list the migrations this version would apply, apply none')
+  .action(async (opts: { dryRun?: boolean }) => {
+    if (!opts.dryRun) return withAccounts(async () => console.log('migrations applied'));
+    const cfg = config();
+    const store = openStore({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
+    try {
+      const plan = await migrationPlan(store.db, ALL_MIGRATIONS);
+      if (plan.unknown.length) {
+        console.error(`nube: ${new NewerStoreError(plan.unknown).message}`);
+        process.exitCode = 1;
+        return;
+      }
+      console.log(plan.pending.length ? `${plan.pending.length} migration(s) to apply, in this order:` : 'the metadata store is up to date: nothing to apply');
+      for (const name of plan.pending) console.log(`  ${name}`);
+    } finally {
+      await store.close();
+    }
+  });
 
 const accounts = program.command('accounts').description('owner accounts');
 accounts

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -46,6 +47,33 @@ describe('nube CLI', () => {
       run('npx', ['tsx', 'src/main.ts', 'templates', 'build', 'no-such-template'], { env: { ...process.env, NUBE_DATA_DIR: dataDir } }),
     ).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('unknown template no-such-template') });
   }, 120_000);
+
+  it('migrate --dry-run lists what an upgrade would apply; a store a newer nube migrated is refused, saying so', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'nube-cli-dry-'));
+    try {
+      const env = { ...process.env, NUBE_DATA_DIR: fresh, NUBE_LOG_LEVEL: 'silent' };
+      const cli = (...args: string[]) => run('npx', ['tsx', 'src/main.ts', ...args], { env });
+      const before = (await cli('migrate', '--dry-run')).stdout;
+      expect(before).toMatch(/^\d+ migration\(s\) to apply, in this order:/);
+      expect(before).toContain('0104-sandboxes-memory-kept');
+      // A dry run applies nothing: asked again, it lists the same.
+      expect((await cli('migrate', '--dry-run')).stdout).toBe(before);
+      await cli('migrate');
+      expect((await cli('migrate', '--dry-run')).stdout).toBe('the metadata store is up to date: nothing to apply\n');
+      // As if a newer nube had run a migration this one does not have.
+      const db = new Database(join(fresh, 'nube.db'));
+      db.prepare("insert into nube_migrations (name, timestamp) values ('9999-from-the-future', '2030-01-01T00:00:00.000Z')").run();
+      db.close();
+      for (const args of [['migrate', '--dry-run'], ['migrate']]) {
+        await expect(cli(...args)).rejects.toMatchObject({
+          code: 1,
+          stderr: expect.stringContaining('migrated by a newer nube (1 migration(s) this version does not have: 9999-from-the-future)'),
+        });
+      }
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  }, 180_000);
 
   it('refuses a bad configuration with a message naming the variable', async () => {
     await expect(

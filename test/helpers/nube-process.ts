@@ -2,6 +2,7 @@
 // with SIGTERM (nube's own shutdown) or killed with SIGKILL mid-work, and started again on the same data
 // directory and database, as a host's service manager would.
 import type { ChildProcess } from 'node:child_process';
+import { request } from 'node:http';
 import { mkdirSync, rmSync } from 'node:fs';
 import { createTempDatabase, type DialectName } from './pg.js';
 import { exited, freePort, spawnNube } from './process.js';
@@ -17,8 +18,8 @@ export interface NubeProcess {
   /** A call with the owner's key (or `key`). */
   // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
   call(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: any }>;
-  /** Starts nube (again); resolves once it answers. */
-  start(): Promise<void>;
+  /** Starts nube (again), from `root` (another checkout, built) or this one; resolves once it answers. */
+  start(root?: string): Promise<void>;
   /** Sends the signal and waits for the process to end. */
   stop(signal: NodeJS.Signals): Promise<void>;
   readonly running: boolean;
@@ -50,9 +51,9 @@ export async function nubeProcess(dialect: DialectName, dataDir: string, env: Re
     dataDir,
     databaseUrl: pg?.url,
     call: (method, path, body, key) => callJson(base, method, path, body, { authorization: `Bearer ${key ?? ownerKey}` }),
-    async start() {
+    async start(root) {
       // Under a loaded machine tsx compiles the whole server per process: minutes are possible.
-      child = await spawnNube(full, base, { startMs: 300_000 });
+      child = await spawnNube(full, base, { startMs: 300_000, root });
     },
     async stop(signal) {
       const c = child;
@@ -76,4 +77,19 @@ export async function nubeProcess(dialect: DialectName, dataDir: string, env: Re
     },
   };
   return p;
+}
+
+/** A machine's or sandbox's app through the child's port proxy (its URL's Host; no DNS for *.localhost needed). */
+export function viaPortProxy(n: NubeProcess, url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: n.port, path: '/', headers: { host: new URL(url).host } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      res.on('end', () => resolve(res.statusCode === 200 ? body.trim() : `HTTP ${res.statusCode}: ${body}`));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

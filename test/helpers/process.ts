@@ -28,8 +28,15 @@ export async function freePort(): Promise<number> {
  * from this process's environment: the child's configuration is `env`, nothing else. Its stderr is
  * kept (the last 64 kB) for the error when it exits or never answers.
  */
-export async function spawnNube(env: Record<string, string>, base: string, opts: { startMs?: number } = {}): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [...nubeEntry(), 'serve'], {
+export async function spawnNube(
+  env: Record<string, string>,
+  base: string,
+  opts: { startMs?: number; root?: string } = {},
+): Promise<ChildProcess> {
+  // Another checkout (an earlier release, built): its own dist/.
+  const entry = opts.root ? [`${opts.root}/dist/src/main.js`] : nubeEntry();
+  const child = spawn(process.execPath, [...entry, 'serve'], {
+    cwd: opts.root ?? process.cwd(),
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -3,9 +3,8 @@
 // same point recovered. nube runs as a child process with real sandboxes; each round stops it in the
 // middle of a launch's build, starts it again on the same data and store, and the launch must finish
 // as if nothing happened: `running`, its release published, the app served, no error kept.
-import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type NubeProcess, nubeProcess } from '../helpers/nube-process.js';
+import { type NubeProcess, nubeProcess, viaPortProxy } from '../helpers/nube-process.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.js';
 import { type SourceServer, startSourceServer, tarGz } from './source-server.js';
@@ -81,7 +80,7 @@ describe.each(DIALECTS)('%s: a launch survives SIGTERM and kill -9 of nube', (di
     expect(g.currentReleaseId).not.toBeNull();
     const rel = (await n.call('GET', `/machines/${machineId}/releases`)).body.releases;
     expect(rel.map((r: { source: string }) => r.source)).toEqual(['recovery']);
-    expect(await served(n, g.url)).toBe('hello v1');
+    expect(await viaPortProxy(n, g.url)).toBe('hello v1');
     // The build's log shows it ran again to the end.
     const logs = (await n.call('GET', `/machines/${machineId}/logs?grep=[build]&lines=100`)).body.lines.join('\n');
     expect(logs).toContain('[build] built v1');
@@ -96,7 +95,7 @@ describe.each(DIALECTS)('%s: a launch survives SIGTERM and kill -9 of nube', (di
     // The launch job's lease is 60 s: waiting it out would take longer than the build (6 s) plus a start.
     expect(Date.now() - t0).toBeLessThan(45_000);
     expect(g, JSON.stringify(g)).toMatchObject({ status: 'running', phase: null, lastError: null });
-    expect(await served(n, g.url)).toBe('hello v2');
+    expect(await viaPortProxy(n, g.url)).toBe('hello v2');
     const rel = (await n.call('GET', `/machines/${machineId}/releases`)).body.releases;
     expect(rel.map((r: { source: string }) => r.source)).toEqual(['launch', 'recovery']);
   }, 600_000);
@@ -106,21 +105,6 @@ describe.each(DIALECTS)('%s: a launch survives SIGTERM and kill -9 of nube', (di
     await n.start();
     const g = (await n.call('GET', `/machines/${machineId}`)).body;
     expect(g).toMatchObject({ status: 'running', lastError: null });
-    expect(await served(n, g.url)).toBe('hello v2');
+    expect(await viaPortProxy(n, g.url)).toBe('hello v2');
   }, 600_000);
 });
-
-/** The app's body through the child's port proxy (the URL's Host; no DNS for *.localhost needed). */
-function served(n: NubeProcess, url: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: n.port, path: '/', headers: { host: new URL(url).host } }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => {
-        body += c.toString();
-      });
-      res.on('end', () => resolve(res.statusCode === 200 ? body.trim() : `HTTP ${res.statusCode}: ${body}`));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}

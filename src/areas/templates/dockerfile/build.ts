@@ -1,8 +1,8 @@
 // The steps of a Dockerfile that change files, each run in a build sandbox started on its parent
 // layer (the FROM image imported as the template's root filesystem, then the snapshots of the steps
 // before), its changes kept as a snapshot: the next layer. A step's layer is cached by (parent
-// layer, the instruction with the environment, working dir and user it runs with, the digest of
-// the context files it reads), so an edit to the last line rebuilds only that step.
+// layer, the instruction with the environment, working dir and user it runs with, the ARG values in
+// scope, the digest of the context files it reads), so an edit to the last line rebuilds only that step.
 import { createHash, randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { NetworkPolicy, SandboxRuntime } from '../../sandboxes/runtime/driver.js';
@@ -74,7 +74,9 @@ export async function buildSteps(o: StepsInput): Promise<{ snapshot: string | nu
         throw e;
       }
     }
-    const next = keyOf(key, s.text, JSON.stringify([s.env, s.workdir, s.user]), files);
+    // An ARG's value (a build arg) changes what the step does even where its text is the same.
+    const args = Object.keys(s.args).length ? [JSON.stringify(s.args)] : [];
+    const next = keyOf(key, s.text, JSON.stringify([s.env, s.workdir, s.user]), files, ...args);
     const hit = await o.repo.layer(o.templateId, next);
     if (hit && (await o.runtime.getSnapshot(hit))) {
       await o.log(`step ${k}/${n}: ${label} (cached)`);

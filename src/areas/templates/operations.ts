@@ -193,7 +193,7 @@ const CreateTemplate = z
       .optional()
       .describe("Where commands run when they name no cwd (a Dockerfile's WORKDIR when not given)"),
     user: RunAsUser.optional().describe(
-      "Who its sandboxes' commands (exec, background, run-code, the start and ready commands) run as and whose the files the API writes are, when a call names no `user`: a name, uid, name:group or uid:gid of the image's /etc/passwd and /etc/group (default: the image's or Dockerfile's USER, else root). Looked up in the sandbox when a command runs: one the sandbox lacks is a 409 TemplateUserMissing",
+      "Who its sandboxes' commands (exec, background, run-code, the start and ready commands) run as, and who owns the files the API writes, when a call names no `user`: a name, uid, name:group or uid:gid of the image's /etc/passwd and /etc/group (default: the image's or Dockerfile's USER, else root). Looked up in the sandbox when a command runs: one the sandbox lacks is a 409 TemplateUserMissing",
     ),
     buildArgs: BuildArgs.optional(),
     buildNetwork: BuildNetwork.optional(),

@@ -263,6 +263,30 @@ describe.each(DRIVERS)('%s: template user, disk, build args and pool', (driver) 
     expect(extra.status).toBe(400);
   }, 300_000);
 
+  it("a Dockerfile's USER runs its RUN steps through nube's runas (a uid the image has no entry for too); an unknown name fails the step", async () => {
+    const c = await t.call('POST', '/templates', {
+      name: 'run-as',
+      dockerfile: `FROM ${image}\nUSER 4242:4242\nRUN id -u > /tmp/uid; id -g >> /tmp/uid\nUSER app\nRUN id -un > /home/app/who`,
+    });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    const b = await waitBuilt(t, c.body.id);
+    expect(b.status, JSON.stringify(b)).toBe('ready');
+    const s = await t.call('POST', '/sandboxes', { template: 'run-as' });
+    expect(s.status, JSON.stringify(s.body)).toBe(200);
+    expect((await exec(s.body.id, { command: 'cat /tmp/uid /home/app/who; id -u' })).stdout).toBe(
+      '4242\n4242\napp\n1000\n',
+    );
+    await t.call('DELETE', `/sandboxes/${s.body.id}`);
+
+    const ghost = await t.call('POST', '/templates', {
+      name: 'ghost',
+      dockerfile: `FROM ${image}\nUSER ghost\nRUN true`,
+    });
+    const g = await waitBuilt(t, ghost.body.id);
+    expect(g).toMatchObject({ status: 'failed', errorCode: 'StepFailed' });
+    expect(g.error).toContain('USER ghost: user ghost does not exist');
+  }, 300_000);
+
   it('a template is deleted right after its sandboxes go: its pool (image or Dockerfile) is drained and not refilled', async () => {
     const img = await t.call('POST', '/templates', { name: 'pooled-image', fromImage: image });
     const df = await t.call('POST', '/templates', {

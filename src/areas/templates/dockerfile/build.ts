@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { NetworkPolicy, SandboxRuntime } from '../../sandboxes/runtime/driver.js';
+import { asUserArgv, isRootSpec, resolveSpec } from '../../sandboxes/run-as.js';
 import { TemplateBuildError } from '../oci/errors.js';
 import type { TemplatesRepo } from '../repo.js';
 import { type ContextEntry, ContextError, readArchive, select } from './context.js';
@@ -34,7 +35,6 @@ export interface StepsInput {
 }
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-const isRoot = (u: string) => u === 'root' || u === '0' || u === '0:0' || u === 'root:root';
 const ARCHIVE = /\.(tar|tar\.gz|tgz)$/;
 
 function keyOf(...parts: string[]): string {
@@ -125,8 +125,22 @@ async function runStep(o: StepsInput, s: FsStep, parent: string | null, k: numbe
   }
 }
 
+/**
+ * The shell line of a RUN step as its USER: nube's static /.nube/runas with the user resolved in the
+ * build sandbox's /etc/passwd and /etc/group (no `su` needed in the image); `su` where the layers stand
+ * on a template imported before runas was added to every import (until that template is rebuilt).
+ */
+async function asStepUser(o: StepsInput, id: string, s: FsStep, k: number, n: number): Promise<string> {
+  if (isRootSpec(s.user)) return s.command!;
+  const read = (path: string) => o.runtime.readFile(id, path).then((b) => b.toString('utf8'), () => '');
+  const u = resolveSpec(s.user, await read('/etc/passwd'), await read('/etc/group'));
+  if (typeof u === 'string') throw new TemplateBuildError('StepFailed', `step ${k}/${n} (line ${s.line}): USER ${s.user}: ${u}`);
+  const runas = asUserArgv(u, ['/bin/sh', '-c', s.command!], 'runas').map(q).join(' ');
+  return `if [ -x /.nube/runas ]; then exec ${runas}; else exec su -m -s /bin/sh ${q(s.user)} -c ${q(s.command!)}; fi`;
+}
+
 async function run(o: StepsInput, id: string, s: FsStep, k: number, n: number): Promise<void> {
-  const command = isRoot(s.user) ? s.command! : `exec su -m -s /bin/sh ${q(s.user)} -c ${q(s.command!)}`;
+  const command = await asStepUser(o, id, s, k, n);
   const tail: string[] = [];
   let pending = '';
   const sink = (c: Buffer) => {

@@ -266,14 +266,14 @@ describe.each(DRIVERS)('%s: template user, disk, build args and pool', (driver) 
   it("a Dockerfile's USER runs its RUN steps through nube's runas (a uid the image has no entry for too); an unknown name fails the step", async () => {
     const c = await t.call('POST', '/templates', {
       name: 'run-as',
-      dockerfile: `FROM ${image}\nUSER 4242:4242\nRUN id -u > /tmp/uid; id -g >> /tmp/uid\nUSER app\nRUN id -un > /home/app/who`,
+      dockerfile: `FROM ${image}\nRUN mkdir -m 777 /data\nUSER 4242:4242\nRUN id -u > /data/uid; id -g >> /data/uid\nUSER app\nRUN id -un > /home/app/who`,
     });
     expect(c.status, JSON.stringify(c.body)).toBe(200);
     const b = await waitBuilt(t, c.body.id);
     expect(b.status, JSON.stringify(b)).toBe('ready');
     const s = await t.call('POST', '/sandboxes', { template: 'run-as' });
     expect(s.status, JSON.stringify(s.body)).toBe(200);
-    expect((await exec(s.body.id, { command: 'cat /tmp/uid /home/app/who; id -u' })).stdout).toBe(
+    expect((await exec(s.body.id, { command: 'cat /data/uid /home/app/who; id -u' })).stdout).toBe(
       '4242\n4242\napp\n1000\n',
     );
     await t.call('DELETE', `/sandboxes/${s.body.id}`);

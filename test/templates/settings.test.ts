@@ -101,6 +101,16 @@ describe.each(DRIVERS)('%s: template user, disk, build args and pool', (driver) 
       '1000:1000 /home/app/api.txt\n1000:1000 /home/app/dir\n',
     );
 
+    // A file that exists keeps its owner (writing over root's file does not hand it over).
+    await exec(id, { command: 'echo old > /root-file.txt', user: 'root' });
+    expect(
+      (await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root-file.txt', content: 'new' }))
+        .status,
+    ).toBe(200);
+    expect(
+      (await exec(id, { command: 'stat -c %u /root-file.txt; cat /root-file.txt', user: 'root' })).stdout,
+    ).toBe('0\nnew');
+
     // Background processes run as the user too.
     const bg = await t.call('POST', `/sandboxes/${id}/bg`, { command: 'id -u > /home/app/bg.txt' });
     expect(bg.status, JSON.stringify(bg.body)).toBe(200);

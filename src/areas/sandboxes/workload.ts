@@ -86,21 +86,27 @@ export class Workload {
     return execView(await rt(this.core.runtime.exec(row.runtime_id, command, { ...o, timeoutMs: b.timeoutSeconds * 1000 })));
   }
 
-  /** Files the API makes in a sandbox whose template has a user belong to that user (as its commands' would). */
-  private async giveToUser(row: SandboxRow, path: string): Promise<void> {
+  /**
+   * Called before the API makes `path` in a sandbox whose template has a user: what gives it to that
+   * user afterwards, as that user's commands would own it. A path that exists already keeps its owner
+   * (writing over /etc/hosts must not hand it over); parent dirs made on the way stay root's.
+   */
+  private async ownerAfter(row: SandboxRow, path: string): Promise<() => Promise<void>> {
     const u = await this.core.users.resolve(row.runtime_id, undefined, userOf(row));
-    if (!u) return;
-    const r = await rt(
-      this.core.runtime.execStream(
-        row.runtime_id,
+    if (!u) return async () => {};
+    const quiet = { stdout: () => {}, stderr: () => {} };
+    const o = { timeoutMs: 30_000, cwd: '/root' };
+    const sid = row.runtime_id;
+    const probe = await rt(this.core.runtime.execStream(sid, ['/bin/sh', '-c', '[ -e "$1" ] || [ -L "$1" ]', 'nube-exists', path], o, quiet));
+    if (probe.exitCode === 0) return async () => {};
+    return async () => {
+      const argv =
         this.core.users.switcher(row.template) === 'runas'
           ? ['/.nube/runas', '--chown', String(u.uid), String(u.gid), path]
-          : ['chown', '-h', `${u.uid}:${u.gid}`, '--', path],
-        { timeoutMs: 30_000, cwd: '/root' },
-        { stdout: () => {}, stderr: () => {} },
-      ),
-    );
-    if (r.exitCode !== 0) throw errors.conflict(`giving ${path} to user ${u.name} failed (exit ${r.exitCode})`, 'SandboxFileFailed');
+          : ['chown', '-h', `${u.uid}:${u.gid}`, '--', path];
+      const r = await rt(this.core.runtime.execStream(sid, argv, o, quiet));
+      if (r.exitCode !== 0) throw errors.conflict(`giving ${path} to user ${u.name} failed (exit ${r.exitCode})`, 'SandboxFileFailed');
+    };
   }
 
   /**
@@ -127,8 +133,9 @@ export class Workload {
     const row = await this.active(p, id);
     const it = INTERPRETERS[b.lang];
     const file = `/tmp/nube-run-${randomBytes(6).toString('hex')}.${it.ext}`;
+    const give = await this.ownerAfter(row, file);
     await rt(this.core.runtime.writeFile(row.runtime_id, file, Buffer.from(b.code, 'utf8')));
-    await this.giveToUser(row, file);
+    await give();
     // The path is ours (hex), never the caller's: safe to put in the command line.
     const { command, ...o } = await this.asUser(row, { command: `${it.argv0} ${file}; rc=$?; rm -f ${file}; exit $rc` });
     return execView(await rt(this.core.runtime.exec(row.runtime_id, command, { ...o, timeoutMs: b.timeoutSeconds * 1000 })));
@@ -168,8 +175,9 @@ export class Workload {
       case 'write': {
         const b = parseBody(sandboxFileBodies.write, body);
         const data = b.encoding === 'base64' ? decodeBase64(b.content) : Buffer.from(b.content, 'utf8');
+        const give = await this.ownerAfter(row, b.path);
         await rt(r.writeFile(sid, b.path, data));
-        await this.giveToUser(row, b.path);
+        await give();
         return { ok: true, path: b.path, size: data.length };
       }
       case 'read': {
@@ -198,8 +206,9 @@ export class Workload {
       }
       case 'mkdir': {
         const b = parseBody(sandboxFileBodies.mkdir, body);
+        const give = await this.ownerAfter(row, b.path);
         await rt(r.mkdir(sid, b.path));
-        await this.giveToUser(row, b.path);
+        await give();
         return { ok: true };
       }
     }
@@ -212,6 +221,7 @@ export class Workload {
    */
   async writeFrom(p: Principal, id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<number> {
     const row = await this.active(p, id);
+    const give = await this.ownerAfter(row, path);
     let parts: Buffer[] = [];
     let held = 0;
     let size = 0;
@@ -230,7 +240,7 @@ export class Workload {
       if (held >= BOX_CHUNK) await flush();
     }
     if (held > 0 || !started) await flush();
-    await this.giveToUser(row, path);
+    await give();
     return size;
   }
 

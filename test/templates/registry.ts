@@ -133,7 +133,7 @@ export function pushImage(
   repo: string,
   tag: string,
   layers: Layer[],
-  config: { Env?: string[]; Cmd?: string[]; WorkingDir?: string } = {},
+  config: { Env?: string[]; Cmd?: string[]; WorkingDir?: string; User?: string } = {},
   o: { otherArch?: boolean } = {},
 ): string {
   const dir = mkdtempSync(join(tmpdir(), 'nube-oci-'));

@@ -1574,7 +1574,7 @@ export interface paths {
          *     - snapshot: {name?}
          *     - fork: {count?: integer, name?, metadata?: map string to string, timeoutSeconds?: integer}. Copy-on-write; the parent keeps running
          *     - template-snapshot: {key, hash (both ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$), name?}. Idempotent per (key, hash); afterwards POST /sandboxes with templateKey+templateHash starts with the bootstrap applied; 409 DerivedTemplateStale if the base template was rebuilt. The hash must never encode prompts or credentials
-         *     - exec: {command, cwd?, timeoutSeconds? 1-600, env?} (same as POST /sandboxes/{id}/exec)
+         *     - exec: {command, cwd?, timeoutSeconds? 1-600, env?, user?} (same as POST /sandboxes/{id}/exec)
          *     - run-code: {code, lang?: python|node|bash, timeoutSeconds? 1-600} (same as POST /sandboxes/{id}/run-code)
          *     - run-cell: {code, lang?: python (only), timeoutSeconds? 1-600 (default 120)}. Persistent Jupyter kernel (code-interpreter template; 400 KernelUnavailable elsewhere). Answers {stdout, stderr, result (text/plain of the value), outputs [{type: execute_result|display_data, data: {mime: value; images base64}}], error {name, value, traceback} | null, executionCount, timedOut (the cell was interrupted; the kernel keeps its state), truncated, kernelStarted, kernelRestarted, durationMs}
          *     - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
@@ -3164,12 +3164,27 @@ export interface components {
         };
         /** @description A sandbox template of your own, built from an OCI image or a Dockerfile */
         Template: {
+            /** @description A Dockerfile's ARG values given */
+            buildArgs: {
+                [key: string]: string;
+            };
+            /** @description A Dockerfile's RUN steps' network; null: the default */
+            buildNetwork: {
+                /** @description Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy) */
+                allowOut?: string[];
+                /** @description Destinations denied */
+                denyOut?: string[];
+                /** @description Outbound internet at all for RUN steps (default true) */
+                internet?: boolean;
+            } | null;
             builtAt: string | null;
             cpuCount: number | null;
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
             /** @description Manifest digest of the linux/amd64 image built from */
             digest: string | null;
+            /** @description Its sandboxes' disk, MiB; null: the plan's */
+            diskMB: number | null;
             /** @description The Dockerfile built from; null for an image */
             dockerfile: string | null;
             env: {
@@ -3216,6 +3231,8 @@ export interface components {
             status: "building" | "ready" | "failed" | "canceled";
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
+            /** @description Who its sandboxes run commands as (`user`, else the image's USER); null: root */
+            user: string | null;
             workdir: string | null;
         };
         TemplateLayer: {
@@ -13305,6 +13322,8 @@ export interface operations {
                     suspendOnIdle?: boolean;
                     /** @description bootstrap, fork, exec, run-code, run-cell */
                     timeoutSeconds?: number;
+                    /** @description exec */
+                    user?: string;
                 } & {
                     [key: string]: unknown;
                 };
@@ -13486,6 +13505,8 @@ export interface operations {
                     env?: {
                         [key: string]: string;
                     };
+                    /** @description User to run as: a name, uid, name:group or uid:gid of the sandbox's /etc/passwd and /etc/group (default: the template's user, else root); an unknown one is a 400 */
+                    user?: string;
                 };
             };
         };
@@ -13727,6 +13748,8 @@ export interface operations {
                      * @default 60
                      */
                     timeoutSeconds?: number;
+                    /** @description User to run as: a name, uid, name:group or uid:gid of the sandbox's /etc/passwd and /etc/group (default: the template's user, else root); an unknown one is a 400 */
+                    user?: string;
                 };
             };
         };
@@ -14669,11 +14692,24 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description A Dockerfile's ARG values (`docker build --build-arg`): each overrides the default of an ARG the Dockerfile declares (one it does not declare is a 400); RUN steps see them, and they are part of each step's cache key. Not for secrets: they are shown in the template */
+                    buildArgs?: {
+                        [key: string]: string;
+                    };
+                    /** @description The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list */
+                    buildNetwork?: {
+                        /** @description Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy) */
+                        allowOut?: string[];
+                        /** @description Destinations denied */
+                        denyOut?: string[];
+                        /** @description Outbound internet at all for RUN steps (default true) */
+                        internet?: boolean;
+                    };
                     /** @description The build context, a .tar or .tar.gz: the id of one of your files, or an http(s) URL nube fetches */
                     context?: string;
                     /** @description CPUs of its sandboxes (default 1) */
                     cpuCount?: number;
-                    /** @description Not available yet: 501 */
+                    /** @description Writable disk of its sandboxes, MiB (default: the plan's); writing past it fails inside with ENOSPC/EDQUOT. At most the plan's sandbox disk (402 DiskTooLarge); a create's own diskMB wins */
                     diskMB?: number;
                     /** @description A Dockerfile: FROM (an image, or one of your templates), RUN, COPY/ADD (from the context; --chown, --chmod; ADD unpacks a local .tar/.tar.gz), ENV, ARG, WORKDIR, USER, EXPOSE, CMD/ENTRYPOINT (the start command), LABEL. Other instructions, multi-stage builds and heredocs answer 400 naming the line */
                     dockerfile?: string;
@@ -14696,7 +14732,7 @@ export interface operations {
                     };
                     /** @description Started in the background at every start of a sandbox of it (a Dockerfile's CMD/ENTRYPOINT when not given) */
                     startCmd?: string;
-                    /** @description Not available yet: 501 */
+                    /** @description Who its sandboxes' commands (exec, background, run-code, the start and ready commands) run as, and who owns the files the API writes, when a call names no `user`: a name, uid, name:group or uid:gid of the image's /etc/passwd and /etc/group (default: the image's or Dockerfile's USER, else root). Looked up in the sandbox when a command runs: one the sandbox lacks is a 409 TemplateUserMissing */
                     user?: string;
                     /** @description Where commands run when they name no cwd (a Dockerfile's WORKDIR when not given) */
                     workdir?: string;
@@ -14724,6 +14760,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DiskTooLarge: diskMB is past the plan's sandbox disk */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -14769,15 +14814,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description NotImplemented: diskMB and user are not built yet */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15088,6 +15124,19 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description New ARG values (all of them: replaces those given before) */
+                    buildArgs?: {
+                        [key: string]: string;
+                    };
+                    /** @description The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list */
+                    buildNetwork?: {
+                        /** @description Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy) */
+                        allowOut?: string[];
+                        /** @description Destinations denied */
+                        denyOut?: string[];
+                        /** @description Outbound internet at all for RUN steps (default true) */
+                        internet?: boolean;
+                    };
                     /** @description The build context, a .tar or .tar.gz: the id of one of your files, or an http(s) URL nube fetches */
                     context?: string;
                     /** @description A Dockerfile: FROM (an image, or one of your templates), RUN, COPY/ADD (from the context; --chown, --chmod; ADD unpacks a local .tar/.tar.gz), ENV, ARG, WORKDIR, USER, EXPOSE, CMD/ENTRYPOINT (the start command), LABEL. Other instructions, multi-stage builds and heredocs answer 400 naming the line */

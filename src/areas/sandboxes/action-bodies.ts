@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { limited } from '../../platform/json-limits.js';
 import { StringMap } from '../../platform/schemas.js';
-import { Env, ExecTimeout, Lang, Port, TemplateHash, TemplateKey } from './schemas.js';
+import { Env, ExecTimeout, Lang, Port, RunAsUser, TemplateHash, TemplateKey } from './schemas.js';
 
 // ---------------------------------------------------------------------------------------------------
 // Per-action bodies (POST /sandboxes/{id}/{action}); the handler validates with these.
@@ -15,6 +15,7 @@ export const ExecBody = z.object({
   cwd: z.string().optional().describe('Working directory inside the sandbox'),
   timeoutSeconds: ExecTimeout.default(60).describe('Deadline in seconds, 1-600 (default 60)'),
   env: Env.optional(),
+  user: RunAsUser.optional(),
 });
 
 export const RunCodeBody = z.object({
@@ -23,7 +24,7 @@ export const RunCodeBody = z.object({
   timeoutSeconds: ExecTimeout.default(60).describe('Deadline in seconds, 1-600 (default 60)'),
 });
 
-const NetworkRule = z
+export const NetworkRule = z
   .string()
   .min(1)
   .max(253)
@@ -169,7 +170,7 @@ export const ACTION_DOC = `One route serves every action; the body depends on th
 - snapshot: {name?}
 - fork: {count?: integer, name?, metadata?: map string to string, timeoutSeconds?: integer}. Copy-on-write; the parent keeps running
 - template-snapshot: {key, hash (both ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$), name?}. Idempotent per (key, hash); afterwards POST /sandboxes with templateKey+templateHash starts with the bootstrap applied; 409 DerivedTemplateStale if the base template was rebuilt. The hash must never encode prompts or credentials
-- exec: {command, cwd?, timeoutSeconds? 1-600, env?} (same as POST /sandboxes/{id}/exec)
+- exec: {command, cwd?, timeoutSeconds? 1-600, env?, user?} (same as POST /sandboxes/{id}/exec)
 - run-code: {code, lang?: python|node|bash, timeoutSeconds? 1-600} (same as POST /sandboxes/{id}/run-code)
 - run-cell: {code, lang?: python (only), timeoutSeconds? 1-600 (default 120)}. Persistent Jupyter kernel (code-interpreter template; 400 KernelUnavailable elsewhere). Answers {stdout, stderr, result (text/plain of the value), outputs [{type: execute_result|display_data, data: {mime: value; images base64}}], error {name, value, traceback} | null, executionCount, timedOut (the cell was interrupted; the kernel keeps its state), truncated, kernelStarted, kernelRestarted, durationMs}
 - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
@@ -202,6 +203,7 @@ export const ActionBody = limited(z.looseObject({
   hash: z.string().optional().describe('template-snapshot'),
   command: z.string().optional().describe('exec'),
   cwd: z.string().optional().describe('exec'),
+  user: z.string().optional().describe('exec'),
   code: z.string().optional().describe('run-code, run-cell'),
   lang: z.string().optional().describe('run-code, run-cell: python | node | bash'),
   patch: z.string().optional().describe('apply-patch'),

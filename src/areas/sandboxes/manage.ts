@@ -2,11 +2,26 @@
 // policy; and the ones that describe it: runtime, logs.
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
-import { policyRefusals } from './runtime/protected-ranges.js';
+import { driverPolicy, policyRefusals } from './runtime/protected-ranges.js';
 import { type Bootstrap, bootstrapOf, neverExpires, type SandboxesCore } from './service.js';
 import { rt } from './views.js';
 
 const DEFAULT_BOOTSTRAP_TIMEOUT_S = 300;
+
+/** 400 ProtectedRange naming every allowOut entry that would open a private range, the host or other sandboxes. */
+export async function refuseProtected(
+  c: { bridge: { cidr: string }; privateAllow: Parameters<typeof policyRefusals>[1]['admitted'] },
+  allowOut: readonly string[],
+  path: (string | number)[],
+): Promise<void> {
+  const refused = await policyRefusals(allowOut, { bridgeSubnet: c.bridge.cidr, admitted: c.privateAllow });
+  if (!refused.length) return;
+  throw errors.badRequest(
+    `allowOut may not open ${refused.map((x) => x.entry).join(', ')}: sandboxes never reach private, loopback or link-local addresses, nor the host and other sandboxes, unless the operator admits a range (NUBE_SANDBOX_PRIVATE_ALLOW)`,
+    refused.map((x) => ({ path: [...path, x.index], message: x.reason, code: 'ProtectedRange' })),
+    'ProtectedRange',
+  );
+}
 
 export class Manage {
   constructor(private readonly core: SandboxesCore) {}
@@ -122,20 +137,9 @@ export class Manage {
   /** API body to driver policy: `internet: false` is a deny of everything that `allowOut` punches through. */
   async networkPolicy(p: Principal, id: string, b: { internet?: boolean; allowOut?: string[]; denyOut?: string[] }) {
     const r = await this.core.started(p, id);
-    const { bridge, privateAllow } = this.core.deps.config.sandboxes;
-    const refused = await policyRefusals(b.allowOut ?? [], { bridgeSubnet: bridge.cidr, admitted: privateAllow });
-    if (refused.length) {
-      throw errors.badRequest(
-        `allowOut may not open ${refused.map((x) => x.entry).join(', ')}: sandboxes never reach private, loopback or link-local addresses, nor the host and other sandboxes, unless the operator admits a range (NUBE_SANDBOX_PRIVATE_ALLOW)`,
-        refused.map((x) => ({ path: ['body', 'allowOut', x.index], message: x.reason, code: 'ProtectedRange' })),
-        'ProtectedRange',
-      );
-    }
+    await refuseProtected(this.core.deps.config.sandboxes, b.allowOut ?? [], ['body', 'allowOut']);
     await this.core.clocks.touch(r);
-    const policy = {
-      allow: b.allowOut ?? [],
-      deny: [...(b.denyOut ?? []), ...(b.internet === false ? ['0.0.0.0/0'] : [])],
-    };
+    const policy = driverPolicy(b);
     await rt(this.core.runtime.setNetworkPolicy(r.runtime_id, policy));
     await this.core.repo.update(id, { network_policy: JSON.stringify(policy) });
     return { ok: true, internet: b.internet ?? true, allowOut: policy.allow, denyOut: b.denyOut ?? [] };

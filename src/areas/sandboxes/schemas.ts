@@ -26,6 +26,13 @@ export const Env = StringMap.describe('Environment variables, name to value');
 export const Lang = z.enum(['python', 'node', 'bash']).describe('Interpreter');
 export const Port = z.number().int().min(1).max(65535).describe('Port inside the sandbox');
 export const ExecTimeout = z.number().int().min(1).max(600);
+/** Docker's USER forms; the name is looked up in the sandbox's /etc/passwd and /etc/group when used. */
+export const RunAsUser = z
+  .string()
+  .regex(/^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}(:[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63})?$/, 'name, uid, name:group or uid:gid')
+  .describe(
+    "User to run as: a name, uid, name:group or uid:gid of the sandbox's /etc/passwd and /etc/group (default: the template's user, else root); an unknown one is a 400",
+  );
 
 export const SandboxStatus = z
   .enum(['starting', 'running', 'suspended', 'failed', 'lost'])

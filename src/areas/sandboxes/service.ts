@@ -6,6 +6,7 @@ import { cutShort, type JobContext } from '../../platform/jobs.js';
 import { PLANS } from '../../platform/plans.js';
 import type { PlatformDeps } from '../deps.js';
 import { buildLogger } from './build-log.js';
+import { asUserCommand, SandboxUsers, userEnv } from './run-as.js';
 import { Clocks } from './clocks.js';
 import { SandboxPlacement } from './placement.js';
 import type { VolumeBinder } from './volume-binder.js';
@@ -49,6 +50,8 @@ export interface TemplateStart {
   cwd?: string;
   /** How long the start waits for `ready`. */
   readySeconds?: number;
+  /** Who commands and files are for when the caller names no `user` (the template's USER). */
+  user?: string;
 }
 
 /** A row's bootstrap column: absent, a bootstrap, or only a template's start. */
@@ -75,6 +78,8 @@ export class SandboxesCore {
   volumes: VolumeBinder | null = null;
   /** Sandboxes started ahead, handed out by create (warm-pool.ts). */
   readonly pool: WarmPool;
+  /** Users of a sandbox other than root (an exec's `user`, a template's default). */
+  readonly users: SandboxUsers;
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -83,6 +88,7 @@ export class SandboxesCore {
     readonly deps: PlatformDeps,
   ) {
     this.clocks = new Clocks(this);
+    this.users = new SandboxUsers(runtime);
     this.placement = new SandboxPlacement(deps.store.db, deps);
     const c = deps.config;
     this.pool = new WarmPool(
@@ -211,6 +217,8 @@ export class SandboxesCore {
         snapshot?: string | null;
         env: Record<string, string>;
         limits?: { cpus: number; memoryMb: number };
+        /** Its sandboxes' disk (MiB) when the create asks for none. */
+        diskMb?: number;
         start?: TemplateStart | null;
       } | null>)
     | null = null;
@@ -219,7 +227,7 @@ export class SandboxesCore {
   private async ownTemplate(
     p: Principal,
     input: CreateInput,
-  ): Promise<CreateInput & { snapshot?: string; start?: TemplateStart }> {
+  ): Promise<CreateInput & { snapshot?: string; start?: TemplateStart; templateDiskMb?: number }> {
     const own =
       input.templateKey === undefined ? await this.templateNames?.(p.ownerId, input.template) : null;
     if (own)
@@ -230,6 +238,7 @@ export class SandboxesCore {
         limits: input.limits ?? own.limits,
         snapshot: own.snapshot ?? undefined,
         start: own.start ?? undefined,
+        templateDiskMb: own.diskMb,
       };
     // A driver name of an owner's template is never taken as given: only the owner's name leads to it.
     if (isImported(input.template))
@@ -244,7 +253,7 @@ export class SandboxesCore {
     const own = await this.ownTemplate(p, given);
     const input = {
       ...own,
-      limits: { ...own.limits, diskMb: own.limits?.diskMb ?? this.diskFor(p, given.diskMB) },
+      limits: { ...own.limits, diskMb: own.limits?.diskMb ?? this.diskFor(p, given.diskMB ?? own.templateDiskMb) },
     };
     let derived: TemplateRow | undefined;
     if (input.templateKey !== undefined && input.templateHash !== undefined) {
@@ -483,12 +492,16 @@ export class SandboxesCore {
    * server that never gets ready fails the start in words (its output's last lines).
    */
   private async startTemplate(row: SandboxRow, t: TemplateStart): Promise<void> {
-    const execId = await rt(this.runtime.startBackground(row.runtime_id, t.start!, { cwd: t.cwd }));
+    const u = await this.users.resolve(row.runtime_id, undefined, t.user);
+    const how = this.users.switcher(row.template);
+    const as = (cmd: string) => (u ? asUserCommand(u, cmd, how) : cmd);
+    const o = { cwd: t.cwd ?? u?.home, env: u ? userEnv(u) : undefined };
+    const execId = await rt(this.runtime.startBackground(row.runtime_id, as(t.start!), o));
     await this.event(row.id, 'template-start', { execId });
     if (!t.ready) return;
     const end = Date.now() + (t.readySeconds ?? 60) * 1000;
     for (let wait = 5; ; wait = Math.min(100, wait * 2)) {
-      const r = await rt(this.runtime.exec(row.runtime_id, t.ready, { cwd: t.cwd, timeoutMs: 10_000 }));
+      const r = await rt(this.runtime.exec(row.runtime_id, as(t.ready), { ...o, timeoutMs: 10_000 }));
       if (r.exitCode === 0) return;
       const bg = await this.runtime.getBackground(row.runtime_id, execId, { maxBytes: 2000 }).catch(() => null);
       if (bg?.state === 'exited' || Date.now() > end) {

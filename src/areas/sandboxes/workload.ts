@@ -8,6 +8,7 @@ import type { SandboxRow } from './repo.js';
 import type { BackgroundDetail, BackgroundProcess, ExecResult, OutputSinks, StreamExecOptions, StreamExecResult } from './runtime/driver.js';
 import type { BgExec } from './schemas.js';
 import { bootstrapOf, type SandboxesCore } from './service.js';
+import { asUserCommand, userEnv } from './run-as.js';
 import { rt } from './views.js';
 
 export type Lang = 'python' | 'node' | 'bash';
@@ -60,15 +61,52 @@ export class Workload {
     return row;
   }
 
+  /**
+   * A command line, cwd and env for the user a call runs as (its `user`, else the template's): the
+   * command wrapped in the switch, the user's home as the cwd when none is named, HOME, USER and
+   * LOGNAME beneath the call's env. As given for root.
+   */
+  private async asUser(row: SandboxRow, b: { command: string; cwd?: string; env?: Record<string, string>; user?: string }) {
+    const u = await this.core.users.resolve(row.runtime_id, b.user, userOf(row));
+    if (!u) return { command: b.command, cwd: b.cwd ?? cwdOf(row), env: b.env };
+    return {
+      command: asUserCommand(u, b.command, this.core.users.switcher(row.template)),
+      cwd: b.cwd ?? cwdOf(row) ?? u.home,
+      env: { ...userEnv(u), ...b.env },
+    };
+  }
+
   async exec(
     p: Principal,
     id: string,
-    b: { command: string; cwd?: string; timeoutSeconds: number; env?: Record<string, string> },
+    b: { command: string; cwd?: string; timeoutSeconds: number; env?: Record<string, string>; user?: string },
   ): Promise<ExecView> {
     const row = await this.active(p, id);
-    return execView(
-      await rt(this.core.runtime.exec(row.runtime_id, b.command, { cwd: b.cwd ?? cwdOf(row), env: b.env, timeoutMs: b.timeoutSeconds * 1000 })),
-    );
+    const { command, ...o } = await this.asUser(row, b);
+    return execView(await rt(this.core.runtime.exec(row.runtime_id, command, { ...o, timeoutMs: b.timeoutSeconds * 1000 })));
+  }
+
+  /**
+   * Called before the API makes `path` in a sandbox whose template has a user: what gives it to that
+   * user afterwards, as that user's commands would own it. A path that exists already keeps its owner
+   * (writing over /etc/hosts must not hand it over); parent dirs made on the way stay root's.
+   */
+  private async ownerAfter(row: SandboxRow, path: string): Promise<() => Promise<void>> {
+    const u = await this.core.users.resolve(row.runtime_id, undefined, userOf(row));
+    if (!u) return async () => {};
+    const quiet = { stdout: () => {}, stderr: () => {} };
+    const o = { timeoutMs: 30_000, cwd: '/root' };
+    const sid = row.runtime_id;
+    const probe = await rt(this.core.runtime.execStream(sid, ['/bin/sh', '-c', '[ -e "$1" ] || [ -L "$1" ]', 'nube-exists', path], o, quiet));
+    if (probe.exitCode === 0) return async () => {};
+    return async () => {
+      const argv =
+        this.core.users.switcher(row.template) === 'runas'
+          ? ['/.nube/runas', '--chown', String(u.uid), String(u.gid), path]
+          : ['chown', '-h', `${u.uid}:${u.gid}`, '--', path];
+      const r = await rt(this.core.runtime.execStream(sid, argv, o, quiet));
+      if (r.exitCode !== 0) throw errors.conflict(`giving ${path} to user ${u.name} failed (exit ${r.exitCode})`, 'SandboxFileFailed');
+    };
   }
 
   /**
@@ -90,19 +128,23 @@ export class Workload {
   }
 
   /** Writes the code to a fresh file under /tmp inside, runs the interpreter on it, removes it. */
+  /** Writes the code to a fresh file under /tmp inside, runs the interpreter on it (as the template's user), removes it. */
   async runCode(p: Principal, id: string, b: { code: string; lang: Lang; timeoutSeconds: number }): Promise<ExecView> {
     const row = await this.active(p, id);
     const it = INTERPRETERS[b.lang];
     const file = `/tmp/nube-run-${randomBytes(6).toString('hex')}.${it.ext}`;
+    const give = await this.ownerAfter(row, file);
     await rt(this.core.runtime.writeFile(row.runtime_id, file, Buffer.from(b.code, 'utf8')));
+    await give();
     // The path is ours (hex), never the caller's: safe to put in the command line.
-    const cmd = `${it.argv0} ${file}; rc=$?; rm -f ${file}; exit $rc`;
-    return execView(await rt(this.core.runtime.exec(row.runtime_id, cmd, { cwd: '/root', timeoutMs: b.timeoutSeconds * 1000 })));
+    const { command, ...o } = await this.asUser(row, { command: `${it.argv0} ${file}; rc=$?; rm -f ${file}; exit $rc` });
+    return execView(await rt(this.core.runtime.exec(row.runtime_id, command, { ...o, timeoutMs: b.timeoutSeconds * 1000 })));
   }
 
-  async bgStart(p: Principal, id: string, b: { command: string; cwd?: string; env?: Record<string, string> }) {
+  async bgStart(p: Principal, id: string, b: { command: string; cwd?: string; env?: Record<string, string>; user?: string }) {
     const row = await this.active(p, id);
-    return { execId: await rt(this.core.runtime.startBackground(row.runtime_id, b.command, { cwd: b.cwd ?? cwdOf(row), env: b.env })) };
+    const { command, ...o } = await this.asUser(row, b);
+    return { execId: await rt(this.core.runtime.startBackground(row.runtime_id, command, o)) };
   }
 
   async bgList(p: Principal, id: string) {
@@ -133,7 +175,9 @@ export class Workload {
       case 'write': {
         const b = parseBody(sandboxFileBodies.write, body);
         const data = b.encoding === 'base64' ? decodeBase64(b.content) : Buffer.from(b.content, 'utf8');
+        const give = await this.ownerAfter(row, b.path);
         await rt(r.writeFile(sid, b.path, data));
+        await give();
         return { ok: true, path: b.path, size: data.length };
       }
       case 'read': {
@@ -162,7 +206,9 @@ export class Workload {
       }
       case 'mkdir': {
         const b = parseBody(sandboxFileBodies.mkdir, body);
+        const give = await this.ownerAfter(row, b.path);
         await rt(r.mkdir(sid, b.path));
+        await give();
         return { ok: true };
       }
     }
@@ -175,6 +221,7 @@ export class Workload {
    */
   async writeFrom(p: Principal, id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<number> {
     const row = await this.active(p, id);
+    const give = await this.ownerAfter(row, path);
     let parts: Buffer[] = [];
     let held = 0;
     let size = 0;
@@ -193,6 +240,7 @@ export class Workload {
       if (held >= BOX_CHUNK) await flush();
     }
     if (held > 0 || !started) await flush();
+    await give();
     return size;
   }
 
@@ -257,4 +305,9 @@ function decodeBase64(s: string): Buffer {
 /** The working dir of the sandbox's template (its WORKDIR, or `workdir`), for commands that name none. */
 function cwdOf(row: SandboxRow): string | undefined {
   return bootstrapOf(row)?.template?.cwd;
+}
+
+/** The user of the sandbox's template (its `user`, or its image's USER), for calls that name none. */
+function userOf(row: SandboxRow): string | undefined {
+  return bootstrapOf(row)?.template?.user;
 }

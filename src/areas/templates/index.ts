@@ -1,4 +1,5 @@
 import type { AreaModule } from '../area.js';
+import { refuseProtected } from '../sandboxes/manage.js';
 import { templatesOperations } from './operations.js';
 import { TemplatesRepo, templatesMigrations } from './repo.js';
 import { BUILD_JOB, TemplatesService } from './service.js';
@@ -11,9 +12,11 @@ export const templatesArea: AreaModule = {
     const { sandboxes } = other;
     if (!sandboxes) throw new Error('the templates area needs the sandboxes service to be created first');
     const core = sandboxes.core;
-    const templates = new TemplatesService(new TemplatesRepo(deps.store.db), core.runtime, deps, (t) =>
-      core.pool.drain({ template: t }),
-    );
+    const templates = new TemplatesService(new TemplatesRepo(deps.store.db), core.runtime, deps, {
+      drainPool: (source) => core.pool.drain(source),
+      diskFor: (p, mb) => core.diskFor(p, mb),
+      checkAllowOut: (list, path) => refuseProtected(deps.config.sandboxes, list, path),
+    });
     // Builds survive a restart of nube: the job runs again (layers already fetched are kept by digest).
     deps.jobs.register<{ id: string }>(BUILD_JOB, (p, job) => templates.build(p.id, job), {
       maxAttempts: 3,

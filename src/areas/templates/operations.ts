@@ -3,6 +3,8 @@ import { errors } from '../../platform/errors.js';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, qInt } from '../../platform/schemas.js';
+import { NetworkRule } from '../sandboxes/action-bodies.js';
+import { RunAsUser } from '../sandboxes/schemas.js';
 import { buildLogEvents } from './build-logs.js';
 import type { Principal } from '../../platform/auth.js';
 import type { Services } from '../../platform/operation.js';
@@ -22,6 +24,28 @@ const TemplateId = z.object({ id: z.string().min(1).max(200).describe('Template 
 const Layer = z
   .object({ mediaType: z.string(), digest: z.string(), size: z.number().int() })
   .meta({ id: 'TemplateLayer' });
+
+const BuildArgs = limited(
+  z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).max(256), z.string().max(32_768)),
+  { maxDepth: 1, maxKeys: 256, maxBytes: 64 * 1024 },
+).describe(
+  "A Dockerfile's ARG values (`docker build --build-arg`): each overrides the default of an ARG the Dockerfile declares (one it does not declare is a 400); RUN steps see them, and they are part of each step's cache key. Not for secrets: they are shown in the template",
+);
+
+const BuildNetwork = z
+  .object({
+    internet: z.boolean().optional().describe('Outbound internet at all for RUN steps (default true)'),
+    allowOut: z
+      .array(NetworkRule)
+      .max(256)
+      .optional()
+      .describe("Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy)"),
+    denyOut: z.array(NetworkRule).max(256).optional().describe('Destinations denied'),
+  })
+  .strict()
+  .describe(
+    "The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: [\"pypi.org\", \"*.pythonhosted.org\"]}` for a list",
+  );
 
 const Template = z
   .object({
@@ -65,6 +89,10 @@ const Template = z
     startCmd: z.string().nullable(),
     readyCmd: z.string().nullable(),
     workdir: z.string().nullable(),
+    diskMB: z.number().int().nullable().describe("Its sandboxes' disk, MiB; null: the plan's"),
+    user: z.string().nullable().describe('Who its sandboxes run commands as (`user`, else the image\'s USER); null: root'),
+    buildArgs: z.record(z.string(), z.string()).describe("A Dockerfile's ARG values given"),
+    buildNetwork: BuildNetwork.nullable().describe("A Dockerfile's RUN steps' network; null: the default"),
     imageConfig: z
       .object({
         env: z.array(z.string()),
@@ -135,7 +163,15 @@ const CreateTemplate = z
     })
       .optional()
       .describe("Environment over the image's own"),
-    diskMB: z.number().int().min(1).optional().describe('Not available yet: 501'),
+    diskMB: z
+      .number()
+      .int()
+      .min(16)
+      .max(1_048_576)
+      .optional()
+      .describe(
+        "Writable disk of its sandboxes, MiB (default: the plan's); writing past it fails inside with ENOSPC/EDQUOT. At most the plan's sandbox disk (402 DiskTooLarge); a create's own diskMB wins",
+      ),
     startCmd: z
       .string()
       .min(1)
@@ -156,7 +192,11 @@ const CreateTemplate = z
       .max(4096)
       .optional()
       .describe("Where commands run when they name no cwd (a Dockerfile's WORKDIR when not given)"),
-    user: z.string().max(256).optional().describe('Not available yet: 501'),
+    user: RunAsUser.optional().describe(
+      "Who its sandboxes' commands (exec, background, run-code, the start and ready commands) run as, and who owns the files the API writes, when a call names no `user`: a name, uid, name:group or uid:gid of the image's /etc/passwd and /etc/group (default: the image's or Dockerfile's USER, else root). Looked up in the sandbox when a command runs: one the sandbox lacks is a 409 TemplateUserMissing",
+    ),
+    buildArgs: BuildArgs.optional(),
+    buildNetwork: BuildNetwork.optional(),
   })
   .strict();
 
@@ -195,15 +235,9 @@ export const templatesOperations = [
     response: Template,
     errors: [
       { status: 409, code: 'TemplateExists', description: 'You already have a template by that name' },
-      {
-        status: 501,
-        code: 'NotImplemented',
-        description: 'diskMB and user are not built yet',
-      },
+      { status: 402, code: 'DiskTooLarge', description: "diskMB is past the plan's sandbox disk" },
     ],
     handler: async ({ principal, services, body }) => {
-      const later = (['diskMB', 'user'] as const).filter((k) => body[k] !== undefined);
-      if (later.length) throw errors.notImplemented(`templates with ${later.join(', ')}`);
       const { context, ...rest } = body;
       return services.templates.create(principal, {
         ...rest,
@@ -269,15 +303,24 @@ export const templatesOperations = [
     auth: ['owner'],
     params: TemplateId,
     body: z
-      .object({ dockerfile: Dockerfile.optional(), context: Context.optional() })
+      .object({
+        dockerfile: Dockerfile.optional(),
+        context: Context.optional(),
+        buildArgs: BuildArgs.optional().describe('New ARG values (all of them: replaces those given before)'),
+        buildNetwork: BuildNetwork.optional(),
+      })
       .strict()
       .optional()
-      .describe("A Dockerfile template's new Dockerfile or context (steps whose inputs did not change are reused)"),
+      .describe(
+        "A Dockerfile template's new Dockerfile, context, build args or build network (steps whose inputs did not change are reused)",
+      ),
     response: Template,
     errors: [{ status: 409, code: 'InvalidState', description: 'The template is already building' }],
     handler: async ({ principal, services, params, body }) =>
       services.templates.rebuild(principal, params.id, {
         dockerfile: body?.dockerfile,
+        buildArgs: body?.buildArgs,
+        buildNetwork: body?.buildNetwork,
         context: body?.context === undefined ? undefined : await contextOf(services, principal, body.context),
       }),
   }),

@@ -9,6 +9,8 @@ import { ApiError, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cutShort, type JobContext } from '../../platform/jobs-contract.js';
 import type { PlatformDeps } from '../deps.js';
+import { isRootSpec } from '../sandboxes/run-as.js';
+import { driverPolicy } from '../sandboxes/runtime/protected-ranges.js';
 import { SandboxRuntimeError, type SandboxRuntime } from '../sandboxes/runtime/driver.js';
 import { type BuildBase, buildSteps } from './dockerfile/build.js';
 import { ContextError, readArchive } from './dockerfile/context.js';
@@ -23,8 +25,8 @@ import type { TemplatesRepo, TemplatesTable } from './repo.js';
 export const BUILD_JOB = 'templates.build';
 /** Names nube's own templates have: an owner's template cannot take them. */
 export const RESERVED = new Set(['base', 'code-interpreter', 'goose', 'acp']);
-/** What every imported build adds besides the image (bump when that changes, so builds are redone). */
-const IMPORT_VERSION = 1;
+/** What every imported build adds besides the image (bump when that changes, so builds are redone; 2: /.nube/runas). */
+const IMPORT_VERSION = 2;
 const MAX_ENTRIES = 2_000_000;
 
 export interface TemplateSettings {
@@ -34,6 +36,17 @@ export interface TemplateSettings {
   startCmd?: string;
   readyCmd?: string;
   workdir?: string;
+  /** Its sandboxes' disk (MiB); unset: the plan's. */
+  diskMB?: number;
+  /** Who its sandboxes run commands as; unset: the image's USER. */
+  user?: string;
+}
+
+/** A Dockerfile's RUN steps' network, in the shape of a sandbox's network-policy. */
+export interface BuildNetwork {
+  internet?: boolean;
+  allowOut?: string[];
+  denyOut?: string[];
 }
 
 /** A Dockerfile's context: bytes given (kept by digest under the blob dir) or a URL fetched at build. */
@@ -45,12 +58,16 @@ export interface CreateTemplateInput extends TemplateSettings {
   dockerfile?: string;
   context?: ContextInput;
   registryAuth?: RegistryAuth;
+  buildArgs?: Record<string, string>;
+  buildNetwork?: BuildNetwork;
 }
 
 interface Source {
   fromImage?: string;
   dockerfile?: string;
   context?: { sha256: string } | { url: string };
+  buildArgs?: Record<string, string>;
+  buildNetwork?: BuildNetwork;
 }
 
 const MAX_CONTEXT = 512 * 1024 * 1024;
@@ -72,10 +89,17 @@ export interface ResolvedTemplate {
   snapshot: string | null;
   env: Record<string, string>;
   limits?: { cpus: number; memoryMb: number };
-  start: { start?: string; ready?: string; cwd?: string } | null;
+  diskMb?: number;
+  start: { start?: string; ready?: string; cwd?: string; user?: string } | null;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** Who a template's sandboxes run as: its `user`, else its image's (or Dockerfile's) USER; undefined: root. */
+function userOf(settings: TemplateSettings, image: ImageConfig | null): string | undefined {
+  const u = settings.user ?? image?.user ?? undefined;
+  return u && !isRootSpec(u) ? u : undefined;
+}
 
 /** `KEY=value` lines of an image config as a map (a line without `=` is dropped). */
 export function envMap(lines: string[]): Record<string, string> {
@@ -96,8 +120,17 @@ export class TemplatesService {
     readonly repo: TemplatesRepo,
     private readonly runtime: SandboxRuntime,
     private readonly deps: PlatformDeps,
-    /** Pooled sandboxes of a template go before it can be removed (the sandboxes area's warm pool). */
-    private readonly drainPool: (template: string) => Promise<void>,
+    private readonly sandboxes: {
+      /**
+       * Pooled sandboxes of a template go before it can be removed (the sandboxes area's warm pool); a
+       * refill asked for before never starts (the pool retires the source).
+       */
+      drainPool(source: { template: string; snapshot?: string }): Promise<void>;
+      /** A sandbox disk (MiB) the owner's plan allows: 402 DiskTooLarge past it. */
+      diskFor(p: Principal, mb: number): number;
+      /** A network policy's allowOut refusals (private ranges): 400 ProtectedRange. */
+      checkAllowOut(allowOut: string[], path: (string | number)[]): Promise<void>;
+    },
   ) {
     const c = deps.config.templates;
     this.registry = new RegistryClient(deps.outbound, c.registryAllow, c.blobDir);
@@ -125,6 +158,10 @@ export class TemplatesService {
       startCmd: settings.startCmd ?? null,
       readyCmd: settings.readyCmd ?? null,
       workdir: settings.workdir ?? null,
+      diskMB: settings.diskMB ?? null,
+      user: userOf(settings, r.image_config ? (JSON.parse(r.image_config) as ImageConfig) : null) ?? null,
+      buildArgs: source.buildArgs ?? {},
+      buildNetwork: source.buildNetwork ?? null,
       imageConfig: r.image_config ? (JSON.parse(r.image_config) as ImageConfig) : null,
       createdAt: iso(r.created_at)!,
       updatedAt: iso(r.updated_at)!,
@@ -138,6 +175,7 @@ export class TemplatesService {
         { path: ['name'], message: 'reserved name' },
       ]);
     }
+    if (input.diskMB !== undefined) this.sandboxes.diskFor(p, input.diskMB);
     const source = await this.sourceOf(p, input);
     if (await this.repo.byName(p.ownerId, input.name)) {
       throw errors.conflict(`you already have a template named ${input.name}`, 'TemplateExists');
@@ -150,6 +188,8 @@ export class TemplatesService {
       startCmd: input.startCmd,
       readyCmd: input.readyCmd,
       workdir: input.workdir,
+      diskMB: input.diskMB,
+      user: input.user,
     };
     const row: TemplatesTable = {
       id: newId('tmpl'),
@@ -187,21 +227,32 @@ export class TemplatesService {
   }
 
   /** What a template is built from, checked: an image reference, or a Dockerfile (every line) and its context. */
-  private async sourceOf(p: Principal, input: Pick<CreateTemplateInput, 'fromImage' | 'dockerfile' | 'context'>): Promise<Source> {
+  private async sourceOf(
+    p: Principal,
+    input: Pick<CreateTemplateInput, 'fromImage' | 'dockerfile' | 'context' | 'buildArgs' | 'buildNetwork'>,
+  ): Promise<Source> {
     if ((input.fromImage === undefined) === (input.dockerfile === undefined))
       throw errors.badRequest('give either fromImage or dockerfile', [
         { path: [input.fromImage === undefined ? 'fromImage' : 'dockerfile'], message: 'give one of fromImage, dockerfile' },
       ]);
     if (input.fromImage !== undefined) {
-      if (input.context) throw errors.badRequest('context goes with a dockerfile', [{ path: ['context'], message: 'only with dockerfile' }]);
+      for (const k of ['context', 'buildArgs', 'buildNetwork'] as const)
+        if (input[k] !== undefined) throw errors.badRequest(`${k} goes with a dockerfile`, [{ path: [k], message: 'only with dockerfile' }]);
       const ref = parseImageRef(input.fromImage);
       if (typeof ref === 'string') throw errors.badRequest(`fromImage: ${ref}`, [{ path: ['fromImage'], message: ref }]);
       return { fromImage: ref.canonical };
     }
     const dockerfile = input.dockerfile!;
+    const { buildArgs, buildNetwork } = input;
     try {
-      const { from } = fromOf(dockerfile);
-      planOf(dockerfile, null);
+      const { from, declared } = fromOf(dockerfile, buildArgs);
+      planOf(dockerfile, null, buildArgs);
+      const unused = Object.keys(buildArgs ?? {}).filter((k) => !declared.has(k));
+      if (unused.length)
+        throw errors.badRequest(
+          `buildArgs ${unused.join(', ')}: the Dockerfile declares no such ARG`,
+          unused.map((k) => ({ path: ['buildArgs', k], message: 'no ARG of that name in the Dockerfile' })),
+        );
       const own = await this.repo.byName(p.ownerId, from);
       if (!own) {
         const ref = parseImageRef(from);
@@ -212,8 +263,10 @@ export class TemplatesService {
         throw errors.badRequest(`dockerfile ${e.message}`, [{ path: ['dockerfile'], message: e.message }]);
       throw e;
     }
-    if (!input.context) return { dockerfile };
-    if ('url' in input.context) return { dockerfile, context: { url: input.context.url } };
+    if (buildNetwork?.allowOut?.length) await this.sandboxes.checkAllowOut(buildNetwork.allowOut, ['buildNetwork', 'allowOut']);
+    const base: Source = { dockerfile, ...(buildArgs && { buildArgs }), ...(buildNetwork && { buildNetwork }) };
+    if (!input.context) return base;
+    if ('url' in input.context) return { ...base, context: { url: input.context.url } };
     try {
       await readArchive(input.context.bytes, MAX_CONTEXT);
     } catch (e) {
@@ -228,7 +281,7 @@ export class TemplatesService {
       await writeFile(`${path}.${process.pid}.tmp`, input.context.bytes);
       await rename(`${path}.${process.pid}.tmp`, path);
     }
-    return { dockerfile, context: { sha256 } };
+    return { ...base, context: { sha256 } };
   }
 
   private contextPath(sha256: string): string {
@@ -267,18 +320,28 @@ export class TemplatesService {
   }
 
   /** Builds the template again from its source (a moved tag is pulled anew); sandboxes on the old build keep it. */
-  async rebuild(p: Principal, id: string, change: { dockerfile?: string; context?: ContextInput } = {}) {
+  async rebuild(
+    p: Principal,
+    id: string,
+    change: Pick<CreateTemplateInput, 'dockerfile' | 'context' | 'buildArgs' | 'buildNetwork'> = {},
+  ) {
     const r = await this.own(p, id);
     if (r.status === 'building')
       throw errors.conflict(`template ${r.name} is already building`, 'InvalidState');
     const was = JSON.parse(r.source) as Source;
     let source: Source | undefined;
-    if (change.dockerfile !== undefined || change.context !== undefined) {
+    const changed = (['dockerfile', 'context', 'buildArgs', 'buildNetwork'] as const).filter((k) => change[k] !== undefined);
+    if (changed.length) {
       if (!was.dockerfile)
         throw errors.badRequest(`template ${r.name} is built from an image, not a Dockerfile`, [
-          { path: [change.dockerfile !== undefined ? 'dockerfile' : 'context'], message: 'not a Dockerfile template' },
+          { path: [changed[0]!], message: 'not a Dockerfile template' },
         ]);
-      source = await this.sourceOf(p, { dockerfile: change.dockerfile ?? was.dockerfile, context: change.context });
+      source = await this.sourceOf(p, {
+        dockerfile: change.dockerfile ?? was.dockerfile,
+        context: change.context,
+        buildArgs: change.buildArgs ?? was.buildArgs,
+        buildNetwork: change.buildNetwork ?? was.buildNetwork,
+      });
       if (change.context === undefined && was.context) source.context = was.context;
     }
     await this.repo.update(r.id, {
@@ -300,7 +363,9 @@ export class TemplatesService {
       this.running.get(r.id)?.abort();
       await this.deps.jobs.cancel({ key: `template-build:${r.id}` });
     }
-    await this.drainPool(r.base_template ?? r.id);
+    // Its pools go: the bare image's, and a Dockerfile's, which the pool keys by its top layer.
+    const pools = [{ template: r.id }, ...(r.top_layer ? [{ template: r.base_template ?? r.id, snapshot: r.top_layer }] : [])];
+    for (const src of pools) await this.sandboxes.drainPool(src);
     try {
       await this.dropLayers(r);
       await this.runtime.removeTemplate(r.id);
@@ -364,13 +429,17 @@ export class TemplatesService {
     const source = JSON.parse(r.source) as Source;
     const start = settings.startCmd ?? (source.dockerfile && image ? startCommandOf(image) : null);
     const cwd = settings.workdir ?? (source.dockerfile && image?.workdir && image.workdir !== '/' ? image.workdir : undefined);
+    const user = userOf(settings, image);
     return {
       template: r.base_template ?? r.id,
       snapshot: r.top_layer,
       env: { ...envMap(image?.env ?? []), ...settings.env },
       limits,
+      diskMb: settings.diskMB,
       start:
-        start || cwd ? { start: start ?? undefined, ready: start ? settings.readyCmd : undefined, cwd } : null,
+        start || cwd || user
+          ? { start: start ?? undefined, ready: start ? settings.readyCmd : undefined, cwd, user }
+          : null,
     };
   }
 
@@ -543,7 +612,7 @@ export class TemplatesService {
     };
     let from: string;
     try {
-      from = fromOf(dockerfile).from;
+      from = fromOf(dockerfile, source.buildArgs).from;
     } catch (e) {
       throw bad(e);
     }
@@ -568,7 +637,7 @@ export class TemplatesService {
     }
     let plan: ReturnType<typeof planOf>;
     try {
-      plan = planOf(dockerfile, config);
+      plan = planOf(dockerfile, config, source.buildArgs);
     } catch (e) {
       throw bad(e);
     }
@@ -584,6 +653,7 @@ export class TemplatesService {
       base,
       context,
       maxContextBytes: this.deps.config.templates.maxBytes,
+      network: source.buildNetwork && driverPolicy(source.buildNetwork),
       signal,
       log: (line) => this.repo.log(id, line),
       step: async (k, n) => {

@@ -5,6 +5,7 @@
 // Names resolve through the sandbox's own /etc/passwd and /etc/group, read when first needed and kept
 // for a while (a user added inside is found at the next miss).
 import type { SandboxesService } from '../../areas/sandboxes/facade.js';
+import { asUserArgv, parseUsers, type RunAs, userEnv as sandboxUserEnv } from '../../areas/sandboxes/run-as.js';
 import type { Principal } from '../../platform/auth.js';
 import { ConnectError } from './connect-rpc.js';
 
@@ -12,14 +13,8 @@ export const DEFAULT_USER = 'user';
 /** E2B's default user's home: relative paths resolve under it when that user is missing too. */
 export const DEFAULT_HOME = '/home/user';
 
-export interface E2bUser {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-  /** Supplementary groups (from /etc/group). */
-  groups: number[];
-}
+/** A user of the sandbox (the sandboxes area's RunAs: name, uid, gid, groups, home). */
+export type E2bUser = RunAs;
 
 export const ROOT: E2bUser = { name: 'root', uid: 0, gid: 0, home: '/root', groups: [0] };
 
@@ -34,22 +29,6 @@ export function basicUser(header: string | string[] | undefined): string | undef
   const text = Buffer.from(m[1]!, 'base64').toString('utf8');
   const name = text.includes(':') ? text.slice(0, text.indexOf(':')) : text;
   return name || undefined;
-}
-
-function parseUsers(passwd: string, group: string): Map<string, E2bUser> {
-  const extra = new Map<string, number[]>();
-  for (const line of group.split('\n')) {
-    const [, , gid, members] = line.split(':');
-    for (const m of members?.split(',') ?? []) if (m) extra.set(m, [...(extra.get(m) ?? []), Number(gid)]);
-  }
-  const users = new Map<string, E2bUser>();
-  for (const line of passwd.split('\n')) {
-    const f = line.split(':');
-    if (f.length < 7 || !/^\d+$/.test(f[2]!) || !/^\d+$/.test(f[3]!)) continue;
-    const gid = Number(f[3]);
-    users.set(f[0]!, { name: f[0]!, uid: Number(f[2]), gid, home: f[5] || '/', groups: [...new Set([gid, ...(extra.get(f[0]!) ?? [])])] });
-  }
-  return users;
 }
 
 export class Users {
@@ -83,11 +62,8 @@ export class Users {
 
 /** argv that runs `argv` as `u` (util-linux's setpriv, in every Debian template); root needs none. */
 export function asUser(u: E2bUser, argv: string[]): string[] {
-  if (u.uid === 0) return argv;
-  return ['setpriv', `--reuid=${u.uid}`, `--regid=${u.gid}`, `--groups=${u.groups.join(',')}`, '--', ...argv];
+  return u.uid === 0 ? argv : asUserArgv(u, argv, 'setpriv');
 }
 
 /** What envd puts in a process's environment for its user (before the sandbox's and the call's own). */
-export function userEnv(u: E2bUser): Record<string, string> {
-  return { HOME: u.home, USER: u.name, LOGNAME: u.name };
-}
+export const userEnv: (u: E2bUser) => Record<string, string> = sandboxUserEnv;

@@ -1636,7 +1636,7 @@ class SandboxesBgResource:
         """
         return cast("SandboxesBgListResponse", self._client._call("sandboxes.bg.list", {"id": id}, None, OMIT, request_options))
 
-    def start(self, id: str, *, command: str, cwd: str = OMIT, env: Dict[str, str] = OMIT, request_options: Optional[RequestOptions] = None) -> SandboxesBgStartResponse:
+    def start(self, id: str, *, command: str, cwd: str = OMIT, env: Dict[str, str] = OMIT, user: str = OMIT, request_options: Optional[RequestOptions] = None) -> SandboxesBgStartResponse:
         """Start a long-running background process (server, watcher) in a sandbox
 
         The process outlives the request; its output is kept in logs read with GET /sandboxes/{id}/bg/{execId}. Start the command with `exec <program>` so the shell is replaced by the process.
@@ -1646,10 +1646,11 @@ class SandboxesBgResource:
             command: Shell command; prefer `exec <program> ...`
             cwd: Working directory inside the sandbox
             env: Environment variables, name to value
+            user: User to run as: a name, uid, name:group or uid:gid of the sandbox's /etc/passwd and /etc/group (default: the template's user, else root); an unknown one is a 400
 
         Operation `sandboxes.bg.start`: POST /api/v2/sandboxes/{id}/bg.
         """
-        return cast("SandboxesBgStartResponse", self._client._call("sandboxes.bg.start", {"id": id}, None, {"command": command, "cwd": cwd, "env": env}, request_options))
+        return cast("SandboxesBgStartResponse", self._client._call("sandboxes.bg.start", {"id": id}, None, {"command": command, "cwd": cwd, "env": env, "user": user}, request_options))
 
 
 class SandboxesFilesResource:
@@ -1751,7 +1752,7 @@ class SandboxesResource(SandboxesMixin):
         self.files = SandboxesFilesResource(client)
         self.template_snapshots = SandboxesTemplateSnapshotsResource(client)
 
-    def action(self, id: str, action: Literal["extend", "suspend", "resume", "idle", "bootstrap", "snapshot", "fork", "template-snapshot", "exec", "run-code", "run-cell", "kernel-restart", "logs", "runtime", "apply-patch", "expose", "expose-raw", "unexpose-raw", "ssh-enable", "ssh-disable", "ssh-ticket", "domain-add", "domain-remove", "domain-list", "domain-verify", "network-policy"], *, extendSeconds: int = OMIT, env: Dict[str, str] = OMIT, suspendOnIdle: bool = OMIT, keepMemory: bool = OMIT, idleTtlSeconds: int = OMIT, hardTtlSeconds: int = OMIT, script: str = OMIT, mode: str = OMIT, timeoutSeconds: int = OMIT, name: str = OMIT, count: int = OMIT, metadata: Dict[str, str] = OMIT, key: str = OMIT, hash: str = OMIT, command: str = OMIT, cwd: str = OMIT, code: str = OMIT, lang: str = OMIT, patch: str = OMIT, port: int = OMIT, protocol: str = OMIT, domain: str = OMIT, internet: bool = OMIT, allowOut: List[str] = OMIT, denyOut: List[str] = OMIT, request_options: Optional[RequestOptions] = None, **extra: Any) -> Dict[str, Any]:
+    def action(self, id: str, action: Literal["extend", "suspend", "resume", "idle", "bootstrap", "snapshot", "fork", "template-snapshot", "exec", "run-code", "run-cell", "kernel-restart", "logs", "runtime", "apply-patch", "expose", "expose-raw", "unexpose-raw", "ssh-enable", "ssh-disable", "ssh-ticket", "domain-add", "domain-remove", "domain-list", "domain-verify", "network-policy"], *, extendSeconds: int = OMIT, env: Dict[str, str] = OMIT, suspendOnIdle: bool = OMIT, keepMemory: bool = OMIT, idleTtlSeconds: int = OMIT, hardTtlSeconds: int = OMIT, script: str = OMIT, mode: str = OMIT, timeoutSeconds: int = OMIT, name: str = OMIT, count: int = OMIT, metadata: Dict[str, str] = OMIT, key: str = OMIT, hash: str = OMIT, command: str = OMIT, cwd: str = OMIT, user: str = OMIT, code: str = OMIT, lang: str = OMIT, patch: str = OMIT, port: int = OMIT, protocol: str = OMIT, domain: str = OMIT, internet: bool = OMIT, allowOut: List[str] = OMIT, denyOut: List[str] = OMIT, request_options: Optional[RequestOptions] = None, **extra: Any) -> Dict[str, Any]:
         """Run a sandbox action: suspend, resume, fork, snapshot, expose a port, SSH, domains, network policy, ...
 
         One route serves every action; the body depends on the action:
@@ -1763,7 +1764,7 @@ class SandboxesResource(SandboxesMixin):
         - snapshot: {name?}
         - fork: {count?: integer, name?, metadata?: map string to string, timeoutSeconds?: integer}. Copy-on-write; the parent keeps running
         - template-snapshot: {key, hash (both ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$), name?}. Idempotent per (key, hash); afterwards POST /sandboxes with templateKey+templateHash starts with the bootstrap applied; 409 DerivedTemplateStale if the base template was rebuilt. The hash must never encode prompts or credentials
-        - exec: {command, cwd?, timeoutSeconds? 1-600, env?} (same as POST /sandboxes/{id}/exec)
+        - exec: {command, cwd?, timeoutSeconds? 1-600, env?, user?} (same as POST /sandboxes/{id}/exec)
         - run-code: {code, lang?: python|node|bash, timeoutSeconds? 1-600} (same as POST /sandboxes/{id}/run-code)
         - run-cell: {code, lang?: python (only), timeoutSeconds? 1-600 (default 120)}. Persistent Jupyter kernel (code-interpreter template; 400 KernelUnavailable elsewhere). Answers {stdout, stderr, result (text/plain of the value), outputs [{type: execute_result|display_data, data: {mime: value; images base64}}], error {name, value, traceback} | null, executionCount, timedOut (the cell was interrupted; the kernel keeps its state), truncated, kernelStarted, kernelRestarted, durationMs}
         - kernel-restart, logs, runtime, ssh-enable, ssh-disable, ssh-ticket, domain-list: none
@@ -1794,6 +1795,7 @@ class SandboxesResource(SandboxesMixin):
             hash: template-snapshot
             command: exec
             cwd: exec
+            user: exec
             code: run-code, run-cell
             lang: run-code, run-cell: python | node | bash
             patch: apply-patch
@@ -1806,7 +1808,7 @@ class SandboxesResource(SandboxesMixin):
 
         Operation `sandboxes.action`: POST /api/v2/sandboxes/{id}/{action}.
         """
-        return cast("Dict[str, Any]", self._client._call("sandboxes.action", {"id": id, "action": action}, None, {**extra, "extendSeconds": extendSeconds, "env": env, "suspendOnIdle": suspendOnIdle, "keepMemory": keepMemory, "idleTtlSeconds": idleTtlSeconds, "hardTtlSeconds": hardTtlSeconds, "script": script, "mode": mode, "timeoutSeconds": timeoutSeconds, "name": name, "count": count, "metadata": metadata, "key": key, "hash": hash, "command": command, "cwd": cwd, "code": code, "lang": lang, "patch": patch, "port": port, "protocol": protocol, "domain": domain, "internet": internet, "allowOut": allowOut, "denyOut": denyOut}, request_options))
+        return cast("Dict[str, Any]", self._client._call("sandboxes.action", {"id": id, "action": action}, None, {**extra, "extendSeconds": extendSeconds, "env": env, "suspendOnIdle": suspendOnIdle, "keepMemory": keepMemory, "idleTtlSeconds": idleTtlSeconds, "hardTtlSeconds": hardTtlSeconds, "script": script, "mode": mode, "timeoutSeconds": timeoutSeconds, "name": name, "count": count, "metadata": metadata, "key": key, "hash": hash, "command": command, "cwd": cwd, "user": user, "code": code, "lang": lang, "patch": patch, "port": port, "protocol": protocol, "domain": domain, "internet": internet, "allowOut": allowOut, "denyOut": denyOut}, request_options))
 
     def create(self, *, template: str = OMIT, timeoutSeconds: int = OMIT, suspendOnIdle: bool = OMIT, suspendKeepsMemory: bool = OMIT, templateKey: str = OMIT, templateHash: str = OMIT, name: str = OMIT, metadata: Dict[str, str] = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, request_options: Optional[RequestOptions] = None) -> Sandbox:
         """Create a sandbox (an isolated Linux VM with root and internet access)
@@ -1839,7 +1841,7 @@ class SandboxesResource(SandboxesMixin):
         """
         return cast("Ok", self._client._call("sandboxes.delete", {"id": id}, None, OMIT, request_options))
 
-    def exec(self, id: str, *, command: str, cwd: str = OMIT, timeoutSeconds: int = OMIT, env: Dict[str, str] = OMIT, request_options: Optional[RequestOptions] = None) -> ExecResult:
+    def exec(self, id: str, *, command: str, cwd: str = OMIT, timeoutSeconds: int = OMIT, env: Dict[str, str] = OMIT, user: str = OMIT, request_options: Optional[RequestOptions] = None) -> ExecResult:
         """Run a shell command in a sandbox and wait for its output
 
         Synchronous: waits up to timeoutSeconds (default 60, max 600), then kills the whole process group. A process that must outlive the request must be started with POST /sandboxes/{id}/bg; a backgrounded child inside exec dies when the shell ends.
@@ -1850,10 +1852,11 @@ class SandboxesResource(SandboxesMixin):
             cwd: Working directory inside the sandbox
             timeoutSeconds: Deadline in seconds, 1-600 (default 60)
             env: Environment variables, name to value
+            user: User to run as: a name, uid, name:group or uid:gid of the sandbox's /etc/passwd and /etc/group (default: the template's user, else root); an unknown one is a 400
 
         Operation `sandboxes.exec`: POST /api/v2/sandboxes/{id}/exec.
         """
-        return cast("ExecResult", self._client._call("sandboxes.exec", {"id": id}, None, {"command": command, "cwd": cwd, "timeoutSeconds": timeoutSeconds, "env": env}, request_options))
+        return cast("ExecResult", self._client._call("sandboxes.exec", {"id": id}, None, {"command": command, "cwd": cwd, "timeoutSeconds": timeoutSeconds, "env": env, "user": user}, request_options))
 
     def get(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Sandbox:
         """Get a sandbox and its status
@@ -1953,7 +1956,7 @@ class TemplatesResource:
         """
         return cast("Template", self._client._call("templates.cancel", {"id": id}, None, OMIT, request_options))
 
-    def create(self, *, name: str, fromImage: str = OMIT, dockerfile: str = OMIT, context: str = OMIT, registryAuth: TemplatesCreateBodyRegistryAuth = OMIT, cpuCount: float = OMIT, memoryMB: int = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, startCmd: str = OMIT, readyCmd: str = OMIT, workdir: str = OMIT, user: str = OMIT, request_options: Optional[RequestOptions] = None) -> Template:
+    def create(self, *, name: str, fromImage: str = OMIT, dockerfile: str = OMIT, context: str = OMIT, registryAuth: TemplatesCreateBodyRegistryAuth = OMIT, cpuCount: float = OMIT, memoryMB: int = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, startCmd: str = OMIT, readyCmd: str = OMIT, workdir: str = OMIT, user: str = OMIT, buildArgs: Dict[str, str] = OMIT, buildNetwork: TemplatesCreateBodyBuildNetwork = OMIT, request_options: Optional[RequestOptions] = None) -> Template:
         """Create a sandbox template from an OCI image
 
         nube pulls the image over the registry API (Docker Hub, GHCR, any OCI registry; a private one on a private address only when the operator allows it with NUBE_TEMPLATE_REGISTRY_ALLOW), picks linux/amd64 from a multi-platform index, verifies every layer against its digest, keeps layers by digest (a second pull of the same image fetches nothing) and unpacks them into a read-only root filesystem. The build runs in a durable job: poll GET /templates/{id} (status, phase, progress) or stream GET /templates/{id}/build-logs. Once `ready`, `POST /sandboxes {template: <name>}` starts from it (also machines and E2B). An image without /bin/sh still runs commands: nube's static shell stands in.
@@ -1967,15 +1970,17 @@ class TemplatesResource:
             cpuCount: CPUs of its sandboxes (default 1)
             memoryMB: Memory of its sandboxes, MB (default 1024)
             env: Environment over the image's own
-            diskMB: Not available yet: 501
+            diskMB: Writable disk of its sandboxes, MiB (default: the plan's); writing past it fails inside with ENOSPC/EDQUOT. At most the plan's sandbox disk (402 DiskTooLarge); a create's own diskMB wins
             startCmd: Started in the background at every start of a sandbox of it (a Dockerfile's CMD/ENTRYPOINT when not given)
             readyCmd: Run after startCmd until it exits 0 (at most 60 s): the create answers once it has
             workdir: Where commands run when they name no cwd (a Dockerfile's WORKDIR when not given)
-            user: Not available yet: 501
+            user: Who its sandboxes' commands (exec, background, run-code, the start and ready commands) run as, and who owns the files the API writes, when a call names no `user`: a name, uid, name:group or uid:gid of the image's /etc/passwd and /etc/group (default: the image's or Dockerfile's USER, else root). Looked up in the sandbox when a command runs: one the sandbox lacks is a 409 TemplateUserMissing
+            buildArgs: A Dockerfile's ARG values (`docker build --build-arg`): each overrides the default of an ARG the Dockerfile declares (one it does not declare is a 400); RUN steps see them, and they are part of each step's cache key. Not for secrets: they are shown in the template
+            buildNetwork: The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list
 
         Operation `templates.create`: POST /api/v2/templates.
         """
-        return cast("Template", self._client._call("templates.create", None, None, {"name": name, "fromImage": fromImage, "dockerfile": dockerfile, "context": context, "registryAuth": registryAuth, "cpuCount": cpuCount, "memoryMB": memoryMB, "env": env, "diskMB": diskMB, "startCmd": startCmd, "readyCmd": readyCmd, "workdir": workdir, "user": user}, request_options))
+        return cast("Template", self._client._call("templates.create", None, None, {"name": name, "fromImage": fromImage, "dockerfile": dockerfile, "context": context, "registryAuth": registryAuth, "cpuCount": cpuCount, "memoryMB": memoryMB, "env": env, "diskMB": diskMB, "startCmd": startCmd, "readyCmd": readyCmd, "workdir": workdir, "user": user, "buildArgs": buildArgs, "buildNetwork": buildNetwork}, request_options))
 
     def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a template
@@ -2006,7 +2011,7 @@ class TemplatesResource:
         """
         return cast("TemplatesListResponse", self._client._call("templates.list", None, None, OMIT, request_options))
 
-    def rebuild(self, id: str, *, dockerfile: str = OMIT, context: str = OMIT, request_options: Optional[RequestOptions] = None) -> Template:
+    def rebuild(self, id: str, *, dockerfile: str = OMIT, context: str = OMIT, buildArgs: Dict[str, str] = OMIT, buildNetwork: TemplatesRebuildBodyBuildNetwork = OMIT, request_options: Optional[RequestOptions] = None) -> Template:
         """Build a template again from its image (a tag that moved is pulled anew)
 
         Sandboxes running on the previous build keep it; new ones start from the new build once ready.
@@ -2015,10 +2020,12 @@ class TemplatesResource:
             id: Template id (`tmpl_...`) or name
             dockerfile: A Dockerfile: FROM (an image, or one of your templates), RUN, COPY/ADD (from the context; --chown, --chmod; ADD unpacks a local .tar/.tar.gz), ENV, ARG, WORKDIR, USER, EXPOSE, CMD/ENTRYPOINT (the start command), LABEL. Other instructions, multi-stage builds and heredocs answer 400 naming the line
             context: The build context, a .tar or .tar.gz: the id of one of your files, or an http(s) URL nube fetches
+            buildArgs: New ARG values (all of them: replaces those given before)
+            buildNetwork: The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list
 
         Operation `templates.rebuild`: POST /api/v2/templates/{id}/rebuild.
         """
-        return cast("Template", self._client._call("templates.rebuild", {"id": id}, None, {"dockerfile": dockerfile, "context": context}, request_options))
+        return cast("Template", self._client._call("templates.rebuild", {"id": id}, None, {"dockerfile": dockerfile, "context": context, "buildArgs": buildArgs, "buildNetwork": buildNetwork}, request_options))
 
 
 class VolumesResource:

@@ -991,6 +991,16 @@ class TemplateLayer(TypedDict):
     size: int
 
 
+class TemplateBuildNetworkVariant1(TypedDict, total=False):
+    """The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list"""
+    internet: bool
+    """Outbound internet at all for RUN steps (default true)"""
+    allowOut: List[str]
+    """Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy)"""
+    denyOut: List[str]
+    """Destinations denied"""
+
+
 class TemplateImageConfigVariant1(TypedDict):
     """TemplateImageConfigVariant1: a JSON object."""
     env: List[str]
@@ -1030,6 +1040,14 @@ class Template(TypedDict):
     startCmd: Optional[str]
     readyCmd: Optional[str]
     workdir: Optional[str]
+    diskMB: Optional[int]
+    """Its sandboxes' disk, MiB; null: the plan's"""
+    user: Optional[str]
+    """Who its sandboxes run commands as (`user`, else the image's USER); null: root"""
+    buildArgs: Dict[str, str]
+    """A Dockerfile's ARG values given"""
+    buildNetwork: Optional[TemplateBuildNetworkVariant1]
+    """A Dockerfile's RUN steps' network; null: the default"""
     imageConfig: Optional[TemplateImageConfigVariant1]
     """The image's own settings; its Env is every sandbox's environment (under `env` and the create's)"""
     createdAt: str
@@ -2214,9 +2232,29 @@ class TemplatesCreateBodyRegistryAuth(TypedDict):
     password: str
 
 
+class TemplatesCreateBodyBuildNetwork(TypedDict, total=False):
+    """The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list"""
+    internet: bool
+    """Outbound internet at all for RUN steps (default true)"""
+    allowOut: List[str]
+    """Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy)"""
+    denyOut: List[str]
+    """Destinations denied"""
+
+
 class TemplatesListResponse(TypedDict):
     """What `templates.list` answers."""
     templates: List[Template]
+
+
+class TemplatesRebuildBodyBuildNetwork(TypedDict, total=False):
+    """The network of a Dockerfile's RUN steps, in the shape of a sandbox's network-policy: default, the internet as any sandbox has it (the host, private ranges and other sandboxes closed); `{internet: false}` for none, `{internet: false, allowOut: ["pypi.org", "*.pythonhosted.org"]}` for a list"""
+    internet: bool
+    """Outbound internet at all for RUN steps (default true)"""
+    allowOut: List[str]
+    """Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy)"""
+    denyOut: List[str]
+    """Destinations denied"""
 
 
 class VolumesListResponse(TypedDict):

@@ -82,3 +82,11 @@ export async function policyRefusals(entries: readonly string[], rules: RangeRul
   }
   return out;
 }
+
+/** A network-policy body (`internet`, `allowOut`, `denyOut`) in the driver's terms: `internet: false` denies all that allowOut does not punch through. */
+export function driverPolicy(b: { internet?: boolean; allowOut?: string[]; denyOut?: string[] }): {
+  allow: string[];
+  deny: string[];
+} {
+  return { allow: b.allowOut ?? [], deny: [...(b.denyOut ?? []), ...(b.internet === false ? ['0.0.0.0/0'] : [])] };
+}

@@ -1,11 +1,12 @@
 // The steps of a Dockerfile that change files, each run in a build sandbox started on its parent
 // layer (the FROM image imported as the template's root filesystem, then the snapshots of the steps
 // before), its changes kept as a snapshot: the next layer. A step's layer is cached by (parent
-// layer, the instruction with the environment, working dir and user it runs with, the digest of
-// the context files it reads), so an edit to the last line rebuilds only that step.
+// layer, the instruction with the environment, working dir and user it runs with, the ARG values in
+// scope, the digest of the context files it reads), so an edit to the last line rebuilds only that step.
 import { createHash, randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { NetworkPolicy, SandboxRuntime } from '../../sandboxes/runtime/driver.js';
+import { asUserArgv, isRootSpec, resolveSpec } from '../../sandboxes/run-as.js';
 import { TemplateBuildError } from '../oci/errors.js';
 import type { TemplatesRepo } from '../repo.js';
 import { type ContextEntry, ContextError, readArchive, select } from './context.js';
@@ -34,7 +35,6 @@ export interface StepsInput {
 }
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-const isRoot = (u: string) => u === 'root' || u === '0' || u === '0:0' || u === 'root:root';
 const ARCHIVE = /\.(tar|tar\.gz|tgz)$/;
 
 function keyOf(...parts: string[]): string {
@@ -74,7 +74,9 @@ export async function buildSteps(o: StepsInput): Promise<{ snapshot: string | nu
         throw e;
       }
     }
-    const next = keyOf(key, s.text, JSON.stringify([s.env, s.workdir, s.user]), files);
+    // An ARG's value (a build arg) changes what the step does even where its text is the same.
+    const args = Object.keys(s.args).length ? [JSON.stringify(s.args)] : [];
+    const next = keyOf(key, s.text, JSON.stringify([s.env, s.workdir, s.user]), files, ...args);
     const hit = await o.repo.layer(o.templateId, next);
     if (hit && (await o.runtime.getSnapshot(hit))) {
       await o.log(`step ${k}/${n}: ${label} (cached)`);
@@ -123,8 +125,22 @@ async function runStep(o: StepsInput, s: FsStep, parent: string | null, k: numbe
   }
 }
 
+/**
+ * The shell line of a RUN step as its USER: nube's static /.nube/runas with the user resolved in the
+ * build sandbox's /etc/passwd and /etc/group (no `su` needed in the image); `su` where the layers stand
+ * on a template imported before runas was added to every import (until that template is rebuilt).
+ */
+async function asStepUser(o: StepsInput, id: string, s: FsStep, k: number, n: number): Promise<string> {
+  if (isRootSpec(s.user)) return s.command!;
+  const read = (path: string) => o.runtime.readFile(id, path).then((b) => b.toString('utf8'), () => '');
+  const u = resolveSpec(s.user, await read('/etc/passwd'), await read('/etc/group'));
+  if (typeof u === 'string') throw new TemplateBuildError('StepFailed', `step ${k}/${n} (line ${s.line}): USER ${s.user}: ${u}`);
+  const runas = asUserArgv(u, ['/bin/sh', '-c', s.command!], 'runas').map(q).join(' ');
+  return `if [ -x /.nube/runas ]; then exec ${runas}; else exec su -m -s /bin/sh ${q(s.user)} -c ${q(s.command!)}; fi`;
+}
+
 async function run(o: StepsInput, id: string, s: FsStep, k: number, n: number): Promise<void> {
-  const command = isRoot(s.user) ? s.command! : `exec su -m -s /bin/sh ${q(s.user)} -c ${q(s.command!)}`;
+  const command = await asStepUser(o, id, s, k, n);
   const tail: string[] = [];
   let pending = '';
   const sink = (c: Buffer) => {

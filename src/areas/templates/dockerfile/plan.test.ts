@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DockerfileError, parseDockerfile, substitute } from './parse.js';
-import { planOf, startCommandOf } from './plan.js';
+import { fromOf, planOf, startCommandOf } from './plan.js';
 
 const errorOf = (text: string) => {
   try {
@@ -58,6 +58,19 @@ describe('Dockerfile parsing and planning', () => {
       exposedPorts: ['80/tcp', '53/udp'],
     });
     expect(startCommandOf(plan.config)).toBe("'srv' '--port' '80'");
+  });
+
+  it('build args override ARG defaults (before FROM too), reach RUN and COPY paths, and are listed as declared', () => {
+    const text = 'ARG TAG=1\nFROM img:$TAG\nARG WHO=me\nARG DEST\nRUN echo $WHO\nCOPY f $DEST';
+    const { from, declared } = fromOf(text, { TAG: '2' });
+    expect(from).toBe('img:2');
+    expect([...declared].sort()).toEqual(['DEST', 'TAG', 'WHO']);
+    const plan = planOf(text, null, { WHO: 'you', DEST: '/d/' });
+    expect(plan.steps[0]).toMatchObject({ env: { WHO: 'you', DEST: '/d/' }, args: { WHO: 'you', DEST: '/d/' } });
+    expect(plan.steps[1]).toMatchObject({ dest: '/d/', args: { WHO: 'you', DEST: '/d/' } });
+    // ARGs stay out of the template's environment.
+    expect(plan.config.env).toEqual([]);
+    expect(planOf(text, null).steps[0]!.env.WHO).toBe('me');
   });
 
   it('names the line of what it cannot build', () => {

@@ -13,6 +13,8 @@ export interface FsStep {
   /** The instruction as written (for logs and the cache key). */
   text: string;
   env: Record<string, string>;
+  /** The ARG values in scope (defaults or build args): part of the step's cache key. */
+  args: Record<string, string>;
   workdir: string;
   user: string;
   /** run: the shell command (the exec form's argv quoted for sh). */
@@ -38,13 +40,22 @@ export interface Plan {
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-/** FROM's reference with ARGs declared before it substituted (validated before anything is pulled). */
-export function fromOf(dockerfile: string): { from: string; line: number; instructions: Instruction[] } {
+/**
+ * FROM's reference with ARGs declared before it substituted (validated before anything is pulled),
+ * and every ARG name the Dockerfile declares (build args may only set those). `buildArgs` override
+ * ARG defaults, as `docker build --build-arg` does.
+ */
+export function fromOf(
+  dockerfile: string,
+  buildArgs: Record<string, string> = {},
+): { from: string; line: number; instructions: Instruction[]; declared: Set<string> } {
   const ins = parseDockerfile(dockerfile);
+  const declared = new Set<string>();
+  for (const i of ins) if (i.keyword === 'ARG') for (const [k] of argPairs(i)) declared.add(k);
   const args: Record<string, string> = {};
   for (const i of ins) {
     if (i.keyword === 'ARG') {
-      for (const [k, v] of argPairs(i)) args[k] = v ?? '';
+      for (const [k, v] of argPairs(i)) args[k] = buildArgs[k] ?? v ?? '';
       continue;
     }
     const ws = words(substitute(i.args, args, i.line), i.line);
@@ -52,7 +63,7 @@ export function fromOf(dockerfile: string): { from: string; line: number; instru
       const as = ws.length === 3 && ws[1]!.toLowerCase() === 'as';
       if (!as) throw new DockerfileError(i.line, 'FROM takes one image (or template) name');
     }
-    return { from: ws[0]!, line: i.line, instructions: ins };
+    return { from: ws[0]!, line: i.line, instructions: ins, declared };
   }
   throw new DockerfileError(1, 'no FROM');
 }
@@ -67,8 +78,8 @@ function argPairs(i: Instruction): [string, string | undefined][] {
 }
 
 /** The plan of a Dockerfile whose FROM resolved to an image (or template) with `base` settings. */
-export function planOf(dockerfile: string, base: ImageConfig | null): Plan {
-  const { from, line, instructions } = fromOf(dockerfile);
+export function planOf(dockerfile: string, base: ImageConfig | null, buildArgs: Record<string, string> = {}): Plan {
+  const { from, line, instructions } = fromOf(dockerfile, buildArgs);
   const after = instructions.slice(instructions.findIndex((i) => i.keyword === 'FROM') + 1);
   const env: Record<string, string> = {};
   for (const l of base?.env ?? []) {
@@ -93,7 +104,7 @@ export function planOf(dockerfile: string, base: ImageConfig | null): Plan {
     const sub = (s: string) => substitute(s, vars(), i.line);
     switch (i.keyword) {
       case 'ARG':
-        for (const [k, v] of argPairs(i)) args[k] = v === undefined ? (args[k] ?? '') : sub(v);
+        for (const [k, v] of argPairs(i)) args[k] = buildArgs[k] ?? (v === undefined ? (args[k] ?? '') : sub(v));
         break;
       case 'ENV':
         for (const [k, v] of pairs(i, vars())) env[k] = v;
@@ -128,7 +139,7 @@ export function planOf(dockerfile: string, base: ImageConfig | null): Plan {
         const runEnv = { ...env };
         // ARGs are in RUN's environment (not in the template's).
         for (const [k, v] of Object.entries(args)) if (!(k in runEnv)) runEnv[k] = v;
-        steps.push({ kind: 'run', index, line: i.line, text, env: runEnv, workdir, user, command });
+        steps.push({ kind: 'run', index, line: i.line, text, env: runEnv, args: { ...args }, workdir, user, command });
         break;
       }
       case 'COPY':
@@ -150,6 +161,7 @@ export function planOf(dockerfile: string, base: ImageConfig | null): Plan {
           line: i.line,
           text,
           env: { ...env },
+          args: { ...args },
           workdir,
           user,
           sources: list,

@@ -121,13 +121,13 @@ export function gvisorEnv(build: number): Record<string, string> {
 }
 
 /**
- * Compile what is mounted at /.nube once per source version: nube-agent and nube-run (static: they
+ * Compile what is mounted at /.nube once per source version: nube-agent, runas and nube-run (static: they
  * need nothing from the sandbox's own libraries; nube-run last, its presence marks the dir complete)
  * and statx-fix.so (preloaded into commands; see its source). Under the
  * run root, not the data dir: runsc's gofer opens it by path from the sandbox's user namespace.
  */
 export async function ensureNubeRun(runRoot: string): Promise<string> {
-  const sources = ['nube-run.c', 'statx-fix.c', 'nube-agent.c', 'nube-procs.h', '../static-sh-wait.h'].map(sourcePath);
+  const sources = ['nube-run.c', 'statx-fix.c', 'nube-agent.c', 'nube-procs.h', '../static-sh-wait.h', '../runas.c'].map(sourcePath);
   const hash = createHash('sha256');
   for (const src of sources) hash.update(await readFile(src));
   // Another static sh version is another dir (ensureStaticSh copies into it once).
@@ -139,6 +139,8 @@ export async function ensureNubeRun(runRoot: string): Promise<string> {
   const gcc = (flags: string[], src: string) => (tmp: string) => run('gcc', ['-O2', '-Wall', ...flags, '-o', tmp, src]);
   await placeFile(dir, 'statx-fix.so', 0o755, gcc(['-shared', '-fPIC'], sources[1]!));
   await placeFile(dir, 'nube-agent', 0o755, gcc(['-static'], sources[2]!));
+  // Commands as a template's user (../runas.c); every gVisor sandbox has it, nube's templates too.
+  await placeFile(dir, 'runas', 0o755, gcc(['-static'], sources[5]!));
   await placeFile(dir, 'nube-run', 0o755, gcc(['-static'], sources[0]!));
   return dir;
 }

@@ -4,7 +4,7 @@
 // shell as `/bin/sh` when the image has none (distroless), so commands still run. Builds live beside
 // the built-in ones (`<templates>/<name>/<build>/rootfs`, meta.json); `<name>/current` names the build
 // sandboxes start from, so a rebuild never disturbs sandboxes on the old one.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import {
   chmod,
@@ -52,25 +52,26 @@ export function readImported(templatesDir: string, name: string): TemplateInfo |
   }
 }
 
-function sourcePath(): string {
-  const here = fileURLToPath(new URL('./pause.c', import.meta.url));
+function sourcePath(rel: string): string {
+  const here = fileURLToPath(new URL(rel, import.meta.url));
   if (existsSync(here)) return here;
   const fromDist = here.replace(`${'/dist/'}src/`, '/src/');
   if (existsSync(fromDist)) return fromDist;
-  throw new Error(`pause.c not found near ${here}`);
+  throw new Error(`${rel} not found near ${here}`);
 }
 
-/** Compiles /.nube/pause once per source version into `binDir`. */
-async function ensurePause(binDir: string): Promise<string> {
-  const src = sourcePath();
+/** Compiles a static program of nube's (/.nube/pause, /.nube/runas) once per source version into `binDir`. */
+export async function ensureStatic(binDir: string, rel: string): Promise<string> {
+  const src = sourcePath(rel);
   const hash = createHash('sha256')
     .update(await readFile(src))
     .digest('hex')
     .slice(0, 12);
-  const out = `${binDir}/pause-${hash}`;
+  const out = `${binDir}/${posix.basename(rel, '.c')}-${hash}`;
   if (existsSync(out)) return out;
   await mkdir(binDir, { recursive: true });
-  const tmp = `${out}.${process.pid}.tmp`;
+  // Two builds of this process may compile it at once (templates build two at a time): tmp names apart.
+  const tmp = `${out}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   await run('gcc', ['-O2', '-static', '-o', tmp, src]);
   await rename(tmp, out);
   return out;
@@ -102,13 +103,14 @@ export async function resolveInside(root: string, path: string): Promise<string 
 }
 
 /**
- * Adds nube's parts to a filled root filesystem: /.nube/pause, the static sh as /.nube/sh (and as
- * /bin/sh when the image has no shell there), and the mount points and dirs a sandbox expects.
+ * Adds nube's parts to a filled root filesystem: /.nube/pause, /.nube/runas (commands as the
+ * template's user), the static sh as /.nube/sh (and as /bin/sh when the image has no shell there),
+ * and the mount points and dirs a sandbox expects.
  */
 async function addNubeParts(
   rootfs: string,
   ids: ImportIds,
-  pause: string,
+  bins: { pause: string; runas: string },
   staticShDir: string | null,
   onProgress: ProgressFn,
 ): Promise<void> {
@@ -128,9 +130,11 @@ async function addNubeParts(
     await own(`${rootfs}${dir}`);
     await chmod(`${rootfs}${dir}`, mode);
   }
-  await copyFile(pause, `${rootfs}/.nube/pause`);
-  await own(`${rootfs}/.nube/pause`);
-  await chmod(`${rootfs}/.nube/pause`, 0o755);
+  for (const [name, from] of Object.entries(bins)) {
+    await copyFile(from, `${rootfs}/.nube/${name}`);
+    await own(`${rootfs}/.nube/${name}`);
+    await chmod(`${rootfs}/.nube/${name}`, 0o755);
+  }
   const haveStatic = staticShDir !== null && existsSync(`${staticShDir}/sh`);
   if (haveStatic) {
     await copyFile(`${staticShDir}/sh`, `${rootfs}/.nube/sh`);
@@ -185,11 +189,14 @@ export async function importTemplate(
   await mkdir(`${tmp}/rootfs`, { recursive: true });
   let packages: string[] = [];
   try {
-    const pause = await ensurePause(o.binDir);
+    const bins = {
+      pause: await ensureStatic(o.binDir, './pause.c'),
+      runas: await ensureStatic(o.binDir, '../runas.c'),
+    };
     await lchown(`${tmp}/rootfs`, o.ids.uidBase, o.ids.uidBase);
     await chmod(`${tmp}/rootfs`, 0o755);
     packages = (await fill(`${tmp}/rootfs`, o.ids))?.packages ?? [];
-    await addNubeParts(`${tmp}/rootfs`, o.ids, pause, o.staticShDir, onProgress);
+    await addNubeParts(`${tmp}/rootfs`, o.ids, bins, o.staticShDir, onProgress);
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
     throw e;

@@ -82,7 +82,10 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     );
     const before = await exec(s.body.id, LISTING);
     // A writer keeps appending while the backup is taken: the backup is of one instant (its snapshot).
-    await exec(s.body.id, "timeout 20 sh -c 'while :; do date >> /data/log; done' >/dev/null 2>&1 &");
+    const bg = await t.call('POST', `/sandboxes/${s.body.id}/bg`, {
+      command: "timeout 30 sh -c 'while :; do date >> /data/log; done'",
+    });
+    expect(bg.status, JSON.stringify(bg.body)).toBeLessThan(300);
     await exec(s.body.id, 'for i in $(seq 50); do test -s /data/log && break; sleep 0.1; done; test -s /data/log');
     const started = performance.now();
     const b = await t.call('POST', `/volumes/${v.body.id}/backups`);

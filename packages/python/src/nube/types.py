@@ -1051,6 +1051,10 @@ class Volume(TypedDict):
     id: str
     """Volume id (`volumeId` in paths and in a sandbox's `volumes`)"""
     name: str
+    status: Literal["ready", "restoring", "failed", "lost"]
+    """ready; restoring: being filled from a backup (fromBackupId); failed: that restore did not complete (error says why; delete it); lost: the node holding it is down: mounts and changes answer 409 VolumeLost, and its last backup (lastBackupId) restores onto another node"""
+    error: Optional[str]
+    """Why it is failed or lost, and what restores it"""
     sizeGB: float
     """Its limit in GiB: a write past it fails inside the sandbox (EDQUOT or ENOSPC)"""
     sizeBytes: int
@@ -1059,11 +1063,39 @@ class Volume(TypedDict):
     nodeId: Optional[str]
     """The node whose store holds it: sandboxes that mount it are placed there"""
     sourceId: Optional[str]
-    """The volume or snapshot it was copied from, or null"""
+    """The volume, snapshot or backup it was copied from, or null"""
+    lastBackupId: Optional[str]
+    """Its newest completed backup, or null"""
     mounts: List[VolumeMountsItem]
     """Sandboxes that mount it now"""
     createdAt: str
     """ISO 8601 UTC timestamp"""
+
+
+class VolumeBackup(TypedDict):
+    """A consistent copy of a volume's files in the blob store (taken from a snapshot)"""
+    id: str
+    """Backup id (`fromBackupId` of a new volume)"""
+    volumeId: str
+    """The volume it copies (it may be deleted or lost since)"""
+    volumeName: str
+    status: Literal["running", "completed", "failed"]
+    """running while it is taken; only a completed backup restores"""
+    error: Optional[str]
+    """Why it failed"""
+    sizeBytes: int
+    """Bytes in the blob store (a zstd-compressed tar)"""
+    usedBytes: int
+    """Bytes the volume held (a restore needs a limit at least this)"""
+    volumeSizeBytes: int
+    """The volume's limit then: a restore's default size"""
+    sha256: Optional[str]
+    """SHA-256 of the stored bytes, checked on every restore"""
+    nodeId: Optional[str]
+    """The node that took it; a restore goes to any node"""
+    createdAt: str
+    """ISO 8601 UTC timestamp"""
+    completedAt: Optional[str]
 
 
 class VolumeSnapshot(TypedDict):
@@ -2217,6 +2249,11 @@ class TemplatesCreateBodyRegistryAuth(TypedDict):
 class TemplatesListResponse(TypedDict):
     """What `templates.list` answers."""
     templates: List[Template]
+
+
+class VolumesBackupsResponse(TypedDict):
+    """What `volumes.backups` answers."""
+    items: List[VolumeBackup]
 
 
 class VolumesListResponse(TypedDict):

@@ -48,7 +48,10 @@ describe('a volume whose node dies', () => {
       }
       // The dead node's volume is still on its store: it goes with the store's image.
       await c.close();
-      for (let i = 0; i < c.nodes.length; i++) await runtime(i).detachStore().catch(() => {});
+      for (let i = 0; i < c.nodes.length; i++)
+        await runtime(i)
+          .detachStore()
+          .catch(() => {});
     }
     // This suite's bridges and their nft tables (made at start even with no sandbox).
     for (const i of [0, 1]) {
@@ -100,7 +103,12 @@ describe('a volume whose node dies', () => {
     expect(got.body.error).toContain('node-1');
     const listed = await c.call('GET', '/volumes', undefined, 0);
     expect(listed.body.items.find((x: { id: string }) => x.id === v.body.id).status).toBe('lost');
-    const mount = await c.call('POST', '/sandboxes', { volumes: [{ volumeId: v.body.id, path: '/data' }] }, 0);
+    const mount = await c.call(
+      'POST',
+      '/sandboxes',
+      { volumes: [{ volumeId: v.body.id, path: '/data' }] },
+      0,
+    );
     expect(mount.status, JSON.stringify(mount.body)).toBe(409);
     expect(mount.body).toMatchObject({ code: 'VolumeLost', lastBackupId: b.body.id, volumeId: v.body.id });
     expect(mount.body.error).toMatch(new RegExp(`lost .*last backup ${b.body.id}`));

@@ -86,7 +86,10 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
       command: "timeout 30 sh -c 'while :; do date >> /data/log; done'",
     });
     expect(bg.status, JSON.stringify(bg.body)).toBeLessThan(300);
-    await exec(s.body.id, 'for i in $(seq 50); do test -s /data/log && break; sleep 0.1; done; test -s /data/log');
+    await exec(
+      s.body.id,
+      'for i in $(seq 50); do test -s /data/log && break; sleep 0.1; done; test -s /data/log',
+    );
     const started = performance.now();
     const b = await t.call('POST', `/volumes/${v.body.id}/backups`);
     expect(b.status, JSON.stringify(b.body)).toBe(201);
@@ -121,7 +124,9 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     expect(await exec(k.body.id, 'tail -n 1 /data/log | wc -l')).toBe('1\n');
     // The restored volume is writable by the sandbox's root, as the original.
     await exec(k.body.id, 'echo mine >> /data/dir/greeting');
-    console.log(`[volume backups] 20 MB volume: backup completed in ${backupMs.toFixed(0)} ms through the API`);
+    console.log(
+      `[volume backups] 20 MB volume: backup completed in ${backupMs.toFixed(0)} ms through the API`,
+    );
     for (const x of [s, k]) expect((await t.call('DELETE', `/sandboxes/${x.body.id}`)).status).toBe(200);
   }, 300_000);
 
@@ -154,7 +159,9 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     expect((await t.call('POST', '/volumes', { name: 'x', fromBackupId: 'vbk_nope' })).status).toBe(404);
     expect((await t.call('GET', '/volume-backups/vbk_nope')).status).toBe(404);
     // Another account sees none of it.
-    expect((await t.call('POST', '/volumes', { name: 'x', fromBackupId: ba.body.id }, other)).status).toBe(404);
+    expect((await t.call('POST', '/volumes', { name: 'x', fromBackupId: ba.body.id }, other)).status).toBe(
+      404,
+    );
     expect((await t.call('GET', `/volume-backups/${ba.body.id}`, undefined, other)).status).toBe(404);
     expect((await t.call('DELETE', `/volume-backups/${ba.body.id}`, undefined, other)).status).toBe(404);
     expect((await t.call('POST', `/volumes/${a.body.id}/backups`, undefined, other)).status).toBe(404);
@@ -193,7 +200,7 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     expect(kept.body.items.map((x: { id: string }) => x.id)).toEqual([bc.body.id]);
   }, 300_000);
 
-  it("a Byte account holds 2 volumes and 5 GiB of them: 402 names the limit", async () => {
+  it('a Byte account holds 2 volumes and 5 GiB of them: 402 names the limit', async () => {
     const one = await t.call('POST', '/volumes', { name: 'one', sizeGB: 1 }, other);
     expect(one.status, JSON.stringify(one.body)).toBe(201);
     const big = await t.call('POST', '/volumes', { name: 'big', sizeGB: 5 }, other);
@@ -207,17 +214,22 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     expect(third.body).toMatchObject({ code: 'VolumeLimitReached', limit: 2, current: 2 });
     expect(third.body.error).toMatch(/Byte plan allows 2 volumes/);
     // A copy counts as a volume too; growing one past the total is refused, shrinking is not.
-    expect((await t.call('POST', '/volumes', { name: 'copy', fromVolumeId: one.body.id }, other)).status).toBe(402);
+    expect(
+      (await t.call('POST', '/volumes', { name: 'copy', fromVolumeId: one.body.id }, other)).status,
+    ).toBe(402);
     const grow = await t.call('PATCH', `/volumes/${one.body.id}`, { sizeGB: 2 }, other);
     expect(grow.status).toBe(402);
     expect(grow.body.code).toBe('VolumeSpaceExceeded');
     expect((await t.call('PATCH', `/volumes/${four.body.id}`, { sizeGB: 3 }, other)).status).toBe(200);
     expect((await t.call('PATCH', `/volumes/${one.body.id}`, { sizeGB: 2 }, other)).status).toBe(200);
-    for (const v of [one, four]) expect((await t.call('DELETE', `/volumes/${v.body.id}`, undefined, other)).status).toBe(200);
+    for (const v of [one, four])
+      expect((await t.call('DELETE', `/volumes/${v.body.id}`, undefined, other)).status).toBe(200);
   }, 120_000);
 
   it('the backup operations are MCP tools and in the OpenAPI document', async () => {
-    const tools = (await (await fetch(`${t.baseUrl}/api/tools.json`)).json()) as { tools: { name: string }[] };
+    const tools = (await (await fetch(`${t.baseUrl}/api/tools.json`)).json()) as {
+      tools: { name: string }[];
+    };
     const names = tools.tools.map((x) => x.name);
     for (const n of ['volumes_backup', 'volumes_backups', 'volumes_getBackup', 'volumes_deleteBackup'])
       expect(names).toContain(n);

@@ -89,14 +89,18 @@ export class VolumeBackups {
       completed_at: null,
     };
     await this.repo.insertBackup(b);
-    await this.jobs.enqueue(this.nodes.jobType(BACKUP_JOB, v.nodeId), { backupId: id }, { key: `volume-backup:${id}` });
+    await this.jobs.enqueue(
+      this.nodes.jobType(BACKUP_JOB, v.nodeId),
+      { backupId: id },
+      { key: `volume-backup:${id}` },
+    );
     return this.view(b);
   }
 
   /** The backup job, on the volume's node. A run cut by nube's stop is retried from the start. */
   async run(job: { backupId: string }, ctx: Cut): Promise<void> {
     const b = await this.repo.getBackup(undefined, job.backupId);
-    if (!b || b.status !== 'running') return;
+    if (b?.status !== 'running') return;
     const store = this.store();
     // The snapshot is named after the backup: one an earlier attempt left is dropped first.
     await store.removeSnapshot(b.id);
@@ -108,16 +112,28 @@ export class VolumeBackups {
       archive = tar.stream;
       const put = await this.blobs().put(b.blob_key, tar.stream, { contentType: 'application/zstd' });
       await tar.done;
-      const done = { status: 'completed' as const, used_bytes: used, size_bytes: put.size, sha256: put.sha256, completed_at: Date.now() };
+      const done = {
+        status: 'completed' as const,
+        used_bytes: used,
+        size_bytes: put.size,
+        sha256: put.sha256,
+        completed_at: Date.now(),
+      };
       await this.repo.updateBackup(b.id, done);
       await this.prune(b.owner_id, b.volume_id);
     } catch (e) {
       // A tar whose reader gave up must not block on its pipe.
       archive?.destroy();
-      await this.blobs().delete(b.blob_key).catch(() => {});
+      await this.blobs()
+        .delete(b.blob_key)
+        .catch(() => {});
       if (cutShort(ctx)) throw e;
       this.log.warn({ err: e, backup: b.id, volume: b.volume_id }, 'volume backup failed');
-      await this.repo.updateBackup(b.id, { status: 'failed', error: (e as Error).message, completed_at: Date.now() });
+      await this.repo.updateBackup(b.id, {
+        status: 'failed',
+        error: (e as Error).message,
+        completed_at: Date.now(),
+      });
     } finally {
       await store.removeSnapshot(b.id).catch(() => {});
     }
@@ -137,7 +153,10 @@ export class VolumeBackups {
   async delete(p: Principal, id: string): Promise<void> {
     const b = await this.own(p, id);
     if ((await this.view(b)).status === 'running')
-      throw errors.conflict('the backup is being taken: delete it once it completed or failed', 'BackupRunning');
+      throw errors.conflict(
+        'the backup is being taken: delete it once it completed or failed',
+        'BackupRunning',
+      );
     await this.drop(b);
   }
 
@@ -145,19 +164,24 @@ export class VolumeBackups {
   async restorable(p: Principal, id: string): Promise<BackupRow> {
     const b = await this.own(p, id);
     const status = (await this.view(b)).status;
-    if (status !== 'completed') throw errors.conflict(`the backup is ${status}, not completed`, 'BackupNotRestorable');
+    if (status !== 'completed')
+      throw errors.conflict(`the backup is ${status}, not completed`, 'BackupNotRestorable');
     return b;
   }
 
   /** Queues the restore of `b` into `v`, a volume row just made `restoring` on this node. */
   async queueRestore(v: VolumeRow, b: BackupRow): Promise<void> {
-    await this.jobs.enqueue(this.nodes.jobType(RESTORE_JOB, v.nodeId), { volumeId: v.id, backupId: b.id }, { key: `volume-restore:${v.id}` });
+    await this.jobs.enqueue(
+      this.nodes.jobType(RESTORE_JOB, v.nodeId),
+      { volumeId: v.id, backupId: b.id },
+      { key: `volume-restore:${v.id}` },
+    );
   }
 
   /** The restore job, on the new volume's node: `ready` once every byte is in and the SHA-256 matched. */
   async runRestore(job: { volumeId: string; backupId: string }, ctx: Cut): Promise<void> {
     const v = await this.repo.byId(job.volumeId);
-    if (!v || v.status !== 'restoring') return;
+    if (v?.status !== 'restoring') return;
     const store = this.store();
     // What an attempt cut short wrote goes first.
     await store.remove(v.id);
@@ -178,13 +202,19 @@ export class VolumeBackups {
       const sum = hash.digest('hex');
       if (sum !== b.sha256) {
         await store.remove(v.id);
-        throw new Error(`the backup's SHA-256 does not match: ${sum} read, ${b.sha256} recorded when it was taken`);
+        throw new Error(
+          `the backup's SHA-256 does not match: ${sum} read, ${b.sha256} recorded when it was taken`,
+        );
       }
       await this.repo.setStatus(v.id, 'ready');
     } catch (e) {
       if (cutShort(ctx)) throw e;
       this.log.warn({ err: e, volume: v.id, backup: job.backupId }, 'volume restore failed');
-      await this.repo.setStatus(v.id, 'failed', `restore from ${job.backupId} failed: ${(e as Error).message}`);
+      await this.repo.setStatus(
+        v.id,
+        'failed',
+        `restore from ${job.backupId} failed: ${(e as Error).message}`,
+      );
     }
   }
 }

@@ -190,6 +190,16 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     // c's own backup still restores; deleting a backup removes it from the list.
     const good = await t.call('POST', '/volumes', { name: 'good', fromBackupId: bc.body.id });
     expect((await restored(good.body.id)).body.status).toBe('ready');
+    // A restore's limit may not be below what the volume held (as a copy's): 400 on sizeGB.
+    await t.nube.deps.store.db
+      .updateTable('volume_backups')
+      .set({ used_bytes: 2 * 1024 ** 3 })
+      .where('id', '=', bc.body.id)
+      .execute();
+    const small = await t.call('POST', '/volumes', { name: 'small', fromBackupId: bc.body.id, sizeGB: 1 });
+    expect(small.status).toBe(400);
+    expect(small.body.code).toBe('VolumeTooSmall');
+    expect(small.body.issues[0].path).toContain('sizeGB');
     expect((await t.call('DELETE', `/volume-backups/${ba.body.id}`)).status).toBe(200);
     expect((await t.call('GET', `/volume-backups/${ba.body.id}`)).status).toBe(404);
     expect((await t.call('GET', `/volumes/${a.body.id}/backups`)).body.items).toEqual([]);

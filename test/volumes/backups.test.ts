@@ -219,6 +219,11 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     expect(big.body.error).toMatch(/Byte plan allows 5 GiB of volumes/);
     const four = await t.call('POST', '/volumes', { name: 'four', sizeGB: 4 }, other);
     expect(four.status).toBe(201);
+    const usage = await t.call('GET', '/account/usage', undefined, other);
+    expect(usage.body).toMatchObject({
+      volumes: { used: 2, limit: 2, remaining: 0 },
+      volumeGB: { used: 5, limit: 5, remaining: 0 },
+    });
     const third = await t.call('POST', '/volumes', { name: 'third', sizeGB: 1 }, other);
     expect(third.status).toBe(402);
     expect(third.body).toMatchObject({ code: 'VolumeLimitReached', limit: 2, current: 2 });

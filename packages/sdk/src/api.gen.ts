@@ -4277,6 +4277,17 @@ export interface operations {
                             used: number;
                         };
                         trashRetentionDays: number;
+                        /** @description The sum of the volumes' limits in GiB */
+                        volumeGB: {
+                            limit: number | null;
+                            remaining: number | null;
+                            used: number;
+                        };
+                        volumes: {
+                            limit: number | null;
+                            remaining: number | null;
+                            used: number;
+                        };
                     };
                 };
             };

@@ -42,6 +42,9 @@ export const volumesArea: AreaModule = {
       (j, ctx) => backups.runRestore(j, ctx),
       opts,
     );
+    // The plan's allowances shown in GET /account/usage (counted as the 402s count them).
+    deps.usage.registerGauge('volumes', async (ownerId) => (await repo.totals(ownerId)).count);
+    deps.usage.registerGauge('volumeBytes', async (ownerId) => (await repo.totals(ownerId)).bytes);
     // Sandboxes mount volumes through this binder and release them when their record goes.
     core.volumes = volumes;
     core.destroyHooks.push((row) => volumes.detach(row.id));

@@ -1379,6 +1379,20 @@ class AccountUsageResponseSimultaneousAgents(TypedDict):
     remaining: Optional[float]
 
 
+class AccountUsageResponseVolumes(TypedDict):
+    """The `volumes` of AccountUsageResponse."""
+    used: float
+    limit: Optional[float]
+    remaining: Optional[float]
+
+
+class AccountUsageResponseVolumeGB(TypedDict):
+    """The sum of the volumes' limits in GiB"""
+    used: float
+    limit: Optional[float]
+    remaining: Optional[float]
+
+
 class AccountUsageResponse(TypedDict):
     """What `account.usage` answers."""
     plan: Literal["byte", "mega", "tera"]
@@ -1390,6 +1404,9 @@ class AccountUsageResponse(TypedDict):
     databases: AccountUsageResponseDatabases
     boxes: AccountUsageResponseBoxes
     simultaneousAgents: AccountUsageResponseSimultaneousAgents
+    volumes: AccountUsageResponseVolumes
+    volumeGB: AccountUsageResponseVolumeGB
+    """The sum of the volumes' limits in GiB"""
     sessionSeconds: float
     trashRetentionDays: float
 

@@ -3,6 +3,8 @@
 // blob whose bytes changed fails the restore; bad input is 400, another account's volume or backup
 // 404; a plan's number of volumes and their total GiB answer 402 naming the limit. On SQLite and
 // PostgreSQL, the local blob store.
+import { chownSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../helpers/pg.js';
 import {
@@ -240,6 +242,34 @@ describe.each(DIALECTS)('%s: volume backups', (dialect) => {
     for (const v of [one, four])
       expect((await t.call('DELETE', `/volumes/${v.body.id}`, undefined, other)).status).toBe(200);
   }, 120_000);
+
+  it("a store whose uid base differs from the one that took the archive shifts the owners onto its own", async () => {
+    const store = t.nube.services.sandboxes.core.runtime.volumes!;
+    const v = await t.call('POST', '/volumes', { name: 'owners', sizeGB: 1 });
+    const dir = await store.path(v.body.id);
+    writeFileSync(join(dir, 'f'), 'x');
+    chownSync(join(dir, 'f'), store.uidBase + 1000, store.uidBase + 1001);
+    const snap = `vsn_shift${dialect}`;
+    const copy = `vol_shift${dialect}`;
+    await store.snapshot(v.body.id, snap);
+    try {
+      const { stream, done } = await store.archive(snap);
+      // As if taken on a store whose sandboxes' root was 7 ids higher.
+      const [restored, archived] = await Promise.allSettled([
+        store.restore(copy, 1024 ** 3, stream, store.uidBase + 7),
+        done,
+      ]);
+      expect(archived).toEqual({ status: 'fulfilled', value: undefined });
+      expect(restored).toEqual({ status: 'fulfilled', value: undefined });
+      const st = statSync(join(await store.path(copy), 'f'));
+      expect([st.uid, st.gid]).toEqual([store.uidBase + 993, store.uidBase + 994]);
+      expect(statSync(await store.path(copy)).uid).toBe(store.uidBase - 7);
+    } finally {
+      await store.removeSnapshot(snap);
+      await store.remove(copy);
+    }
+    expect((await t.call('DELETE', `/volumes/${v.body.id}`)).status).toBe(200);
+  });
 
   it('the backup operations are MCP tools and in the OpenAPI document', async () => {
     const tools = (await (await fetch(`${t.baseUrl}/api/tools.json`)).json()) as {

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, lstat, mkdir, readdir, rm } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { SandboxRuntimeError, type VolumeStore } from '../driver.js';
 import { run } from './proc.js';
@@ -169,7 +169,13 @@ export class StoreVolumes implements VolumeStore {
     });
     const done = tarExit(child);
     done.catch(() => {});
-    return { stream: child.stdout, done };
+    // Piped at once: Node resumes (and so discards) a child's unread stdout when the child exits, and a
+    // small volume's tar exits before the caller starts reading. The pipe keeps backpressure.
+    const stream = new PassThrough();
+    child.stdout!.pipe(stream);
+    // A reader that gives up (destroys it) must not leave tar blocked on a full pipe.
+    stream.on('close', () => child.stdout!.destroy());
+    return { stream, done };
   }
 
   async restore(id: string, bytes: number, archive: Readable, uidBase: number): Promise<void> {

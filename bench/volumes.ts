@@ -5,9 +5,14 @@
 //     the sandbox's own layer (overlay upper dir on the same store); the host's page cache dropped
 //     before each read (target: the volume within 0.9x of the layer);
 //   - POST /sandboxes -> running with one volume mounted against without (a pool hit) (target 1.3x);
-//   - POST /volumes {fromVolumeId} of a volume holding 1 GiB (target p50 < 100 ms).
+//   - POST /volumes {fromVolumeId} of a volume holding 1 GiB (target p50 < 100 ms);
+//   - POST /volumes/{id}/backups -> completed, and POST /volumes {fromBackupId} -> ready, of that 1 GiB
+//     volume (the local blob store), against what the host does with the same bytes in the same run: tar
+//     piped through zstd into a file next to the blob store, and that file untarred onto the same store
+//     (target: within 1.5x of each).
 // Writes bench/results/volumes.json.
-import { rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import type { NamespacesRuntime } from '../src/areas/sandboxes/runtime/namespaces/runtime.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
@@ -17,6 +22,7 @@ import { summarize } from './lib/stats.js';
 const N = Number(process.env.BENCH_VOLUMES_N ?? 5);
 const IO_MB = 256;
 const IO_ROUNDS = 3;
+const BACKUP_N = Number(process.env.BENCH_VOLUMES_BACKUP_N ?? 3);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -158,7 +164,85 @@ async function main() {
       target: 'p50 < 100 ms',
       pass: f.p50Ms < 100,
     });
+    // 4. Backup and restore of the 1 GiB volume, each against tar+zstd of the same files by hand.
+    const waitFor = async (path: string, busy: string) => {
+      for (;;) {
+        const r = await call('GET', path);
+        if (r.body.status !== busy) return r.body;
+        await sleep(50);
+      }
+    };
+    const src = await runtime.volumes.path(vol.body.id);
+    const file = `${dataDir}/baseline.tar.zst`;
+    const into = `${runtime.storeStatus!.root}/bench-untar`;
+    const timed = (fn: () => void) => {
+      writeFileSync('/proc/sys/vm/drop_caches', '3');
+      const t0 = performance.now();
+      fn();
+      return performance.now() - t0;
+    };
+    const hand = { backup: [] as number[], restore: [] as number[] };
+    const api = { backup: [] as number[], restore: [] as number[] };
+    let stored = 0;
+    for (let i = 0; i < BACKUP_N; i++) {
+      hand.backup.push(
+        timed(() =>
+          execFileSync('sh', ['-c', `tar -C '${src}' --numeric-owner -I 'zstd -T0 -3' -cf '${file}' . && sync '${file}'`]),
+        ),
+      );
+      hand.restore.push(
+        timed(() =>
+          execFileSync('sh', [
+            '-c',
+            `rm -rf '${into}' && mkdir '${into}' && tar -C '${into}' --numeric-owner -p -I 'zstd -T0 -3' -xf '${file}' && sync -f '${into}'`,
+          ]),
+        ),
+      );
+      rmSync(into, { recursive: true, force: true });
+      writeFileSync('/proc/sys/vm/drop_caches', '3');
+      let t0 = performance.now();
+      const b = await call('POST', `/volumes/${vol.body.id}/backups`);
+      const done = await waitFor(`/volume-backups/${b.body.id}`, 'running');
+      api.backup.push(performance.now() - t0);
+      if (done.status !== 'completed') throw new Error(`backup: ${JSON.stringify(done)}`);
+      stored = done.sizeBytes;
+      writeFileSync('/proc/sys/vm/drop_caches', '3');
+      t0 = performance.now();
+      const r = await call('POST', '/volumes', { name: `restored-${i}`, fromBackupId: b.body.id });
+      const ready = await waitFor(`/volumes/${r.body.id}`, 'restoring');
+      api.restore.push(performance.now() - t0);
+      if (ready.status !== 'ready') throw new Error(`restore: ${JSON.stringify(ready)}`);
+      await call('DELETE', `/volumes/${r.body.id}`);
+    }
+    const baselineBytes = statSync(file).size;
+    rmSync(file, { force: true });
+    for (const what of ['backup', 'restore'] as const) {
+      const h = summarize(hand[what]);
+      const a = summarize(api[what]);
+      const handName =
+        what === 'backup'
+          ? `tar | zstd -3 of the volume's ${(used / 2 ** 30).toFixed(2)} GiB to a file (host, by hand)`
+          : 'untar of that file onto the store (host, by hand)';
+      rows.push({ name: handName, p50Ms: h.p50Ms, p99Ms: h.p99Ms });
+      rows.push({
+        name:
+          what === 'backup'
+            ? 'POST /volumes/{id}/backups -> completed (local blob store)'
+            : 'POST /volumes {fromBackupId} -> ready (same node)',
+        p50Ms: a.p50Ms,
+        p99Ms: a.p99Ms,
+        ratio: Math.round((a.p50Ms / h.p50Ms) * 100) / 100,
+        ratioAgainst: handName,
+        target: '<= 1.5x the host by hand (p50)',
+        pass: a.p50Ms / h.p50Ms <= 1.5,
+      });
+    }
+    notes.push(
+      `backup/restore: ${BACKUP_N} rounds, page cache dropped before each; the volume holds random bytes (incompressible): ${stored} bytes stored by nube, ${baselineBytes} by hand; nube's backup also snapshots the subvolume, measures it, streams through node into the blob store with SHA-256, and polls every 50 ms; its restore creates the subvolume with its qgroup limit, checks the SHA-256 and polls every 50 ms`,
+    );
     await call('DELETE', `/volumes/${vol.body.id}`);
+    for (const b of (await call('GET', `/volumes/${vol.body.id}/backups`)).body.items ?? [])
+      await call('DELETE', `/volume-backups/${b.id}`);
     const store = runtime.storeStatus;
     notes.push(
       `load average at the end: ${loadavg()

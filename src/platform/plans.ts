@@ -10,6 +10,9 @@ export interface Plan {
   storageBytes: number;
   /** A sandbox's writable disk (MiB): its default and most a create may ask for (diskMB). */
   sandboxDiskMb: number;
+  /** Volumes an account may hold, and the sum of their limits (GiB), copies and restores included. */
+  volumes: number;
+  volumeGB: number;
   aiCreditsPerMonth: number;
   llmTokensPerMonth: number | null;
   databases: number;
@@ -34,6 +37,8 @@ export const PLANS: Record<PlanName, Plan> = {
     listMonthlyMxn: 0,
     storageBytes: 100 * MB,
     sandboxDiskMb: 2048,
+    volumes: 2,
+    volumeGB: 5,
     aiCreditsPerMonth: 999,
     llmTokensPerMonth: null,
     databases: 3,
@@ -51,6 +56,8 @@ export const PLANS: Record<PlanName, Plan> = {
     listMonthlyMxn: 499,
     storageBytes: 10 * GB,
     sandboxDiskMb: 10_240,
+    volumes: 10,
+    volumeGB: 100,
     aiCreditsPerMonth: 10_000,
     llmTokensPerMonth: 10_000_000,
     databases: 10,
@@ -68,6 +75,8 @@ export const PLANS: Record<PlanName, Plan> = {
     listMonthlyMxn: 2490,
     storageBytes: 100 * GB,
     sandboxDiskMb: 51_200,
+    volumes: 50,
+    volumeGB: 1000,
     aiCreditsPerMonth: 50_000,
     llmTokensPerMonth: 50_000_000,
     databases: 20,

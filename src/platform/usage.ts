@@ -5,7 +5,7 @@ import { errors } from './errors.js';
 
 /** Monthly metered quantities (AI credits, LLM tokens, web queries) and live gauges per owner. */
 export type CounterMetric = 'aiCredits' | 'llmTokens' | 'webQueries' | 'machineChargesCentavos';
-export type GaugeMetric = 'storageBytes' | 'databases' | 'boxes' | 'sandboxes' | 'agents';
+export type GaugeMetric = 'storageBytes' | 'databases' | 'boxes' | 'sandboxes' | 'agents' | 'volumes' | 'volumeBytes';
 
 interface MeterTable {
   owner_id: string;

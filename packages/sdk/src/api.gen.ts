@@ -1904,6 +1904,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/volume-backups/{backupId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a volume backup (its status while it is taken) */
+        get: operations["volumes.getBackup"];
+        put?: never;
+        post?: never;
+        /** Delete a volume backup and its bytes in the blob store */
+        delete: operations["volumes.deleteBackup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/volume-snapshots/{snapshotId}": {
         parameters: {
             query?: never;
@@ -1953,7 +1971,10 @@ export interface paths {
         get: operations["volumes.get"];
         put?: never;
         post?: never;
-        /** Delete a volume and its files (409 VolumeInUse while a sandbox mounts it) */
+        /**
+         * Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)
+         * @description A lost volume's record goes at once (its files stay on its dead node); its backups stay.
+         */
         delete: operations["volumes.delete"];
         options?: never;
         head?: never;
@@ -1962,6 +1983,27 @@ export interface paths {
          * @description Takes effect at once, also for sandboxes that mount it. Below usedBytes: 400 VolumeTooSmall.
          */
         patch: operations["volumes.resize"];
+        trace?: never;
+    };
+    "/api/v2/volumes/{volumeId}/backups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a volume's backups, newest first (also once it is lost or deleted) */
+        get: operations["volumes.backups"];
+        put?: never;
+        /**
+         * Back a volume up to the blob store (asynchronous: poll the backup until completed)
+         * @description Snapshots the volume (a consistent copy while sandboxes write to it), then streams a zstd-compressed tar of the snapshot to the blob store with its SHA-256, in a job on the volume's node. Answers 201 with the backup `running`; GET /volume-backups/{backupId} says when it is completed. The newest 7 completed backups of a volume are kept. Restore with `POST /volumes {name, fromBackupId}`, on any node.
+         */
+        post: operations["volumes.backup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v2/volumes/{volumeId}/snapshot": {
@@ -3244,8 +3286,12 @@ export interface components {
         Volume: {
             /** @description ISO 8601 UTC timestamp */
             createdAt: string;
+            /** @description Why it is failed or lost, and what restores it */
+            error: string | null;
             /** @description Volume id (`volumeId` in paths and in a sandbox's `volumes`) */
             id: string;
+            /** @description Its newest completed backup, or null */
+            lastBackupId: string | null;
             /** @description Sandboxes that mount it now */
             mounts: {
                 path: string;
@@ -3258,10 +3304,43 @@ export interface components {
             sizeBytes: number;
             /** @description Its limit in GiB: a write past it fails inside the sandbox (EDQUOT or ENOSPC) */
             sizeGB: number;
-            /** @description The volume or snapshot it was copied from, or null */
+            /** @description The volume, snapshot or backup it was copied from, or null */
             sourceId: string | null;
+            /**
+             * @description ready; restoring: being filled from a backup (fromBackupId); failed: that restore did not complete (error says why; delete it); lost: the node holding it is down: mounts and changes answer 409 VolumeLost, and its last backup (lastBackupId) restores onto another node
+             * @enum {string}
+             */
+            status: "ready" | "restoring" | "failed" | "lost";
             /** @description Bytes it holds now (GET of one volume); null in lists */
             usedBytes: number | null;
+        };
+        /** @description A consistent copy of a volume's files in the blob store (taken from a snapshot) */
+        VolumeBackup: {
+            completedAt: string | null;
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            /** @description Why it failed */
+            error: string | null;
+            /** @description Backup id (`fromBackupId` of a new volume) */
+            id: string;
+            /** @description The node that took it; a restore goes to any node */
+            nodeId: string | null;
+            /** @description SHA-256 of the stored bytes, checked on every restore */
+            sha256: string | null;
+            /** @description Bytes in the blob store (a zstd-compressed tar) */
+            sizeBytes: number;
+            /**
+             * @description running while it is taken; only a completed backup restores
+             * @enum {string}
+             */
+            status: "running" | "completed" | "failed";
+            /** @description Bytes the volume held (a restore needs a limit at least this) */
+            usedBytes: number;
+            /** @description The volume it copies (it may be deleted or lost since) */
+            volumeId: string;
+            volumeName: string;
+            /** @description The volume's limit then: a restore's default size */
+            volumeSizeBytes: number;
         };
         /** @description A read-only copy-on-write copy of a volume */
         VolumeSnapshot: {
@@ -4215,6 +4294,17 @@ export interface operations {
                             used: number;
                         };
                         trashRetentionDays: number;
+                        /** @description The sum of the volumes' limits in GiB */
+                        volumeGB: {
+                            limit: number | null;
+                            remaining: number | null;
+                            used: number;
+                        };
+                        volumes: {
+                            limit: number | null;
+                            remaining: number | null;
+                            used: number;
+                        };
                     };
                 };
             };
@@ -15219,6 +15309,149 @@ export interface operations {
             };
         };
     };
+    "volumes.getBackup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                backupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeBackup"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.deleteBackup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                backupId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ok"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description BackupRunning: it is still being taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "volumes.deleteSnapshot": {
         parameters: {
             query?: never;
@@ -15363,6 +15596,8 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description Restore this completed backup into a new volume on this node (any node, also when its volume is lost): the volume is `restoring` until every byte is back and checked, then `ready` */
+                    fromBackupId?: string;
                     /** @description Copy this volume snapshot */
                     fromSnapshotId?: string;
                     /** @description Copy this volume (it may be mounted) */
@@ -15401,8 +15636,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description VolumeLimitReached: the plan's number of volumes is reached; VolumeSpaceExceeded: the plan's total GiB of volumes would be passed */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description VolumeLost: the source volume's node is down (details.lastBackupId); BackupNotRestorable: the backup is running or failed */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -15645,6 +15898,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description VolumeSpaceExceeded: the plan's total GiB of volumes would be passed */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
                 headers: {
@@ -15654,8 +15916,162 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description VolumeLost: its node is down (details.lastBackupId) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The body is not sent as application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.backups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["VolumeBackup"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "volumes.backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                volumeId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeBackup"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description VolumeLost: its node is down (details.lastBackupId); VolumeNotReady: it is being restored, or its restore failed */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

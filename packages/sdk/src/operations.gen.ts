@@ -1696,6 +1696,30 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['templates', 'rebuild'],
   },
+  'volumes.backup': {
+    method: 'POST',
+    path: '/api/v2/volumes/{volumeId}/backups',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'backup'],
+  },
+  'volumes.backups': {
+    method: 'GET',
+    path: '/api/v2/volumes/{volumeId}/backups',
+    pathParams: ['volumeId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'backups'],
+  },
   'volumes.create': {
     method: 'POST',
     path: '/api/v2/volumes',
@@ -1720,6 +1744,18 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['volumes', 'delete'],
   },
+  'volumes.deleteBackup': {
+    method: 'DELETE',
+    path: '/api/v2/volume-backups/{backupId}',
+    pathParams: ['backupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'deleteBackup'],
+  },
   'volumes.deleteSnapshot': {
     method: 'DELETE',
     path: '/api/v2/volume-snapshots/{snapshotId}',
@@ -1743,6 +1779,18 @@ export const OPERATIONS = {
     contentType: 'application/json',
     implemented: true,
     ns: ['volumes', 'get'],
+  },
+  'volumes.getBackup': {
+    method: 'GET',
+    path: '/api/v2/volume-backups/{backupId}',
+    pathParams: ['backupId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['volumes', 'getBackup'],
   },
   'volumes.list': {
     method: 'GET',
@@ -2846,6 +2894,18 @@ export interface OperationTypes {
     body: NonNullable<operations['templates.rebuild']['requestBody']>['content']['application/json'];
     response: operations['templates.rebuild']['responses'][200]['content']['application/json'];
   };
+  'volumes.backup': {
+    params: operations['volumes.backup']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.backup']['responses'][201]['content']['application/json'];
+  };
+  'volumes.backups': {
+    params: operations['volumes.backups']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.backups']['responses'][200]['content']['application/json'];
+  };
   'volumes.create': {
     params: never;
     query: never;
@@ -2858,6 +2918,12 @@ export interface OperationTypes {
     body: never;
     response: operations['volumes.delete']['responses'][200]['content']['application/json'];
   };
+  'volumes.deleteBackup': {
+    params: operations['volumes.deleteBackup']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.deleteBackup']['responses'][200]['content']['application/json'];
+  };
   'volumes.deleteSnapshot': {
     params: operations['volumes.deleteSnapshot']['parameters']['path'];
     query: never;
@@ -2869,6 +2935,12 @@ export interface OperationTypes {
     query: never;
     body: never;
     response: operations['volumes.get']['responses'][200]['content']['application/json'];
+  };
+  'volumes.getBackup': {
+    params: operations['volumes.getBackup']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['volumes.getBackup']['responses'][200]['content']['application/json'];
   };
   'volumes.list': {
     params: never;
@@ -3197,10 +3269,14 @@ export interface Namespaces {
     rebuild(id: OperationTypes['templates.rebuild']['params']['id'], ...rest: NsRest<'templates.rebuild'>): Promise<OpOutput<'templates.rebuild'>>;
   };
   volumes: {
+    backup(volumeId: OperationTypes['volumes.backup']['params']['volumeId'], ...rest: NsRest<'volumes.backup'>): Promise<OpOutput<'volumes.backup'>>;
+    backups(volumeId: OperationTypes['volumes.backups']['params']['volumeId'], ...rest: NsRest<'volumes.backups'>): Promise<OpOutput<'volumes.backups'>>;
     create(...rest: NsRest<'volumes.create'>): Promise<OpOutput<'volumes.create'>>;
     delete(volumeId: OperationTypes['volumes.delete']['params']['volumeId'], ...rest: NsRest<'volumes.delete'>): Promise<OpOutput<'volumes.delete'>>;
+    deleteBackup(backupId: OperationTypes['volumes.deleteBackup']['params']['backupId'], ...rest: NsRest<'volumes.deleteBackup'>): Promise<OpOutput<'volumes.deleteBackup'>>;
     deleteSnapshot(snapshotId: OperationTypes['volumes.deleteSnapshot']['params']['snapshotId'], ...rest: NsRest<'volumes.deleteSnapshot'>): Promise<OpOutput<'volumes.deleteSnapshot'>>;
     get(volumeId: OperationTypes['volumes.get']['params']['volumeId'], ...rest: NsRest<'volumes.get'>): Promise<OpOutput<'volumes.get'>>;
+    getBackup(backupId: OperationTypes['volumes.getBackup']['params']['backupId'], ...rest: NsRest<'volumes.getBackup'>): Promise<OpOutput<'volumes.getBackup'>>;
     list(...rest: NsRest<'volumes.list'>): Promise<OpOutput<'volumes.list'>>;
     resize(volumeId: OperationTypes['volumes.resize']['params']['volumeId'], ...rest: NsRest<'volumes.resize'>): Promise<OpOutput<'volumes.resize'>>;
     snapshot(volumeId: OperationTypes['volumes.snapshot']['params']['volumeId'], ...rest: NsRest<'volumes.snapshot'>): Promise<OpOutput<'volumes.snapshot'>>;

@@ -87,6 +87,8 @@ export const accountOperations = [
       databases: Allowance,
       boxes: Allowance,
       simultaneousAgents: Allowance,
+      volumes: Allowance,
+      volumeGB: Allowance.describe('The sum of the volumes\' limits in GiB'),
       sessionSeconds: z.number(),
       trashRetentionDays: z.number(),
     }),

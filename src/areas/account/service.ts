@@ -320,11 +320,13 @@ export class AccountService {
 
   async getUsage(p: Principal) {
     const plan = PLANS[p.plan];
-    const [storage, databases, boxes, agents, aiCredits, llmTokens, webQueries] = await Promise.all([
+    const [storage, databases, boxes, agents, volumes, volumeBytes, aiCredits, llmTokens, webQueries] = await Promise.all([
       this.usage.gauge('storageBytes', p.ownerId),
       this.usage.gauge('databases', p.ownerId),
       this.usage.gauge('boxes', p.ownerId),
       this.usage.gauge('agents', p.ownerId),
+      this.usage.gauge('volumes', p.ownerId),
+      this.usage.gauge('volumeBytes', p.ownerId),
       this.usage.counter(p.ownerId, 'aiCredits'),
       this.usage.counter(p.ownerId, 'llmTokens'),
       this.usage.counter(p.ownerId, 'webQueries'),
@@ -339,6 +341,8 @@ export class AccountService {
       databases: item(databases, plan.databases),
       boxes: item(boxes, plan.boxes),
       simultaneousAgents: item(agents, plan.simultaneousAgents),
+      volumes: item(volumes, plan.volumes),
+      volumeGB: item(volumeBytes / 1024 ** 3, plan.volumeGB),
       sessionSeconds: plan.sessionSeconds,
       trashRetentionDays: plan.trashRetentionDays,
     };

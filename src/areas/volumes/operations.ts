@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
 import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { KEEP_BACKUPS } from './backups.js';
 import type { VolumesService } from './service.js';
 
 declare module '../../platform/operation.js' {
@@ -17,6 +18,14 @@ export const Volume = z
   .object({
     id: z.string().describe("Volume id (`volumeId` in paths and in a sandbox's `volumes`)"),
     name: z.string(),
+    status: z
+      .enum(['ready', 'restoring', 'failed', 'lost'])
+      .describe(
+        'ready; restoring: being filled from a backup (fromBackupId); failed: that restore did not complete ' +
+          '(error says why; delete it); lost: the node holding it is down: mounts and changes answer 409 ' +
+          'VolumeLost, and its last backup (lastBackupId) restores onto another node',
+      ),
+    error: z.string().nullable().describe('Why it is failed or lost, and what restores it'),
     sizeGB: z
       .number()
       .describe('Its limit in GiB: a write past it fails inside the sandbox (EDQUOT or ENOSPC)'),
@@ -26,7 +35,8 @@ export const Volume = z
       .string()
       .nullable()
       .describe('The node whose store holds it: sandboxes that mount it are placed there'),
-    sourceId: z.string().nullable().describe('The volume or snapshot it was copied from, or null'),
+    sourceId: z.string().nullable().describe('The volume, snapshot or backup it was copied from, or null'),
+    lastBackupId: z.string().nullable().describe('Its newest completed backup, or null'),
     mounts: z
       .array(z.object({ sandboxId: z.string(), path: z.string(), readOnly: z.boolean() }))
       .describe('Sandboxes that mount it now'),
@@ -44,7 +54,30 @@ export const VolumeSnapshot = z
   })
   .meta({ id: 'VolumeSnapshot', description: 'A read-only copy-on-write copy of a volume' });
 
+export const VolumeBackup = z
+  .object({
+    id: z.string().describe('Backup id (`fromBackupId` of a new volume)'),
+    volumeId: z.string().describe('The volume it copies (it may be deleted or lost since)'),
+    volumeName: z.string(),
+    status: z
+      .enum(['running', 'completed', 'failed'])
+      .describe('running while it is taken; only a completed backup restores'),
+    error: z.string().nullable().describe('Why it failed'),
+    sizeBytes: z.number().int().describe('Bytes in the blob store (a zstd-compressed tar)'),
+    usedBytes: z.number().int().describe('Bytes the volume held (a restore needs a limit at least this)'),
+    volumeSizeBytes: z.number().int().describe("The volume's limit then: a restore's default size"),
+    sha256: z.string().nullable().describe('SHA-256 of the stored bytes, checked on every restore'),
+    nodeId: z.string().nullable().describe('The node that took it; a restore goes to any node'),
+    createdAt: IsoTime,
+    completedAt: IsoTime.nullable(),
+  })
+  .meta({
+    id: 'VolumeBackup',
+    description: "A consistent copy of a volume's files in the blob store (taken from a snapshot)",
+  });
+
 const VolumeParams = z.object({ volumeId: z.string().min(1).max(200).describe('Volume id') });
+const BackupParams = z.object({ backupId: z.string().min(1).max(200).describe('Volume backup id') });
 
 export const volumesOperations = [
   defineOperation({
@@ -64,13 +97,26 @@ export const volumesOperations = [
         sizeGB: SizeGB.optional().describe('Limit in GiB (1-4096); required for an empty volume'),
         fromVolumeId: z.string().min(1).max(200).optional().describe('Copy this volume (it may be mounted)'),
         fromSnapshotId: z.string().min(1).max(200).optional().describe('Copy this volume snapshot'),
-      })
-      .refine((b) => !(b.fromVolumeId !== undefined && b.fromSnapshotId !== undefined), {
-        message: 'give at most one of fromVolumeId and fromSnapshotId',
-        path: ['fromSnapshotId'],
+        fromBackupId: z
+          .string()
+          .min(1)
+          .max(200)
+          .optional()
+          .describe(
+            'Restore this completed backup into a new volume on this node (any node, also when its volume is lost): ' +
+              'the volume is `restoring` until every byte is back and checked, then `ready`',
+          ),
       })
       .refine(
-        (b) => b.sizeGB !== undefined || b.fromVolumeId !== undefined || b.fromSnapshotId !== undefined,
+        (b) => [b.fromVolumeId, b.fromSnapshotId, b.fromBackupId].filter((x) => x !== undefined).length <= 1,
+        { message: 'give at most one of fromVolumeId, fromSnapshotId and fromBackupId', path: ['fromBackupId'] },
+      )
+      .refine(
+        (b) =>
+          b.sizeGB !== undefined ||
+          b.fromVolumeId !== undefined ||
+          b.fromSnapshotId !== undefined ||
+          b.fromBackupId !== undefined,
         {
           message: 'sizeGB is required for an empty volume',
           path: ['sizeGB'],
@@ -80,6 +126,10 @@ export const volumesOperations = [
     response: Volume,
     errors: [
       { status: 400, code: 'VolumeTooSmall', description: 'sizeGB below what the source holds' },
+      { status: 402, code: 'VolumeLimitReached', description: "the plan's number of volumes is reached" },
+      { status: 402, code: 'VolumeSpaceExceeded', description: "the plan's total GiB of volumes would be passed" },
+      { status: 409, code: 'VolumeLost', description: "the source volume's node is down (details.lastBackupId)" },
+      { status: 409, code: 'BackupNotRestorable', description: 'the backup is running or failed' },
       { status: 501, code: 'NotImplemented', description: 'the sandbox driver keeps no volumes' },
       { status: 503, description: 'the store has no disk quotas' },
     ],
@@ -118,7 +168,11 @@ export const volumesOperations = [
     params: VolumeParams,
     body: z.object({ sizeGB: SizeGB.describe('New limit in GiB') }),
     response: Volume,
-    errors: [{ status: 400, code: 'VolumeTooSmall', description: 'below the bytes it holds' }],
+    errors: [
+      { status: 400, code: 'VolumeTooSmall', description: 'below the bytes it holds' },
+      { status: 402, code: 'VolumeSpaceExceeded', description: "the plan's total GiB of volumes would be passed" },
+      { status: 409, code: 'VolumeLost', description: "its node is down (details.lastBackupId)" },
+    ],
     handler: ({ principal, params, body, services }) =>
       services.volumes.resize(principal, params.volumeId, body.sizeGB),
   }),
@@ -127,6 +181,7 @@ export const volumesOperations = [
     method: 'DELETE',
     path: '/volumes/{volumeId}',
     summary: 'Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)',
+    description: "A lost volume's record goes at once (its files stay on its dead node); its backups stay.",
     tags,
     auth: ['owner'],
     params: VolumeParams,
@@ -172,6 +227,65 @@ export const volumesOperations = [
     response: Ok,
     handler: async ({ principal, params, services }) => {
       await services.volumes.deleteSnapshot(principal, params.snapshotId);
+      return ok;
+    },
+  }),
+  defineOperation({
+    id: 'volumes.backup',
+    method: 'POST',
+    path: '/volumes/{volumeId}/backups',
+    summary: 'Back a volume up to the blob store (asynchronous: poll the backup until completed)',
+    description:
+      'Snapshots the volume (a consistent copy while sandboxes write to it), then streams a zstd-compressed ' +
+      'tar of the snapshot to the blob store with its SHA-256, in a job on the volume\'s node. Answers 201 ' +
+      `with the backup \`running\`; GET /volume-backups/{backupId} says when it is completed. The newest ` +
+      `${KEEP_BACKUPS} completed backups of a volume are kept. Restore with \`POST /volumes {name, fromBackupId}\`, on any node.`,
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    successStatus: 201,
+    response: VolumeBackup,
+    errors: [
+      { status: 409, code: 'VolumeLost', description: 'its node is down (details.lastBackupId)' },
+      { status: 409, code: 'VolumeNotReady', description: 'it is being restored, or its restore failed' },
+    ],
+    handler: ({ principal, params, services }) => services.volumes.backup(principal, params.volumeId),
+  }),
+  defineOperation({
+    id: 'volumes.backups',
+    method: 'GET',
+    path: '/volumes/{volumeId}/backups',
+    summary: "List a volume's backups, newest first (also once it is lost or deleted)",
+    tags,
+    auth: ['owner'],
+    params: VolumeParams,
+    response: z.object({ items: z.array(VolumeBackup) }),
+    handler: ({ principal, params, services }) => services.volumes.backupsOf(principal, params.volumeId),
+  }),
+  defineOperation({
+    id: 'volumes.getBackup',
+    method: 'GET',
+    path: '/volume-backups/{backupId}',
+    summary: 'Get a volume backup (its status while it is taken)',
+    tags,
+    auth: ['owner'],
+    params: BackupParams,
+    response: VolumeBackup,
+    handler: async ({ principal, params, services }) =>
+      services.volumes.backups.view(await services.volumes.backups.own(principal, params.backupId)),
+  }),
+  defineOperation({
+    id: 'volumes.deleteBackup',
+    method: 'DELETE',
+    path: '/volume-backups/{backupId}',
+    summary: 'Delete a volume backup and its bytes in the blob store',
+    tags,
+    auth: ['owner'],
+    params: BackupParams,
+    response: Ok,
+    errors: [{ status: 409, code: 'BackupRunning', description: 'it is still being taken' }],
+    handler: async ({ principal, params, services }) => {
+      await services.volumes.backups.delete(principal, params.backupId);
       return ok;
     },
   }),

@@ -8,8 +8,12 @@ interface VolumesTable {
   size_bytes: number;
   /** The node whose store holds it; null on a single node before nodes registered. */
   node_id: string | null;
-  /** What it was copied from (a volume or a snapshot), null for an empty one. */
+  /** What it was copied from (a volume, a snapshot or a backup), null for an empty one. */
   source_id: string | null;
+  /** `ready`, or `restoring` from a backup (a job fills it) or `failed` (that restore did not). */
+  status: VolumeStatus;
+  /** Why the restore failed. */
+  error: string | null;
   created_at: number;
 }
 
@@ -34,11 +38,39 @@ interface VolumeSnapshotsTable {
   created_at: number;
 }
 
+export type VolumeStatus = 'ready' | 'restoring' | 'failed';
+export type BackupStatus = 'running' | 'completed' | 'failed';
+
+interface VolumeBackupsTable {
+  id: string;
+  owner_id: string;
+  /** The volume it copies; it may be deleted since (a backup outlives its volume). */
+  volume_id: string;
+  volume_name: string;
+  /** The node that took it (where its job runs); a restore goes to any node. */
+  node_id: string | null;
+  status: BackupStatus;
+  /** The volume's limit then: a restore's default size. */
+  volume_size_bytes: number;
+  /** What the volume held (on its snapshot): the least a restore's limit may be. */
+  used_bytes: number;
+  /** Bytes in the blob store (compressed tar) and their SHA-256, checked on every restore. */
+  size_bytes: number;
+  sha256: string | null;
+  blob_key: string;
+  /** uid 0 of sandboxes on the store that took it (owners in the tar are shifted by it). */
+  uid_base: number;
+  error: string | null;
+  created_at: number;
+  completed_at: number | null;
+}
+
 declare module '../../store/schema.js' {
   interface Tables {
     volumes: VolumesTable;
     volume_mounts: VolumeMountsTable;
     volume_snapshots: VolumeSnapshotsTable;
+    volume_backups: VolumeBackupsTable;
   }
 }
 
@@ -88,6 +120,39 @@ export const volumesMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0251-volume-backups': {
+    async up(db: Kysely<unknown>) {
+      // One column per statement: SQLite's ALTER TABLE adds one at a time.
+      await db.schema
+        .alterTable('volumes')
+        .addColumn('status', 'text', (c) => c.notNull().defaultTo('ready'))
+        .execute();
+      await db.schema.alterTable('volumes').addColumn('error', 'text').execute();
+      await db.schema
+        .createTable('volume_backups')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('owner_id', 'text', (c) => c.notNull())
+        .addColumn('volume_id', 'text', (c) => c.notNull())
+        .addColumn('volume_name', 'text', (c) => c.notNull())
+        .addColumn('node_id', 'text')
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('volume_size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('used_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('sha256', 'text')
+        .addColumn('blob_key', 'text', (c) => c.notNull())
+        .addColumn('uid_base', 'bigint', (c) => c.notNull())
+        .addColumn('error', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('completed_at', 'bigint')
+        .execute();
+      await db.schema
+        .createIndex('volume_backups_volume')
+        .on('volume_backups')
+        .columns(['owner_id', 'volume_id', 'id'])
+        .execute();
+    },
+  },
 };
 
 export interface VolumeRow {
@@ -97,6 +162,8 @@ export interface VolumeRow {
   sizeBytes: number;
   nodeId: string | null;
   sourceId: string | null;
+  status: VolumeStatus;
+  error: string | null;
   createdAt: number;
 }
 
@@ -124,6 +191,8 @@ const vol = (r: VolumesTable): VolumeRow => ({
   sizeBytes: Number(r.size_bytes),
   nodeId: r.node_id,
   sourceId: r.source_id,
+  status: r.status,
+  error: r.error,
   createdAt: Number(r.created_at),
 });
 
@@ -144,6 +213,19 @@ const snap = (r: VolumeSnapshotsTable): SnapshotRow => ({
   createdAt: Number(r.created_at),
 });
 
+export type BackupRow = VolumeBackupsTable;
+
+/** PostgreSQL returns bigint columns as strings: numbers here. */
+const backup = (r: VolumeBackupsTable): BackupRow => ({
+  ...r,
+  volume_size_bytes: Number(r.volume_size_bytes),
+  used_bytes: Number(r.used_bytes),
+  size_bytes: Number(r.size_bytes),
+  uid_base: Number(r.uid_base),
+  created_at: Number(r.created_at),
+  completed_at: r.completed_at === null ? null : Number(r.completed_at),
+});
+
 export class VolumesRepo {
   constructor(private readonly db: Kysely<Tables>) {}
 
@@ -157,6 +239,8 @@ export class VolumesRepo {
         size_bytes: r.sizeBytes,
         node_id: r.nodeId,
         source_id: r.sourceId,
+        status: r.status,
+        error: r.error,
         created_at: r.createdAt,
       })
       .execute();
@@ -295,5 +379,66 @@ export class VolumesRepo {
 
   async deleteSnapshot(id: string): Promise<void> {
     await this.db.deleteFrom('volume_snapshots').where('id', '=', id).execute();
+  }
+
+  /** A volume by id whoever owns it (jobs). */
+  async byId(id: string): Promise<VolumeRow | undefined> {
+    const r = await this.db.selectFrom('volumes').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && vol(r);
+  }
+
+  /** Volumes and the sum of their limits: what a plan's allowance counts. */
+  async totals(ownerId: string): Promise<{ count: number; bytes: number }> {
+    const r = await this.db
+      .selectFrom('volumes')
+      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.sum<number>('size_bytes').as('bytes')])
+      .where('owner_id', '=', ownerId)
+      .executeTakeFirst();
+    return { count: Number(r?.n ?? 0), bytes: Number(r?.bytes ?? 0) };
+  }
+
+  async setStatus(id: string, status: VolumeStatus, error: string | null = null): Promise<void> {
+    await this.db.updateTable('volumes').set({ status, error }).where('id', '=', id).execute();
+  }
+
+  /** A lost volume's rows (its node is down): mounts of its sandboxes, lost with it, go too. */
+  async deleteWithMounts(id: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('volume_mounts').where('volume_id', '=', id).execute();
+      await trx.deleteFrom('volumes').where('id', '=', id).execute();
+    });
+  }
+
+  async insertBackup(r: BackupRow): Promise<void> {
+    await this.db.insertInto('volume_backups').values(r).execute();
+  }
+
+  async updateBackup(id: string, patch: Partial<BackupRow>): Promise<void> {
+    await this.db.updateTable('volume_backups').set(patch).where('id', '=', id).execute();
+  }
+
+  /** The caller's backup (ownerId), or any (undefined: jobs). */
+  async getBackup(ownerId: string | undefined, id: string): Promise<BackupRow | undefined> {
+    let q = this.db.selectFrom('volume_backups').selectAll().where('id', '=', id);
+    if (ownerId !== undefined) q = q.where('owner_id', '=', ownerId);
+    const r = await q.executeTakeFirst();
+    return r && backup(r);
+  }
+
+  /** Newest first. */
+  async backupsOf(ownerId: string, volumeId: string): Promise<BackupRow[]> {
+    const rows = await this.db
+      .selectFrom('volume_backups')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .where('volume_id', '=', volumeId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .execute();
+    return rows.map(backup);
+  }
+
+  async deleteBackup(id: string): Promise<void> {
+    await this.db.deleteFrom('volume_backups').where('id', '=', id).execute();
   }
 }

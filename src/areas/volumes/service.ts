@@ -1,14 +1,18 @@
 // Volumes (issue 33): quota-limited directories on a node's sandbox store that outlive sandboxes,
 // mounted into them (the sandboxes area asks this service through its VolumeBinder), snapshotted and
-// copied copy-on-write. The bytes are the sandboxes driver's (VolumeStore); the rows are this area's.
+// copied copy-on-write, backed up to the blob store (backups.ts). The bytes are the sandboxes driver's
+// (VolumeStore); the rows are this area's. A volume whose node is down is `lost`: every use of it is
+// refused with 409 VolumeLost naming its last backup, which restores onto any node.
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { NodeRegistry } from '../../platform/nodes.js';
+import { PLANS } from '../../platform/plans.js';
 import type { SandboxVolume, VolumeBinder } from '../sandboxes/volume-binder.js';
 import type { VolumeMount, VolumeStore } from '../sandboxes/runtime/driver.js';
 import { rt } from '../sandboxes/views.js';
 import { isUniqueViolation } from '../../store/unique.js';
+import type { VolumeBackups } from './backups.js';
 import type { SnapshotRow, VolumeRow, VolumesRepo } from './repo.js';
 
 const GB = 1024 ** 3;
@@ -18,6 +22,7 @@ export interface CreateVolumeInput {
   sizeGB?: number;
   fromVolumeId?: string;
   fromSnapshotId?: string;
+  fromBackupId?: string;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -27,6 +32,7 @@ export class VolumesService implements VolumeBinder {
     private readonly repo: VolumesRepo,
     private readonly store: VolumeStore | null,
     private readonly nodes: NodeRegistry,
+    readonly backups: VolumeBackups,
   ) {}
 
   private bytes(): VolumeStore {
@@ -35,18 +41,74 @@ export class VolumesService implements VolumeBinder {
   }
 
   private async view(r: VolumeRow, usedBytes?: number) {
-    const mounts = await this.repo.mountsOfVolume(r.id);
+    const [mounts, lost, last] = await Promise.all([
+      this.repo.mountsOfVolume(r.id),
+      this.nodes.lostReason(r.nodeId),
+      this.backups.last(r.ownerId, r.id),
+    ]);
     return {
       id: r.id,
       name: r.name,
+      status: lost ? ('lost' as const) : r.status,
+      error: lost ? this.lostMessage(r, lost, last?.id) : r.error,
       sizeGB: r.sizeBytes / GB,
       sizeBytes: r.sizeBytes,
-      usedBytes: usedBytes ?? null,
+      usedBytes: lost ? null : (usedBytes ?? null),
       nodeId: r.nodeId,
       sourceId: r.sourceId,
+      lastBackupId: last?.id ?? null,
       mounts: mounts.map((m) => ({ sandboxId: m.sandboxId, path: m.path, readOnly: m.readOnly })),
       createdAt: iso(r.createdAt),
     };
+  }
+
+  private lostMessage(r: VolumeRow, reason: string, lastBackupId: string | undefined): string {
+    const way = lastBackupId
+      ? `its last backup ${lastBackupId} restores onto another node: POST /volumes {"name": "...", "fromBackupId": "${lastBackupId}"}`
+      : 'it has no backup';
+    return `volume ${r.id} is lost (${reason}): ${way}`;
+  }
+
+  /** 409 VolumeLost when its node is down; 409 VolumeNotReady while restoring or after a failed restore. */
+  private async usable(r: VolumeRow): Promise<void> {
+    const lost = await this.nodes.lostReason(r.nodeId);
+    if (lost) {
+      const last = await this.backups.last(r.ownerId, r.id);
+      throw errors.conflict(this.lostMessage(r, lost, last?.id), 'VolumeLost', {
+        volumeId: r.id,
+        lastBackupId: last?.id ?? null,
+      });
+    }
+    if (r.status !== 'ready')
+      throw errors.conflict(
+        r.status === 'restoring'
+          ? `volume ${r.id} is being restored from its backup: retry once GET /volumes/${r.id} says ready`
+          : `volume ${r.id} could not be restored (${r.error}): delete it`,
+        'VolumeNotReady',
+        { volumeId: r.id, status: r.status },
+      );
+  }
+
+  /**
+   * 402 when the account would pass its plan's volumes or their total size: a new volume of `addBytes`
+   * (`newVolume`), or a volume growing from `fromBytes` to `addBytes`.
+   */
+  private async allow(p: Principal, addBytes: number, newVolume: boolean, fromBytes = 0): Promise<void> {
+    const plan = PLANS[p.plan];
+    const t = await this.repo.totals(p.ownerId);
+    if (newVolume && t.count >= plan.volumes)
+      throw errors.paymentRequired(
+        `your ${plan.title} plan allows ${plan.volumes} volumes and you have ${t.count}: delete one or change plan`,
+        'VolumeLimitReached',
+        { limit: plan.volumes, current: t.count },
+      );
+    const after = t.bytes - fromBytes + addBytes;
+    if (after > plan.volumeGB * GB)
+      throw errors.paymentRequired(
+        `your ${plan.title} plan allows ${plan.volumeGB} GiB of volumes in all; ${t.bytes / GB} GiB are taken and this would make ${after / GB} GiB`,
+        'VolumeSpaceExceeded',
+        { limitGB: plan.volumeGB, usedGB: t.bytes / GB, requestedGB: (addBytes - fromBytes) / GB },
+      );
   }
 
   private snapView(s: SnapshotRow) {
@@ -59,16 +121,18 @@ export class VolumesService implements VolumeBinder {
     };
   }
 
-  /** The caller's volume, on this node (another node's request is relayed there). */
+  /** The caller's volume, usable and on this node (another node's request is relayed there). */
   private async own(p: Principal, id: string): Promise<VolumeRow> {
     const row = await this.repo.get(p.ownerId, id);
     if (!row) throw errors.notFound('volume');
+    await this.usable(row);
     await this.nodes.assertHere(row.nodeId, 'volume');
     return row;
   }
 
   async create(p: Principal, input: CreateVolumeInput) {
     const store = this.bytes();
+    if (input.fromBackupId !== undefined) return this.restore(p, input, input.fromBackupId);
     let from: { volume: string } | { snapshot: string } | undefined;
     let sourceBytes = 0;
     let sourceUsed = 0;
@@ -89,6 +153,7 @@ export class VolumesService implements VolumeBinder {
       throw errors.badRequest('sizeGB is required for an empty volume', [
         { path: ['sizeGB'], message: 'required' },
       ]);
+    await this.allow(p, sizeBytes, true);
     const row: VolumeRow = {
       id: newId('vol'),
       ownerId: p.ownerId,
@@ -96,6 +161,8 @@ export class VolumesService implements VolumeBinder {
       sizeBytes,
       nodeId: this.nodes.id,
       sourceId: input.fromVolumeId ?? input.fromSnapshotId ?? null,
+      status: 'ready',
+      error: null,
       createdAt: Date.now(),
     };
     if (from) {
@@ -113,6 +180,28 @@ export class VolumesService implements VolumeBinder {
     return this.view(row, from ? undefined : 0);
   }
 
+  /** A new volume on this node, `restoring` until the backup's job has filled it (then `ready` or `failed`). */
+  private async restore(p: Principal, input: CreateVolumeInput, backupId: string) {
+    const b = await this.backups.restorable(p, backupId);
+    const sizeBytes = input.sizeGB !== undefined ? input.sizeGB * GB : b.volume_size_bytes;
+    if (b.used_bytes > sizeBytes) throw this.tooSmall(b.used_bytes, sizeBytes);
+    await this.allow(p, sizeBytes, true);
+    const row: VolumeRow = {
+      id: newId('vol'),
+      ownerId: p.ownerId,
+      name: input.name,
+      sizeBytes,
+      nodeId: this.nodes.id,
+      sourceId: b.id,
+      status: 'restoring',
+      error: null,
+      createdAt: Date.now(),
+    };
+    await this.repo.insert(row);
+    await this.backups.queueRestore(row, b);
+    return this.view(row);
+  }
+
   private tooSmall(used: number, asked: number) {
     return errors.badRequest(
       `the volume holds ${used} bytes, more than ${asked}: delete files first or ask for more`,
@@ -126,8 +215,12 @@ export class VolumesService implements VolumeBinder {
     return { items: await Promise.all(rows.map((r) => this.view(r))) };
   }
 
+  /** Any state: a lost, restoring or failed volume is shown with its status and why. */
   async get(p: Principal, id: string) {
-    const row = await this.own(p, id);
+    const row = await this.repo.get(p.ownerId, id);
+    if (!row) throw errors.notFound('volume');
+    if (row.status !== 'ready' || (await this.nodes.lostReason(row.nodeId))) return this.view(row);
+    await this.nodes.assertHere(row.nodeId, 'volume');
     return this.view(row, await rt(this.bytes().usedBytes(row.id)));
   }
 
@@ -137,13 +230,22 @@ export class VolumesService implements VolumeBinder {
     const used = await rt(store.usedBytes(row.id));
     const sizeBytes = sizeGB * GB;
     if (sizeBytes < used) throw this.tooSmall(used, sizeBytes);
+    if (sizeBytes > row.sizeBytes) await this.allow(p, sizeBytes, false, row.sizeBytes);
     await rt(store.resize(row.id, sizeBytes));
     await this.repo.resize(row.id, sizeBytes);
     return this.view({ ...row, sizeBytes }, used);
   }
 
+  /** A lost volume's rows go (its bytes stay on its dead node); a failed restore's too. */
   async delete(p: Principal, id: string): Promise<void> {
-    const row = await this.own(p, id);
+    const row = await this.repo.get(p.ownerId, id);
+    if (!row) throw errors.notFound('volume');
+    if (await this.nodes.lostReason(row.nodeId)) {
+      await this.repo.deleteWithMounts(row.id);
+      return;
+    }
+    if (row.status === 'restoring') await this.usable(row);
+    await this.nodes.assertHere(row.nodeId, 'volume');
     if (!(await this.repo.deleteUnmounted(row.id))) {
       const sandboxes = (await this.repo.mountsOfVolume(row.id)).map((m) => m.sandboxId);
       throw errors.conflict('the volume is mounted: delete those sandboxes first', 'VolumeInUse', {
@@ -177,6 +279,20 @@ export class VolumesService implements VolumeBinder {
     return this.snapView(s);
   }
 
+  /** Starts a backup on the volume's node (`running`: poll GET /volume-backups/{id}). */
+  async backup(p: Principal, id: string) {
+    const row = await this.own(p, id);
+    this.bytes();
+    return this.backups.start(row);
+  }
+
+  /** Its backups, also once the volume is lost or deleted (404 when the caller has neither). */
+  async backupsOf(p: Principal, id: string) {
+    const list = await this.backups.list(p, id);
+    if (!list.items.length && !(await this.repo.get(p.ownerId, id))) throw errors.notFound('volume');
+    return list;
+  }
+
   async snapshots(p: Principal, id: string) {
     const row = await this.repo.get(p.ownerId, id);
     if (!row) throw errors.notFound('volume');
@@ -205,6 +321,7 @@ export class VolumesService implements VolumeBinder {
       seen.add(m.volumeId);
       const row = await this.repo.get(ownerId, m.volumeId);
       if (!row) throw errors.notFound('volume');
+      await this.usable(row);
       nodes.add(row.nodeId);
     }
     if (nodes.size > 1)

@@ -2034,7 +2034,29 @@ class AsyncVolumesResource:
     def __init__(self, client: AsyncCaller) -> None:
         self._client = client
 
-    async def create(self, *, name: str, sizeGB: int = OMIT, fromVolumeId: str = OMIT, fromSnapshotId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Volume:
+    async def backup(self, volume_id: str, *, request_options: Optional[RequestOptions] = None) -> VolumeBackup:
+        """Back a volume up to the blob store (asynchronous: poll the backup until completed)
+
+        Snapshots the volume (a consistent copy while sandboxes write to it), then streams a zstd-compressed tar of the snapshot to the blob store with its SHA-256, in a job on the volume's node. Answers 201 with the backup `running`; GET /volume-backups/{backupId} says when it is completed. The newest 7 completed backups of a volume are kept. Restore with `POST /volumes {name, fromBackupId}`, on any node.
+
+        Args:
+            volume_id: Volume id
+
+        Operation `volumes.backup`: POST /api/v2/volumes/{volumeId}/backups.
+        """
+        return cast("VolumeBackup", await self._client._call("volumes.backup", {"volumeId": volume_id}, None, OMIT, request_options))
+
+    async def backups(self, volume_id: str, *, request_options: Optional[RequestOptions] = None) -> VolumesBackupsResponse:
+        """List a volume's backups, newest first (also once it is lost or deleted)
+
+        Args:
+            volume_id: Volume id
+
+        Operation `volumes.backups`: GET /api/v2/volumes/{volumeId}/backups.
+        """
+        return cast("VolumesBackupsResponse", await self._client._call("volumes.backups", {"volumeId": volume_id}, None, OMIT, request_options))
+
+    async def create(self, *, name: str, sizeGB: int = OMIT, fromVolumeId: str = OMIT, fromSnapshotId: str = OMIT, fromBackupId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Volume:
         """Create a volume: empty, or a copy-on-write copy of a volume or a snapshot
 
         A directory limited to sizeGB on this node's sandbox store that outlives sandboxes and restarts of nube. Mount it with `POST /sandboxes {volumes: [{volumeId, path, readOnly?}]}`. With fromVolumeId or fromSnapshotId the new volume shares blocks with its source (copy-on-write; milliseconds whatever the size); sizeGB defaults to the source's.
@@ -2043,13 +2065,16 @@ class AsyncVolumesResource:
             sizeGB: Limit in GiB (1-4096); required for an empty volume
             fromVolumeId: Copy this volume (it may be mounted)
             fromSnapshotId: Copy this volume snapshot
+            fromBackupId: Restore this completed backup into a new volume on this node (any node, also when its volume is lost): the volume is `restoring` until every byte is back and checked, then `ready`
 
         Operation `volumes.create`: POST /api/v2/volumes.
         """
-        return cast("Volume", await self._client._call("volumes.create", None, None, {"name": name, "sizeGB": sizeGB, "fromVolumeId": fromVolumeId, "fromSnapshotId": fromSnapshotId}, request_options))
+        return cast("Volume", await self._client._call("volumes.create", None, None, {"name": name, "sizeGB": sizeGB, "fromVolumeId": fromVolumeId, "fromSnapshotId": fromSnapshotId, "fromBackupId": fromBackupId}, request_options))
 
     async def delete(self, volume_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)
+
+        A lost volume's record goes at once (its files stay on its dead node); its backups stay.
 
         Args:
             volume_id: Volume id
@@ -2057,6 +2082,16 @@ class AsyncVolumesResource:
         Operation `volumes.delete`: DELETE /api/v2/volumes/{volumeId}.
         """
         return cast("Ok", await self._client._call("volumes.delete", {"volumeId": volume_id}, None, OMIT, request_options))
+
+    async def delete_backup(self, backup_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
+        """Delete a volume backup and its bytes in the blob store
+
+        Args:
+            backup_id: Volume backup id
+
+        Operation `volumes.deleteBackup`: DELETE /api/v2/volume-backups/{backupId}.
+        """
+        return cast("Ok", await self._client._call("volumes.deleteBackup", {"backupId": backup_id}, None, OMIT, request_options))
 
     async def delete_snapshot(self, snapshot_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a volume snapshot (volumes copied from it keep their files)
@@ -2077,6 +2112,16 @@ class AsyncVolumesResource:
         Operation `volumes.get`: GET /api/v2/volumes/{volumeId}.
         """
         return cast("Volume", await self._client._call("volumes.get", {"volumeId": volume_id}, None, OMIT, request_options))
+
+    async def get_backup(self, backup_id: str, *, request_options: Optional[RequestOptions] = None) -> VolumeBackup:
+        """Get a volume backup (its status while it is taken)
+
+        Args:
+            backup_id: Volume backup id
+
+        Operation `volumes.getBackup`: GET /api/v2/volume-backups/{backupId}.
+        """
+        return cast("VolumeBackup", await self._client._call("volumes.getBackup", {"backupId": backup_id}, None, OMIT, request_options))
 
     async def list(self, *, request_options: Optional[RequestOptions] = None) -> VolumesListResponse:
         """List volumes

@@ -1069,6 +1069,10 @@ class Volume(TypedDict):
     id: str
     """Volume id (`volumeId` in paths and in a sandbox's `volumes`)"""
     name: str
+    status: Literal["ready", "restoring", "failed", "lost"]
+    """ready; restoring: being filled from a backup (fromBackupId); failed: that restore did not complete (error says why; delete it); lost: the node holding it is down: mounts and changes answer 409 VolumeLost, and its last backup (lastBackupId) restores onto another node"""
+    error: Optional[str]
+    """Why it is failed or lost, and what restores it"""
     sizeGB: float
     """Its limit in GiB: a write past it fails inside the sandbox (EDQUOT or ENOSPC)"""
     sizeBytes: int
@@ -1077,11 +1081,39 @@ class Volume(TypedDict):
     nodeId: Optional[str]
     """The node whose store holds it: sandboxes that mount it are placed there"""
     sourceId: Optional[str]
-    """The volume or snapshot it was copied from, or null"""
+    """The volume, snapshot or backup it was copied from, or null"""
+    lastBackupId: Optional[str]
+    """Its newest completed backup, or null"""
     mounts: List[VolumeMountsItem]
     """Sandboxes that mount it now"""
     createdAt: str
     """ISO 8601 UTC timestamp"""
+
+
+class VolumeBackup(TypedDict):
+    """A consistent copy of a volume's files in the blob store (taken from a snapshot)"""
+    id: str
+    """Backup id (`fromBackupId` of a new volume)"""
+    volumeId: str
+    """The volume it copies (it may be deleted or lost since)"""
+    volumeName: str
+    status: Literal["running", "completed", "failed"]
+    """running while it is taken; only a completed backup restores"""
+    error: Optional[str]
+    """Why it failed"""
+    sizeBytes: int
+    """Bytes in the blob store (a zstd-compressed tar)"""
+    usedBytes: int
+    """Bytes the volume held (a restore needs a limit at least this)"""
+    volumeSizeBytes: int
+    """The volume's limit then: a restore's default size"""
+    sha256: Optional[str]
+    """SHA-256 of the stored bytes, checked on every restore"""
+    nodeId: Optional[str]
+    """The node that took it; a restore goes to any node"""
+    createdAt: str
+    """ISO 8601 UTC timestamp"""
+    completedAt: Optional[str]
 
 
 class VolumeSnapshot(TypedDict):
@@ -1365,6 +1397,20 @@ class AccountUsageResponseSimultaneousAgents(TypedDict):
     remaining: Optional[float]
 
 
+class AccountUsageResponseVolumes(TypedDict):
+    """The `volumes` of AccountUsageResponse."""
+    used: float
+    limit: Optional[float]
+    remaining: Optional[float]
+
+
+class AccountUsageResponseVolumeGB(TypedDict):
+    """The sum of the volumes' limits in GiB"""
+    used: float
+    limit: Optional[float]
+    remaining: Optional[float]
+
+
 class AccountUsageResponse(TypedDict):
     """What `account.usage` answers."""
     plan: Literal["byte", "mega", "tera"]
@@ -1376,6 +1422,9 @@ class AccountUsageResponse(TypedDict):
     databases: AccountUsageResponseDatabases
     boxes: AccountUsageResponseBoxes
     simultaneousAgents: AccountUsageResponseSimultaneousAgents
+    volumes: AccountUsageResponseVolumes
+    volumeGB: AccountUsageResponseVolumeGB
+    """The sum of the volumes' limits in GiB"""
     sessionSeconds: float
     trashRetentionDays: float
 
@@ -2255,6 +2304,11 @@ class TemplatesRebuildBodyBuildNetwork(TypedDict, total=False):
     """Destinations allowed even when `denyOut` or `internet: false` deny them (private ranges stay closed, as for sandboxes' network-policy)"""
     denyOut: List[str]
     """Destinations denied"""
+
+
+class VolumesBackupsResponse(TypedDict):
+    """What `volumes.backups` answers."""
+    items: List[VolumeBackup]
 
 
 class VolumesListResponse(TypedDict):

@@ -2,6 +2,8 @@
 // gVisor, Firecracker or Kubernetes later). It knows nothing of HTTP, owners or the metadata DB: ids are
 // chosen by the caller, and a driver keeps whatever it needs to re-adopt sandboxes in its own state.
 
+import type { Readable } from 'node:stream';
+
 /** Writes an imported template's root filesystem into `rootfs` (an empty dir), owners shifted by `uidBase`. */
 export type FillRootfs = (
   rootfs: string,
@@ -65,6 +67,19 @@ export interface VolumeStore {
   removeSnapshot(snapshotId: string): Promise<void>;
   /** The host directory a mount's `source` names. */
   path(id: string): Promise<string>;
+  /**
+   * A snapshot's files as a zstd-compressed tar (numeric owners, as on the store): `stream` is read by
+   * the caller, `done` settles when tar exits (rejects when it failed: the stream is then incomplete).
+   */
+  archive(snapshotId: string): Promise<{ stream: Readable; done: Promise<void> }>;
+  /**
+   * A new volume of at most `bytes` holding what `archive` (an archive()'s stream) holds; owners
+   * written under a store whose uid base was `uidBase` are shifted onto this one's. On failure nothing
+   * is left.
+   */
+  restore(id: string, bytes: number, archive: Readable, uidBase: number): Promise<void>;
+  /** uid 0 inside a sandbox is this uid on the host: owners in an archive are relative to it. */
+  readonly uidBase: number;
 }
 
 /** What makes a running sandbox started ahead (a warm pool's) the caller's, applied at hand-out. */

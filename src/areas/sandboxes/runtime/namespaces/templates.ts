@@ -134,7 +134,7 @@ async function withLock<T>(lock: string, fn: () => Promise<T>, onWait?: Progress
  * Shift every owner by uidBase so that root inside the sandbox's user namespace (uid 0 -> uidBase)
  * owns the system files. chown clears setuid/setgid bits, so the mode is put back afterwards.
  */
-async function shiftOwnership(root: string, uidBase: number): Promise<number> {
+export async function shiftOwnership(root: string, uidBase: number): Promise<number> {
   let count = 0;
   const walk = async (path: string): Promise<void> => {
     const st = await lstat(path);

@@ -2,13 +2,34 @@
 // dir (store-quota.ts) but outliving every sandbox: a btrfs subvolume with a qgroup limit, or a
 // directory with an XFS project quota. Copies share blocks with their source: a btrfs snapshot (a
 // metadata operation whatever the size), or a reflinked copy on XFS. Snapshots are read-only copies.
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, lstat, mkdir, readdir, rm } from 'node:fs/promises';
+import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { SandboxRuntimeError, type VolumeStore } from '../driver.js';
 import { run } from './proc.js';
 import type { Spawner } from './spawner.js';
 import type { StoreStatus } from './store.js';
+import { shiftOwnership } from './templates.js';
+
+/** zstd on all cores at its default level: faster than gzip at a better ratio (backups, issue 33). */
+const ZSTD = 'zstd -T0 -3';
+
+/** Settles when `tar` exits: rejects with the end of what it said unless it succeeded. */
+function tarExit(child: ReturnType<typeof spawn>): Promise<void> {
+  let said = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    said = (said + c.toString('utf8')).slice(-2000);
+  });
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`tar failed (${code}): ${said.trim().slice(-500)}`)),
+    );
+  });
+}
 
 const ID_RE = /^[a-z0-9][a-z0-9_-]{0,80}$/i;
 
@@ -42,7 +63,7 @@ async function dataBytes(dir: string): Promise<number> {
 export class StoreVolumes implements VolumeStore {
   constructor(
     private readonly open: () => Promise<{ store: StoreStatus; spawner: Spawner }>,
-    private readonly uidBase: number,
+    readonly uidBase: number,
   ) {}
 
   private async where(): Promise<{ store: StoreStatus; spawner: Spawner; dir: string; snaps: string }> {
@@ -136,6 +157,43 @@ export class StoreVolumes implements VolumeStore {
     }
     await mkdir(dst);
     await run('cp', ['-a', '--reflink=always', `${src}/.`, `${dst}/`]);
+  }
+
+  async archive(snapshotId: string): Promise<{ stream: Readable; done: Promise<void> }> {
+    this.check(snapshotId);
+    const dir = `${(await this.where()).snaps}/${snapshotId}`;
+    if (!existsSync(dir)) throw new SandboxRuntimeError('NotFound', `volume snapshot ${snapshotId} not found`);
+    // Numeric owners as stored (uidBase-shifted): restore() shifts them onto its own store's base.
+    const child = spawn('tar', ['-C', dir, '--numeric-owner', '--sparse', '-I', ZSTD, '-cf', '-', '.'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const done = tarExit(child);
+    done.catch(() => {});
+    // Piped at once: Node resumes (and so discards) a child's unread stdout when the child exits, and a
+    // small volume's tar exits before the caller starts reading. The pipe keeps backpressure.
+    const stream = new PassThrough();
+    child.stdout!.pipe(stream);
+    // A reader that gives up (destroys it) must not leave tar blocked on a full pipe.
+    stream.on('close', () => child.stdout!.destroy());
+    return { stream, done };
+  }
+
+  async restore(id: string, bytes: number, archive: Readable, uidBase: number): Promise<void> {
+    await this.create(id, bytes);
+    const dir = await this.path(id);
+    try {
+      // Into the volume's own quota: an archive larger than its limit fails here (EDQUOT), not later.
+      const child = spawn('tar', ['-C', dir, '--numeric-owner', '--same-owner', '-p', '-I', ZSTD, '-xf', '-'], {
+        stdio: ['pipe', 'ignore', 'pipe'],
+      });
+      const [fed, exited] = await Promise.allSettled([pipeline(archive, child.stdin!), tarExit(child)]);
+      if (exited.status === 'rejected') throw exited.reason;
+      if (fed.status === 'rejected') throw fed.reason;
+      if (uidBase !== this.uidBase) await shiftOwnership(dir, this.uidBase - uidBase);
+    } catch (e) {
+      await this.remove(id).catch(() => {});
+      throw e;
+    }
   }
 
   async removeSnapshot(snapshotId: string): Promise<void> {

@@ -1,0 +1,186 @@
+// Issue 33 item 2: E2B's Volume API through the real `e2b` SDK, over nube's volumes. A file written
+// through one sandbox is read by the next; the volume is nube's (same store, same owner); deleting a
+// mounted volume is refused until its sandbox is gone; bad names and mounts are E2B's 400s; another
+// account's volume is not found; the volume content API answers 501 to a valid token.
+import { AuthenticationError, Sandbox, SandboxError, Volume, VolumeError, VolumeNotFoundError } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type SandboxNube, TEMPLATE_WAIT_MS, stopSandboxNube } from '../sandboxes/helpers.js';
+import { startE2bNube } from './e2b-helpers.js';
+
+let t: SandboxNube;
+
+/** The status an SDK error carries in its message (`400: ...`). */
+const status = async (p: Promise<unknown>) => {
+  const e = (await p.then(
+    () => null,
+    (x: unknown) => x,
+  )) as Error | null;
+  expect(e, 'expected a rejection').not.toBeNull();
+  return { error: e!, code: Number(/^(\d{3}):/.exec(e!.message)?.[1]) };
+};
+
+describe('e2b SDK: volumes', () => {
+  beforeAll(async () => {
+    t = await startE2bNube('e2b-volumes', ['base'], { NUBE_SANDBOX_CREATE_PER_MINUTE: '1000' });
+    process.env.E2B_VOLUME_API_URL = `${t.baseUrl}/e2b`;
+  }, TEMPLATE_WAIT_MS);
+
+  afterAll(async () => {
+    if (!t) return;
+    for (const s of (await t.call('GET', '/sandboxes')).body?.sandboxes ?? [])
+      await t.call('DELETE', `/sandboxes/${s.id}`);
+    for (const v of (await t.call('GET', '/volumes')).body?.items ?? [])
+      await t.call('DELETE', `/volumes/${v.id}`);
+    delete process.env.E2B_VOLUME_API_URL;
+    await stopSandboxNube(t);
+  }, 120_000);
+
+  it('a file written through one sandbox is read by the next; delete waits for the sandbox to go', async () => {
+    const vol = await Volume.create('work');
+    expect(vol.volumeId).toMatch(/^vol_/);
+    expect(vol.name).toBe('work');
+    expect(vol.token.length).toBeGreaterThan(20);
+    // It is a nube volume: the plan's sandbox disk is its limit (the test owner's Tera: 50 GiB).
+    const own = await t.call('GET', `/volumes/${vol.volumeId}`);
+    expect(own.body).toMatchObject({ name: 'work', sizeGB: 50, usedBytes: 0 });
+    expect(await Volume.list()).toEqual([{ volumeId: vol.volumeId, name: 'work' }]);
+    expect(await Volume.getInfo(vol.volumeId)).toEqual({
+      volumeId: vol.volumeId,
+      name: 'work',
+      token: vol.token,
+      domain: undefined,
+    });
+    expect((await Volume.connect(vol.volumeId)).name).toBe('work');
+
+    const a = await Sandbox.create('base', { volumeMounts: { '/data': vol }, timeoutMs: 120_000 });
+    await a.files.write('/data/notes/hello.txt', 'written by the first sandbox\n');
+    expect(
+      (await a.commands.run('echo more >> /data/notes/hello.txt && df -k /data | tail -1')).exitCode,
+    ).toBe(0);
+    expect((await a.getInfo()).volumeMounts).toEqual([{ name: 'work', path: '/data' }]);
+    const listed = await Sandbox.list().nextItems();
+    expect(listed.find((s) => s.sandboxId === a.sandboxId)?.volumeMounts).toEqual([
+      { name: 'work', path: '/data' },
+    ]);
+    // nube's own API shows the same mount.
+    expect((await t.call('GET', `/volumes/${vol.volumeId}`)).body.mounts).toEqual([
+      { sandboxId: a.sandboxId.replace('-', '_'), path: '/data', readOnly: false },
+    ]);
+
+    // Mounted: deleting is refused (nube's 409 VolumeInUse), and a second writer too (409 VolumeBusy).
+    const del = await status(Volume.destroy(vol.volumeId));
+    expect(del.error).toBeInstanceOf(VolumeError);
+    expect(del.code).toBe(409);
+    const busy = await status(Sandbox.create('base', { volumeMounts: { '/data': 'work' } }));
+    expect(busy.error).toBeInstanceOf(SandboxError);
+    expect(busy.code).toBe(409);
+
+    expect(await a.kill()).toBe(true);
+    const b = await Sandbox.create('base', {
+      volumeMounts: { '/home/user/work': 'work' },
+      timeoutMs: 120_000,
+    });
+    expect(await b.files.read('/home/user/work/notes/hello.txt')).toBe(
+      'written by the first sandbox\nmore\n',
+    );
+    expect((await b.commands.run('cat /home/user/work/notes/hello.txt')).stdout).toBe(
+      'written by the first sandbox\nmore\n',
+    );
+    expect((await Sandbox.getInfo(b.sandboxId)).volumeMounts).toEqual([
+      { name: 'work', path: '/home/user/work' },
+    ]);
+    // Paused and resumed through connect, it has its volume back, and the volume stays held meanwhile.
+    expect(await b.pause()).toBe(true);
+    expect((await status(Volume.destroy(vol.volumeId))).code).toBe(409);
+    const back = await Sandbox.connect(b.sandboxId);
+    await back.files.write('/home/user/work/after-resume.txt', 'yes');
+    expect((await back.commands.run('ls /home/user/work')).stdout).toBe('after-resume.txt\nnotes\n');
+    await back.kill();
+
+    expect(await Volume.destroy(vol.volumeId)).toBe(true);
+    await expect(Volume.getInfo(vol.volumeId)).rejects.toBeInstanceOf(VolumeNotFoundError);
+    expect(await Volume.destroy(vol.volumeId)).toBe(false);
+    expect(await Volume.list()).toEqual([]);
+  }, 300_000);
+
+  it('bad names and mounts are 400s; a sandbox without volumes shows none', async () => {
+    for (const name of ['has space', 'dot.ted', 'x'.repeat(129), '']) {
+      const r = await status(Volume.create(name));
+      expect(r.error, name).toBeInstanceOf(VolumeError);
+      expect(r.code, name).toBe(400);
+    }
+    const vol = await Volume.create('data_1');
+    const dup = await status(Volume.create('data_1'));
+    expect(dup.code).toBe(400);
+    expect(dup.error.message).toContain("Volume with name 'data_1' already exists");
+
+    const bad: [Record<string, string>, RegExp][] = [
+      [{ '/data': 'nope' }, /volume 'nope' not found/],
+      [{ data: 'data_1' }, /absolute path/],
+      [{ '/proc/x': 'data_1' }, /\/proc/],
+      [{ '/a/../b': 'data_1' }, /no \. or \.\./],
+      [{ '/a': 'data_1', '/a/b': 'data_1' }, /overlaps the mount at \/a|mounted once/],
+    ];
+    for (const [mounts, why] of bad) {
+      const r = await status(Sandbox.create('base', { volumeMounts: mounts }));
+      expect(r.code, JSON.stringify(mounts)).toBe(400);
+      expect(r.error.message, JSON.stringify(mounts)).toMatch(why);
+    }
+    // None of the refused creates left a sandbox or a mount behind.
+    expect((await t.call('GET', `/volumes/${vol.volumeId}`)).body.mounts).toEqual([]);
+    const plain = await Sandbox.create('base');
+    expect((await plain.getInfo()).volumeMounts).toEqual([]);
+    await plain.kill();
+    expect(await Volume.destroy(vol.volumeId)).toBe(true);
+  }, 120_000);
+
+  it("another account's volume is not found", async () => {
+    const vol = await Volume.create('mine');
+    const acct = await t.nube.services.account.createAccount({ name: 'neighbour', plan: 'byte' });
+    const apiKey = acct.secret;
+    await expect(Volume.getInfo(vol.volumeId, { apiKey })).rejects.toBeInstanceOf(VolumeNotFoundError);
+    await expect(Volume.connect(vol.volumeId, { apiKey })).rejects.toBeInstanceOf(VolumeNotFoundError);
+    expect(await Volume.destroy(vol.volumeId, { apiKey })).toBe(false);
+    expect(await Volume.list({ apiKey })).toEqual([]);
+    const mount = await status(Sandbox.create('base', { apiKey, volumeMounts: { '/data': 'mine' } }));
+    expect(mount.code).toBe(400);
+    expect(mount.error.message).toContain("volume 'mine' not found");
+    // The same name is free in another account.
+    const theirs = await Volume.create('mine', { apiKey });
+    expect(theirs.volumeId).not.toBe(vol.volumeId);
+    // Byte's sandbox disk, 2 GiB, is its limit.
+    const seen = await t.call('GET', `/volumes/${theirs.volumeId}`, undefined, {
+      authorization: `Bearer ${apiKey}`,
+    });
+    expect(seen.body).toMatchObject({ name: 'mine', sizeGB: 2 });
+    expect(await Volume.destroy(theirs.volumeId, { apiKey })).toBe(true);
+    expect((await Volume.getInfo(vol.volumeId)).name).toBe('mine');
+    expect(await Volume.destroy(vol.volumeId)).toBe(true);
+  });
+
+  it('the volume content API is not served: 501 to a valid token, 401 to a forged one', async () => {
+    const vol = await Volume.create('content');
+    for (const op of [
+      () => vol.readFile('/a.txt'),
+      () => vol.writeFile('/a.txt', 'x'),
+      () => vol.list('/'),
+      () => vol.makeDir('/d'),
+      () => vol.getInfo('/a.txt'),
+      () => vol.remove('/a.txt'),
+      () => vol.updateMetadata('/a.txt', { mode: 0o644 }),
+    ]) {
+      const r = await status(op());
+      expect(r.error).toBeInstanceOf(VolumeError);
+      expect(r.code).toBe(501);
+    }
+    const forged = new Volume(vol.volumeId, vol.name, `${vol.token.slice(0, -4)}0000`);
+    await expect(forged.readFile('/a.txt')).rejects.toBeInstanceOf(AuthenticationError);
+    // A token opens its own volume only.
+    const other = await Volume.create('content-2');
+    await expect(new Volume(other.volumeId, other.name, vol.token).readFile('/a.txt')).rejects.toBeInstanceOf(
+      AuthenticationError,
+    );
+    expect(await Volume.destroy(vol.volumeId)).toBe(true);
+    expect(await Volume.destroy(other.volumeId)).toBe(true);
+  });
+});

@@ -1,8 +1,17 @@
 // Issue 33 item 2: E2B's Volume API through the real `e2b` SDK, over nube's volumes. A file written
 // through one sandbox is read by the next; the volume is nube's (same store, same owner); deleting a
 // mounted volume is refused until its sandbox is gone; bad names and mounts are E2B's 400s; another
-// account's volume is not found; the volume content API answers 501 to a valid token.
-import { AuthenticationError, Sandbox, SandboxError, Volume, VolumeError, VolumeNotFoundError } from 'e2b';
+// account's volume is not found; the volume content API (the Volume's file methods) reads and writes
+// the volume's files without ever following a symlink a sandbox put there.
+import {
+  AuthenticationError,
+  Sandbox,
+  SandboxError,
+  Volume,
+  VolumeError,
+  VolumeNotFoundError,
+  VolumePathNotFoundError,
+} from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SandboxNube, TEMPLATE_WAIT_MS, stopSandboxNube } from '../sandboxes/helpers.js';
 import { startE2bNube } from './e2b-helpers.js';
@@ -158,29 +167,97 @@ describe('e2b SDK: volumes', () => {
     expect(await Volume.destroy(vol.volumeId)).toBe(true);
   });
 
-  it('the volume content API is not served: 501 to a valid token, 401 to a forged one', async () => {
+  it("the volume content API reads and writes the volume's files, never following a symlink out of it", async () => {
     const vol = await Volume.create('content');
-    for (const op of [
-      () => vol.readFile('/a.txt'),
-      () => vol.writeFile('/a.txt', 'x'),
-      () => vol.list('/'),
-      () => vol.makeDir('/d'),
-      () => vol.getInfo('/a.txt'),
-      () => vol.remove('/a.txt'),
-      () => vol.updateMetadata('/a.txt', { mode: 0o644 }),
-    ]) {
-      const r = await status(op());
-      expect(r.error).toBeInstanceOf(VolumeError);
-      expect(r.code).toBe(501);
+    const hello = await vol.writeFile('/a.txt', 'hello');
+    expect(hello).toMatchObject({
+      name: 'a.txt',
+      path: '/a.txt',
+      type: 'file',
+      size: 5,
+      uid: 1000,
+      gid: 1000,
+      mode: 0o644,
+    });
+    expect(hello.mtime).toBeInstanceOf(Date);
+    expect(await vol.makeDir('/d/e', { force: true })).toMatchObject({
+      path: '/d/e',
+      type: 'directory',
+      uid: 1000,
+    });
+    await expect(vol.makeDir('/x/y')).rejects.toBeInstanceOf(VolumePathNotFoundError);
+    expect((await status(vol.makeDir('/d'))).code).toBe(409);
+    const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+    await vol.writeFile('/d/e/b.bin', bytes.buffer, { uid: 0, gid: 0, mode: 0o600 });
+    expect(await vol.readFile('/d/e/b.bin', { format: 'bytes' })).toEqual(bytes);
+    expect(await vol.readFile('/a.txt')).toBe('hello');
+    expect((await vol.list('/')).map((e) => [e.path, e.type])).toEqual([
+      ['/a.txt', 'file'],
+      ['/d', 'directory'],
+    ]);
+    expect((await vol.list('/', { depth: 3 })).map((e) => e.path)).toEqual([
+      '/a.txt',
+      '/d',
+      '/d/e',
+      '/d/e/b.bin',
+    ]);
+    expect(await vol.getInfo('/d/e/b.bin')).toMatchObject({ size: 5, uid: 0, gid: 0, mode: 0o600 });
+    expect(await vol.exists('/nope')).toBe(false);
+    expect(await vol.exists('/d/e')).toBe(true);
+    expect(await vol.updateMetadata('/a.txt', { mode: 0o640, uid: 1001 })).toMatchObject({
+      mode: 0o640,
+      uid: 1001,
+      gid: 1000,
+    });
+    // Writing replaces a file unless force is false.
+    await vol.writeFile('/a.txt', 'hello again');
+    expect((await status(vol.writeFile('/a.txt', 'no', { force: false }))).code).toBe(409);
+    expect(await vol.readFile('/a.txt')).toBe('hello again');
+    for (const bad of ['a.txt', '/d/../a.txt', '/./a.txt']) {
+      const r = await status(vol.readFile(bad));
+      expect(r.error, bad).toBeInstanceOf(VolumeError);
+      expect(r.code, bad).toBe(400);
     }
+
+    // A sandbox mounting it sees the same files, and what it writes is read back while it runs.
+    const s = await Sandbox.create('base', { volumeMounts: { '/data': vol }, timeoutMs: 120_000 });
+    const seen = await s.commands.run(
+      'cat /data/a.txt; echo; stat -c %u:%g /data/a.txt; echo from-sbx > /data/c.txt; ln -s /etc /data/link; ln -s /etc/hostname /data/esc',
+      { user: 'root' },
+    );
+    expect(seen.stdout).toBe('hello again\n1001:1000\n');
+    expect(await vol.readFile('/c.txt')).toBe('from-sbx\n');
+    // Its symlinks are entries, never followed: not to the host's /etc, not to the sandbox's.
+    expect(await vol.getInfo('/esc')).toMatchObject({ type: 'symlink', target: '/etc/hostname' });
+    for (const op of [
+      () => vol.readFile('/esc'),
+      () => vol.readFile('/link/hostname'),
+      () => vol.list('/link'),
+      () => vol.writeFile('/link/x', 'x'),
+      () => vol.writeFile('/esc', 'x'),
+    ]) {
+      expect((await status(op())).code).toBe(400);
+    }
+    await vol.remove('/link');
+    await vol.remove('/d');
+    expect((await vol.list('/')).map((e) => e.path)).toEqual(['/a.txt', '/c.txt', '/esc']);
+    await expect(vol.remove('/d')).rejects.toBeInstanceOf(VolumePathNotFoundError);
+    expect((await status(vol.remove('/'))).code).toBe(400);
+    expect((await s.commands.run('ls /data; ls /etc/hostname')).stdout).toBe(
+      'a.txt\nc.txt\nesc\n/etc/hostname\n',
+    );
+    await s.kill();
+
+    // A token opens its own volume only; a forged one nothing.
     const forged = new Volume(vol.volumeId, vol.name, `${vol.token.slice(0, -4)}0000`);
     await expect(forged.readFile('/a.txt')).rejects.toBeInstanceOf(AuthenticationError);
-    // A token opens its own volume only.
     const other = await Volume.create('content-2');
     await expect(new Volume(other.volumeId, other.name, vol.token).readFile('/a.txt')).rejects.toBeInstanceOf(
       AuthenticationError,
     );
-    expect(await Volume.destroy(vol.volumeId)).toBe(true);
     expect(await Volume.destroy(other.volumeId)).toBe(true);
-  });
+    expect(await Volume.destroy(vol.volumeId)).toBe(true);
+    // The volume is gone: its token finds nothing.
+    await expect(vol.readFile('/a.txt')).rejects.toBeInstanceOf(VolumePathNotFoundError);
+  }, 180_000);
 });

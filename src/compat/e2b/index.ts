@@ -47,7 +47,9 @@ export function mountE2b(
   const access = new Access(deps, planOf);
   const processes = new Processes(sandboxes);
   // A pause that keeps no processes ends the ones this adapter runs there (their streams drop).
-  const control = new ControlPlane(sandboxes, access, deps, new E2bVolumes(volumes, access), (id) => processes.ended(id));
+  const control = new ControlPlane(sandboxes, access, deps, new E2bVolumes(volumes, access, deps.config.bodyLimitBytes * 8), (id) =>
+    processes.ended(id),
+  );
   const users = new Users(sandboxes);
   const fs = new Filesystem(sandboxes);
   const rpc = new EnvdRpc(processes, fs, new Watcher(sandboxes, fs), users, deps.log);

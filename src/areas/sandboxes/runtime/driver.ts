@@ -65,6 +65,8 @@ export interface VolumeStore {
   removeSnapshot(snapshotId: string): Promise<void>;
   /** The host directory a mount's `source` names. */
   path(id: string): Promise<string>;
+  /** The host uid (and gid) a sandbox's uid 0 is in its files, and how many ids follow it. */
+  readonly ids: { base: number; count: number };
 }
 
 /** What makes a running sandbox started ahead (a warm pool's) the caller's, applied at hand-out. */

@@ -2,7 +2,7 @@
 // through one sandbox is read by the next; the volume is nube's (same store, same owner); deleting a
 // mounted volume is refused until its sandbox is gone; bad names and mounts are E2B's 400s; another
 // account's volume is not found; the volume content API (the Volume's file methods) reads and writes
-// the volume's files without ever following a symlink a sandbox put there.
+// the volume's files without ever following a symlink a sandbox put there, and a full volume is 507.
 import {
   AuthenticationError,
   Sandbox,
@@ -259,5 +259,31 @@ describe('e2b SDK: volumes', () => {
     expect(await Volume.destroy(vol.volumeId)).toBe(true);
     // The volume is gone: its token finds nothing.
     await expect(vol.readFile('/a.txt')).rejects.toBeInstanceOf(VolumePathNotFoundError);
+  }, 180_000);
+  it("a write past the volume's limit is 507", async () => {
+    for (const v of await Volume.list()) if (v.name === 'full') await Volume.destroy(v.volumeId);
+    const vol = await Volume.create('full');
+    // Its limit brought down to 1 GiB through nube's API, then filled from a sandbox.
+    expect((await t.call('PATCH', `/volumes/${vol.volumeId}`, { sizeGB: 1 })).status).toBe(200);
+    const s = await Sandbox.create('base', { volumeMounts: { '/data': vol }, timeoutMs: 120_000 });
+    const fill = await s.commands.run(
+      'dd if=/dev/zero of=/data/fill bs=1M count=1200 2>&1; sync; echo done',
+      {
+        user: 'root',
+        timeoutMs: 120_000,
+      },
+    );
+    expect(fill.stdout).toMatch(/Disk quota exceeded|No space left on device/);
+    const r = await status(vol.writeFile('/more.bin', new Uint8Array(4 * 1024 * 1024).buffer));
+    expect(r.error).toBeInstanceOf(VolumeError);
+    expect(r.code).toBe(507);
+    expect(r.error.message).toContain('the volume is full');
+    // Room again once the filler goes.
+    await vol.remove('/fill');
+    expect((await vol.writeFile('/more.bin', new Uint8Array(4 * 1024 * 1024).buffer)).size).toBe(
+      4 * 1024 * 1024,
+    );
+    await s.kill();
+    expect(await Volume.destroy(vol.volumeId)).toBe(true);
   }, 180_000);
 });

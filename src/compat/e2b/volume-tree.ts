@@ -5,6 +5,7 @@
 // is reached. Errors are nube's ApiErrors (404 for a missing path, as E2B's content API answers).
 import { constants as C, type ReadStream, type Stats } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, readdir, readlink, rmdir, unlink } from 'node:fs/promises';
+import { constants as os } from 'node:os';
 import { ApiError, errors } from '../../platform/errors.js';
 
 const DIR = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
@@ -71,7 +72,9 @@ function fsError(e: unknown, path: string): unknown {
   if (code === 'EISDIR') return errors.badRequest(`${path} is a directory`);
   if (code === 'EEXIST') return errors.conflict(`${path} exists`, 'Exists');
   if (code === 'ENOTEMPTY') return errors.conflict(`${path} is not empty`, 'NotEmpty');
-  if (code === 'EDQUOT' || code === 'ENOSPC')
+  // libuv has no name for EDQUOT (btrfs qgroups' answer): it arrives as errno -122 only.
+  const quota = code === 'EDQUOT' || (e as NodeJS.ErrnoException).errno === -os.errno.EDQUOT;
+  if (quota || code === 'ENOSPC')
     return new ApiError(507, 'VolumeFull', `the volume is full (its limit): ${path} was not written`);
   return e;
 }

@@ -228,7 +228,7 @@ function controlRoutes(): [string, string][] {
     if (!path.startsWith('/e2b/') || !m[3]) continue;
     for (const method of m[3].split(', ')) if (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].includes(method)) out.push([method, path]);
   }
-  // What E2B has and nube does not (templates, volumes, teams) answers past the same door.
-  out.push(['GET', '/e2b/templates'], ['POST', '/e2b/volumes'], ['GET', '/e2b/teams']);
+  // What E2B has and nube does not (templates, secrets, teams) answers past the same door.
+  out.push(['GET', '/e2b/templates'], ['GET', '/e2b/secrets'], ['GET', '/e2b/teams']);
   return out;
 }

@@ -224,6 +224,16 @@ export class VolumesService implements VolumeBinder {
     return this.view(row, await rt(this.bytes().usedBytes(row.id)));
   }
 
+  /**
+   * The host directory holding the caller's volume and the host ids its sandboxes' ids are (E2B's
+   * volume content API works on it).
+   */
+  async directory(p: Principal, id: string): Promise<{ path: string; ids: { base: number; count: number } }> {
+    const row = await this.own(p, id);
+    const store = this.bytes();
+    return { path: await store.path(row.id), ids: store.ids };
+  }
+
   async resize(p: Principal, id: string, sizeGB: number) {
     const row = await this.own(p, id);
     const store = this.bytes();

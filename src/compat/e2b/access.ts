@@ -6,7 +6,8 @@
 // sandbox), `trafficAccessToken` only the sandbox's ports when they are not public. The traffic token
 // is the one handed to browsers and other clients of an app; it must not run commands. The envd token,
 // being the same for a sandbox, also finds the sandbox a signed file URL (E2B's `signature`) is for
-// when the URL names none (with E2B_SANDBOX_URL set the SDK puts no sandbox in it).
+// when the URL names none (with E2B_SANDBOX_URL set the SDK puts no sandbox in it). A volume's token
+// (`e2b-volume`) stands for one volume of one owner, for E2B's volume content API.
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PlatformDeps } from '../../areas/deps.js';
@@ -79,6 +80,16 @@ export class Access {
     return this.token('e2b-traffic', ownerId, nubeId);
   }
 
+  /** A volume's token (E2B's VolumeAndToken.token, for its content API): the same every time. */
+  volumeTokenFor(ownerId: string, volumeId: string): string {
+    return this.token('e2b-volume', ownerId, volumeId);
+  }
+
+  /** The volume a volume token is for and its owner, or null when it is not one of ours. */
+  volumeOpened(token: string): { ownerId: string; id: string } | null {
+    return this.opened(token, 'e2b-volume');
+  }
+
   private token(label: string, ownerId: string, nubeId: string): string {
     const payload = `${ownerId}/${nubeId}`;
     return `${Buffer.from(payload).toString('base64url')}.${hmacHex(this.deps.config.secret, `${label}:${payload}`)}`;
@@ -91,7 +102,7 @@ export class Access {
   }
 
   /** The sandbox a token (of the label's kind) opens and its owner, or null when it is not one of ours. */
-  private opened(token: string, label: 'e2b-envd' | 'e2b-traffic'): { ownerId: string; id: string } | null {
+  private opened(token: string, label: 'e2b-envd' | 'e2b-traffic' | 'e2b-volume'): { ownerId: string; id: string } | null {
     const dot = token.indexOf('.');
     if (dot <= 0) return null;
     const payload = Buffer.from(token.slice(0, dot), 'base64url').toString('utf8');

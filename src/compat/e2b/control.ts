@@ -14,6 +14,7 @@ import { ControlExtras } from './control-extras.js';
 import type { Route, SettledSandboxes } from './control-route.js';
 import { list, metadataFilter, page, parseBody, parseQuery, readPageToken, single } from './query.js';
 import { DEFAULT_HOME } from './users.js';
+import { type E2bMount, type E2bVolumes, MountsBody } from './volumes.js';
 import { AUTO_RESUME, created, detail, E2B_MARKER, e2bState, e2bTemplate, listed, MASK_HOST, nubeTemplate, PUBLIC_TRAFFIC } from './views.js';
 
 export const E2B_PREFIX = '/e2b';
@@ -47,7 +48,8 @@ const CreateBody = z
     mcp: z.record(z.string(), z.unknown()).nullable().optional(),
     // Parts of E2B nube has no counterpart for: refused when asked for, not ignored.
     iam: z.null({ error: 'workload identity (iam) is not available on nube' }).optional(),
-    volumeMounts: z.array(z.unknown()).max(0, 'volumes are not available on nube').optional(),
+    // Mounted read-write, by name (volumes.ts).
+    volumeMounts: MountsBody.optional(),
   })
   .strict();
 const TimeoutBody = z.object({ timeout: z.number().int().min(0) });
@@ -66,10 +68,11 @@ const ListQuery = z.object({
 });
 const LegacyListQuery = z.object({ metadata: single.optional() });
 
-/** E2B's error body; nube's `issues` ride along for 400s. */
+/** E2B's error body; nube's `issues` ride along for 400s, and a validation error's say why in `message` (all the SDK shows). */
 export function e2bError(reply: FastifyReply, e: unknown, log: PlatformDeps['log']) {
   if (e instanceof ApiError) {
-    return reply.code(e.status).headers(e.headers).send({ code: e.status, message: e.message, ...(e.issues ? { issues: e.issues } : {}) });
+    const why = e.code === 'ValidationError' && e.issues?.length ? `: ${e.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` : '';
+    return reply.code(e.status).headers(e.headers).send({ code: e.status, message: e.message + why, ...(e.issues ? { issues: e.issues } : {}) });
   }
   log.error({ err: e }, 'e2b adapter: unexpected error');
   return reply.code(500).send({ code: 500, message: 'internal error' });
@@ -91,6 +94,7 @@ export class ControlPlane implements SettledSandboxes {
     private readonly sandboxes: SandboxesService,
     private readonly access: Access,
     private readonly deps: PlatformDeps,
+    private readonly volumes: E2bVolumes,
     /** Told when a sandbox was paused here without its memory (the processes this adapter runs in it ended). */
     private readonly paused: (id: string) => void = () => {},
   ) {
@@ -141,6 +145,7 @@ export class ControlPlane implements SettledSandboxes {
         { path: ['body', 'autoResume'], message: 'needs autoPauseMemory' },
       ]);
     }
+    const volumes = await this.volumes.resolve(p, b.volumeMounts ?? []);
     const input = SandboxCreate.safeParse({
       ...(await this.source(p, b.templateID)),
       timeoutSeconds: b.timeout ?? 15,
@@ -151,8 +156,11 @@ export class ControlPlane implements SettledSandboxes {
       metadata: { ...b.metadata, ...settingsMetadata(b) },
       // E2B's home for everything in the sandbox (the code interpreter's kernel starts in $HOME).
       env: { HOME: DEFAULT_HOME, ...b.envVars },
+      ...(volumes.length ? { volumes } : {}),
     });
-    if (!input.success) throw errors.validation(input.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)], message: i.message })));
+    // nube's `volumes` are E2B's `volumeMounts`, in the same order.
+    const field = (k: PropertyKey) => (k === 'volumes' ? 'volumeMounts' : String(k));
+    if (!input.success) throw errors.validation(input.error.issues.map((i) => ({ path: ['body', ...i.path.map(field)], message: i.message })));
     const s = await this.sandboxes.create(p, input.data);
     try {
       const ready = await this.settled(p, s.id);
@@ -207,11 +215,14 @@ export class ControlPlane implements SettledSandboxes {
       limit: v2 ? (v2q.limit ?? 100) : Number.MAX_SAFE_INTEGER,
       from: v2 ? readPageToken(v2q.nextToken) : undefined,
     });
-    return { body: r.items.map(listed), next: r.next, running: matching.filter((s) => s.status === 'running').length };
+    const mounts = await this.volumes.mountsBySandbox(p);
+    return { body: r.items.map((s) => listed(s, mounts.get(s.id))), next: r.next, running: matching.filter((s) => s.status === 'running').length };
   }
 
   async get(p: Principal, id: string) {
-    return detail(await this.sandboxes.get(p, id), this.domain(), this.access.tokenFor(p.ownerId, id), this.sandboxes.pauseKeeps());
+    const s = await this.sandboxes.get(p, id);
+    const mounts: E2bMount[] | undefined = (await this.volumes.mountsBySandbox(p)).get(id);
+    return detail(s, this.domain(), this.access.tokenFor(p.ownerId, id), this.sandboxes.pauseKeeps(), mounts);
   }
 
   /** E2B sets the end to now + timeout: earlier or later than it was. */
@@ -284,7 +295,8 @@ export class ControlPlane implements SettledSandboxes {
       return { status: 201, body: r.body };
     });
     this.extras.mount(route);
-    // What else E2B's API has (templates and their builds, volumes, secrets, teams) is not here.
+    this.volumes.mount(route, app, P, (reply, e) => e2bError(reply, e, this.deps.log));
+    // What else E2B's API has (templates and their builds, secrets, teams) is not here.
     app.all(`${P}/*`, async (req, reply) => {
       try {
         await this.access.owner(req.headers);

@@ -36,7 +36,8 @@ function userMetadata(m: Record<string, string>): Record<string, string> {
 /** A sandbox that never expires has no end: E2B's clients want a date, so a far one. */
 const FAR = '9999-12-31T23:59:59.000Z';
 
-export function listed(s: SandboxView) {
+/** `mounts`: its volumes, as E2B names them (none: []). */
+export function listed(s: SandboxView, mounts: { name: string; path: string }[] = []) {
   return {
     templateID: e2bTemplate(s.template),
     alias: e2bTemplate(s.template),
@@ -50,7 +51,7 @@ export function listed(s: SandboxView) {
     metadata: userMetadata(s.metadata as Record<string, string>),
     state: e2bState(s),
     envdVersion: ENVD_VERSION,
-    volumeMounts: [],
+    volumeMounts: mounts,
   };
 }
 
@@ -58,10 +59,10 @@ export function listed(s: SandboxView) {
  * GET's answer. `pauseKeeps` is nube's own: what a pause keeps on this driver, the files only or the
  * running processes and memory too (E2B's pause keeps them all).
  */
-export function detail(s: SandboxView, domain: string, token: string, pauseKeeps: 'files' | 'processes') {
+export function detail(s: SandboxView, domain: string, token: string, pauseKeeps: 'files' | 'processes', mounts?: { name: string; path: string }[]) {
   const m = s.metadata as Record<string, string>;
   return {
-    ...listed(s),
+    ...listed(s, mounts),
     envdAccessToken: token,
     domain,
     lifecycle: { onTimeout: s.suspendOnIdle ? 'pause' : 'kill', autoResume: m[AUTO_RESUME] === 'true' },

@@ -80,6 +80,8 @@ export interface VolumeStore {
   restore(id: string, bytes: number, archive: Readable, uidBase: number): Promise<void>;
   /** uid 0 inside a sandbox is this uid on the host: owners in an archive are relative to it. */
   readonly uidBase: number;
+  /** The host uid (and gid) a sandbox's uid 0 is in its files, and how many ids follow it. */
+  readonly ids: { base: number; count: number };
 }
 
 /** What makes a running sandbox started ahead (a warm pool's) the caller's, applied at hand-out. */

@@ -137,7 +137,7 @@ export class NamespacesRuntime implements SandboxRuntime {
       await this.ready();
       if (!this.store) throw new SandboxRuntimeError('Internal', 'the sandbox store is not open');
       return { store: this.store, spawner: this.spawner };
-    }, this.uidBase);
+    }, this.uidBase, this.uidCount);
   }
 
   /** Memoized; a failure (a host that cannot run sandboxes) is tried again by the next call. */

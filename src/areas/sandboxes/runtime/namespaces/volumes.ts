@@ -64,7 +64,12 @@ export class StoreVolumes implements VolumeStore {
   constructor(
     private readonly open: () => Promise<{ store: StoreStatus; spawner: Spawner }>,
     readonly uidBase: number,
+    private readonly uidCount: number,
   ) {}
+
+  get ids() {
+    return { base: this.uidBase, count: this.uidCount };
+  }
 
   private async where(): Promise<{ store: StoreStatus; spawner: Spawner; dir: string; snaps: string }> {
     const o = await this.open();

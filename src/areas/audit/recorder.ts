@@ -3,9 +3,11 @@
 // Fastify awaits before sending, so an answered request always has its entry committed. MCP tool calls
 // are REST requests replayed in process, so they pass here too (with the MCP caller's address). Why not
 // in the change's own transaction: docs/decisions.md, "Audit log: recorded before the answer".
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { notedPrincipal, replayOriginOf } from '../../platform/audit-context.js';
 import type { Authenticator, Principal, SchemeName } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { isRelayed } from '../../platform/node-forward.js';
 import type { AuditRecord, AuditWriter } from './chain.js';
@@ -39,11 +41,28 @@ export function installAuditRecorder(app: FastifyInstance, deps: RecorderDeps): 
       () => done(null, payload),
       (err: unknown) => {
         req.log.error({ err }, 'audit entry not recorded; the call is answered as failed');
-        done(err as Error);
+        done(null, unrecorded(reply, payload));
       },
     );
   });
 }
+
+/**
+ * The answer of a call whose entry could not be written: a clean 500 InternalError, whatever the call
+ * answered. Written here rather than handed to Fastify as an error: when the answer already came from
+ * the error handler (a 400, 404, 403), Fastify passes a second error to its own fallback handler, which
+ * keeps the status and writes the error's `code` and message: the store's (a PostgreSQL SQLSTATE).
+ */
+function unrecorded(reply: FastifyReply, payload: unknown): string {
+  if (payload instanceof Readable) payload.destroy();
+  const e = errors.internal();
+  for (const h of DROPPED_HEADERS) reply.removeHeader(h);
+  reply.code(e.status).header('content-type', 'application/json; charset=utf-8');
+  return JSON.stringify(e.toBody());
+}
+
+/** Headers that describe the answer the 500 replaces. */
+const DROPPED_HEADERS = ['content-length', 'content-encoding', 'content-disposition', 'content-range', 'transfer-encoding', 'location', 'etag', 'last-modified'];
 
 async function record(deps: RecorderDeps, req: FastifyRequest, reply: FastifyReply, operation: string, payload: unknown): Promise<void> {
   const status = reply.statusCode;

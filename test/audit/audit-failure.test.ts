@@ -9,15 +9,12 @@ import { callJson, startNube, type TestNube } from '../helpers/server.js';
 
 const CLEAN = { error: 'internal error', code: 'InternalError' };
 
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+type Answer = { status: number; body: any; headers: Headers };
+
 describe.each(DIALECTS)('a failing audit write (%s)', (dialect) => {
   let t: TestNube;
-  // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
-  const call = (
-    method: string,
-    path: string,
-    body?: unknown,
-    auth = t.auth,
-  ): Promise<{ status: number; body: any; headers: Headers }> =>
+  const call = (method: string, path: string, body?: unknown, auth = t.auth): Promise<Answer> =>
     callJson(t.baseUrl, method, path, body, auth);
   const db = () => t.nube.deps.store.db;
 

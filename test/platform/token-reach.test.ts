@@ -48,15 +48,13 @@ function upgradeStatus(url: string, headers: Record<string, string>): Promise<nu
   });
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
+type Answer = { status: number; body: any };
+
 describe.each(DIALECTS)('reach of presigned file URLs and scoped keys (%s)', (dialect) => {
   let t: TestNube;
-  // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON
-  const call = (
-    method: string,
-    path: string,
-    body?: unknown,
-    auth = t.auth,
-  ): Promise<{ status: number; body: any }> => callJson(t.baseUrl, method, path, body, auth);
+  const call = (method: string, path: string, body?: unknown, auth = t.auth): Promise<Answer> =>
+    callJson(t.baseUrl, method, path, body, auth);
 
   beforeAll(async () => {
     t = await startNube({ dialect, env: { NUBE_RATE_LIMIT_PER_MINUTE: '1000000' } });

@@ -24,6 +24,7 @@ export const auditArea: AreaModule = {
     const refusals = new RefusalAggregator((e) => writer.append(e), deps.config.auditRefusalWindowMs, (err) =>
       deps.log.error({ err }, 'counted refusals not recorded'),
     );
+    services.audit.refusals = refusals;
     app.addHook('onClose', async () => {
       await refusals.close().catch((err: unknown) => deps.log.error({ err }, 'counted refusals not recorded'));
     });

@@ -93,6 +93,9 @@ const envSchema = z.object({
   NUBE_AUTH_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   // The audit log (issue 32): off only to measure what it costs.
   NUBE_AUDIT: bool.default(true),
+  // Refusals of unknown credentials: the first few per address and window are entries of their own,
+  // the rest one entry with their count at the window's end (areas/audit/refusals.ts).
+  NUBE_AUDIT_REFUSAL_WINDOW_S: z.coerce.number().int().min(1).max(3600).default(60),
   NUBE_JOB_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(250),
   NUBE_WORKERS: bool.default(true),
   // How long close() waits for open responses (streams included) before cutting their connections.
@@ -383,6 +386,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     authCacheMs: e.NUBE_AUTH_CACHE_MS,
     audit: e.NUBE_AUDIT,
+    auditRefusalWindowMs: e.NUBE_AUDIT_REFUSAL_WINDOW_S * 1000,
     jobPollMs: e.NUBE_JOB_POLL_MS,
     runWorkers: e.NUBE_WORKERS,
     shutdownGraceMs: e.NUBE_SHUTDOWN_GRACE_MS,

@@ -16,7 +16,7 @@ import { newId } from './platform/ids.js';
 import { registerJobMetrics } from './platform/jobs-metrics.js';
 import { mountMcp } from './platform/mcp.js';
 import { ScopeCatalog } from './platform/scope-catalog.js';
-import { ownsResource } from './areas/account/key-scope.js';
+import { boxReachGuard, ownsResource } from './areas/account/key-scope.js';
 import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute, operationOf } from './platform/metrics-http.js';
 import { installRequestTracing, startTracing } from './platform/tracing.js';
@@ -134,6 +134,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   ]);
   const services = await createServices(deps);
   services.account.useCatalog(new ScopeCatalog(operations), ownsResource(services));
+  services.sandboxes.core.reachGuard = boxReachGuard(services);
   covers = (host) => services.domains.certificates.covers(host);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 

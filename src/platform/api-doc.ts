@@ -139,7 +139,13 @@ export function buildApiDoc(doc: JsonSchema): string {
     ...CREDENTIAL_REACH.map(
       (c) =>
         `| ${cell(c.credential)}${c.scheme ? ` (scheme \`${c.scheme}\`)` : ''} | ${cell(c.holder)} | ${
-          c.operations === '*' ? 'all' : c.operations.length ? c.operations.map((o) => `\`${o}\``).join(', ') : 'none'
+          c.operations === '*'
+            ? 'all'
+            : c.operations === 'scoped'
+              ? 'those its `scopes` name'
+              : c.operations.length
+                ? c.operations.map((o) => `\`${o}\``).join(', ')
+                : 'none'
         } | ${cell(c.routes)} | ${cell(c.never)} |`,
     ),
     '',

@@ -165,6 +165,14 @@ export class Authenticator {
     return p instanceof Promise ? p.then((x) => scoped(x, use)) : scoped(p, use);
   }
 
+  /**
+   * Whom a credential stands for, without checking what it is used for (a scoped key's scope, expiry,
+   * addresses): the audit log names the account and key of a refused call. Never an authorization.
+   */
+  identify(src: CredentialSource, accepted: readonly SchemeName[]): Principal | Promise<Principal> {
+    return this.authenticateAny(src, accepted);
+  }
+
   private authenticateAny(src: CredentialSource, accepted: readonly SchemeName[]): Principal | Promise<Principal> {
     const credential = extract(src, accepted.includes('share'));
     if (!credential) {

@@ -26,6 +26,8 @@ export interface Config {
   authCacheMs: number;
   /** Record every mutating call and refused credential in the audit log (NUBE_AUDIT, default on). */
   audit: boolean;
+  /** Window of the aggregation of unknown credentials' refusals per address (NUBE_AUDIT_REFUSAL_WINDOW_S). */
+  auditRefusalWindowMs: number;
   jobPollMs: number;
   runWorkers: boolean;
   /** On stop, how long open responses and leased jobs get before connections are cut and jobs released. */

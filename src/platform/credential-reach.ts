@@ -11,8 +11,11 @@ export interface CredentialReach {
   scheme?: 'owner' | 'agent' | 'fleetAgent' | 'fleetPublic' | 'client' | 'share' | 'database';
   /** Who holds it, so what it must be safe in the hands of. */
   holder: string;
-  /** Registry operations it may call (exact); `*`: every operation that takes owner credentials. */
-  operations: readonly string[] | '*';
+  /**
+   * Registry operations it may call (exact); `*`: every operation that takes owner credentials;
+   * `scoped`: those a scoped key's own `scopes` name (compiled per key by platform/scope-catalog.ts).
+   */
+  operations: readonly string[] | '*' | 'scoped';
   /** Entry points outside the registry it opens. */
   routes: string;
   /** What it must never reach, whoever holds it. */
@@ -27,6 +30,17 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
     operations: '*',
     routes: "MCP `/api/mcp`, an agent's ACP WebSocket (`wsUrl`), libSQL `/libsql/<id>/...`, E2B `/e2b/...`, sandbox terminals",
     never: "another account's resources (404, never 403)",
+  },
+  {
+    credential:
+      'Scoped owner key `nube_sk_live_...` made with `scopes` (POST /account/keys), and the `NUBE_API_KEY` nube mints into an agent\'s or machine\'s box (`nubeKey`)',
+    scheme: 'owner',
+    holder: "an integration given part of the account, or an agent's or machine's own code (any code in its box)",
+    operations: 'scoped',
+    routes:
+      'MCP `/api/mcp` (`tools/list` shows only the tools it may call) and the sandbox terminal WebSocket, within its scope; a box holding a key nube minted (an agent\'s or machine\'s, and boxes forked from it) only when its scope covers that key',
+    never:
+      "an operation outside its scopes or resourceIds (403 `ScopeMissing`); a box holding a wider key (exec, files, terminal, SSH, fork, an agent's turns: 403 `ScopeMissing`, scope `holder:<agent|machine>:<id>`); a key wider than itself; E2B `/e2b/...`, libSQL, an agent's ACP WebSocket and the console's sign-in (full owner keys only); use after `expiresAt` (401 `KeyExpired`) or from outside `allowedIps`; another account's resources (404)",
   },
   {
     credential:
@@ -87,6 +101,24 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
     routes:
       '`/pay/<token>` (the amount and description), `/pay/<token>/thanks` (the link\'s redirect or a thank-you page), `POST /pay/<token>/checkout` (a Stripe Checkout Session for that amount, 20 per minute per address); `POST /pay/<token>/confirm` also needs the operator key',
     never: "anything of the owner's but the link's amount and description; a payment without the provider's signed word or the operator's key",
+  },
+  {
+    credential: 'Machine order token (the path of `/checkout/<token>`, from a create answered `checkoutUrl`)',
+    holder: 'whoever pays for one machine order: the owner, or the payer it was forwarded to',
+    operations: [],
+    routes:
+      "`GET /checkout/<token>` (the order's description, amount and status, and once paid its machine's id); `POST /checkout/<token>/confirm` also needs the operator key (`NUBE_CHECKOUT_OPERATOR_KEY`); with Stripe the payer pays on Stripe's page",
+    never:
+      "any API operation, MCP or WebSocket; the machine itself (its box, app, keys); another order; a payment without the provider's signed webhook or the operator's key",
+  },
+  {
+    credential: 'Presigned file URL token (the path of `/blob/<token>`: `putUrl` of POST /files, `readUrl` of GET /files/{id})',
+    holder: 'whoever the owner hands the URL to, until it expires (an hour for reads)',
+    operations: [],
+    routes:
+      "a `putUrl`: `PUT /blob/<token>` with the bytes of its one pending file, once; a `readUrl`: `GET`/`HEAD /blob/<token>` of its one file while it is stored at the signed key",
+    never:
+      "another file; reading with an upload URL or uploading with a read URL; a second upload through the same URL; a file whose access was changed since (its key moved); any API operation, MCP or WebSocket",
   },
   {
     credential: 'Database token `nube_db_...`',

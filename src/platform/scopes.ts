@@ -95,6 +95,27 @@ export function checkResource(scope: KeyScope, op: Pick<OperationRef, 'id' | 'pa
   );
 }
 
+/**
+ * How `child` reaches further than `parent` (so `parent` could not have created it), or undefined when
+ * `parent` covers it: every operation, within its resources, expiry, caps and addresses. A full key
+ * (no scope) is covered by no scoped key. Boxes holding a key nube minted are reached only by callers
+ * that cover that key (areas/account/key-scope.ts), the rule keys creating keys follow.
+ */
+export function widerThan(child: KeyScope | undefined, parent: KeyScope): string | undefined {
+  if (!child) return 'it is a full owner key';
+  const extra = [...child.allowed].filter((id) => !parent.allowed.has(id));
+  if (extra.length) return `it may call ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''}`;
+  const pr = parent.resourceIds;
+  if (pr && (!child.resourceIds || [...child.resourceIds].some((id) => !pr.has(id)))) return `it reaches resources beyond ${[...pr].join(', ')}`;
+  if (parent.expiresAt !== undefined && (child.expiresAt === undefined || child.expiresAt > parent.expiresAt)) return 'it outlives this key';
+  for (const [m, limit] of Object.entries(parent.caps ?? {}) as [CapMetric, number][]) {
+    if ((child.caps?.[m] ?? Number.POSITIVE_INFINITY) > limit) return `its ${m} cap is above this key's ${limit}`;
+  }
+  const ips = parent.allowedIps;
+  if (ips && (!child.allowedIps || child.allowedIps.some((a) => !ips.includes(a)))) return 'it is accepted from addresses this key is not';
+  return undefined;
+}
+
 /** allowedIps: exact addresses or IPv4 CIDR ranges. */
 export function ipAllowed(allowed: readonly string[], ip: string | undefined): boolean {
   if (!ip) return false;

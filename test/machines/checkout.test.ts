@@ -78,4 +78,35 @@ describe.each(DIALECTS)('%s: machine plans and checkout', (dialect) => {
     // The owner's boxes are untouched by the other account's.
     expect((await t.call('GET', '/machines')).body.machines).toEqual([]);
   }, 180_000);
+
+  it("the checkout token reaches its order's page and confirmation only (credential reach table)", async () => {
+    const c = await t.call('POST', '/machines', { tier: 'nano', name: 'reach-box' }, byteKey);
+    expect(Object.keys(c.body)).toEqual(['checkoutUrl']);
+    const path = new URL(c.body.checkoutUrl).pathname;
+    const token = path.split('/').pop()!;
+    const page = await (await fetch(`${t.baseUrl}${path}`)).text();
+    expect(page).toContain('$59.00 MXN');
+    // Nothing of the account: every registry operation refuses it, as a bearer and as ?token=, and MCP.
+    const { operations } = await import('../../src/areas/index.js');
+    const wrong: string[] = [];
+    for (const op of operations.filter((o) => !o.websocket)) {
+      const path = op.path.replace(/\{[A-Za-z0-9_]+\}/g, 'x0');
+      for (const [url, headers] of [
+        [`${t.baseUrl}/api/v2${path}`, { authorization: `Bearer ${token}` }],
+        [`${t.baseUrl}/api/v2${path}?token=${token}`, {}],
+      ] as const) {
+        const body = op.method === 'GET' || op.method === 'DELETE' ? undefined : '{}';
+        const r = await fetch(url, { method: op.method, headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) }, body });
+        if (r.status !== 401) wrong.push(`${op.id}: ${r.status}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    const mcp = await fetch(`${t.baseUrl}/api/mcp`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(mcp.status).toBe(401);
+    // Another order's page is not its to see, nor is a confirmation without the operator key.
+    expect((await fetch(`${t.baseUrl}/checkout/${token.slice(0, -1)}${token.endsWith('a') ? 'b' : 'a'}`)).status).toBe(404);
+    const refused = await fetch(`${t.baseUrl}${path}/confirm`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(refused.status).toBe(403);
+    expect((await t.call('GET', '/machines', undefined, byteKey)).body.machines).toHaveLength(2);
+  }, 120_000);
 });

@@ -77,3 +77,19 @@ export function ownsResource(services: Services): ResourceOwnership {
     }
   };
 }
+
+/**
+ * The sandboxes area's reach guard (server.ts wires it): for each box (a sandbox and the boxes it was
+ * forked from), the agent or machine it belongs to, and whether the caller covers the key nube minted
+ * for it. Only scoped callers are asked (SandboxesCore.own).
+ */
+export function boxReachGuard(services: Services): (p: Principal, sandboxIds: string[]) => Promise<void> {
+  return async (p, sandboxIds) => {
+    for (const id of sandboxIds) {
+      const [agentId, machine] = await Promise.all([services.agents.core.repo.bySandbox(p.ownerId, id), services.machines.core.repo.bySandbox(id)]);
+      const what = id === sandboxIds[0] ? `sandbox ${id}` : `sandbox ${sandboxIds[0]} (forked from ${id})`;
+      if (agentId) await services.account.assertCovers(p, `agent:${agentId}`, what);
+      if (machine && machine.owner_id === p.ownerId) await services.account.assertCovers(p, `machine:${machine.id}`, what);
+    }
+  };
+}

@@ -244,6 +244,17 @@ export class AccountRepo {
     }));
   }
 
+  /** The live keys nube minted for `holder` (a box), with their scope. */
+  heldKeys(accountId: string, holder: string) {
+    return this.db
+      .selectFrom('api_keys')
+      .select(['id', 'scope', 'expires_at as expiresAt'])
+      .where('account_id', '=', accountId)
+      .where('holder', '=', holder)
+      .where('revoked_at', 'is', null)
+      .execute();
+  }
+
   /** Revokes the live keys minted for `holder`; returns their hashes (for the resolver's cache). */
   async revokeHeld(accountId: string, holder: string, now: number): Promise<string[]> {
     const r = await this.db

@@ -11,7 +11,7 @@ import { assertPublicUrl, OutboundBlockedError } from '../../platform/outbound.j
 import type { AiKey, AiKeys, AiKeyView } from './ai-key.js';
 import type { AccountRepo, AccountRow, KeyLimits, KeyRow } from './repo.js';
 import type { ScopeCatalog } from '../../platform/scope-catalog.js';
-import { type Caps, type KeyScope, resourceArea } from '../../platform/scopes.js';
+import { type Caps, type KeyScope, resourceArea, widerThan } from '../../platform/scopes.js';
 
 export interface CreatedKey {
   key: KeyRow;
@@ -146,6 +146,25 @@ export class AccountService {
   /** Revokes the keys nube minted for a box (`agent:<id>`, `machine:<id>`) when the box goes. */
   async revokeHeld(accountId: string, holder: string): Promise<void> {
     this.forget(await this.repo.revokeHeld(accountId, holder, Date.now()));
+  }
+
+  /**
+   * A scoped caller reaches a box holding a key nube minted (`agent:<id>`, `machine:<id>`) only when
+   * its own scope covers that key: exec, files, a terminal, SSH, a fork or an agent's turn would hand
+   * the box's NUBE_API_KEY over. 403 ScopeMissing otherwise; full owner keys are not asked.
+   */
+  async assertCovers(p: Principal, holder: string, what: string): Promise<void> {
+    const scope = p.scope;
+    if (!scope) return;
+    for (const row of await this.repo.heldKeys(p.ownerId, holder)) {
+      const why = widerThan(this.scopeOf(row.scope, row.expiresAt), scope);
+      if (!why) continue;
+      throw errors.forbidden(
+        `${what} holds the key nube minted for ${holder.replace(':', ' ')} (its NUBE_API_KEY), wider than this key: ${why}. Reaching the box would hand that key over: use a key whose scope covers it`,
+        'ScopeMissing',
+        { scope: `holder:${holder}`, heldKeyId: row.id },
+      );
+    }
   }
 
   private forget(hashes: string[]): void {

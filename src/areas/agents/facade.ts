@@ -25,8 +25,18 @@ export class AgentsService {
     this.turns = new Turns(core);
   }
 
-  async message(p: Principal, id: string, body: { content: string; session?: string }): Promise<AsyncIterable<string>> {
+  /**
+   * The caller's agent for a turn or its transcript: the agent runs commands in its box at a turn's
+   * word, so a scoped key must cover the key nube minted for it (its NUBE_API_KEY), as for the box itself.
+   */
+  private async reach(p: Principal, id: string) {
     const row = await this.core.own(p, id);
+    if (p.scope) await this.core.s.account.assertCovers(p, `agent:${row.id}`, `agent ${row.id}`);
+    return row;
+  }
+
+  async message(p: Principal, id: string, body: { content: string; session?: string }): Promise<AsyncIterable<string>> {
+    const row = await this.reach(p, id);
     // Its node's (relayed there), or, while that node is down, the node a revive moves it to.
     await this.core.home(row);
     return runPinned(() => this.messageHere(row, body, holderOf(p)));
@@ -46,7 +56,7 @@ export class AgentsService {
   }
 
   async try(p: Principal, id: string, body: { text: string; session?: string; reset?: boolean }) {
-    const row = await this.core.own(p, id);
+    const row = await this.reach(p, id);
     await this.core.home(row);
     return runPinned(() => this.turns.tryTurn(row, body.text, body.session, body.reset, holderOf(p)));
   }
@@ -58,7 +68,7 @@ export class AgentsService {
   }
 
   async transcript(p: Principal, id: string, session?: string, limit?: number) {
-    return this.turns.transcript(await this.core.own(p, id), session, limit);
+    return this.turns.transcript(await this.reach(p, id), session, limit);
   }
 
   // Fleet boxes: the fleet's pool runs its conversations on ordinary agents of the owner (ACP template),

@@ -147,6 +147,11 @@ export class AgentsRepo {
   list(ownerId: string) {
     return this.db.selectFrom('agents').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
   }
+  /** The owner's agent whose box `sandboxId` is (by the owner's agents: few, and indexed by owner). */
+  async bySandbox(ownerId: string, sandboxId: string): Promise<string | undefined> {
+    const r = await this.db.selectFrom('agents').select('id').where('owner_id', '=', ownerId).where('sandbox_id', '=', sandboxId).executeTakeFirst();
+    return r?.id;
+  }
   /** The agents held by `nodeId` (and those from before nodes). */
   onNode(nodeId: string) {
     return this.db

@@ -38,6 +38,8 @@ export function entryHash(key: Buffer, e: Omit<AuditEntriesTable, 'hash'>): stri
     e.user_agent,
     e.request_id,
     e.via,
+    // Only when set, so entries written before the column existed keep their hashes.
+    ...(e.repeats === null || e.repeats === undefined ? [] : [Number(e.repeats)]),
   ];
   return createHmac('sha256', key).update(JSON.stringify(fields)).digest('hex');
 }

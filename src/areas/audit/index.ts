@@ -2,6 +2,7 @@ import type { AreaModule } from '../area.js';
 import { AuditWriter, auditKey } from './chain.js';
 import { auditOperations } from './operations.js';
 import { installAuditRecorder } from './recorder.js';
+import { RefusalAggregator } from './refusals.js';
 import { AuditService } from './service.js';
 import { auditMigrations } from './tables.js';
 
@@ -20,6 +21,13 @@ export const auditArea: AreaModule = {
   routes(app, services, deps) {
     if (!deps.config.audit) return;
     const writer = new AuditWriter(deps.store.db, deps.store.dialect, auditKey(deps.config.secret));
-    installAuditRecorder(app, { writer, auth: deps.auth, keyName: (id) => services.account.keyName(id) });
+    const refusals = new RefusalAggregator((e) => writer.append(e), deps.config.auditRefusalWindowMs, (err) =>
+      deps.log.error({ err }, 'counted refusals not recorded'),
+    );
+    services.audit.refusals = refusals;
+    app.addHook('onClose', async () => {
+      await refusals.close().catch((err: unknown) => deps.log.error({ err }, 'counted refusals not recorded'));
+    });
+    installAuditRecorder(app, { writer, auth: deps.auth, keyName: (id) => services.account.keyName(id), refusals });
   },
 };

@@ -3,12 +3,15 @@
 // Fastify awaits before sending, so an answered request always has its entry committed. MCP tool calls
 // are REST requests replayed in process, so they pass here too (with the MCP caller's address). Why not
 // in the change's own transaction: docs/decisions.md, "Audit log: recorded before the answer".
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { notedPrincipal, replayOriginOf } from '../../platform/audit-context.js';
 import type { Authenticator, Principal, SchemeName } from '../../platform/auth.js';
+import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { isRelayed } from '../../platform/node-forward.js';
 import type { AuditRecord, AuditWriter } from './chain.js';
+import type { RefusalAggregator } from './refusals.js';
 
 const ANY_SCHEME: SchemeName[] = ['owner', 'agent', 'fleetAgent', 'fleetPublic', 'client', 'database'];
 const DONE = Symbol('auditRecorded');
@@ -21,6 +24,8 @@ export interface RecorderDeps {
   auth: Authenticator;
   /** An owner key's name by its id. */
   keyName(id: string): string | undefined | Promise<string | undefined>;
+  /** Bounds the entries of refusals that name no account (refusals.ts). */
+  refusals?: RefusalAggregator;
 }
 
 export function installAuditRecorder(app: FastifyInstance, deps: RecorderDeps): void {
@@ -39,17 +44,37 @@ export function installAuditRecorder(app: FastifyInstance, deps: RecorderDeps): 
       () => done(null, payload),
       (err: unknown) => {
         req.log.error({ err }, 'audit entry not recorded; the call is answered as failed');
-        done(err as Error);
+        done(null, unrecorded(reply, payload));
       },
     );
   });
 }
 
+/**
+ * The answer of a call whose entry could not be written: a clean 500 InternalError, whatever the call
+ * answered. Written here rather than handed to Fastify as an error: when the answer already came from
+ * the error handler (a 400, 404, 403), Fastify passes a second error to its own fallback handler, which
+ * keeps the status and writes the error's `code` and message: the store's (a PostgreSQL SQLSTATE).
+ */
+function unrecorded(reply: FastifyReply, payload: unknown): string {
+  if (payload instanceof Readable) payload.destroy();
+  const e = errors.internal();
+  for (const h of DROPPED_HEADERS) reply.removeHeader(h);
+  reply.code(e.status).header('content-type', 'application/json; charset=utf-8');
+  return JSON.stringify(e.toBody());
+}
+
+/** Headers that describe the answer the 500 replaces. */
+const DROPPED_HEADERS = ['content-length', 'content-encoding', 'content-disposition', 'content-range', 'transfer-encoding', 'location', 'etag', 'last-modified'];
+
 async function record(deps: RecorderDeps, req: FastifyRequest, reply: FastifyReply, operation: string, payload: unknown): Promise<void> {
   const status = reply.statusCode;
-  const principal = notedPrincipal(req) ?? (status === 401 || status === 403 ? await whose(deps.auth, req) : undefined);
-  const origin = replayOriginOf(req.headers);
   const body = status >= 400 || !hasIdParam(req) ? jsonOf(payload) : undefined;
+  // A 401's credential resolves to no one (that is why it was refused), but for an expired key: only
+  // those and 403s are looked up again, so a flood of unknown keys costs no second lookup each.
+  const again = status === 403 || (status === 401 && body?.code === 'KeyExpired');
+  const principal = notedPrincipal(req) ?? (again ? await whose(deps.auth, req) : undefined);
+  const origin = replayOriginOf(req.headers);
   const keyId = principal?.credentialId ?? null;
   const keyName = keyId && principal?.scheme === 'owner' ? ((await deps.keyName(keyId)) ?? null) : null;
   const ua = origin ? origin.userAgent : header(req.headers['user-agent']);
@@ -72,13 +97,16 @@ async function record(deps: RecorderDeps, req: FastifyRequest, reply: FastifyRep
     request_id: origin ? origin.requestId : req.id,
     via: origin ? origin.via : 'rest',
   };
+  // A refusal naming no account is counted rather than written once its address had its few entries.
+  if (entry.owner_id === '' && deps.refusals && !deps.refusals.admit(entry)) return;
   await deps.writer.append(entry);
 }
 
-/** Whose credential a refused request carried, when it names an account at all (a 403 for the wrong scheme). */
+/** Whose credential a refused request carried, when it names an account at all (a 403, an expired key). */
 async function whose(auth: Authenticator, req: FastifyRequest): Promise<Principal | undefined> {
   try {
-    const p = await auth.authenticate({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] }, ANY_SCHEME);
+    // Identified, not authorized: a scoped key refused for its scope or address is still its account's.
+    const p = await auth.identify({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] }, ANY_SCHEME);
     return p.scheme === 'public' ? undefined : p;
   } catch {
     return undefined;

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { RefusalAggregator } from './refusals.js';
 import type { Principal } from '../../platform/auth.js';
 import { cursorAfter, pageOf } from '../../platform/cursor-page.js';
 import type { JobQueue } from '../../platform/jobs-contract.js';
@@ -53,6 +54,9 @@ export class AuditService {
     private readonly key: Buffer,
     private readonly planOf: (ownerId: string) => Promise<PlanName>,
   ) {}
+
+  /** The counts of refusals naming no account, once the recorder is installed (flushed at close). */
+  refusals: RefusalAggregator | null = null;
 
   private rows(ownerId: string, q: AuditQuery, before: string | undefined, limit: number) {
     let s = this.db.selectFrom('audit_entries').selectAll().where('owner_id', '=', ownerId);

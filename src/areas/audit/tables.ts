@@ -25,6 +25,11 @@ export interface AuditEntriesTable {
   request_id: string;
   /** `rest` or `mcp` (a tool call replayed through its REST route). */
   via: string;
+  /**
+   * Account-less refusals (unknown keys) past the first few per address and window are not written
+   * one by one: one entry then stands for this many more like it, from the same address (null: one).
+   */
+  repeats?: number | null;
 }
 
 /** Each account's chain head, and the anchor left by retention (the last pruned entry's seq and hash). */
@@ -98,6 +103,12 @@ export const auditMigrations: Record<string, Migration> = {
           UPDATE audit_chains SET seq = NEW.seq, hash = NEW.hash WHERE owner_id = NEW.owner_id AND seq < NEW.seq;
         END`.execute(db);
       }
+    },
+  },
+  // Refusals of unknown credentials are aggregated per address and window (refusals.ts): the count.
+  '0253-audit-repeats': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('audit_entries').addColumn('repeats', 'integer').execute();
     },
   },
 };

@@ -113,7 +113,7 @@ export class MachinesCore {
   /** The app's health when one was started here (another node's box is read there, not from here). */
   async appHealth(p: Principal, r: MachineRow): Promise<AppHealth | null> {
     if (r.status !== 'running' || (r.node_id && r.node_id !== this.deps.nodes.id)) return null;
-    return this.health.of(p, r).catch((e: unknown) => {
+    return this.health.of(asAccount(p), r).catch((e: unknown) => {
       this.deps.log.warn({ err: e, machine: r.id }, "could not read the app's health");
       return null;
     });
@@ -135,9 +135,10 @@ export class MachinesCore {
    * A provisioning machine becomes running (or failed) when its box has started. Another node's
    * machine is brought up to date there (every request for it is forwarded to its node).
    */
-  async refresh(p: Principal, r: MachineRow): Promise<MachineRow> {
+  async refresh(caller: Principal, r: MachineRow): Promise<MachineRow> {
     if (r.status !== 'provisioning') return r;
     if (r.node_id && r.node_id !== this.deps.nodes.id) return r;
+    const p = asAccount(caller);
     const sbx = await this.s.sandboxes.get(p, r.sandbox_id).catch(() => null);
     if (!sbx) return r;
     if (sbx.status === 'running') {
@@ -490,4 +491,15 @@ export class MachinesCore {
     await this.deps.usage.add(p.ownerId, 'machineChargesCentavos', proratedCentavos(r.monthly_centavos / 100, r.created_at));
     return { ok: true as const };
   }
+}
+
+/**
+ * The account behind a caller, for nube's own reads and set-up of a machine's box (its state file, its
+ * health, the first mkdir): a scoped key that may read a machine may see its status even when it does
+ * not cover the key minted into the box, which the box's exec, files and logs require (SandboxesCore.own).
+ */
+function asAccount(p: Principal): Principal {
+  if (!p.scope) return p;
+  const { scope: _scope, ...account } = p;
+  return account;
 }

@@ -150,7 +150,25 @@ export class SandboxesCore {
   async own(p: Principal, id: string): Promise<SandboxRow> {
     const r = await this.repo.get(id);
     if (!r || r.owner_id !== p.ownerId) throw errors.notFound('sandbox');
+    if (p.scope && this.reachGuard) await this.reachGuard(p, await this.lineage(r));
     return r;
+  }
+
+  /**
+   * Set once every area is built (server.ts): refuses a scoped key that does not cover a key nube
+   * minted into one of these boxes (the sandbox and the boxes it was forked from, whose environment and
+   * disk it copied). Every path to a box (REST, MCP, the terminal, SSH tickets, forks) comes through own().
+   */
+  reachGuard: ((p: Principal, sandboxIds: string[]) => Promise<void>) | null = null;
+
+  /** The sandbox and the ancestors it was forked from, while their records exist. */
+  private async lineage(r: SandboxRow): Promise<string[]> {
+    const ids = [r.id];
+    for (let parent = r.parent_id; parent && ids.length < 32 && !ids.includes(parent); ) {
+      ids.push(parent);
+      parent = (await this.repo.get(parent))?.parent_id ?? null;
+    }
+    return ids;
   }
 
   /** The caller's sandbox unless it failed to start: 409 SandboxFailed with the reason. */

@@ -1972,7 +1972,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)
+         * Delete a volume and its files (409 VolumeInUse while a sandbox mounts it or a machine or agent holds it)
          * @description A lost volume's record goes at once (its files stay on its dead node); its backups stay.
          */
         delete: operations["volumes.delete"];
@@ -2307,6 +2307,8 @@ export interface components {
             timeoutSeconds: number | null;
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
+            /** @description Volumes the agent holds; every box of it mounts them (across revives) */
+            volumes: components["schemas"]["HeldVolume"][];
             /** @description The agent's own endpoint (WebSocket) */
             wsUrl: string | null;
         };
@@ -2832,6 +2834,11 @@ export interface components {
             formId: string;
             id: string;
         };
+        HeldVolume: {
+            path: string;
+            readOnly: boolean;
+            volumeId: string;
+        };
         LaunchInput: {
             /**
              * Format: uri
@@ -2859,6 +2866,8 @@ export interface components {
             startCommand?: string;
             /** @description Tier for a new machine (default `micro`) */
             tier?: string;
+            /** @description Volumes a new machine holds and its box mounts (as POST /machines; not with sandboxId) */
+            volumes?: components["schemas"]["SandboxVolumeMountInput"][];
         };
         LaunchResult: {
             /** @description Tail of the build output */
@@ -2931,6 +2940,8 @@ export interface components {
             updatedAt: string;
             /** @description Public HTTPS URL of the app, once exposed */
             url: string | null;
+            /** @description Volumes the machine holds; its box mounts them across restarts and releases */
+            volumes: components["schemas"]["HeldVolume"][];
         };
         /** @description What the machine's app is doing (the supervisor's count and the kernel's) */
         MachineApp: {
@@ -3288,6 +3299,8 @@ export interface components {
             createdAt: string;
             /** @description Why it is failed or lost, and what restores it */
             error: string | null;
+            /** @description Machines and agents that hold it across their boxes (their boxes are in mounts while they run) */
+            heldBy: string[];
             /** @description Volume id (`volumeId` in paths and in a sandbox's `volumes`) */
             id: string;
             /** @description Its newest completed backup, or null */
@@ -4494,6 +4507,8 @@ export interface operations {
                     template: string;
                     /** @description Lifetime of the agent box */
                     timeoutSeconds?: number;
+                    /** @description Volumes the agent holds and its box mounts (at most 8), kept across revives and released when the agent is deleted. The agent is placed on their node. One writer per volume (409 VolumeBusy) */
+                    volumes?: components["schemas"]["SandboxVolumeMountInput"][];
                 };
             };
         };
@@ -11535,6 +11550,8 @@ export interface operations {
                     template?: string;
                     /** @description Tier name from GET /machines/tiers */
                     tier: string;
+                    /** @description Volumes the machine holds and its box mounts (at most 8; not with fromSandboxId), kept across restarts and releases and released when the machine is deleted. The machine is placed on their node. One writer per volume (409 VolumeBusy) */
+                    volumes?: components["schemas"]["SandboxVolumeMountInput"][];
                 };
             };
         };
@@ -15824,7 +15841,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description VolumeInUse: a sandbox mounts it (details.sandboxes) */
+            /** @description VolumeInUse: a sandbox mounts it (details.sandboxes) or a machine or agent holds it (details.heldBy) */
             409: {
                 headers: {
                     [name: string]: unknown;

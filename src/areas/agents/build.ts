@@ -34,7 +34,10 @@ export class Builder {
     const sandboxes = this.core.s.sandboxes;
     this.core.dropLink(row.id);
     if (row.sandbox_id) await sandboxes.delete(p, row.sandbox_id).catch(() => {});
+    // What the agent holds (volumes.ts): each of its boxes mounts it under the agent's hold.
+    const volumes = await sandboxes.volumesOf(row.id);
     const sbx = await sandboxes.create(p, {
+      ...(volumes.length ? { volumes, volumeHolder: row.id } : {}),
       template: t.sandboxTemplate,
       timeoutSeconds: row.timeout_seconds,
       suspendOnIdle: false,

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { KeyScopeInput, keyRequest } from '../account/key-scope.js';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
 import { IsoTime, Ok, StringMap } from '../../platform/schemas.js';
+import { HeldVolume, VolumeMounts } from '../sandboxes/schemas.js';
 import type { AgentsService } from './facade.js';
 
 declare module '../../platform/operation.js' {
@@ -36,6 +37,7 @@ export const Agent = z
       .nullable()
       .describe('Agent-scoped token (`agt_...`) for message, try and GET of this agent (browsers too). Shown only by POST /agents: it is stored hashed'),
     timeoutSeconds: z.number().int().nullable(),
+    volumes: z.array(HeldVolume).describe('Volumes the agent holds; every box of it mounts them (across revives)'),
     error: z.string().nullable().describe('Why the build failed or the agent was lost, if known'),
     createdAt: IsoTime,
     updatedAt: IsoTime,
@@ -99,6 +101,9 @@ export const agentsOperations = [
         .describe(
           'MCP servers (ACP templates only): stdio {name, command, args?, env?} or http {name, type: http, url, headers?}',
         ),
+      volumes: VolumeMounts.optional().describe(
+        'Volumes the agent holds and its box mounts (at most 8), kept across revives and released when the agent is deleted. The agent is placed on their node. One writer per volume (409 VolumeBusy)',
+      ),
       nubeKey: KeyScopeInput.optional().describe(
         'nube mints a key with this scope (never wider than the caller\'s), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted',
       ),

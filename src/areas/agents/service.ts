@@ -19,6 +19,7 @@ import { KeyedLock } from '../sandboxes/runtime/keyed-lock.js';
 import { Builder } from './build.js';
 import { AgentLink } from './connection.js';
 import type { AgentRow, AgentsRepo } from './repo.js';
+import type { SandboxVolume } from '../sandboxes/volume-binder.js';
 import { seedPath, templateFor } from './templates.js';
 
 
@@ -35,6 +36,8 @@ export interface CreateAgentInput {
   timeoutSeconds?: number;
   seedFiles?: { name: string; contentBase64: string }[];
   mcpServers?: McpInput[];
+  /** Volumes the agent holds and every box of it mounts (kept across revives, released at delete). */
+  volumes?: SandboxVolume[];
   /** A key nube mints for the agent's own code (NUBE_API_KEY), revoked with the agent. */
   nubeKey?: Omit<KeyRequest, 'name'>;
 }
@@ -78,7 +81,7 @@ export class AgentsCore {
     return `${this.deps.publicUrl().replace(/^http/, 'ws')}/api/v2/agents/${id}/acp`;
   }
 
-  view(row: AgentRow, embedToken: string | null = null) {
+  view(row: AgentRow, embedToken: string | null = null, volumes: SandboxVolume[] = []) {
     return {
       id: row.id,
       agentId: row.id,
@@ -89,6 +92,7 @@ export class AgentsCore {
       wsUrl: this.wsUrl(row.id),
       embedToken,
       timeoutSeconds: row.timeout_seconds,
+      volumes,
       error: row.error,
       createdAt: new Date(Number(row.created_at)).toISOString(),
       updatedAt: new Date(Number(row.updated_at)).toISOString(),
@@ -163,8 +167,12 @@ export class AgentsCore {
     }
     assertWithinAllowance(p.plan, 'simultaneousAgents', await this.repo.count(p.ownerId));
     await this.s.llm.assertReady(p.ownerId, p.plan);
-    // The agent lives where the scheduler puts its sandbox: its build job and its connection run there.
-    const nodeId = await this.s.sandboxes.nodeFor(p.ownerId, t.sandboxTemplate);
+    // The agent lives where the scheduler puts its sandbox (where its volumes are, when it holds some):
+    // its build job and its connection run there.
+    const volumes = input.volumes ?? [];
+    const nodeId = volumes.length
+      ? await this.s.sandboxes.placeWithVolumes(p.ownerId, volumes)
+      : await this.s.sandboxes.nodeFor(p.ownerId, t.sandboxTemplate);
     const embedToken = `agt_${randomToken(40, BASE62)}`;
     const hash = sha256Hex(embedToken);
     const now = Date.now();
@@ -191,13 +199,16 @@ export class AgentsCore {
       updated_at: now,
     };
     try {
+      // Held by the agent, not its box: a revive's fresh box mounts them again.
+      await this.s.sandboxes.holdVolumes(p, id, volumes);
       await this.repo.insert(row);
     } catch (e) {
+      await this.s.sandboxes.releaseVolumes(id);
       if (input.nubeKey) await this.s.account.revokeHeld(p.ownerId, `agent:${id}`);
       throw e;
     }
     await this.deps.jobs.enqueue(this.deps.nodes.jobType(BUILD_JOB, nodeId), { id: row.id }, { key: `agent-build:${row.id}` });
-    return this.view(row, embedToken);
+    return this.view(row, embedToken, volumes);
   }
 
   /** The agent's own key: within the caller's scope (the account checks), held by the agent. */
@@ -299,11 +310,12 @@ export class AgentsCore {
 
   async list(p: Principal) {
     const rows = await this.repo.list(p.ownerId);
-    return { agents: await Promise.all(rows.map(async (r) => this.view(await this.refresh(r)))) };
+    return { agents: await Promise.all(rows.map(async (r) => this.view(await this.refresh(r), null, await this.s.sandboxes.volumesOf(r.id)))) };
   }
 
   async get(p: Principal, id: string) {
-    return this.view(await this.refresh(await this.own(p, id)));
+    const row = await this.own(p, id);
+    return this.view(await this.refresh(row), null, await this.s.sandboxes.volumesOf(row.id));
   }
 
   async delete(p: Principal, id: string) {
@@ -314,6 +326,7 @@ export class AgentsCore {
       await this.s.account.revokeHeld(row.owner_id, `agent:${id}`);
       await this.deps.jobs.cancel({ key: `agent-build:${id}` });
       if (row.sandbox_id) await this.s.sandboxes.delete(await this.principalOf(row), row.sandbox_id).catch(() => {});
+      await this.s.sandboxes.releaseVolumes(id);
       await this.repo.delete(id);
       for (const [k, v] of this.embedCache) if (v.principal.resourceId === id) this.embedCache.delete(k);
     });

@@ -17,6 +17,7 @@ import type { Releases } from './releases.js';
 import type { MachineRow, OrderRow } from './repo.js';
 import type { Overrides } from './runspec.js';
 import type { MachinesCore } from './service.js';
+import type { SandboxVolume } from '../sandboxes/volume-binder.js';
 import { APP_DIR, LOG_FILE } from './supervisor.js';
 import { tierNamed } from './tiers.js';
 
@@ -39,6 +40,8 @@ export interface LaunchInput {
   buildCommand?: string;
   startCommand?: string;
   env?: Record<string, string>;
+  /** Volumes of a new machine (as CreateMachineInput's). */
+  volumes?: SandboxVolume[];
 }
 
 type Result = z.input<typeof LaunchResult>;
@@ -70,7 +73,7 @@ export class Launcher {
       if (!found || found.owner_id !== p.ownerId) throw errors.notFound('machine with that sandboxId');
       await this.core.deps.nodes.assertHere(found.node_id, 'machine');
     } else {
-      await this.core.placeBox(p, {});
+      await this.core.placeBox(p, { volumes: input.volumes });
     }
     const fetched: Fetched[] = [];
     try {
@@ -103,7 +106,7 @@ export class Launcher {
     spooled.push(fetched);
     if (m === null) {
       const tier = input.tier ?? 'micro';
-      const created = await this.core.create(p, { tier, cpuMode: 'shared', diskAddonsGB: 0, name: input.name }, orderId, 'launch', input);
+      const created = await this.core.create(p, { tier, cpuMode: 'shared', diskAddonsGB: 0, name: input.name, volumes: input.volumes }, orderId, 'launch', input);
       if ('checkoutUrl' in created) return created;
       m = (await this.core.repo.get(created.id))!;
     }

@@ -3,6 +3,7 @@ import { KeyScopeInput, keyRequest } from '../account/key-scope.js';
 import { defineOperation } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
 import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
+import { VolumeMounts } from '../sandboxes/schemas.js';
 import type { MachinesService } from './facade.js';
 import { Backup, Checkout, CpuMode, LaunchResult, Machine, MachineId, MachineTier, Release } from './schemas.js';
 
@@ -70,6 +71,9 @@ export const machinesOperations = [
         .max(200)
         .optional()
         .describe('Promote this sandbox (keeps its sandboxId)'),
+      volumes: VolumeMounts.optional().describe(
+        'Volumes the machine holds and its box mounts (at most 8; not with fromSandboxId), kept across restarts and releases and released when the machine is deleted. The machine is placed on their node. One writer per volume (409 VolumeBusy)',
+      ),
       nubeKey: KeyScopeInput.optional().describe(
         'nube mints a key with this scope (never wider than the caller\'s), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox\'s environment and the app\'s secrets), and revokes it when the machine is deleted',
       ),
@@ -118,10 +122,17 @@ export const machinesOperations = [
         buildCommand: z.string().max(4096).optional().describe('Build command (default: detected)'),
         startCommand: z.string().max(4096).optional().describe('Start command (default: detected)'),
         env: StringMap.optional().describe('Non-secret environment; use /secrets for secrets'),
+        volumes: VolumeMounts.optional().describe(
+          'Volumes a new machine holds and its box mounts (as POST /machines; not with sandboxId)',
+        ),
       })
       .refine((b) => !(b.repo !== undefined && b.archiveUrl !== undefined), {
         message: 'give exactly one of repo or archiveUrl',
         path: ['archiveUrl'],
+      })
+      .refine((b) => !(b.volumes?.length && b.sandboxId !== undefined), {
+        message: 'volumes apply to a new machine: an existing one keeps what it holds',
+        path: ['volumes'],
       })
       .refine((b) => b.repo !== undefined || b.archiveUrl !== undefined || b.sandboxId !== undefined, {
         message: 'give repo or archiveUrl (or sandboxId alone to redeploy)',

@@ -1,6 +1,7 @@
 // The machines area's resource schemas (shared by operations and the service's views).
 import { z } from 'zod';
 import { IsoTime } from '../../platform/schemas.js';
+import { HeldVolume } from '../sandboxes/schemas.js';
 
 export const MachineId = z.object({ id: z.string().min(1).max(200).describe('Machine id') });
 export const CpuMode = z.enum(['shared', 'reserved']).describe('shared vCPU (default) or reserved cores');
@@ -61,6 +62,7 @@ export const Machine = z
     template: z.string().nullable(),
     url: z.string().nullable().describe('Public HTTPS URL of the app, once exposed'),
     domains: z.array(z.string()).describe('Custom domains attached'),
+    volumes: z.array(HeldVolume).describe('Volumes the machine holds; its box mounts them across restarts and releases'),
     currentReleaseId: z.string().nullable(),
     phase: z
       .string()

@@ -14,6 +14,7 @@ import { PLANS } from '../../platform/plans.js';
 import type { PaymentProvider, ProviderPayment } from '../../platform/payments.js';
 import type { PlatformDeps } from '../deps.js';
 import type { KeyRequest } from '../account/service.js';
+import type { SandboxVolume } from '../sandboxes/volume-binder.js';
 import { type AppHealth, AppHealthCheck } from './app-health.js';
 import type { Machine } from './schemas.js';
 import type { MachineRow, MachinesRepo, OrderRow } from './repo.js';
@@ -26,6 +27,8 @@ export interface CreateMachineInput {
   template?: string;
   name?: string;
   fromSandboxId?: string;
+  /** Volumes the machine holds and its box mounts, kept across its restarts and releases. */
+  volumes?: SandboxVolume[];
   /** A key nube mints for the machine's own code (NUBE_API_KEY), revoked with the machine. */
   nubeKey?: Omit<KeyRequest, 'name'>;
 }
@@ -74,7 +77,7 @@ export class MachinesCore {
   }
 
   /** The row as the API shows it; with the app's health, the status and lastError are the app's. */
-  view(r: MachineRow, domains: string[] = [], app: AppHealth | null = null): MachineView {
+  view(r: MachineRow, domains: string[] = [], app: AppHealth | null = null, volumes: SandboxVolume[] = []): MachineView {
     const down = app !== null && app.status !== 'running';
     return {
       id: r.id,
@@ -88,6 +91,7 @@ export class MachinesCore {
       template: r.template,
       url: r.url,
       domains,
+      volumes,
       currentReleaseId: r.current_release_id,
       phase: r.phase,
       pendingRestart: r.pending_restart === 1,
@@ -103,11 +107,11 @@ export class MachinesCore {
    * brought up to date.
    */
   async show(p: Principal, r: MachineRow): Promise<MachineView> {
-    const domains = await this.domainsOf(r.id);
+    const [domains, volumes] = await Promise.all([this.domainsOf(r.id), this.s.sandboxes.volumesOf(r.id)]);
     const lost = r.status === 'deleted' ? null : await this.deps.nodes.lostReason(r.node_id);
-    if (lost) return { ...this.view(r, domains), status: 'lost', lastError: lost };
+    if (lost) return { ...this.view(r, domains, null, volumes), status: 'lost', lastError: lost };
     const fresh = await this.refresh(p, r);
-    return this.view(fresh, domains, await this.appHealth(p, fresh));
+    return this.view(fresh, domains, await this.appHealth(p, fresh), volumes);
   }
 
   /** The app's health when one was started here (another node's box is read there, not from here). */
@@ -238,8 +242,16 @@ export class MachinesCore {
    * The machine lives on its box's node: the sandbox it is made from, or where the scheduler puts a
    * new one. Elsewhere: ElsewhereError, and the REST layer relays the whole request there.
    */
-  async placeBox(p: Principal, input: { fromSandboxId?: string; template?: string }): Promise<void> {
-    if (input.fromSandboxId !== undefined) {
+  async placeBox(p: Principal, input: { fromSandboxId?: string; template?: string; volumes?: SandboxVolume[] }): Promise<void> {
+    if (input.volumes?.length) {
+      // The box keeps the sandbox's own mounts when promoted: volumes go to a new box only.
+      if (input.fromSandboxId !== undefined)
+        throw errors.badRequest('volumes apply to a new box: a promoted sandbox keeps its own mounts', [
+          { path: ['body', 'volumes'], message: 'not with fromSandboxId' },
+        ]);
+      // Where the volumes are (404 for another account's): the box is made there.
+      await this.s.sandboxes.placeWithVolumes(p.ownerId, input.volumes);
+    } else if (input.fromSandboxId !== undefined) {
       await this.s.sandboxes.get(p, input.fromSandboxId);
       await this.deps.nodes.assertHere(await this.s.sandboxes.nodeOf(input.fromSandboxId), 'sandbox');
     } else {
@@ -274,11 +286,22 @@ export class MachinesCore {
     // Minted within the caller's scope before the box exists, revoked if the create fails after.
     const nubeEnv = input.nubeKey ? await this.mintKey(p, id, input.nubeKey) : {};
     const unmint = () => (input.nubeKey ? this.s.account.revokeHeld(p.ownerId, `machine:${id}`) : Promise.resolve());
+    const volumes = input.volumes ?? [];
+    // Held by the machine, not its box: a box made again (or none for a while) keeps them.
+    await this.s.sandboxes.holdVolumes(p, id, volumes).catch(async (e: unknown) => {
+      await unmint();
+      throw e;
+    });
+    const unhold = async () => {
+      await this.s.sandboxes.releaseVolumes(id);
+      await unmint();
+    };
     let sandboxId: string;
     if (input.fromSandboxId !== undefined) {
       sandboxId = input.fromSandboxId;
     } else {
       const sbx = await this.s.sandboxes.create(p, {
+        ...(volumes.length ? { volumes, volumeHolder: id } : {}),
         template: input.template ?? 'base',
         timeoutSeconds: 60,
         suspendOnIdle: false,
@@ -291,7 +314,7 @@ export class MachinesCore {
           diskMb: (tier.diskGB + input.diskAddonsGB) * 1024,
         },
       }).catch(async (e: unknown) => {
-        await unmint();
+        await unhold();
         throw e;
       });
       sandboxId = sbx.id;
@@ -332,10 +355,10 @@ export class MachinesCore {
       await this.onCreated?.(id);
     } catch (e) {
       if (input.fromSandboxId === undefined) await this.s.sandboxes.delete(p, sandboxId).catch(() => {});
-      await unmint();
+      await unhold();
       throw e;
     }
-    return this.view(await this.refresh(p, row));
+    return this.view(await this.refresh(p, row), [], null, await this.s.sandboxes.volumesOf(id));
   }
 
   /** The machine's own key: within the caller's scope (the account checks), held by the machine. */
@@ -487,6 +510,8 @@ export class MachinesCore {
     await this.s.sandboxes.delete(p, r.sandbox_id).catch((e: unknown) => {
       if (!(e instanceof ApiError && e.status === 404)) throw e;
     });
+    // Its box is gone: the volumes it held are free (a writer may mount them, they may be deleted).
+    await this.s.sandboxes.releaseVolumes(id);
     await this.repo.deleteReleases(id);
     await this.deps.usage.add(p.ownerId, 'machineChargesCentavos', proratedCentavos(r.monthly_centavos / 100, r.created_at));
     return { ok: true as const };

@@ -17,6 +17,7 @@ import type { SandboxCounters, SandboxRuntime } from './runtime/driver.js';
 import { type CreateInput, SandboxesCore } from './service.js';
 import { rt } from './views.js';
 import { parseBody, Workload } from './workload.js';
+import type { SandboxVolume } from './volume-binder.js';
 
 const LATER: Partial<Record<SandboxAction, string>> = {};
 
@@ -127,6 +128,33 @@ export class SandboxesService {
   /** This node when a new sandbox goes here; ElsewhereError (the REST layer relays) otherwise. */
   placeHere(ownerId: string, template: string): Promise<string> {
     return this.core.placement.place(ownerId, template);
+  }
+
+  /**
+   * Volumes a machine or an agent (`holderId`) keeps across its boxes: checked as a sandbox's (404,
+   * 409 VolumeBusy), held until releaseVolumes, and on this node (ElsewhereError to relay, 503 when
+   * their node is down). Its boxes are created with them and `volumeHolder: holderId`.
+   */
+  async holdVolumes(p: Principal, holderId: string, volumes: SandboxVolume[]): Promise<void> {
+    if (!volumes.length) return;
+    if (!this.core.volumes) throw errors.notImplemented('volumes');
+    await this.placeWithVolumes(p.ownerId, volumes);
+    await this.core.volumes.hold(p.ownerId, holderId, volumes);
+  }
+
+  /** The node a new box with these volumes goes to: theirs (ElsewhereError when it is another). */
+  async placeWithVolumes(ownerId: string, volumes: SandboxVolume[]): Promise<string> {
+    if (!this.core.volumes) throw errors.notImplemented('volumes');
+    return this.core.placement.placeAt(await this.core.volumes.nodeOf(ownerId, volumes), 'volume');
+  }
+
+  async releaseVolumes(holderId: string): Promise<void> {
+    await this.core.volumes?.release(holderId);
+  }
+
+  /** What a holder holds (or a sandbox mounts). */
+  async volumesOf(holderId: string): Promise<SandboxVolume[]> {
+    return this.core.volumes ? this.core.volumes.listOf(holderId) : [];
   }
 
   /** The node holding a sandbox (null: a row from before nodes, this node's; undefined: no such sandbox). */

@@ -18,6 +18,8 @@ export interface CreateInput {
   diskMB?: number;
   /** Volumes to mount (the volumes area's binder records and resolves them). */
   volumes?: SandboxVolume[];
+  /** The machine or agent whose held volumes these are (holdVolumes): the box takes no writer slot. */
+  volumeHolder?: string;
   /** CPU, memory and disk of the box (machines' tiers); the driver's defaults otherwise. */
   limits?: Partial<BoxLimits>;
 }

@@ -193,6 +193,21 @@ export const VolumeMountBody = z
   })
   .meta({ id: 'SandboxVolumeMount' });
 
+/** A volume a machine or an agent holds, as its box mounts it. */
+export const HeldVolume = z
+  .object({ volumeId: z.string(), path: z.string(), readOnly: z.boolean() })
+  .meta({ id: 'HeldVolume' });
+
+/** Volumes of a sandbox, a machine or an agent: at most 8, no two paths overlapping. */
+export const VolumeMounts = z
+  .array(VolumeMountBody)
+  .max(8)
+  .superRefine((vs, ctx) => {
+    for (const [i, j] of overlappingMounts(vs.map((v) => v.path))) {
+      ctx.addIssue({ code: 'custom', message: `overlaps the mount at ${vs[i]!.path}`, path: [j, 'path'] });
+    }
+  });
+
 export const SandboxCreate = z
   .object({
     template: z
@@ -240,25 +255,12 @@ export const SandboxCreate = z
       .describe(
         "Writable disk in MiB (files, packages, logs of /bg processes); default and most: the plan's (Byte 2048, Mega 10240, Tera 51200). A write past it fails inside the sandbox (ENOSPC or EDQUOT); the sandbox keeps running",
       ),
-    volumes: z
-      .array(VolumeMountBody)
-      .max(8)
-      .optional()
-      .describe(
-        'Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts',
-      ),
+    volumes: VolumeMounts.optional().describe(
+      'Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts',
+    ),
   })
   .refine((b) => (b.templateKey === undefined) === (b.templateHash === undefined), {
     message: 'templateKey and templateHash go together',
     path: ['templateHash'],
-  })
-  .superRefine((b, ctx) => {
-    for (const [i, j] of overlappingMounts((b.volumes ?? []).map((v) => v.path))) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `overlaps the mount at ${b.volumes![i]!.path}`,
-        path: ['volumes', j, 'path'],
-      });
-    }
   })
   .meta({ id: 'SandboxCreate' });

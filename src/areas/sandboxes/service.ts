@@ -317,8 +317,10 @@ export class SandboxesCore {
       ? { template: derived.base_template, snapshot: derived.snapshot_id }
       : { template: input.template, snapshot: input.snapshot };
     // Only a built template has a pool (a first build is a job; the pool fills once it is done).
-    // A pooled sandbox started without the volumes: a sandbox with volumes starts on its own.
-    const pooled = built && !volumes.length ? this.pool.take(source) : null;
+    // A pooled sandbox takes the volumes at its claim where the driver can bind them into a running
+    // sandbox; elsewhere a sandbox with volumes starts on its own.
+    const poolable = !volumes.length || this.runtime.claimsMounts === true;
+    const pooled = built && poolable ? this.pool.take(source) : null;
     const row = newRow((env) => this.seal(env), p, input, {
       derived,
       nodeId,
@@ -327,11 +329,21 @@ export class SandboxesCore {
     });
     if (input.start) row.bootstrap = JSON.stringify({ template: input.start });
     const opts = { snapshot: derived?.snapshot_id ?? input.snapshot, env: input.env, limits: input.limits };
+    // Recorded before the claim: a second writer is refused (409) before a pooled sandbox is spent.
+    if (volumes.length)
+      await this.volumes!.attach(p.ownerId, row.id, volumes, input.volumeHolder).catch((e: unknown) => {
+        if (pooled) this.pool.giveBack(source, pooled);
+        throw e;
+      });
     if (pooled) {
-      const view = await this.createWarm(row, pooled, opts).finally(() => this.pool.refill(source));
+      const view = await this.createWarm(row, pooled, opts)
+        .catch(async (e: unknown) => {
+          await this.volumes?.detach(row.id);
+          throw e;
+        })
+        .finally(() => this.pool.refill(source));
       if (view) return view;
     }
-    if (volumes.length) await this.volumes!.attach(p.ownerId, row.id, volumes);
     try {
       await this.repo.insert(row);
     } catch (e) {
@@ -420,10 +432,12 @@ export class SandboxesCore {
   ): Promise<SandboxView | null> {
     let info: SandboxInfo;
     try {
+      const mounts = this.volumes ? await this.volumes.mountsOf(row.id) : [];
       info = await this.runtime.claim(pooled.runtimeId, {
         env: o.env,
         limits: o.limits,
         networkPolicy: JSON.parse(row.network_policy),
+        ...(mounts.length ? { mounts } : {}),
       });
     } catch (e) {
       this.deps.log.warn({ err: e, sandbox: row.id }, 'pooled sandbox could not be handed out; starting one');

@@ -14,11 +14,20 @@ export interface SandboxVolume {
 export interface VolumeBinder {
   /** The node holding every one of them (404 for an unknown or another account's volume; 400 when on several nodes). */
   nodeOf(ownerId: string, mounts: SandboxVolume[]): Promise<string | null>;
-  /** Records the sandbox's mounts: 409 `VolumeBusy` when a writer holds one it writes or a second writer asks. */
-  attach(ownerId: string, sandboxId: string, mounts: SandboxVolume[]): Promise<void>;
+  /**
+   * Records the sandbox's mounts: 409 `VolumeBusy` when a writer holds one it writes or a second writer
+   * asks. With `holder` (a machine or an agent), the mounts are its holder's: they take no writer slot.
+   */
+  attach(ownerId: string, sandboxId: string, mounts: SandboxVolume[], holder?: string): Promise<void>;
+  /**
+   * A machine or an agent holds the volumes across its boxes (checked as attach checks; the volume
+   * cannot be deleted while held); the node holding them.
+   */
+  hold(ownerId: string, holderId: string, mounts: SandboxVolume[]): Promise<string | null>;
+  release(holderId: string): Promise<void>;
   /** The driver's mounts for a start. */
   mountsOf(sandboxId: string): Promise<VolumeMount[]>;
-  /** Its mounts, as the API shows them. */
+  /** Its mounts (or a holder's holds), as the API shows them. */
   listOf(sandboxId: string): Promise<SandboxVolume[]>;
   detach(sandboxId: string): Promise<void>;
 }

@@ -129,6 +129,13 @@ export class WarmPool {
     return hit;
   }
 
+  /** A taken sandbox no caller touched (its create was refused before the claim) goes back first in line. */
+  giveBack(src: PoolSource, sandbox: PooledSandbox): void {
+    const k = this.state(src);
+    k.ready.unshift(sandbox);
+    k.hits--;
+  }
+
   /**
    * Refill a source's pool in the background. The service calls it once the create that took from
    * the pool has answered: a refill started at once would compete with that create for the CPU.

@@ -40,6 +40,9 @@ export const Volume = z
     mounts: z
       .array(z.object({ sandboxId: z.string(), path: z.string(), readOnly: z.boolean() }))
       .describe('Sandboxes that mount it now'),
+    heldBy: z
+      .array(z.string())
+      .describe('Machines and agents that hold it across their boxes (their boxes are in mounts while they run)'),
     createdAt: IsoTime,
   })
   .meta({ id: 'Volume', description: 'A quota-limited directory on a node that outlives sandboxes' });
@@ -180,13 +183,13 @@ export const volumesOperations = [
     id: 'volumes.delete',
     method: 'DELETE',
     path: '/volumes/{volumeId}',
-    summary: 'Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)',
+    summary: 'Delete a volume and its files (409 VolumeInUse while a sandbox mounts it or a machine or agent holds it)',
     description: "A lost volume's record goes at once (its files stay on its dead node); its backups stay.",
     tags,
     auth: ['owner'],
     params: VolumeParams,
     response: Ok,
-    errors: [{ status: 409, code: 'VolumeInUse', description: 'a sandbox mounts it (details.sandboxes)' }],
+    errors: [{ status: 409, code: 'VolumeInUse', description: 'a sandbox mounts it (details.sandboxes) or a machine or agent holds it (details.heldBy)' }],
     handler: async ({ principal, params, services }) => {
       await services.volumes.delete(principal, params.volumeId);
       return ok;

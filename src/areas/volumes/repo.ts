@@ -24,6 +24,11 @@ interface VolumeMountsTable {
   read_only: number;
   /** The volume's id for its writer, null for readers: unique, so two writers cannot both commit. */
   writer_of: string | null;
+  /**
+   * 1: a hold by a machine or an agent (sandbox_id is its id) that keeps the volume, and its writer
+   * slot, across that holder's boxes; the box's own rows then carry no writer_of. 0: a sandbox's mount.
+   */
+  held: number;
   created_at: number;
 }
 
@@ -75,6 +80,14 @@ declare module '../../store/schema.js' {
 }
 
 export const volumesMigrations: Record<string, Migration> = {
+  '0253-volume-holds': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('volume_mounts')
+        .addColumn('held', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
   '0250-volumes': {
     async up(db: Kysely<unknown>) {
       await db.schema
@@ -169,9 +182,14 @@ export interface VolumeRow {
 
 export interface MountRow {
   volumeId: string;
+  /** The sandbox, or for a hold the machine or agent. */
   sandboxId: string;
   path: string;
   readOnly: boolean;
+  /** A machine's or an agent's hold (see VolumeMountsTable.held). */
+  held?: boolean;
+  /** A box of a holder: writes under its holder's writer slot, so takes none of its own. */
+  underHold?: boolean;
 }
 
 export interface SnapshotRow {
@@ -201,6 +219,7 @@ const mount = (r: VolumeMountsTable): MountRow => ({
   sandboxId: r.sandbox_id,
   path: r.path,
   readOnly: Number(r.read_only) === 1,
+  held: Number(r.held) === 1,
 });
 
 const snap = (r: VolumeSnapshotsTable): SnapshotRow => ({
@@ -304,7 +323,8 @@ export class VolumesRepo {
             sandbox_id: m.sandboxId,
             path: m.path,
             read_only: m.readOnly ? 1 : 0,
-            writer_of: m.readOnly ? null : m.volumeId,
+            writer_of: m.readOnly || m.underHold ? null : m.volumeId,
+            held: m.held ? 1 : 0,
             created_at: now,
           })
           .execute();
@@ -312,6 +332,7 @@ export class VolumesRepo {
     });
   }
 
+  /** A sandbox's mounts, or a holder's holds. */
   async mountsOfSandbox(sandboxId: string): Promise<MountRow[]> {
     const rows = await this.db
       .selectFrom('volume_mounts')
@@ -333,7 +354,12 @@ export class VolumesRepo {
   }
 
   async mountedSandboxes(): Promise<string[]> {
-    const rows = await this.db.selectFrom('volume_mounts').select('sandbox_id').distinct().execute();
+    const rows = await this.db
+      .selectFrom('volume_mounts')
+      .select('sandbox_id')
+      .where('held', '=', 0)
+      .distinct()
+      .execute();
     return rows.map((r) => r.sandbox_id);
   }
 

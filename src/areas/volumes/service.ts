@@ -41,11 +41,12 @@ export class VolumesService implements VolumeBinder {
   }
 
   private async view(r: VolumeRow, usedBytes?: number) {
-    const [mounts, lost, last] = await Promise.all([
+    const [rows, lost, last] = await Promise.all([
       this.repo.mountsOfVolume(r.id),
       this.nodes.lostReason(r.nodeId),
       this.backups.last(r.ownerId, r.id),
     ]);
+    const mounts = rows.filter((m) => !m.held);
     return {
       id: r.id,
       name: r.name,
@@ -58,6 +59,7 @@ export class VolumesService implements VolumeBinder {
       sourceId: r.sourceId,
       lastBackupId: last?.id ?? null,
       mounts: mounts.map((m) => ({ sandboxId: m.sandboxId, path: m.path, readOnly: m.readOnly })),
+      heldBy: rows.filter((m) => m.held).map((m) => m.sandboxId),
       createdAt: iso(r.createdAt),
     };
   }
@@ -257,10 +259,14 @@ export class VolumesService implements VolumeBinder {
     if (row.status === 'restoring') await this.usable(row);
     await this.nodes.assertHere(row.nodeId, 'volume');
     if (!(await this.repo.deleteUnmounted(row.id))) {
-      const sandboxes = (await this.repo.mountsOfVolume(row.id)).map((m) => m.sandboxId);
-      throw errors.conflict('the volume is mounted: delete those sandboxes first', 'VolumeInUse', {
-        sandboxes,
-      });
+      const rows = await this.repo.mountsOfVolume(row.id);
+      const sandboxes = rows.filter((m) => !m.held).map((m) => m.sandboxId);
+      const heldBy = rows.filter((m) => m.held).map((m) => m.sandboxId);
+      throw errors.conflict(
+        'the volume is mounted: delete those sandboxes (and the machines or agents holding it) first',
+        'VolumeInUse',
+        { sandboxes, heldBy },
+      );
     }
     await rt(this.bytes().remove(row.id));
   }
@@ -341,12 +347,43 @@ export class VolumesService implements VolumeBinder {
     return [...nodes][0] ?? null;
   }
 
-  async attach(ownerId: string, sandboxId: string, mounts: SandboxVolume[]): Promise<void> {
+  async attach(ownerId: string, sandboxId: string, mounts: SandboxVolume[], holder?: string): Promise<void> {
     for (const m of mounts) if (!(await this.repo.get(ownerId, m.volumeId))) throw errors.notFound('volume');
+    if (holder !== undefined) {
+      // A holder's box mounts what its holder holds, as held: it takes no writer slot of its own.
+      const holds = await this.repo.mountsOfSandbox(holder);
+      for (const m of mounts) {
+        const h = holds.find((x) => x.volumeId === m.volumeId);
+        if (!h?.held || (h.readOnly && !m.readOnly))
+          throw errors.conflict(`${holder} does not hold ${m.volumeId} for writing`, 'VolumeBusy');
+      }
+    }
+    await this.insert(sandboxId, mounts, { underHold: holder !== undefined });
+  }
+
+  /**
+   * A machine or an agent holds the volumes across its boxes (404 for another account's, 409
+   * `VolumeBusy` for a second writer); its boxes mount them with attach(..., holder). The node holding them.
+   */
+  async hold(ownerId: string, holderId: string, mounts: SandboxVolume[]): Promise<string | null> {
+    const node = await this.nodeOf(ownerId, mounts);
+    await this.insert(holderId, mounts, { held: true });
+    return node;
+  }
+
+  async release(holderId: string): Promise<void> {
+    await this.repo.deleteMounts(holderId);
+  }
+
+  private async insert(
+    sandboxId: string,
+    mounts: SandboxVolume[],
+    how: { held?: boolean; underHold?: boolean },
+  ): Promise<void> {
     const now = Date.now();
     try {
       await this.repo.insertMounts(
-        mounts.map((m) => ({ volumeId: m.volumeId, sandboxId, path: m.path, readOnly: m.readOnly })),
+        mounts.map((m) => ({ volumeId: m.volumeId, sandboxId, path: m.path, readOnly: m.readOnly, ...how })),
         now,
       );
     } catch (e) {

@@ -156,7 +156,7 @@ class AsyncAgentsResource:
     def __init__(self, client: AsyncCaller) -> None:
         self._client = client
 
-    async def create(self, *, template: str, env: Dict[str, str], name: str = OMIT, timeoutSeconds: int = OMIT, seedFiles: List[AgentsCreateBodySeedFilesItem] = OMIT, mcpServers: List[Union[AgentsCreateBodyMcpServersItemStdio, AgentsCreateBodyMcpServersItemHttp]] = OMIT, nubeKey: AgentsCreateBodyNubeKey = OMIT, request_options: Optional[RequestOptions] = None) -> Agent:
+    async def create(self, *, template: str, env: Dict[str, str], name: str = OMIT, timeoutSeconds: int = OMIT, seedFiles: List[AgentsCreateBodySeedFilesItem] = OMIT, mcpServers: List[Union[AgentsCreateBodyMcpServersItemStdio, AgentsCreateBodyMcpServersItemHttp]] = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, nubeKey: AgentsCreateBodyNubeKey = OMIT, request_options: Optional[RequestOptions] = None) -> Agent:
         """Create a persistent agent from a template in its own microVM
 
         Returns the agent with status `building`; poll GET /agents/{id} until `running` before the first message. `env` is required (`{}` when the template needs nothing). mcpServers apply to ACP templates only.
@@ -167,11 +167,12 @@ class AsyncAgentsResource:
             timeoutSeconds: Lifetime of the agent box
             seedFiles: Files written into the workspace before start
             mcpServers: MCP servers (ACP templates only): stdio {name, command, args?, env?} or http {name, type: http, url, headers?}
+            volumes: Volumes the agent holds and its box mounts (at most 8), kept across revives and released when the agent is deleted. The agent is placed on their node. One writer per volume (409 VolumeBusy)
             nubeKey: nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted
 
         Operation `agents.create`: POST /api/v2/agents.
         """
-        return cast("Agent", await self._client._call("agents.create", None, None, {"template": template, "env": env, "name": name, "timeoutSeconds": timeoutSeconds, "seedFiles": seedFiles, "mcpServers": mcpServers, "nubeKey": nubeKey}, request_options))
+        return cast("Agent", await self._client._call("agents.create", None, None, {"template": template, "env": env, "name": name, "timeoutSeconds": timeoutSeconds, "seedFiles": seedFiles, "mcpServers": mcpServers, "volumes": volumes, "nubeKey": nubeKey}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete an agent and its microVM
@@ -1382,7 +1383,7 @@ class AsyncMachinesResource:
         self.releases = AsyncMachinesReleasesResource(client)
         self.secrets = AsyncMachinesSecretsResource(client)
 
-    async def create(self, *, tier: str, cpuMode: Literal["shared", "reserved"] = OMIT, diskAddonsGB: int = OMIT, template: str = OMIT, name: str = OMIT, fromSandboxId: str = OMIT, nubeKey: MachinesCreateBodyNubeKey = OMIT, request_options: Optional[RequestOptions] = None) -> Union[Machine, Checkout]:
+    async def create(self, *, tier: str, cpuMode: Literal["shared", "reserved"] = OMIT, diskAddonsGB: int = OMIT, template: str = OMIT, name: str = OMIT, fromSandboxId: str = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, nubeKey: MachinesCreateBodyNubeKey = OMIT, request_options: Optional[RequestOptions] = None) -> Union[Machine, Checkout]:
         """Create an always-on machine, or promote an existing sandbox into one
 
         Without an active plan returns `{ checkoutUrl }`; the machine is created when payment confirms. fromSandboxId promotes an ephemeral sandbox, keeping its sandboxId.
@@ -1394,11 +1395,12 @@ class AsyncMachinesResource:
             template: Sandbox template (default `base`)
             name: Display name, max 64
             fromSandboxId: Promote this sandbox (keeps its sandboxId)
+            volumes: Volumes the machine holds and its box mounts (at most 8; not with fromSandboxId), kept across restarts and releases and released when the machine is deleted. The machine is placed on their node. One writer per volume (409 VolumeBusy)
             nubeKey: nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox's environment and the app's secrets), and revokes it when the machine is deleted
 
         Operation `machines.create`: POST /api/v2/machines.
         """
-        return cast("Union[Machine, Checkout]", await self._client._call("machines.create", None, None, {"tier": tier, "cpuMode": cpuMode, "diskAddonsGB": diskAddonsGB, "template": template, "name": name, "fromSandboxId": fromSandboxId, "nubeKey": nubeKey}, request_options))
+        return cast("Union[Machine, Checkout]", await self._client._call("machines.create", None, None, {"tier": tier, "cpuMode": cpuMode, "diskAddonsGB": diskAddonsGB, "template": template, "name": name, "fromSandboxId": fromSandboxId, "volumes": volumes, "nubeKey": nubeKey}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a machine: cancels billing (prorated) and destroys the VM
@@ -1422,7 +1424,7 @@ class AsyncMachinesResource:
         """
         return cast("Machine", await self._client._call("machines.get", {"id": id}, None, OMIT, request_options))
 
-    async def launch(self, *, repo: str = OMIT, ref: str = OMIT, archiveUrl: str = OMIT, sandboxId: str = OMIT, tier: str = OMIT, name: str = OMIT, domain: str = OMIT, port: int = OMIT, buildCommand: str = OMIT, startCommand: str = OMIT, env: Dict[str, str] = OMIT, request_options: Optional[RequestOptions] = None) -> Union[LaunchResult, Checkout]:
+    async def launch(self, *, repo: str = OMIT, ref: str = OMIT, archiveUrl: str = OMIT, sandboxId: str = OMIT, tier: str = OMIT, name: str = OMIT, domain: str = OMIT, port: int = OMIT, buildCommand: str = OMIT, startCommand: str = OMIT, env: Dict[str, str] = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, request_options: Optional[RequestOptions] = None) -> Union[LaunchResult, Checkout]:
         """Launch an app from a git repo or archive URL in one call: build, release, HTTPS URL, domain
 
         Exactly one of repo or archiveUrl; sandboxId is the destination: alone it redeploys that machine, with a source it deploys the source there. Builds inside the box, publishes a recovery release, exposes an HTTPS URL and attaches the domain. Without an active plan returns `{ checkoutUrl }`.
@@ -1438,10 +1440,11 @@ class AsyncMachinesResource:
             buildCommand: Build command (default: detected)
             startCommand: Start command (default: detected)
             env: Non-secret environment; use /secrets for secrets
+            volumes: Volumes a new machine holds and its box mounts (as POST /machines; not with sandboxId)
 
         Operation `machines.launch`: POST /api/v2/machines/launch.
         """
-        return cast("Union[LaunchResult, Checkout]", await self._client._call("machines.launch", None, None, {"repo": repo, "ref": ref, "archiveUrl": archiveUrl, "sandboxId": sandboxId, "tier": tier, "name": name, "domain": domain, "port": port, "buildCommand": buildCommand, "startCommand": startCommand, "env": env}, request_options))
+        return cast("Union[LaunchResult, Checkout]", await self._client._call("machines.launch", None, None, {"repo": repo, "ref": ref, "archiveUrl": archiveUrl, "sandboxId": sandboxId, "tier": tier, "name": name, "domain": domain, "port": port, "buildCommand": buildCommand, "startCommand": startCommand, "env": env, "volumes": volumes}, request_options))
 
     async def list(self, *, request_options: Optional[RequestOptions] = None) -> MachinesListResponse:
         """List your always-on machines
@@ -2072,7 +2075,7 @@ class AsyncVolumesResource:
         return cast("Volume", await self._client._call("volumes.create", None, None, {"name": name, "sizeGB": sizeGB, "fromVolumeId": fromVolumeId, "fromSnapshotId": fromSnapshotId, "fromBackupId": fromBackupId}, request_options))
 
     async def delete(self, volume_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
-        """Delete a volume and its files (409 VolumeInUse while a sandbox mounts it)
+        """Delete a volume and its files (409 VolumeInUse while a sandbox mounts it or a machine or agent holds it)
 
         A lost volume's record goes at once (its files stay on its dead node); its backups stay.
 

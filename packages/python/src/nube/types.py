@@ -8,6 +8,13 @@ one when the module loads, which made importing nube several times slower).
 from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 
+class HeldVolume(TypedDict):
+    """HeldVolume: a JSON object."""
+    volumeId: str
+    path: str
+    readOnly: bool
+
+
 class Agent(TypedDict):
     """A persistent agent in its own microVM, with its own endpoint"""
     id: str
@@ -25,6 +32,8 @@ class Agent(TypedDict):
     embedToken: Optional[str]
     """Agent-scoped token (`agt_...`) for message, try and GET of this agent (browsers too). Shown only by POST /agents: it is stored hashed"""
     timeoutSeconds: Optional[int]
+    volumes: List[HeldVolume]
+    """Volumes the agent holds; every box of it mounts them (across revives)"""
     error: Optional[str]
     """Why the build failed or the agent was lost, if known"""
     createdAt: str
@@ -602,6 +611,20 @@ class FormSubmission(TypedDict):
     """ISO 8601 UTC timestamp"""
 
 
+class _SandboxVolumeMountInputRequired(TypedDict):
+    """The keys SandboxVolumeMountInput always has."""
+    volumeId: str
+    """Volume id"""
+    path: str
+    """Where the volume appears inside the sandbox (absolute; not in /proc, /sys, /dev or /.nube)"""
+
+
+class SandboxVolumeMountInput(_SandboxVolumeMountInputRequired, total=False):
+    """SandboxVolumeMountInput: a JSON object."""
+    readOnly: bool
+    """Mount read-only (any number of sandboxes may)"""
+
+
 class LaunchInput(TypedDict, total=False):
     """LaunchInput: a JSON object."""
     repo: str
@@ -625,6 +648,8 @@ class LaunchInput(TypedDict, total=False):
     """Start command (default: detected)"""
     env: Dict[str, str]
     """Non-secret environment; use /secrets for secrets"""
+    volumes: List[SandboxVolumeMountInput]
+    """Volumes a new machine holds and its box mounts (as POST /machines; not with sandboxId)"""
 
 
 class LaunchResult(TypedDict):
@@ -700,6 +725,8 @@ class Machine(TypedDict):
     """Public HTTPS URL of the app, once exposed"""
     domains: List[str]
     """Custom domains attached"""
+    volumes: List[HeldVolume]
+    """Volumes the machine holds; its box mounts them across restarts and releases"""
     currentReleaseId: Optional[str]
     phase: Optional[str]
     """While a launch runs: queued, unpacking, building, starting, publishing (output in the logs)"""
@@ -875,20 +902,6 @@ class Sandbox(TypedDict):
     """Suspended with its processes and memory kept: a resume carries on where they were"""
     urls: List[SandboxUrlsItem]
     """Ports exposed with the `expose` action"""
-
-
-class _SandboxVolumeMountInputRequired(TypedDict):
-    """The keys SandboxVolumeMountInput always has."""
-    volumeId: str
-    """Volume id"""
-    path: str
-    """Where the volume appears inside the sandbox (absolute; not in /proc, /sys, /dev or /.nube)"""
-
-
-class SandboxVolumeMountInput(_SandboxVolumeMountInputRequired, total=False):
-    """SandboxVolumeMountInput: a JSON object."""
-    readOnly: bool
-    """Mount read-only (any number of sandboxes may)"""
 
 
 class SandboxCreateInput(TypedDict, total=False):
@@ -1086,6 +1099,8 @@ class Volume(TypedDict):
     """Its newest completed backup, or null"""
     mounts: List[VolumeMountsItem]
     """Sandboxes that mount it now"""
+    heldBy: List[str]
+    """Machines and agents that hold it across their boxes (their boxes are in mounts while they run)"""
     createdAt: str
     """ISO 8601 UTC timestamp"""
 

@@ -91,6 +91,8 @@ export interface ClaimInput {
   /** Merged over the driver's defaults, as at create. */
   limits?: Partial<SandboxLimits>;
   networkPolicy?: NetworkPolicy;
+  /** Volumes bound into the running sandbox at the claim (drivers with `claimsMounts` only). */
+  mounts?: VolumeMount[];
 }
 
 export type SandboxState = 'running' | 'suspended';
@@ -254,6 +256,11 @@ export interface SandboxRuntime {
    * host's memory), or only the files where the driver cannot keep them.
    */
   readonly pauseKeeps?: 'files' | 'processes';
+  /**
+   * Whether a claim can bind volumes into a running (pooled) sandbox; without it a create with volumes
+   * starts a sandbox of its own.
+   */
+  readonly claimsMounts?: boolean;
   /** Whether this host can run sandboxes (sets up what they share); `HostUnsupported` saying why not. */
   checkHost(): Promise<void>;
   /** Template build for the current recipe, building it when missing. */

@@ -45,6 +45,12 @@ exec /bin/sh -c "$s" nube-files "$op" "$@"`;
  */
 export class GvisorRuntime extends NamespacesRuntime {
   override readonly kind: string = 'gvisor';
+  /**
+   * No: the sentry sees only what the gofer was given at start (its OCI mounts); runsc adds no mount
+   * to a running sandbox, and a bind on the host under its rootfs would not reach it. A create with
+   * volumes starts its own sandbox.
+   */
+  override readonly claimsMounts: boolean = false;
   private runsc!: Runsc;
   private binDir = '';
   /** /.nube holds the static sh (scripts/install-static-sh.sh): the agent runs `sh -c` with it. */

@@ -24,6 +24,7 @@ import type {
   OutputSinks,
   StreamExecOptions,
   StreamExecResult,
+  VolumeMount,
   VolumeStore,
 } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
@@ -464,9 +465,13 @@ export class NamespacesRuntime implements SandboxRuntime {
    * A pooled sandbox becomes the caller's: only what differs from how it was started is written (the
    * env lives in the record and is given to each exec; limits go to the cgroups; the policy to nft).
    */
+  /** A claim binds volumes into the running sandbox's mount namespace (helper/launch.c, claim_binds). */
+  readonly claimsMounts: boolean = true;
+
   async claim(id: string, input: ClaimInput): Promise<SandboxInfo> {
     return this.locked(id, async () => {
       const rec = await this.running(id);
+      if (input.mounts?.length) await this.bindInto(rec, input.mounts);
       rec.env = input.env ?? {};
       const limits = { ...this.limits, ...input.limits };
       if (JSON.stringify(limits) !== JSON.stringify(rec.limits)) {
@@ -486,6 +491,21 @@ export class NamespacesRuntime implements SandboxRuntime {
       await saveRecord(this.layout, rec);
       return this.info(rec);
     });
+  }
+
+  /**
+   * Volumes into a running sandbox no code of a caller has run in yet (a pooled one): the helper moves
+   * a detached clone of each onto its path inside. Recorded, so each later start binds them as usual.
+   */
+  private async bindInto(rec: SandboxRecord, mounts: VolumeMount[]): Promise<void> {
+    if (!rec.init) throw new SandboxRuntimeError('InvalidState', `sandbox ${rec.id} has no init to bind volumes into`);
+    await this.spawner.request([
+      'V:1',
+      `p:${rec.init.innerPid}`,
+      `u:${this.uidBase}`,
+      ...mounts.map((m) => `B:${m.readOnly ? 'r' : 'w'}\t${m.source}\t${m.target}`),
+    ]);
+    rec.mounts = mounts;
   }
 
   private async teardown(rec: SandboxRecord): Promise<void> {

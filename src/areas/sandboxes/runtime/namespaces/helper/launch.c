@@ -9,6 +9,7 @@
  *                                      (host end on the bridge, isolated port, up; eth0 inside with a
  *                                      fixed MAC, address, default route; lo up) and the netns sysctls
  *   d:KIND:BYTES:ID:DIR                the sandbox's disk dir and its limit (disk.c), done first
+ *   (V:1 requests: volumes into a running sandbox, claim_binds below)
  *   B:r|w<TAB>SRC<TAB>DST              a volume: SRC bind-mounted on DST (a directory in the merged
  *                                      overlay, no symlink on the way), nosuid, nodev, read-only for r;
  *                                      after the overlay, so bwrap's recursive bind of / carries it
@@ -528,6 +529,93 @@ static void bind_volume(int conn, char *spec) {
   if (mount(src, dst, NULL, MS_BIND, NULL) < 0) launch_fail(conn, "bind %s on %s: %s", src, dst, strerror(errno));
   unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (spec[0] == 'r' ? MS_RDONLY : 0);
   if (mount(NULL, dst, NULL, flags, NULL) < 0) launch_fail(conn, "remount %s: %s", dst, strerror(errno));
+}
+
+/*
+ * V:1  p:PID  u:UID  B:r|w<TAB>SRC<TAB>DST...   volumes into a running sandbox (a pooled one, claimed):
+ * each SRC is cloned on the host as a detached mount (open_tree), made nosuid, nodev (read-only for
+ * r), then moved onto DST inside PID's mount namespace by a child that entered it. DST is walked from
+ * the sandbox's root one directory at a time without following symlinks, the missing ones made (owned
+ * by UID, as launch.ts makes them in the upper dir): nothing on the way can lead out of the sandbox.
+ */
+static int bind_into(int tree, const char *dst, uid_t uid, char *why, size_t wlen) {
+  int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  char path[4096];
+  snprintf(path, sizeof path, "%s", dst);
+  for (char *part = strtok(path, "/"); part && dir >= 0; part = strtok(NULL, "/")) {
+    int next = openat(dir, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT) {
+      if (mkdirat(dir, part, 0755) < 0 && errno != EEXIST) { snprintf(why, wlen, "mkdir %s: %s", part, strerror(errno)); return -1; }
+      if (fchownat(dir, part, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) { snprintf(why, wlen, "chown %s: %s", part, strerror(errno)); return -1; }
+      next = openat(dir, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (next < 0) { snprintf(why, wlen, "%s in %s is not a plain directory: %s", part, dst, strerror(errno)); return -1; }
+    close(dir);
+    dir = next;
+  }
+  if (dir < 0) { snprintf(why, wlen, "open / in the sandbox: %s", strerror(errno)); return -1; }
+  if (syscall(SYS_move_mount, tree, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+    snprintf(why, wlen, "move_mount on %s: %s", dst, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static void claim_binds(int conn, char *req, size_t len) {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  char *binds[MAX_BINDS];
+  int n = 0;
+  for (size_t p = 0; p < len; p += strlen(req + p) + 1) {
+    char *f = req + p, *v = f + 2;
+    if (strlen(f) < 2 || f[1] != ':') launch_fail(conn, "bad volume request");
+    if (f[0] == 'p') pid = (pid_t)atoi(v);
+    else if (f[0] == 'u') uid = (uid_t)atoi(v);
+    else if (f[0] == 'B' && n < MAX_BINDS) binds[n++] = v;
+    else if (f[0] != 'V') launch_fail(conn, "unknown volume field %c", f[0]);
+  }
+  if (pid <= 1 || uid == 0) launch_fail(conn, "a volume request needs p: and u:");
+  int trees[MAX_BINDS];
+  char *dsts[MAX_BINDS];
+  for (int i = 0; i < n; i++) {
+    char *spec = binds[i], *src = strchr(spec, '\t');
+    char *dst = src ? strchr(src + 1, '\t') : NULL;
+    if (!src || !dst || (spec[0] != 'r' && spec[0] != 'w') || dst[1] != '/') launch_fail(conn, "bad volume field");
+    *src++ = 0;
+    *dst++ = 0;
+    dsts[i] = dst;
+    trees[i] = (int)syscall(SYS_open_tree, AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (trees[i] < 0) launch_fail(conn, "open_tree %s: %s", src, strerror(errno));
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (spec[0] == 'r' ? MOUNT_ATTR_RDONLY : 0)};
+    if (syscall(SYS_mount_setattr, trees[i], "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+      launch_fail(conn, "mount_setattr %s: %s", src, strerror(errno));
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/mnt", pid);
+  int mnt = open(path, O_RDONLY | O_CLOEXEC);
+  snprintf(path, sizeof path, "/proc/%d/root", pid);
+  int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mnt < 0 || root < 0) launch_fail(conn, "sandbox process %d: %s", pid, strerror(errno));
+  int errp[2];
+  if (pipe2(errp, O_CLOEXEC) < 0) launch_fail(conn, "pipe: %s", strerror(errno));
+  pid_t c = fork();
+  if (c < 0) launch_fail(conn, "fork: %s", strerror(errno));
+  if (c == 0) {
+    char why[4200] = "enter the sandbox's mount namespace";
+    int ok = setns(mnt, CLONE_NEWNS) == 0 && fchdir(root) == 0 && chroot(".") == 0;
+    for (int i = 0; ok && i < n; i++) ok = bind_into(trees[i], dsts[i], uid, why, sizeof why) == 0;
+    if (!ok && write(errp[1], why, strlen(why)) < 0) { /* the exit status says it failed */ }
+    _exit(ok ? 0 : 1);
+  }
+  close(errp[1]);
+  char why[4200] = {0};
+  ssize_t got = read(errp[0], why, sizeof why - 1);
+  int st = 0;
+  if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    launch_fail(conn, "volumes into sandbox %d: %s", pid, got > 0 ? why : "failed");
+  send_frame(conn, 'o', "ok\n", 3);
+  send_frame(conn, 's', "exit 0\n", 7);
+  _exit(0);
 }
 
 static void launch_session(int conn, char *req, size_t len) {

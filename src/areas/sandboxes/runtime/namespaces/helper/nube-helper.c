@@ -739,6 +739,7 @@ static void session(int conn) {
   if (!req || read_all(conn, req, len) < 0) _exit(0);
   req[len] = 0;
   if (len >= 3 && req[len - 1] == 0 && !strncmp(req, "L:", 2)) launch_session(conn, req, len - 1);
+  if (len >= 3 && req[len - 1] == 0 && !strncmp(req, "V:", 2)) claim_binds(conn, req, len - 1);
   struct entry e = {.cwd = "/"};
   size_t in_left = 0;
   if (req[len - 1] != 0 || parse_request(req, len - 1, &e, &in_left) < 0) session_fail(conn, "bad request");

@@ -14,6 +14,7 @@ import { percentile, round } from './lib/stats.js';
 
 const RUNS = Number(process.env.E2B_BENCH_RUNS ?? 200);
 const CREATES = Number(process.env.E2B_BENCH_CREATES ?? 24);
+const PAUSES = Number(process.env.E2B_BENCH_PAUSES ?? 10);
 
 
 async function main() {
@@ -78,6 +79,22 @@ async function main() {
     const runs: number[] = [];
     for (let i = 0; i < RUNS; i++) runs.push(await time(() => warm.commands.run('true')));
 
+    // E2B's pause keeps memory: a server started before it answers after connect, no restart.
+    await warm.commands.run('python3 -m http.server 8009', { background: true });
+    await warm.commands.run('for i in $(seq 100); do python3 -c "import urllib.request as u; u.urlopen(\'http://127.0.0.1:8009/\')" 2>/dev/null && break; sleep 0.1; done');
+    const pauses: number[] = [];
+    const resumes: number[] = [];
+    for (let i = 0; i < PAUSES; i++) {
+      pauses.push(await time(() => warm.pause()));
+      resumes.push(
+        await time(async () => {
+          await warm.connect();
+          const r = await warm.commands.run('python3 -c "import urllib.request as u; print(u.urlopen(\'http://127.0.0.1:8009/\').status)"');
+          if (r.stdout.trim() !== '200') throw new Error(`the server did not survive the pause: ${r.stdout}${r.stderr}`);
+        }),
+      );
+    }
+
     add('bare bwrap true', bare, {});
     add('SDK: Sandbox.create() -> first commands.run result', creates, {
       ratio: round(percentile(creates, 50) / bareP50),
@@ -98,6 +115,11 @@ async function main() {
       ratioAgainst: 'nube REST: POST /sandboxes/{id}/exec `/bin/bash -l -c true`',
       target: '< 20 ms p50',
       pass: percentile(runs, 50) < 20,
+    });
+    add('SDK: pause() (keeps processes and memory: freeze)', pauses, {});
+    add('SDK: connect() of the paused sandbox -> its server answers a request run inside', resumes, {
+      ratio: round(percentile(resumes, 50) / percentile(runs, 50)),
+      ratioAgainst: "SDK: commands.run('true') (runs `/bin/bash -l -c true`)",
     });
     await warm.kill();
   } finally {

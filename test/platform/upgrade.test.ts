@@ -15,6 +15,16 @@ import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT } from '../sandboxes/helpers.j
 const ROOT = process.cwd();
 const PREVIOUS = readFileSync(`${ROOT}/scripts/previous-release`, 'utf8').split('\n')[0]!.trim();
 const git = (args: string[], cwd = ROOT) => execFileSync('git', args, { cwd, encoding: 'utf8', stdio: 'pipe' });
+/** A checkout without that commit (an export, a shallow clone) cannot run the previous release: said, and skipped. */
+const HISTORY = (() => {
+  try {
+    git(['cat-file', '-e', `${PREVIOUS}^{commit}`]);
+    return true;
+  } catch {
+    console.warn(`upgrade test skipped: the previous release ${PREVIOUS} (scripts/previous-release) is not in this checkout's git history`);
+    return false;
+  }
+})();
 
 const run = promisify(execFile);
 let previous: string | undefined;
@@ -60,7 +70,7 @@ const app = tarGz({
   'index.html': 'hello from before the upgrade',
 });
 
-describe.each(DIALECTS)('%s: an upgrade from the previous release keeps every resource', (dialect) => {
+describe.skipIf(!HISTORY).each(DIALECTS)('%s: an upgrade from the previous release keeps every resource', (dialect) => {
   let n: NubeProcess;
   let src: SourceServer;
 

@@ -23,7 +23,7 @@ describe.each(DIALECTS)('hostile input (%s)', (dialect) => {
   let t: TestNube;
   let call: ReturnType<typeof caller>;
   beforeAll(async () => {
-    t = await startNube({ dialect, env: { NUBE_RATE_LIMIT_PER_MINUTE: '100000' } });
+    t = await startNube({ dialect, env: { NUBE_RATE_LIMIT_PER_MINUTE: '100000', NUBE_SANDBOX_CREATE_PER_MINUTE: '100000' } });
     call = caller(t);
   });
   afterAll(() => t?.close());

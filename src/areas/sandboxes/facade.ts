@@ -54,6 +54,16 @@ export class SandboxesService {
     return this.core.runtime.addressOf((await this.core.own(p, id)).runtime_id);
   }
 
+  /**
+   * The bridge address of an account's running sandbox by id alone, or null: the box API's check that
+   * a minted key comes from its holder's box (areas/account/key-scope.ts holderAddress).
+   */
+  async boxAddress(ownerId: string, id: string): Promise<string | null> {
+    const r = await this.core.repo.get(id);
+    if (!r || r.owner_id !== ownerId || r.status !== 'running' || r.node_id !== this.core.placement.here) return null;
+    return this.core.runtime.addressOf(r.runtime_id).catch(() => null);
+  }
+
   /** Areas that run apps in sandboxes say here why a port does not answer (the port proxy's 502 page). */
   readonly portExplainers: PortExplainer[] = [];
 

@@ -40,6 +40,7 @@ export class BoxApiListener {
   ) {}
 
   static async start(app: FastifyInstance, net: BoxNetwork, port: number): Promise<BoxApiListener> {
+    const warn = (e: unknown) => app.log.warn({ err: e }, 'could not re-open the box API port');
     const address = await net.hostAddress();
     const handler = app.routing.bind(app);
     let self: BoxApiListener | undefined;
@@ -68,17 +69,30 @@ export class BoxApiListener {
     const bound = (server.address() as AddressInfo).port;
     await net.openHostPort(bound);
     self = new BoxApiListener(server, net, bound, `http://${address}:${bound}`);
+    self.keepOpen(warn);
     return self;
   }
 
-  /** Opens the port again at most every 10 s (the sandbox network's rules can be rebuilt under it). */
+  private timer: NodeJS.Timeout | undefined;
+
+  /**
+   * Opens the port again at most every 10 s: the sandbox network's rules can be rebuilt under it (a
+   * bridge reconfigured at another nube's start). Unlike the LLM gateway, whose URL is asked for on
+   * every turn, nothing asks for this one after the key is minted: a timer reasserts it too.
+   */
   async reassert(): Promise<void> {
     if (Date.now() - this.reassertedAt < 10_000) return;
     this.reassertedAt = Date.now();
     await this.net.openHostPort(this.port);
   }
 
+  private keepOpen(log: (e: unknown) => void): void {
+    this.timer = setInterval(() => void this.reassert().catch(log), 10_000);
+    this.timer.unref();
+  }
+
   async close(): Promise<void> {
+    clearInterval(this.timer);
     await this.net.closeHostPort(this.port).catch(() => {});
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));

@@ -18,7 +18,7 @@ describe.each(DIALECTS)('%s: the box API', (dialect) => {
     (await shellIn(t, sandboxId, `cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep ^${name}= | head -1 | cut -d= -f2-`)).trim();
   /** An HTTP call from inside a box: status and body. */
   const curl = async (sandboxId: string, key: string, path: string, extra = '') => {
-    const out = await shellIn(t, sandboxId, `curl -s -m 10 -w '\\n%{http_code}' ${extra} -H 'authorization: Bearer ${key}' '${base}${path}'; echo " rc=$?"`);
+    const out = await shellIn(t, sandboxId, `curl -s -m 30 -w '\\n%{http_code}' ${extra} -H 'authorization: Bearer ${key}' '${base}${path}'; echo " rc=$?"`);
     const lines = out.trimEnd().split('\n');
     const [status, rc] = lines.pop()!.split(' ');
     expect(rc, out).toBe('rc=0');
@@ -88,7 +88,7 @@ describe.each(DIALECTS)('%s: the box API', (dialect) => {
     expect(owner.status).toBe(401);
     const scoped = (await t.call('POST', '/account/keys', { name: 'db', scopes: ['databases:read'] })).body.secret as string;
     expect((await curl(other, scoped, '/api/v2/databases')).status).toBe(401);
-    const none = await shellIn(t, other, `curl -s -m 10 -o /dev/null -w '%{http_code}' '${base}/api/v2/databases'`);
+    const none = await shellIn(t, other, `curl -s -m 30 -o /dev/null -w '%{http_code}' '${base}/api/v2/databases'`);
     expect(none.trim()).toBe('401');
     // Only the REST API and MCP: not the console, E2B, libSQL or the health check.
     expect((await curl(agent.sandboxId, minted, '/healthz')).status).toBe(404);

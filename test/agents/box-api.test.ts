@@ -15,10 +15,20 @@ describe.each(DIALECTS)('%s: the box API', (dialect) => {
   let base: string;
   // The agent program's environment holds the key (exec's commands do not inherit it).
   const envOf = async (sandboxId: string, name: string) =>
-    (await shellIn(t, sandboxId, `cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep ^${name}= | head -1 | cut -d= -f2-`)).trim();
+    (
+      await shellIn(
+        t,
+        sandboxId,
+        `cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep ^${name}= | head -1 | cut -d= -f2-`,
+      )
+    ).trim();
   /** An HTTP call from inside a box: status and body. */
   const curl = async (sandboxId: string, key: string, path: string, extra = '') => {
-    const out = await shellIn(t, sandboxId, `curl -s -m 30 -w '\\n%{http_code}' ${extra} -H 'authorization: Bearer ${key}' '${base}${path}'; echo " rc=$?"`);
+    const out = await shellIn(
+      t,
+      sandboxId,
+      `curl -s -m 30 -w '\\n%{http_code}' ${extra} -H 'authorization: Bearer ${key}' '${base}${path}'; echo " rc=$?"`,
+    );
     const lines = out.trimEnd().split('\n');
     const [status, rc] = lines.pop()!.split(' ');
     expect(rc, out).toBe('rc=0');
@@ -37,19 +47,25 @@ describe.each(DIALECTS)('%s: the box API', (dialect) => {
     const s = await t.call('POST', '/sandboxes', { template: 'base', timeoutSeconds: 600 });
     expect(s.status, JSON.stringify(s.body)).toBe(200);
     other = s.body.id;
-    for (let i = 0; i < 600 && (await t.call('GET', `/sandboxes/${other}`)).body.status !== 'running'; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 600 && (await t.call('GET', `/sandboxes/${other}`)).body.status !== 'running'; i++)
+      await new Promise((r) => setTimeout(r, 100));
     minted = await envOf(agent.sandboxId, 'NUBE_API_KEY');
     base = await envOf(agent.sandboxId, 'NUBE_BASE_URL');
   }, 240_000);
   afterAll(() => t?.stop(), 60_000);
 
-  it("NUBE_BASE_URL is the box API on the bridge; from its box the key works within its scope", async () => {
+  it('NUBE_BASE_URL is the box API on the bridge; from its box the key works within its scope', async () => {
     expect(minted).toMatch(/^nube_sk_live_/);
     const host = await t.nube.services.sandboxes.hostNetwork.hostAddress();
     expect(base).toMatch(new RegExp(`^http://${host.replaceAll('.', '\\.')}:\\d+$`));
     expect(base).not.toBe(t.baseUrl);
 
-    const made = await curl(agent.sandboxId, minted, '/api/v2/databases', `-X POST -H 'content-type: application/json' -d '{"name":"from-box"}'`);
+    const made = await curl(
+      agent.sandboxId,
+      minted,
+      '/api/v2/databases',
+      `-X POST -H 'content-type: application/json' -d '{"name":"from-box"}'`,
+    );
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const list = await curl(agent.sandboxId, minted, '/api/v2/databases');
     expect(list.status).toBe(200);
@@ -73,22 +89,38 @@ describe.each(DIALECTS)('%s: the box API', (dialect) => {
     const publicListener = await t.call('GET', '/databases', undefined, minted);
     expect(publicListener.status).toBe(401);
     expect(publicListener.body).toMatchObject({ code: 'Unauthorized' });
-    const fromHost = await fetch(`${base}/api/v2/databases`, { headers: { authorization: `Bearer ${minted}` } });
+    const fromHost = await fetch(`${base}/api/v2/databases`, {
+      headers: { authorization: `Bearer ${minted}` },
+    });
     expect(fromHost.status).toBe(401);
     const fromOther = await curl(other, minted, '/api/v2/databases');
     expect(fromOther.status).toBe(401);
     expect(fromOther.body).toMatchObject({ code: 'Unauthorized' });
     // Nor can it mint itself a key free of its box (this one may not create keys; the account checks
     // that a held key's children keep its holder: test/platform/scoped-keys-store.test.ts).
-    expect((await curl(agent.sandboxId, minted, '/api/v2/account/keys', `-X POST -H 'content-type: application/json' -d '{"name":"x","scopes":["databases:read"]}'`)).status).toBe(403);
+    expect(
+      (
+        await curl(
+          agent.sandboxId,
+          minted,
+          '/api/v2/account/keys',
+          `-X POST -H 'content-type: application/json' -d '{"name":"x","scopes":["databases:read"]}'`,
+        )
+      ).status,
+    ).toBe(403);
   }, 120_000);
 
   it('the box API takes only minted keys: an owner key, another scoped key or none is refused there', async () => {
     const owner = await curl(agent.sandboxId, t.ownerKey, '/api/v2/databases');
     expect(owner.status).toBe(401);
-    const scoped = (await t.call('POST', '/account/keys', { name: 'db', scopes: ['databases:read'] })).body.secret as string;
+    const scoped = (await t.call('POST', '/account/keys', { name: 'db', scopes: ['databases:read'] })).body
+      .secret as string;
     expect((await curl(other, scoped, '/api/v2/databases')).status).toBe(401);
-    const none = await shellIn(t, other, `curl -s -m 30 -o /dev/null -w '%{http_code}' '${base}/api/v2/databases'`);
+    const none = await shellIn(
+      t,
+      other,
+      `curl -s -m 30 -o /dev/null -w '%{http_code}' '${base}/api/v2/databases'`,
+    );
     expect(none.trim()).toBe('401');
     // Only the REST API and MCP: not the console, E2B, libSQL or the health check.
     expect((await curl(agent.sandboxId, minted, '/healthz')).status).toBe(404);

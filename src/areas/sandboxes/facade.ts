@@ -42,7 +42,7 @@ export class SandboxesService {
     this.domains = new SandboxDomains(this.core, claims);
   }
 
-  /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
+  /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway, the box API). */
   readonly hostNetwork = {
     hostAddress: () => this.core.runtime.hostAddress(),
     openHostPort: (port: number) => this.core.runtime.openHostPort(port),

@@ -256,6 +256,7 @@ const envSchema = z.object({
   NUBE_LLM_API_KEY: z.string().min(1).optional(),
   NUBE_LLM_MODEL: z.string().min(1).default('gpt-4o-mini'),
   NUBE_LLM_GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(7071),
+  NUBE_BOX_API_PORT: z.coerce.number().int().min(0).max(65535).default(7072),
   // Databases: the executor pool (processes running user SQL). Unset: derived from the cores (README).
   NUBE_DATABASE_EXECUTORS_MIN: z.coerce.number().int().min(1).max(256).optional(),
   NUBE_DATABASE_EXECUTORS_MAX: z.coerce.number().int().min(1).max(1024).optional(),
@@ -448,6 +449,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         : undefined,
       gatewayPort: e.NUBE_LLM_GATEWAY_PORT,
     },
+    boxApiPort: e.NUBE_BOX_API_PORT,
     metrics: metricsConfig(e),
     tracing: { endpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: e.OTEL_SERVICE_NAME },
     databases: databasesConfig(e),

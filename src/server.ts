@@ -16,7 +16,8 @@ import { newId } from './platform/ids.js';
 import { registerJobMetrics } from './platform/jobs-metrics.js';
 import { mountMcp } from './platform/mcp.js';
 import { ScopeCatalog } from './platform/scope-catalog.js';
-import { boxReachGuard, ownsResource } from './areas/account/key-scope.js';
+import { boxReachGuard, holderAddress, ownsResource } from './areas/account/key-scope.js';
+import { BoxApiListener } from './platform/box-api.js';
 import { Metrics } from './platform/metrics.js';
 import { installRequestMetrics, mountMetricsRoute, operationOf } from './platform/metrics-http.js';
 import { installRequestTracing, startTracing } from './platform/tracing.js';
@@ -107,8 +108,19 @@ export async function buildServer(config: Config): Promise<Nube> {
   const nodes = new NodeRegistry(store.db, config.nodes, { driver: config.sandboxes.driver, version: VERSION }, app.log);
   const proxyTrust = new ProxyTrust(config.trustProxy);
   const forwarder = new NodeForwarder(nodes, config.secret, proxyTrust);
+  // Started on the first key minted into a box (platform/box-api.ts).
+  let boxApi: Promise<BoxApiListener> | undefined;
   const deps: PlatformDeps = {
     publicUrl: () => publicUrl,
+    boxApiUrl: async () => {
+      boxApi ??= BoxApiListener.start(app, services.sandboxes.hostNetwork, config.boxApiPort).catch((e: unknown) => {
+        boxApi = undefined;
+        throw errors.unavailable(`the box API (a minted key's NUBE_BASE_URL) could not start on the sandbox bridge: ${(e as Error).message}`);
+      });
+      const b = await boxApi;
+      await b.reassert().catch((e: unknown) => app.log.warn({ err: e }, 'could not re-open the box API port'));
+      return b.url;
+    },
     httpsUrl: (forHost) => (publicIsHttps || forHost === undefined || covers(forHost) ? httpsUrl : null),
     config,
     store,
@@ -135,6 +147,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   const services = await createServices(deps);
   services.account.useCatalog(new ScopeCatalog(operations), ownsResource(services));
   services.sandboxes.core.reachGuard = boxReachGuard(services);
+  deps.auth.holderAddress = holderAddress(services);
   covers = (host) => services.domains.certificates.covers(host);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
@@ -238,7 +251,7 @@ export async function buildServer(config: Config): Promise<Nube> {
       // Node does not count as idle) are cut, so a stop is bounded instead of waiting out timeouts.
       const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdownGraceMs);
       cut.unref();
-      await Promise.all([app.close(), https?.close(config.shutdownGraceMs), deps.jobs.stop({ graceMs: config.shutdownGraceMs }), deps.events.stop()]);
+      await Promise.all([app.close(), boxApi?.then((b) => b.close(), () => {}), https?.close(config.shutdownGraceMs), deps.jobs.stop({ graceMs: config.shutdownGraceMs }), deps.events.stop()]);
       clearTimeout(cut);
       await forwarder.close();
       for (const area of AREAS) await area.close?.(services);

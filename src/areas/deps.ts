@@ -53,4 +53,9 @@ export interface PlatformDeps {
    * has no certificate for that name (a handed-out https:// link must work).
    */
   httpsUrl(forHost?: string): string | null;
+  /**
+   * NUBE_BASE_URL for a box holding a key nube minted: the box API on the sandbox bridge
+   * (platform/box-api.ts), started on first use. 503 where this nube has no sandbox network.
+   */
+  boxApiUrl(): Promise<string>;
 }

@@ -23,6 +23,8 @@ export interface ReplayOrigin {
   ip: string;
   userAgent: string | undefined;
   requestId: string;
+  /** The bridge address the MCP request came from through the box API, which its replays keep. */
+  box?: string;
 }
 
 /** Header of a replayed request naming its origin's handle. */

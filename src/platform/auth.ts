@@ -35,6 +35,11 @@ export interface Principal {
   resourceId?: string;
   /** A scoped owner key's limits (platform/scopes.ts); absent for a full owner key. */
   scope?: KeyScope;
+  /**
+   * `agent:<id>` / `machine:<id>` for a key nube minted into that box: accepted only through the box
+   * API from that box's bridge address (platform/box-api.ts).
+   */
+  holder?: string;
 }
 
 /**
@@ -47,7 +52,12 @@ export interface AuthUse {
   anyScope?: boolean;
   /** The source address, for keys with allowedIps. */
   ip?: string;
+  /** The bridge address the request came from through the box API (platform/box-api.ts boxSource). */
+  box?: string;
 }
+
+/** The bridge address of the box a holder (`agent:<id>`, `machine:<id>`) runs in now, or null. */
+export type HolderAddress = (ownerId: string, holder: string) => Promise<string | null>;
 
 export const PUBLIC_PRINCIPAL: Principal = { scheme: 'public', ownerId: '', plan: 'byte' };
 
@@ -150,6 +160,9 @@ export class Authenticator {
   /** `proxy`: the reverse proxies whose forwarded scheme and host are believed (NUBE_TRUST_PROXY). */
   constructor(readonly proxy: ProxyTrust = new ProxyTrust()) {}
 
+  /** Set once every area is built (server.ts): where a minted key's box is now. Unset, held keys are refused. */
+  holderAddress: HolderAddress | null = null;
+
   register(resolver: CredentialResolver): void {
     this.resolvers.set(resolver.scheme, resolver);
   }
@@ -162,7 +175,25 @@ export class Authenticator {
   /** Principal for the request's credential against the schemes `accepted`; throws 401/403. */
   authenticate(src: CredentialSource, accepted: readonly SchemeName[], use: AuthUse = {}): Principal | Promise<Principal> {
     const p = this.authenticateAny(src, accepted);
-    return p instanceof Promise ? p.then((x) => scoped(x, use)) : scoped(p, use);
+    if (p instanceof Promise) return p.then((x) => this.bound(x, use)).then((x) => scoped(x, use));
+    if (p.holder !== undefined || use.box !== undefined) return this.bound(p, use).then((x) => scoped(x, use));
+    return scoped(p, use);
+  }
+
+  /**
+   * A key nube minted into a box works only from that box, through the box API: read out of the box
+   * (an agent prompted to print it), it is refused anywhere else as if unknown (401), like the LLM
+   * gateway's credential. The box API in turn takes nothing but such keys: an owner key, a token or no
+   * credential there is refused, so a sandbox reaches no more of nube through it than its own key allows.
+   */
+  private async bound(p: Principal, use: AuthUse): Promise<Principal> {
+    if (p.holder === undefined) {
+      if (use.box === undefined) return p;
+      throw errors.unauthorized('the box API (a box\'s NUBE_BASE_URL) takes only the key nube minted for that box; use nube\'s public URL for other credentials');
+    }
+    if (use.box === undefined || !this.holderAddress) throw errors.unauthorized();
+    if ((await this.holderAddress(p.ownerId, p.holder)) !== use.box) throw errors.unauthorized();
+    return p;
   }
 
   /**

@@ -47,6 +47,8 @@ export interface Config {
   forms: { perMinute: number };
   pdf: PdfConfig;
   llm: LlmConfig;
+  /** Port of the box API listener on the sandbox bridge's host address (minted keys' NUBE_BASE_URL); 0: any free one. */
+  boxApiPort: number;
   metrics: MetricsConfig;
   tracing: TracingConfig;
   databases: DatabasesConfig;

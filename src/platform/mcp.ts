@@ -4,6 +4,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { REPLAY_HEADER, type ReplayOrigin, withReplayOrigin } from './audit-context.js';
 import type { Authenticator, SchemeName } from './auth.js';
+import { boxSource } from './box-source.js';
 import { describe } from './catalog.js';
 import { errors } from './errors.js';
 import { type AnyOperation, toolName } from './operation.js';
@@ -28,6 +29,7 @@ export function mountMcp(app: FastifyInstance, ops: AnyOperation[], auth: Authen
     const principal = await auth.authenticate({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] }, ANY_CREDENTIAL, {
       anyScope: true,
       ip: req.ip,
+      box: boxSource(req.raw),
     });
     const allowed = principal.scope?.allowed;
     if (req.method !== 'POST') throw errors.methodNotAllowed(['POST']);
@@ -46,7 +48,8 @@ export function mountMcp(app: FastifyInstance, ops: AnyOperation[], auth: Authen
       }
       const r = toolRequest(op, API_PREFIX, (call.params.arguments ?? {}) as Record<string, unknown>);
       // The replayed request's audit entry names this request's caller (platform/audit-context.ts).
-      const origin: ReplayOrigin = { via: 'mcp', ip: req.ip, userAgent: req.headers['user-agent'], requestId: req.id };
+      const box = boxSource(req.raw);
+      const origin: ReplayOrigin = { via: 'mcp', ip: req.ip, userAgent: req.headers['user-agent'], requestId: req.id, ...(box ? { box } : {}) };
       const res = await withReplayOrigin(origin, (handle) =>
         app.inject({
           method: r.method as 'GET',

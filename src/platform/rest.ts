@@ -1,8 +1,9 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingMessage } from 'node:http';
-import { notePrincipal } from './audit-context.js';
+import { notePrincipal, replayOriginOf } from './audit-context.js';
 import { type Authenticator, CSRF_HEADER, CSRF_PROTOCOL_PREFIX, type CredentialSource, type Principal } from './auth.js';
+import { boxSource } from './box-source.js';
 import { type ErrorIssue, errors } from './errors.js';
 import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.js';
 import type { RateLimitSettings } from './config-shape.js';
@@ -116,8 +117,13 @@ class RequestContext {
 
 function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply) {
   const query = (req.query ?? {}) as Record<string, unknown>;
-  const principal = deps.auth.authenticate(credentialSource(deps.auth, req.raw, query, req.method !== 'GET' && req.method !== 'HEAD', isRelayed(req)), op.auth, { operation: op, ip: req.ip });
+  const principal = deps.auth.authenticate(credentialSource(deps.auth, req.raw, query, req.method !== 'GET' && req.method !== 'HEAD', isRelayed(req)), op.auth, { operation: op, ip: req.ip, box: boxOf(req) });
   return settled(principal) ? limited(op, deps, req, reply, principal) : principal.then((p) => limited(op, deps, req, reply, p));
+}
+
+/** The bridge address a request came from through the box API, directly or as an MCP tool call's replay. */
+function boxOf(req: FastifyRequest): string | undefined {
+  return boxSource(req.raw) ?? replayOriginOf(req.headers)?.box;
 }
 
 /** The credentials a request to /api/v2 may carry, the console's session cookie included (with its CSRF facts). */

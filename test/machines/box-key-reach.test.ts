@@ -136,6 +136,28 @@ describe.each(DIALECTS)('%s: boxes holding a minted key', (dialect) => {
     const r = await t.call('POST', `/sandboxes/${child}/exec`, { command: 'printenv NUBE_API_KEY' }, narrow);
     expect(r.status).toBe(403);
     expect(r.body.code).toBe('ScopeMissing');
+    // The copy it holds is bound to the parent's box: from the fork's own address it is refused.
+    const fromFork = await t.call('POST', `/sandboxes/${child}/exec`, { command: boxCurl('/api/v2/account') });
+    expect(fromFork.body.stdout, JSON.stringify(fromFork.body)).toContain('401 rc=0');
     expect((await t.call('DELETE', `/sandboxes/${child}`)).status).toBe(200);
   }, 120_000);
+
+  it('from its own box the key reaches nube through NUBE_BASE_URL (the box API), within its scope; elsewhere it is 401', async () => {
+    const base = (await t.call('POST', `/sandboxes/${sandboxId}/exec`, { command: 'printenv NUBE_BASE_URL' })).body.stdout.trim();
+    const host = await t.nube.services.sandboxes.hostNetwork.hostAddress();
+    expect(base).toMatch(new RegExp(`^http://${host.replaceAll('.', '\\.')}:\\d+$`));
+    const run = async (path: string) => (await t.call('POST', `/sandboxes/${sandboxId}/exec`, { command: boxCurl(path) })).body.stdout as string;
+    expect(await run('/api/v2/account')).toContain('200 rc=0');
+    const beyond = await run('/api/v2/sandboxes');
+    expect(beyond).toContain('403 rc=0');
+    expect(beyond).toContain('ScopeMissing');
+    // The same key from the host, on the public listener or the box API: as if unknown.
+    expect((await t.call('GET', '/account', undefined, minted)).status).toBe(401);
+    expect((await fetch(`${base}/api/v2/account`, { headers: { authorization: `Bearer ${minted}` } })).status).toBe(401);
+  }, 120_000);
 });
+
+/** A call from inside a box with its own NUBE_API_KEY and NUBE_BASE_URL: the body, then status and curl's exit code. */
+function boxCurl(path: string): string {
+  return `curl -s -m 30 -w '\\n%{http_code}' -H "Authorization: Bearer $NUBE_API_KEY" "$NUBE_BASE_URL${path}"; echo " rc=$?"`;
+}

@@ -52,8 +52,15 @@ describe.each(DIALECTS)('scoped keys in the store on %s', (dialect) => {
     expect(p.scope?.allowed.has('databases.create')).toBe(false);
     // A box's own key mints nothing wider than itself.
     await expect(svc.createKeyFor(p, { name: 'wider', scopes: ['databases:write'] })).rejects.toMatchObject({ status: 403, code: 'KeyScopeTooWide' });
+    // It is bound to its box (the box API), and so is every key it creates: none escapes the box.
+    expect(p.holder).toBe('agent:agt_1');
+    const child = await svc.createKeyFor(p, { name: 'child', scopes: ['databases:read'] });
+    expect(child.key.holder).toBe('agent:agt_1');
+    expect((await resolve(child.secret))!.holder).toBe('agent:agt_1');
+    expect(owner.holder).toBeUndefined();
     await svc.revokeHeld(owner.ownerId, 'agent:agt_1');
     expect(await resolve(secret)).toBeNull();
+    expect(await resolve(child.secret)).toBeNull();
     expect(await resolve(ownerSecret)).not.toBeNull();
   });
 

@@ -16,6 +16,8 @@ export const SANDBOX_ENV = {
   NUBE_SANDBOX_CGROUP: 'nube-test',
   // Test files run at once: the SSH gateway takes any free port rather than all fighting over 2222.
   NUBE_SSH_PORT: '0',
+  // Likewise the box API listener (a minted NUBE_API_KEY's NUBE_BASE_URL) rather than all on 7072.
+  NUBE_BOX_API_PORT: '0',
   // No warm pool unless a test asks for one (test/sandboxes/pool*.test.ts): sandboxes started in the
   // background would load the machine and show up in what other tests count.
   NUBE_SANDBOX_POOL: '0',

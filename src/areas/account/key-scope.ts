@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Principal } from '../../platform/auth.js';
+import type { HolderAddress, Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import type { Services } from '../../platform/operation.js';
 import { resourceArea } from '../../platform/scopes.js';
@@ -91,5 +91,26 @@ export function boxReachGuard(services: Services): (p: Principal, sandboxIds: st
       if (agentId) await services.account.assertCovers(p, `agent:${agentId}`, what);
       if (machine && machine.owner_id === p.ownerId) await services.account.assertCovers(p, `machine:${machine.id}`, what);
     }
+  };
+}
+
+/**
+ * Where the box of a minted key's holder is now (server.ts hands it to the Authenticator): the bridge
+ * address of the agent's or machine's current sandbox (a revive or restart's new one), null while it has
+ * none running here. Read per request, never cached: an address freed by one box is another's next.
+ */
+export function holderAddress(services: Services): HolderAddress {
+  return async (ownerId, holder) => {
+    const [kind, id] = holder.split(':', 2) as [string, string | undefined];
+    if (!id) return null;
+    let sandboxId: string | null | undefined;
+    if (kind === 'agent') {
+      const a = await services.agents.core.repo.get(id);
+      sandboxId = a?.owner_id === ownerId ? a.sandbox_id : null;
+    } else if (kind === 'machine') {
+      const m = await services.machines.core.repo.get(id);
+      sandboxId = m?.owner_id === ownerId ? m.sandbox_id : null;
+    }
+    return sandboxId ? services.sandboxes.boxAddress(ownerId, sandboxId) : null;
   };
 }

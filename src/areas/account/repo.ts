@@ -204,6 +204,7 @@ export class AccountRepo {
         'accounts.plan as plan',
         'api_keys.scope as scope',
         'api_keys.expires_at as expiresAt',
+        'api_keys.holder as holder',
       ])
       .where('api_keys.lookup', '=', lookup)
       .where('api_keys.revoked_at', 'is', null)

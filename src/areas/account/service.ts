@@ -193,7 +193,7 @@ export class AccountService {
       if (r.resourceIds || r.caps || r.allowedIps || r.expiresAt !== undefined) {
         throw errors.validation([{ path: ['body', 'scopes'], message: 'required with resourceIds, caps, allowedIps or expiresAt' }]);
       }
-      return this.createKey(creator.ownerId, r.name, generateOwnerKey(r.format), { limits: null, expiresAt: null, parentId: creator.credentialId ?? null, holder: r.holder ?? null });
+      return this.createKey(creator.ownerId, r.name, generateOwnerKey(r.format), { limits: null, expiresAt: null, parentId: creator.credentialId ?? null, holder: r.holder ?? creator.holder ?? null });
     }
     const allowed = this.requireCatalog().compile(r.scopes);
     if (r.expiresAt !== undefined && r.expiresAt <= Date.now()) {
@@ -230,7 +230,7 @@ export class AccountService {
       limits,
       expiresAt: expiresAt ?? null,
       parentId: creator.credentialId ?? null,
-      holder: r.holder ?? null,
+      holder: r.holder ?? creator.holder ?? null,
     });
   }
 
@@ -283,7 +283,7 @@ export class AccountService {
     const row = rows.find((r) => safeEqual(r.hash, hash));
     if (!row) return null;
     const scope = this.scopeOf(row.scope, row.expiresAt);
-    const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id, ...(scope ? { scope } : {}) };
+    const principal: Principal = { scheme: 'owner', ownerId: row.accountId, plan: row.plan as PlanName, credentialId: row.id, ...(scope ? { scope } : {}), ...(row.holder ? { holder: row.holder } : {}) };
     if (this.authCacheMs > 0) {
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(credential, { principal, hash, until: now + this.authCacheMs });

@@ -214,7 +214,8 @@ export class AgentsCore {
   /** The agent's own key: within the caller's scope (the account checks), held by the agent. */
   private async mintKey(p: Principal, id: string, k: Omit<KeyRequest, 'name'>): Promise<Record<string, string>> {
     const { secret } = await this.s.account.createKeyFor(p, { ...k, name: `agent ${id}`, holder: `agent:${id}` });
-    return { NUBE_API_KEY: secret, NUBE_BASE_URL: this.deps.publicUrl() };
+    // The box API, not the public URL: the key works only from this box, through it (docs/decisions.md).
+    return { NUBE_API_KEY: secret, NUBE_BASE_URL: await this.deps.boxApiUrl() };
   }
 
   /** Job: build a `building` agent. A failure leaves it `lost` with the reason in `error`. */

@@ -42,7 +42,7 @@ export class SandboxesService {
     this.domains = new SandboxDomains(this.core, claims);
   }
 
-  /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway). */
+  /** The sandbox network's host side, for host services sandboxes reach (the LLM gateway, the box API). */
   readonly hostNetwork = {
     hostAddress: () => this.core.runtime.hostAddress(),
     openHostPort: (port: number) => this.core.runtime.openHostPort(port),
@@ -52,6 +52,16 @@ export class SandboxesService {
   /** The sandbox's address on the host bridge (host-side services reach its ports there). */
   async addressOf(p: Principal, id: string): Promise<string> {
     return this.core.runtime.addressOf((await this.core.own(p, id)).runtime_id);
+  }
+
+  /**
+   * The bridge address of an account's running sandbox by id alone, or null: the box API's check that
+   * a minted key comes from its holder's box (areas/account/key-scope.ts holderAddress).
+   */
+  async boxAddress(ownerId: string, id: string): Promise<string | null> {
+    const r = await this.core.repo.get(id);
+    if (!r || r.owner_id !== ownerId || r.status !== 'running' || r.node_id !== this.core.placement.here) return null;
+    return this.core.runtime.addressOf(r.runtime_id).catch(() => null);
   }
 
   /** Areas that run apps in sandboxes say here why a port does not answer (the port proxy's 502 page). */

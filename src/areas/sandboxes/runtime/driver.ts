@@ -345,7 +345,7 @@ export interface SandboxRuntime {
   cgroupStats(id: string): Promise<SandboxCounters>;
   /** The host's address on the sandbox network (set up if needed): where host services listen. */
   hostAddress(): Promise<string>;
-  /** Let every sandbox reach this TCP port of the host at hostAddress() (the LLM gateway); nothing else. */
+  /** Let every sandbox reach this TCP port of the host at hostAddress() (the LLM gateway, the box API); nothing else. */
   openHostPort(port: number): Promise<void>;
   closeHostPort(port: number): Promise<void>;
   /**

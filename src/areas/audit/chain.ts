@@ -111,13 +111,20 @@ export class AuditWriter {
       }
     }
     for (const o of owners) this.heads.delete(o);
-    const heads = await this.db.transaction().execute(async (trx) => {
+    // Heads locked in one order by every writer: two batches of several accounts never wait in a circle.
+    const heads = await retryDeadlocks(() => this.lockedWrite([...owners].sort(), records));
+    for (const [o, h] of heads) this.heads.set(o, h);
+  }
+
+  /** The batch numbered from the heads read under lock, in one transaction. */
+  private lockedWrite(owners: string[], records: AuditRecord[]) {
+    return this.db.transaction().execute(async (trx) => {
       await trx
         .insertInto('audit_chains')
         .values(owners.map((owner_id) => ({ owner_id, seq: 0, hash: GENESIS, pruned_seq: 0, pruned_hash: GENESIS })))
         .onConflict((oc) => oc.column('owner_id').doNothing())
         .execute();
-      let q = trx.selectFrom('audit_chains').select(['owner_id', 'seq', 'hash']).where('owner_id', 'in', owners);
+      let q = trx.selectFrom('audit_chains').select(['owner_id', 'seq', 'hash']).where('owner_id', 'in', owners).orderBy('owner_id');
       // Another replica appending to the same chain waits for this commit (SQLite has one writer anyway).
       if (this.dialect === 'postgres') q = q.forUpdate();
       const read = new Map((await q.execute()).map((h) => [h.owner_id, { seq: Number(h.seq), hash: h.hash }]));
@@ -125,7 +132,6 @@ export class AuditWriter {
       await trx.insertInto('audit_entries').values(rows).execute();
       return heads;
     });
-    for (const [o, h] of heads) this.heads.set(o, h);
   }
 
   /** Numbers and hashes `records` onto `heads` (moved in place). */
@@ -237,4 +243,22 @@ export async function pruneChain(db: Kysely<Tables>, dialect: Dialect, ownerId: 
 /** The chain's HMAC key, derived from NUBE_SECRET (the CLI's verify derives the same). */
 export function auditKey(secret: string): Buffer {
   return createHmac('sha256', secret).update('nube-audit-chain').digest();
+}
+
+/**
+ * PostgreSQL ends one of two writers that wait on each other: this one holding its chain's head under
+ * lock and inserting, another replica's lock-free insert (whose trigger moves the same head) holding an
+ * entry this one's unique index waits on. The one ended is rolled back whole, so running it again is
+ * safe; the other goes on (a lock-free insert ended this way takes this locked path too).
+ */
+async function retryDeadlocks<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if ((code !== '40P01' && code !== '40001') || attempt >= 8) throw e;
+      await new Promise((r) => setTimeout(r, attempt * 10 + Math.random() * 20));
+    }
+  }
 }

@@ -33,6 +33,9 @@ describe.each(DRIVERS)('%s: sandbox timers', (driver) => {
 
   it('with suspendOnIdle it is suspended instead, and a resume brings it back with its files', async () => {
     const c = await t.call('POST', '/sandboxes', { timeoutSeconds: 2, suspendOnIdle: true });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    // Started (a failed start would keep only its timeout, then go: a 404 below would not say why).
+    expect(c.body.status, JSON.stringify(c.body)).toBe('running');
     const id = c.body.id;
     await t.call('POST', `/sandboxes/${id}/files/write`, { path: '/root/keep.txt', content: 'kept' });
     const s = await until(() => t.call('GET', `/sandboxes/${id}`), (r) => r.body.status === 'suspended', 60_000);

@@ -18,6 +18,8 @@ describe.skipIf(!root)('sandbox host bridge', () => {
     quiet('ip', 'link', 'del', 'nubets0');
     quiet('nft', 'delete', 'table', 'inet', 'nube_nubets0');
     quiet('nft', 'delete', 'table', 'inet', 'nube_nubetx0');
+    quiet('ip', 'link', 'del', 'nubetc0');
+    quiet('nft', 'delete', 'table', 'inet', 'nube_nubetc0');
   });
 
   it('refuses a subnet that overlaps another interface, naming NUBE_SANDBOX_BRIDGE', async () => {
@@ -40,5 +42,21 @@ describe.skipIf(!root)('sandbox host bridge', () => {
     const rules = sh('nft', 'list', 'table', 'inet', 'nube_nubets0');
     expect(rules).toContain('10.95.0.0/16');
     expect(rules).not.toContain('10.96.0.0/16');
+  });
+
+  it('many set-ups at once on a fresh bridge all succeed, and a bridge with no address yet keeps its table', async () => {
+    quiet('ip', 'link', 'del', 'nubetc0');
+    quiet('nft', 'delete', 'table', 'inet', 'nube_nubetc0');
+    const bridge = { name: 'nubetc0', cidr: '10.94.0.1/16' };
+    // As at the start of a test run or of several nubes on one host: each its own BridgeNetwork.
+    await Promise.all(Array.from({ length: 8 }, () => new BridgeNetwork(bridge, null).ensure()));
+    const opened = new BridgeNetwork(bridge, null);
+    await opened.openHostPort(7999);
+    // A bridge being set up by another process (no address yet) is not an old configuration: its
+    // table, and the host port opened in it, stay.
+    sh('ip', 'addr', 'flush', 'dev', 'nubetc0');
+    await new BridgeNetwork(bridge, null).ensure();
+    expect(sh('ip', '-br', '-4', 'addr', 'show', 'dev', 'nubetc0')).toContain('10.94.0.1/16');
+    expect(sh('nft', 'list', 'set', 'inet', 'nube_nubetc0', 'host_services')).toContain('7999');
   });
 });

@@ -6,6 +6,7 @@ import type { NetworkPolicy } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { PROTECTED_RANGES } from '../protected-ranges.js';
 import { PortForwards } from './port-forwards.js';
+import { takePidLock } from './pid-lock.js';
 import { run } from './proc.js';
 
 export interface BridgeConfig {
@@ -89,15 +90,7 @@ export class BridgeNetwork {
   async ensure(): Promise<void> {
     await mkdir(this.leaseDir(), { recursive: true });
     const lock = `${this.leaseDir()}/.setup.lock`;
-    for (let i = 0; ; i++) {
-      try {
-        await mkdir(lock);
-        break;
-      } catch {
-        if (i > 400) await rm(lock, { recursive: true, force: true });
-        await new Promise((r) => setTimeout(r, 25));
-      }
-    }
+    await takePidLock(lock);
     try {
       const name = this.bridge.name;
       const addrs = await hostAddresses();
@@ -111,11 +104,16 @@ export class BridgeNetwork {
         await run('ip', ['link', 'add', name, 'type', 'bridge']);
       }
       const mine = addrs.filter((a) => a.ifname === name);
-      if (!mine.some((a) => a.local === this.hostIp && a.prefixlen === this.prefix)) {
+      const ours = (a: HostAddress) => a.local === this.hostIp && a.prefixlen === this.prefix;
+      if (mine.some((a) => !ours(a))) {
         // A bridge left by an earlier configuration: its address and its rules name the old subnet.
+        // (Only then: a bridge with no address yet is one being set up, whose table must stay.)
         await run('ip', ['addr', 'flush', 'dev', name]);
-        await run('ip', ['addr', 'add', `${this.hostIp}/${this.prefix}`, 'dev', name]);
         await run('nft', ['delete', 'table', 'inet', this.table], { allowFailure: true });
+      }
+      if (!mine.some(ours)) {
+        const added = await run('ip', ['addr', 'add', `${this.hostIp}/${this.prefix}`, 'dev', name], { allowFailure: true });
+        if (added.code !== 0 && !/exists/i.test(added.stderr)) throw new Error(`ip addr add ${this.hostIp}/${this.prefix} dev ${name}: ${added.stderr.trim()}`);
       }
       await run('ip', ['link', 'set', name, 'up']);
       await writeFile('/proc/sys/net/ipv4/ip_forward', '1');

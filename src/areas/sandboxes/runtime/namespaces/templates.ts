@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { lchown, chmod, lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { lchown, chmod, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import type { BuildProgress, ProgressFn, TemplateInfo } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
 import { ProgressWriter, readProgress, SHIFT_STEP } from './build-progress.js';
 import { GOOSE_FILE } from './host-tools.js';
-import { isAlive, run } from './proc.js';
+import { withPidLock } from './pid-lock.js';
+import { run } from './proc.js';
 import { buildDerived, type DerivedRecipe } from './derived-template.js';
 
 interface DebianRecipe {
@@ -102,32 +103,16 @@ const WAIT_REPORT_MS = 10_000;
  */
 async function withLock<T>(lock: string, fn: () => Promise<T>, onWait?: ProgressFn): Promise<T> {
   let reported = 0;
-  for (;;) {
-    try {
-      await mkdir(lock);
-      await writeFile(`${lock}/pid`, String(process.pid));
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const owner = Number(await readFile(`${lock}/pid`, 'utf8').catch(() => '0'));
-      if (owner && !isAlive(owner)) {
-        await rm(lock, { recursive: true, force: true });
-        continue;
-      }
-      if (onWait && Date.now() - reported >= WAIT_REPORT_MS) {
-        reported = Date.now();
-        const p = await readProgress(`${lock}/progress.json`);
-        const where = p ? `: ${p.step}, about ${p.percent} %` : '';
-        onWait(`waiting for the build in process ${owner || '?'}${where}`, p ?? undefined);
-      }
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    await rm(lock, { recursive: true, force: true });
-  }
+  return withPidLock(lock, fn, {
+    pollMs: 500,
+    onWait: async (owner) => {
+      if (!onWait || Date.now() - reported < WAIT_REPORT_MS) return;
+      reported = Date.now();
+      const p = await readProgress(`${lock}/progress.json`);
+      const where = p ? `: ${p.step}, about ${p.percent} %` : '';
+      onWait(`waiting for the build in process ${owner || '?'}${where}`, p ?? undefined);
+    },
+  });
 }
 
 /**

@@ -4,8 +4,8 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { DIALECTS } from '../helpers/pg.js';
+import { upgradeStatus } from '../helpers/upgrade-status.js';
 import {
   createRunning,
   type MachineNube,
@@ -13,22 +13,6 @@ import {
   stopMachineNube,
   TEMPLATE_WAIT_MS,
 } from './helpers.js';
-
-/** The status a WebSocket upgrade is refused with (0 when it opened). */
-function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      res.resume();
-    });
-    ws.once('open', () => {
-      ws.close();
-      resolve(0);
-    });
-    ws.once('error', (e) => (e.message.includes('Unexpected server response') ? undefined : reject(e)));
-  });
-}
 
 describe.each(DIALECTS)('%s: boxes holding a minted key', (dialect) => {
   let t: MachineNube;

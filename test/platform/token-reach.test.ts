@@ -5,11 +5,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { operations } from '../../src/areas/index.js';
 import { CREDENTIAL_REACH } from '../../src/platform/credential-reach.js';
 import { ScopeCatalog } from '../../src/platform/scope-catalog.js';
 import { DIALECTS } from '../helpers/pg.js';
+import { upgradeStatus } from '../helpers/upgrade-status.js';
 import { callJson, startNube, type TestNube } from '../helpers/server.js';
 
 const fill = (path: string) => path.replace(/\{[A-Za-z0-9_]+\}/g, 'x0');
@@ -31,21 +31,6 @@ async function sweep(
     out.push([op.id, r.status, (await r.text()).slice(0, 600)]);
   }
   return out;
-}
-
-function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      res.resume();
-    });
-    ws.once('open', () => {
-      ws.close();
-      resolve(0);
-    });
-    ws.once('error', (e) => (e.message.includes('Unexpected server response') ? undefined : reject(e)));
-  });
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: test assertions read arbitrary JSON

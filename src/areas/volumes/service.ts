@@ -156,17 +156,7 @@ export class VolumesService implements VolumeBinder {
         { path: ['sizeGB'], message: 'required' },
       ]);
     await this.allow(p, sizeBytes, true);
-    const row: VolumeRow = {
-      id: newId('vol'),
-      ownerId: p.ownerId,
-      name: input.name,
-      sizeBytes,
-      nodeId: this.nodes.id,
-      sourceId: input.fromVolumeId ?? input.fromSnapshotId ?? null,
-      status: 'ready',
-      error: null,
-      createdAt: Date.now(),
-    };
+    const row = this.newRow(p, input.name, sizeBytes, input.fromVolumeId ?? input.fromSnapshotId ?? null, 'ready');
     if (from) {
       // A copy holds what its source holds: it must fit in its own limit.
       const used = 'volume' in from ? await rt(store.usedBytes(from.volume)) : sourceUsed;
@@ -182,23 +172,18 @@ export class VolumesService implements VolumeBinder {
     return this.view(row, from ? undefined : 0);
   }
 
+  /** The record of a new volume on this node. */
+  private newRow(p: Principal, name: string, sizeBytes: number, sourceId: string | null, status: VolumeRow['status']): VolumeRow {
+    return { id: newId('vol'), ownerId: p.ownerId, name, sizeBytes, nodeId: this.nodes.id, sourceId, status, error: null, createdAt: Date.now() };
+  }
+
   /** A new volume on this node, `restoring` until the backup's job has filled it (then `ready` or `failed`). */
   private async restore(p: Principal, input: CreateVolumeInput, backupId: string) {
     const b = await this.backups.restorable(p, backupId);
     const sizeBytes = input.sizeGB !== undefined ? input.sizeGB * GB : b.volume_size_bytes;
     if (b.used_bytes > sizeBytes) throw this.tooSmall(b.used_bytes, sizeBytes);
     await this.allow(p, sizeBytes, true);
-    const row: VolumeRow = {
-      id: newId('vol'),
-      ownerId: p.ownerId,
-      name: input.name,
-      sizeBytes,
-      nodeId: this.nodes.id,
-      sourceId: b.id,
-      status: 'restoring',
-      error: null,
-      createdAt: Date.now(),
-    };
+    const row = this.newRow(p, input.name, sizeBytes, b.id, 'restoring');
     await this.repo.insert(row);
     await this.backups.queueRestore(row, b);
     return this.view(row);

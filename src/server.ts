@@ -148,6 +148,7 @@ export async function buildServer(config: Config): Promise<Nube> {
   services.account.useCatalog(new ScopeCatalog(operations), ownsResource(services));
   services.sandboxes.core.reachGuard = boxReachGuard(services);
   deps.auth.holderAddress = holderAddress(services);
+  forwarder.voucher = (req, box) => deps.auth.vouchBox({ authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] }, box);
   covers = (host) => services.domains.certificates.covers(host);
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 

@@ -54,6 +54,11 @@ export interface AuthUse {
   ip?: string;
   /** The bridge address the request came from through the box API (platform/box-api.ts boxSource). */
   box?: string;
+  /**
+   * On a request another node relayed: the id of the minted key that node found bound to its box (the
+   * box is there, so only that node can check its address; platform/node-forward.ts).
+   */
+  boxVouched?: string;
 }
 
 /** The bridge address of the box a holder (`agent:<id>`, `machine:<id>`) runs in now, or null. */
@@ -181,6 +186,20 @@ export class Authenticator {
   }
 
   /**
+   * The id of the minted key `src` carries when it is bound to the box at `box` on this node, else
+   * undefined: what this node vouches for when it relays the box's request to the node holding its
+   * resource (the box's address means nothing there).
+   */
+  async vouchBox(src: CredentialSource, box: string): Promise<string | undefined> {
+    try {
+      const p = await this.authenticateAny(src, ['owner']);
+      return p.holder !== undefined && p.credentialId !== undefined ? (await this.bound(p, { box })).credentialId : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * A key nube minted into a box works only from that box, through the box API: read out of the box
    * (an agent prompted to print it), it is refused anywhere else as if unknown (401), like the LLM
    * gateway's credential. The box API in turn takes nothing but such keys: an owner key, a token or no
@@ -191,8 +210,11 @@ export class Authenticator {
       if (use.box === undefined) return p;
       throw errors.unauthorized('the box API (a box\'s NUBE_BASE_URL) takes only the key nube minted for that box; use nube\'s public URL for other credentials');
     }
-    if (use.box === undefined || !this.holderAddress) throw errors.unauthorized();
-    if ((await this.holderAddress(p.ownerId, p.holder)) !== use.box) throw errors.unauthorized();
+    if (use.box === undefined) {
+      if (use.boxVouched !== undefined && use.boxVouched === p.credentialId) return p;
+      throw errors.unauthorized();
+    }
+    if (!this.holderAddress || (await this.holderAddress(p.ownerId, p.holder)) !== use.box) throw errors.unauthorized();
     return p;
   }
 

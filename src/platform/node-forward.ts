@@ -10,6 +10,8 @@ import { pipeline } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent } from 'undici';
+import { replayOriginOf } from './audit-context.js';
+import { boxSource } from './box-source.js';
 import { errors } from './errors.js';
 import type { NodeRegistry } from './nodes.js';
 import { NODE_ORIGIN_HEADER, ProxyTrust } from './request-origin.js';
@@ -25,6 +27,12 @@ const MAX_HOPS = 2;
 /** On a relayed create: the receiving node already counted it against the caller's rate limit. */
 const COUNTED_HEADER = 'x-nube-node-counted';
 const RELAYED = Symbol('relayedByNode');
+/**
+ * On a request relayed from the box API: the id of the minted key the relaying node found bound to the
+ * box it came from (Authenticator.vouchBox). Believed only with the node credential; taken off any other.
+ */
+const BOX_KEY_HEADER = 'x-nube-node-box-key';
+const BOX_VOUCHED = Symbol('boxVouchedByNode');
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -58,15 +66,26 @@ export function isRelayed(req: FastifyRequest | IncomingMessage): boolean {
   return (req as unknown as Record<symbol, unknown>)[RELAYED] === true;
 }
 
+/** On a relayed request from a box: the minted key the relaying node vouched for (AuthUse.boxVouched). */
+export function boxVouched(req: IncomingMessage): string | undefined {
+  return (req as unknown as Record<symbol, string | undefined>)[BOX_VOUCHED];
+}
+
+/** Checks, on the node a box's request arrived at, that its minted key is bound to that box. */
+export type BoxVoucher = (req: IncomingMessage, box: string) => Promise<string | undefined>;
+
 /**
  * Marks a request as relayed by a node, and takes the internal credential off it: what the request
  * reaches next (a sandbox's port, behind the port proxy) must never see the cluster's credential.
  */
 function markRelayed(req: FastifyRequest | IncomingMessage): void {
   (req as unknown as Record<symbol, unknown>)[RELAYED] = true;
+  const vouched = req.headers[BOX_KEY_HEADER];
+  if (typeof vouched === 'string') (('raw' in req ? req.raw : req) as unknown as Record<symbol, unknown>)[BOX_VOUCHED] = vouched;
   delete req.headers[NODE_TOKEN_HEADER];
+  delete req.headers[BOX_KEY_HEADER];
   const raw = 'raw' in req ? req.raw.rawHeaders : req.rawHeaders;
-  for (let i = raw.length - 2; i >= 0; i -= 2) if (raw[i]!.toLowerCase() === NODE_TOKEN_HEADER) raw.splice(i, 2);
+  for (let i = raw.length - 2; i >= 0; i -= 2) if ([NODE_TOKEN_HEADER, BOX_KEY_HEADER].includes(raw[i]!.toLowerCase())) raw.splice(i, 2);
 }
 
 /** True when a relayed request may be relayed once more (its resource moved while it travelled). */
@@ -85,6 +104,8 @@ export class NodeForwarder {
   private readonly tokenBuf: Buffer;
   private readonly locators: Locator[] = [];
   private readonly agent = new Agent({ keepAliveTimeout: 30_000, connections: 128, pipelining: 1 });
+  /** Set once auth exists (server.ts): a box's request is relayed with the key this node found bound to it. */
+  voucher: BoxVoucher | null = null;
 
   constructor(
     private readonly nodes: NodeRegistry,
@@ -135,6 +156,7 @@ export class NodeForwarder {
       }
       // Only nodes count hops: a client's own header would only cut its request's relays short.
       delete req.headers[HOPS_HEADER];
+      delete req.headers[BOX_KEY_HEADER];
       if (this.nodes.solo || this.locators.length === 0) return;
       const nodeId = await this.target(req.url.split('?')[0]!, req.headers.host);
       if (nodeId) {
@@ -153,6 +175,11 @@ export class NodeForwarder {
     const node = await this.nodes.get(nodeId);
     if (!node || node.status === 'down') throw errors.unavailable(`node ${nodeId} is down; retry later`, 30);
     const headers = this.outgoingHeaders(req.raw, req.ip, isRelayed(req));
+    // A box's request (through the box API, or an MCP call of its replayed here) carries its key's binding.
+    const box = boxSource(req.raw) ?? replayOriginOf(req.headers)?.box;
+    // A request relayed once more (its resource moved) keeps what the box's node vouched for.
+    const vouched = box !== undefined && this.voucher ? await this.voucher(req.raw, box) : boxVouched(req.raw);
+    if (vouched !== undefined) headers[BOX_KEY_HEADER] = vouched;
     let payload: string | IncomingMessage | undefined;
     if (body === 'stream') {
       // Without a length (chunked, or an in-process inject), a method that may carry one streams what comes.
@@ -207,6 +234,7 @@ export class NodeForwarder {
     // markRelayed keeps the incoming count; a fresh request starts at one hop.
     headers[HOPS_HEADER] = String(Number(incoming[HOPS_HEADER] ?? 0) + 1);
     delete headers[COUNTED_HEADER];
+    delete headers[BOX_KEY_HEADER];
     return headers;
   }
 

@@ -9,7 +9,7 @@ import { jsonDepth, MAX_BODY_DEPTH, NUL_MESSAGE, nulPaths } from './json-limits.
 import type { RateLimitSettings } from './config-shape.js';
 import { type RateLimiter, type RateLimitResult, ruleFor } from './limits.js';
 import type { OperationRouteConfig } from './metrics-http.js';
-import { alreadyCounted, isRelayed, mayRelayAgain, type NodeForwarder } from './node-forward.js';
+import { alreadyCounted, boxVouched, isRelayed, mayRelayAgain, type NodeForwarder } from './node-forward.js';
 import { ElsewhereError, runPinned } from './nodes.js';
 import {
   type AnyOperation,
@@ -117,7 +117,7 @@ class RequestContext {
 
 function runOperation(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply) {
   const query = (req.query ?? {}) as Record<string, unknown>;
-  const principal = deps.auth.authenticate(credentialSource(deps.auth, req.raw, query, req.method !== 'GET' && req.method !== 'HEAD', isRelayed(req)), op.auth, { operation: op, ip: req.ip, box: boxOf(req) });
+  const principal = deps.auth.authenticate(credentialSource(deps.auth, req.raw, query, req.method !== 'GET' && req.method !== 'HEAD', isRelayed(req)), op.auth, { operation: op, ip: req.ip, box: boxOf(req), boxVouched: boxVouched(req.raw) });
   return settled(principal) ? limited(op, deps, req, reply, principal) : principal.then((p) => limited(op, deps, req, reply, p));
 }
 

@@ -271,6 +271,43 @@ describe('machines and agents over three nodes', () => {
     for (const b of boxes) expect((await db.selectFrom('agents').select('node_id').where('id', '=', b.agent_id).executeTakeFirstOrThrow()).node_id).toBe('node-1');
   }, 300_000);
 
+  it("a box's minted key reaches a database held by another node: the box's node vouches for it; no caller can claim that", async () => {
+    const m = await onlyOn(c, 'node-2', () => c.call('POST', '/machines', { tier: 'nano', name: 'keyed', nubeKey: { scopes: ['databases:write'] } }, 1));
+    expect(m.status, JSON.stringify(m.body)).toBe(200);
+    let sandboxId = '';
+    for (const end = Date.now() + 120_000; !sandboxId; ) {
+      const g = await c.call('GET', `/machines/${m.body.id}`, undefined, 0);
+      if (g.body.status === 'running') sandboxId = g.body.sandboxId;
+      else if (g.body.status === 'failed' || Date.now() > end) throw new Error(JSON.stringify(g.body));
+      else await new Promise((r) => setTimeout(r, 200));
+    }
+    const db = await onlyOn(c, 'node-0', () => c.call('POST', '/databases', { name: `held-by-zero-${Date.now().toString(36)}` }, 0));
+    expect(db.status, JSON.stringify(db.body)).toBe(201);
+    const dbs = c.nodes[0]!.nube.deps.store.db;
+    const row = await dbs.selectFrom('machines').select('node_id').where('id', '=', m.body.id).executeTakeFirstOrThrow();
+    expect(row.node_id).toBe('node-2');
+    const inBox = async (cmd: string) => (await c.call('POST', `/sandboxes/${sandboxId}/exec`, { command: cmd }, 1)).body.stdout as string;
+    const query = (extra = '', base = '$NUBE_BASE_URL') =>
+      `curl -s -m 30 -w '\\n%{http_code}' -H "Authorization: Bearer $NUBE_API_KEY" ${extra} -H 'content-type: application/json' ` +
+      `-d '{"sql":"select 40 + 2 as n"}' "${base}/api/v2/databases/${db.body.id}/query"; echo " rc=$?"`;
+    // Node 2 (the box's) relays the query to node 0 (the database's), which believes node 2's word.
+    const through = await inBox(query());
+    expect(through, through).toContain('200 rc=0');
+    expect(through).toContain('42');
+    // The key's id claimed by a client in the nodes' header is worth nothing without the node credential.
+    const keys = (await c.call('GET', '/account/keys', undefined, 0)).body.items as { id: string; holder?: string | null }[];
+    const held = keys.filter((k) => k.holder === `machine:${m.body.id}`);
+    expect(held.length, JSON.stringify(keys)).toBe(1);
+    const minted = (await inBox('printenv NUBE_API_KEY')).trim();
+    const forged = await fetch(`${c.nodes[0]!.baseUrl}/api/v2/databases/${db.body.id}/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${minted}`, 'content-type': 'application/json', 'x-nube-node-box-key': held[0]!.id },
+      body: JSON.stringify({ sql: 'select 1' }),
+    });
+    expect(forged.status).toBe(401);
+    expect((await c.call('DELETE', `/machines/${m.body.id}`, undefined, 0)).status).toBe(200);
+  }, 300_000);
+
   it("a down node's machine and agent show lost with the reason", async () => {
     expect(machineId && agentId).toBeTruthy();
     c.nodes[2]!.nube.deps.nodes.stop();

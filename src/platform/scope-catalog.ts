@@ -43,6 +43,16 @@ export class ScopeCatalog {
     return allowed;
   }
 
+  /** Each area with the operations its read scope and its write scope add (writes include the reads). */
+  areas(): { area: string; read: string[]; write: string[] }[] {
+    const areas = [...new Set([...this.byScope.keys()].map((s) => s.slice(0, s.indexOf(':'))))].sort();
+    return areas.map((area) => ({
+      area,
+      read: [...(this.byScope.get(`${area}:read`) ?? [])].sort(),
+      write: [...(this.byScope.get(`${area}:write`) ?? [])].sort(),
+    }));
+  }
+
   operation(id: string): AnyOperation | undefined {
     return this.ops.get(id);
   }

@@ -32,7 +32,7 @@ export function scopeOf(op: Pick<OperationRef, 'id' | 'method' | 'access'>): str
 }
 
 /** Money a key may consume per month; metered in usage_counters under the key's id. */
-export const CAP_METRICS = ['aiCredits', 'llmTokens', 'webQueries'] as const;
+export const CAP_METRICS = ['aiCredits', 'llmTokens', 'webQueries', 'sandboxCpuSeconds'] as const;
 export type CapMetric = (typeof CAP_METRICS)[number];
 export type Caps = Partial<Record<CapMetric, number>>;
 

@@ -2,9 +2,12 @@ import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../store/schema.js';
 import type { Principal } from './auth.js';
 import { errors } from './errors.js';
+import type { CapMetric } from './scopes.js';
 
 /** Monthly metered quantities (AI credits, LLM tokens, web queries) and live gauges per owner. */
-export type CounterMetric = 'aiCredits' | 'llmTokens' | 'webQueries' | 'machineChargesCentavos';
+export type CounterMetric = 'aiCredits' | 'llmTokens' | 'webQueries' | 'machineChargesCentavos' | 'sandboxCpuMs';
+/** What a key's caps are checked against: its own counters (`key:<id>`). */
+type KeyMetric = 'aiCredits' | 'llmTokens' | 'webQueries' | 'sandboxCpuMs';
 export type GaugeMetric = 'storageBytes' | 'databases' | 'boxes' | 'sandboxes' | 'agents' | 'volumes' | 'volumeBytes';
 
 interface MeterTable {
@@ -34,6 +37,11 @@ export const usageMigrations: Record<string, Migration> = {
     },
   },
 };
+
+/** The key a principal's consumption is also counted under: a scoped key with caps; else none. */
+export function capKeyId(p: Principal): string | null {
+  return p.scope?.caps && p.credentialId ? p.credentialId : null;
+}
 
 export function currentPeriod(now = new Date()): string {
   return now.toISOString().slice(0, 7);
@@ -81,22 +89,47 @@ export class Usage {
    * so its monthly caps can be checked. Web queries count toward the key's AI credits, as they do for
    * the account's.
    */
-  async addForKey(p: Principal, metric: 'webQueries' | 'aiCredits', amount: number, now = new Date()): Promise<void> {
-    if (p.scope?.caps && p.credentialId && amount > 0) await this.add(`key:${p.credentialId}`, metric, amount, now);
+  async addForKey(p: Principal, metric: KeyMetric, amount: number, now = new Date()): Promise<void> {
+    const keyId = capKeyId(p);
+    if (keyId) await this.addToKey(keyId, metric, amount, now);
   }
 
-  /** 402 KeyCapReached when the key has used up a cap on what it is about to consume. */
-  async assertKeyCaps(p: Principal, now = new Date()): Promise<void> {
+  /** The same by key id alone: work a key started and another path meters (an agent's turn, a sandbox's CPU). */
+  async addToKey(keyId: string, metric: KeyMetric, amount: number, now = new Date()): Promise<void> {
+    if (amount > 0) await this.add(`key:${keyId}`, metric, amount, now);
+  }
+
+  /**
+   * 402 KeyCapReached when the key has used up a cap on what it is about to consume (`metrics`: the
+   * caps that matter to the call; a web query's are AI credits and web queries).
+   */
+  async assertKeyCaps(p: Principal, metrics: readonly CapMetric[] = ['webQueries', 'aiCredits'], now = new Date()): Promise<void> {
     const caps = p.scope?.caps;
     if (!caps || !p.credentialId) return;
+    const asked = metrics.filter((m) => caps[m] !== undefined);
+    if (!asked.length) return;
     const who = `key:${p.credentialId}`;
-    const [web, ai] = await Promise.all([this.counter(who, 'webQueries', now), this.counter(who, 'aiCredits', now)]);
-    const used = { webQueries: web, aiCredits: web + ai };
-    for (const m of ['webQueries', 'aiCredits'] as const) {
-      const cap = caps[m];
-      if (cap !== undefined && used[m] >= cap) {
-        throw errors.paymentRequired(`this key's monthly ${m} cap (${cap}) is reached; ${used[m]} used this month`, 'KeyCapReached', { cap: m, limit: cap, used: used[m] });
+    const read = async (m: CapMetric): Promise<number> => {
+      if (m === 'aiCredits') return (await this.counter(who, 'webQueries', now)) + (await this.counter(who, 'aiCredits', now));
+      // CPU is counted in milliseconds (a sandbox's small slices add up) and capped in seconds.
+      if (m === 'sandboxCpuSeconds') return (await this.counter(who, 'sandboxCpuMs', now)) / 1000;
+      return this.counter(who, m, now);
+    };
+    for (const m of asked) {
+      const cap = caps[m]!;
+      const used = await read(m);
+      if (used >= cap) {
+        throw errors.paymentRequired(`this key's monthly ${m} cap (${cap}) is reached; ${used} used this month`, 'KeyCapReached', { cap: m, limit: cap, used });
       }
     }
+  }
+
+  /** What a key used this month of each capped quantity (the console shows it beside the caps). */
+  async keyUsage(keyId: string, now = new Date()): Promise<Record<CapMetric, number>> {
+    const who = `key:${keyId}`;
+    const [ai, llm, web, cpuMs] = await Promise.all(
+      (['aiCredits', 'llmTokens', 'webQueries', 'sandboxCpuMs'] as const).map((m) => this.counter(who, m, now)),
+    );
+    return { aiCredits: ai! + web!, llmTokens: llm!, webQueries: web!, sandboxCpuSeconds: cpuMs! / 1000 };
   }
 }

@@ -115,6 +115,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/account/scopes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The scopes a key may name: each area with the operations its read and write scopes grant
+         * @description A scope is `<area>:read`, `<area>:write` (writes include reads) or one operation id. Caps a key may carry: `aiCredits`, `webQueries`, `llmTokens`, `sandboxCpuSeconds` (monthly).
+         */
+        get: operations["account.scopes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v2/account/usage": {
         parameters: {
             query?: never;
@@ -3901,6 +3921,8 @@ export interface operations {
                             allowedIps: string[] | null;
                             caps: {
                                 aiCredits?: number;
+                                llmTokens?: number;
+                                sandboxCpuSeconds?: number;
                                 webQueries?: number;
                             } | null;
                             /** @description ISO 8601 UTC timestamp */
@@ -3983,9 +4005,9 @@ export interface operations {
                     caps?: {
                         /** @description AI credits (web queries included) this key may spend per month */
                         aiCredits?: number;
-                        /** @description Not metered per key yet: 501 */
+                        /** @description LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts */
                         llmTokens?: number;
-                        /** @description Not metered yet: 501 */
+                        /** @description CPU seconds the sandboxes this key creates may use per month */
                         sandboxCpuSeconds?: number;
                         /** @description Web queries this key may make per month */
                         webQueries?: number;
@@ -4023,6 +4045,8 @@ export interface operations {
                         allowedIps: string[] | null;
                         caps: {
                             aiCredits?: number;
+                            llmTokens?: number;
+                            sandboxCpuSeconds?: number;
                             webQueries?: number;
                         } | null;
                         /** @description ISO 8601 UTC timestamp */
@@ -4105,7 +4129,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description NotImplemented: workspaceIds (workspaces are not built), llmTokens and sandboxCpuSeconds caps */
+            /** @description NotImplemented: workspaceIds (workspaces are not built) */
             501: {
                 headers: {
                     [name: string]: unknown;
@@ -4205,6 +4229,81 @@ export interface operations {
                         period: string;
                         remaining: number;
                         used: number;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "account.scopes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        areas: {
+                            /** @description Area; its scopes are `<area>:read` and `<area>:write` */
+                            area: string;
+                            /** @description Operation ids `<area>:read` grants */
+                            read: string[];
+                            /** @description Operation ids `<area>:write` grants besides the reads */
+                            write: string[];
+                        }[];
+                        caps: string[];
                     };
                 };
             };
@@ -4478,9 +4577,9 @@ export interface operations {
                         caps?: {
                             /** @description AI credits (web queries included) this key may spend per month */
                             aiCredits?: number;
-                            /** @description Not metered per key yet: 501 */
+                            /** @description LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts */
                             llmTokens?: number;
-                            /** @description Not metered yet: 501 */
+                            /** @description CPU seconds the sandboxes this key creates may use per month */
                             sandboxCpuSeconds?: number;
                             /** @description Web queries this key may make per month */
                             webQueries?: number;
@@ -11527,9 +11626,9 @@ export interface operations {
                         caps?: {
                             /** @description AI credits (web queries included) this key may spend per month */
                             aiCredits?: number;
-                            /** @description Not metered per key yet: 501 */
+                            /** @description LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts */
                             llmTokens?: number;
-                            /** @description Not metered yet: 501 */
+                            /** @description CPU seconds the sandboxes this key creates may use per month */
                             sandboxCpuSeconds?: number;
                             /** @description Web queries this key may make per month */
                             webQueries?: number;

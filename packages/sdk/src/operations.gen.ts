@@ -112,6 +112,18 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['account', 'llmBalance'],
   },
+  'account.scopes': {
+    method: 'GET',
+    path: '/api/v2/account/scopes',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['account', 'scopes'],
+  },
   'account.usage': {
     method: 'GET',
     path: '/api/v2/account/usage',
@@ -2102,6 +2114,12 @@ export interface OperationTypes {
     body: never;
     response: operations['account.llmBalance']['responses'][200]['content']['application/json'];
   };
+  'account.scopes': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['account.scopes']['responses'][200]['content']['application/json'];
+  };
   'account.usage': {
     params: never;
     query: never;
@@ -3086,6 +3104,7 @@ export interface Namespaces {
       revoke(keyId: OperationTypes['account.keys.revoke']['params']['keyId'], ...rest: NsRest<'account.keys.revoke'>): Promise<OpOutput<'account.keys.revoke'>>;
     };
     llmBalance(...rest: NsRest<'account.llmBalance'>): Promise<OpOutput<'account.llmBalance'>>;
+    scopes(...rest: NsRest<'account.scopes'>): Promise<OpOutput<'account.scopes'>>;
     usage(...rest: NsRest<'account.usage'>): Promise<OpOutput<'account.usage'>>;
   };
   agents: {

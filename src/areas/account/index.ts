@@ -1,12 +1,13 @@
 import type { AreaModule } from '../area.js';
 import { accountOperations } from './operations.js';
+import { scopeOperations } from './scope-operations.js';
 import { AiKeys, aiKeyMigrations } from './ai-key.js';
 import { AccountRepo, accountMigrations, keyScopeMigrations } from './repo.js';
 import { AccountService } from './service.js';
 
 export const accountArea: AreaModule = {
   name: 'account',
-  operations: accountOperations,
+  operations: [...accountOperations, ...scopeOperations],
   migrations: { ...accountMigrations, ...aiKeyMigrations, ...keyScopeMigrations },
   create(deps) {
     const account = new AccountService(

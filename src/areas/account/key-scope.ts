@@ -28,8 +28,13 @@ export const KeyScopeInput = z.object({
     .object({
       aiCredits: z.number().int().min(0).optional().describe('AI credits (web queries included) this key may spend per month'),
       webQueries: z.number().int().min(0).optional().describe('Web queries this key may make per month'),
-      llmTokens: z.number().int().min(0).optional().describe('Not metered per key yet: 501'),
-      sandboxCpuSeconds: z.number().int().min(0).optional().describe('Not metered yet: 501'),
+      llmTokens: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe('LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts'),
+      sandboxCpuSeconds: z.number().int().min(0).optional().describe('CPU seconds the sandboxes this key creates may use per month'),
     })
     .strict()
     .optional()
@@ -38,12 +43,10 @@ export const KeyScopeInput = z.object({
 });
 export type KeyScopeBody = z.infer<typeof KeyScopeInput>;
 
-/** A key request's body in the service's terms; 501 for what is not built (workspaces, some caps). */
+/** A key request's body in the service's terms; 501 for what is not built (workspaces). */
 export function keyRequest(b: KeyScopeBody): Omit<KeyRequest, 'name'> {
   if (b.workspaceIds) throw errors.notImplemented('workspaceIds on keys (workspaces)');
-  if (b.caps?.llmTokens !== undefined) throw errors.notImplemented('an llmTokens cap per key (LLM tokens are metered per agent credential, not per key)');
-  if (b.caps?.sandboxCpuSeconds !== undefined) throw errors.notImplemented('a sandboxCpuSeconds cap (sandbox CPU time is not metered)');
-  const caps = b.caps && { ...(b.caps.aiCredits !== undefined ? { aiCredits: b.caps.aiCredits } : {}), ...(b.caps.webQueries !== undefined ? { webQueries: b.caps.webQueries } : {}) };
+  const caps = b.caps && Object.fromEntries(Object.entries(b.caps).filter(([, v]) => v !== undefined));
   return {
     scopes: b.scopes,
     resourceIds: b.resourceIds,

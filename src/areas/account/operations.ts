@@ -23,7 +23,7 @@ const Key = z.object({
   scopes: z.array(z.string()).nullable().describe('Null for a full owner key'),
   resourceIds: z.array(z.string()).nullable(),
   expiresAt: IsoTime.nullable(),
-  caps: z.object({ aiCredits: z.number().optional(), webQueries: z.number().optional() }).nullable(),
+  caps: z.object({ aiCredits: z.number().optional(), webQueries: z.number().optional(), llmTokens: z.number().optional(), sandboxCpuSeconds: z.number().optional() }).nullable(),
   allowedIps: z.array(z.string()).nullable(),
   holder: z.string().nullable().describe('`agent:<id>` or `machine:<id>` for keys nube minted for a box'),
 });
@@ -143,7 +143,7 @@ export const accountOperations = [
     errors: [
       { status: 400, code: 'UnknownScope', description: 'A scope names no area or operation; the answer lists the valid ones' },
       { status: 403, code: 'KeyScopeTooWide', description: 'A scoped key asked for more than it has' },
-      { status: 501, code: 'NotImplemented', description: 'workspaceIds (workspaces are not built), llmTokens and sandboxCpuSeconds caps' },
+      { status: 501, code: 'NotImplemented', description: 'workspaceIds (workspaces are not built)' },
     ],
     response: Key.extend({ secret: z.string() }),
     handler: async ({ services, principal, body }) => {

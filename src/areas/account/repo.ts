@@ -85,7 +85,7 @@ export const keyScopeMigrations: Record<string, Migration> = {
 export interface KeyLimits {
   scopes: string[];
   resourceIds?: string[];
-  caps?: Partial<Record<'aiCredits' | 'llmTokens' | 'webQueries', number>>;
+  caps?: Partial<Record<'aiCredits' | 'llmTokens' | 'webQueries' | 'sandboxCpuSeconds', number>>;
   allowedIps?: string[];
 }
 

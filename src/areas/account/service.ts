@@ -234,6 +234,11 @@ export class AccountService {
     });
   }
 
+  /** What scopes keys may name, per area (GET /account/scopes; the console's key form). */
+  scopeCatalog(): ReturnType<ScopeCatalog['areas']> {
+    return this.requireCatalog().areas();
+  }
+
   private requireCatalog(): ScopeCatalog {
     if (!this.catalog) throw new Error('the scope catalog is not wired');
     return this.catalog;

@@ -2,6 +2,7 @@
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { runPinned } from '../../platform/nodes.js';
+import { capKeyId } from '../../platform/usage.js';
 import { Channel } from './channel.js';
 import { templateFor } from './templates.js';
 import type { AgentStatus, SessionRow } from './repo.js';
@@ -39,14 +40,20 @@ export class AgentsService {
     const row = await this.reach(p, id);
     // Its node's (relayed there), or, while that node is down, the node a revive moves it to.
     await this.core.home(row);
-    return runPinned(() => this.messageHere(row, body, holderOf(p)));
+    await this.core.deps.usage.assertKeyCaps(p, ['llmTokens']);
+    return runPinned(() => this.messageHere(row, body, holderOf(p), capKeyId(p)));
   }
 
-  private async messageHere(row: Awaited<ReturnType<AgentsCore['own']>>, body: { content: string; session?: string }, holder: SessionHolder): Promise<AsyncIterable<string>> {
+  private async messageHere(
+    row: Awaited<ReturnType<AgentsCore['own']>>,
+    body: { content: string; session?: string },
+    holder: SessionHolder,
+    keyId: string | null,
+  ): Promise<AsyncIterable<string>> {
     const session = await this.turns.session(row, body.session, false, holder);
     const channel = new Channel<TurnEvent>();
     this.turns
-      .run(row, session, body.content, (e) => channel.push(e))
+      .run(row, session, body.content, (e) => channel.push(e), { keyId })
       .catch((e: unknown) => channel.push({ type: 'error', code: 'InternalError', message: (e as Error).message }))
       .finally(() => {
         channel.push({ type: 'done', session: session.id });
@@ -58,7 +65,8 @@ export class AgentsService {
   async try(p: Principal, id: string, body: { text: string; session?: string; reset?: boolean }) {
     const row = await this.reach(p, id);
     await this.core.home(row);
-    return runPinned(() => this.turns.tryTurn(row, body.text, body.session, body.reset, holderOf(p)));
+    await this.core.deps.usage.assertKeyCaps(p, ['llmTokens']);
+    return runPinned(() => this.turns.tryTurn(row, body.text, body.session, body.reset, holderOf(p), capKeyId(p)));
   }
 
   async revive(p: Principal, id: string) {

@@ -30,6 +30,8 @@ export const agentsArea: AreaModule = {
     });
     deps.auth.register(core.embedResolver);
     deps.usage.registerGauge('agents', (ownerId) => core.repo.count(ownerId));
+    // The gateway counts an agent's completions toward the scoped keys whose turns it runs.
+    other.llm!.attributeSubjects(async (subject) => (subject.startsWith('agent:') ? core.repo.runningTurnKeys(subject.slice(6)) : []));
     // The job's lease is renewed while it runs: a first build of the sandbox template takes minutes.
     // A build makes the agent's sandbox: it runs on the agent's node (a node-local job type).
     registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BUILD_JOB, (p, job) => core.build(p.id, job), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });

@@ -57,6 +57,8 @@ interface AgentTurnsTable {
   created_at: number;
   started_at: number | null;
   finished_at: number | null;
+  /** The scoped key (with caps) that started the turn: the gateway counts its tokens toward that key. */
+  key_id: string | null;
 }
 
 declare module '../../store/schema.js' {
@@ -72,6 +74,12 @@ export type SessionRow = Selectable<AgentSessionsTable>;
 export type TurnRow = Selectable<AgentTurnsTable>;
 
 export const agentsMigrations: Record<string, Migration> = {
+  '0262-agent-turns-key': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('agent_turns').addColumn('key_id', 'text').execute();
+      await db.schema.createIndex('agent_turns_agent_status').on('agent_turns').columns(['agent_id', 'status']).execute();
+    },
+  },
   '0200-agents-session-holder': {
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('agent_sessions').addColumn('holder', 'text', (c) => c.notNull().defaultTo('owner')).execute();
@@ -200,6 +208,18 @@ export class AgentsRepo {
   }
   async updateTurn(id: string, patch: Partial<TurnRow>): Promise<void> {
     await this.db.updateTable('agent_turns').set(patch).where('id', '=', id).execute();
+  }
+  /** Keys whose turns run on this agent now (the gateway meters its completions toward them). */
+  async runningTurnKeys(agentId: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('agent_turns')
+      .select('key_id')
+      .distinct()
+      .where('agent_id', '=', agentId)
+      .where('status', '=', 'running')
+      .where('key_id', 'is not', null)
+      .execute();
+    return rows.map((r) => r.key_id!);
   }
   turns(agentId: string, sessionId?: string, limit = 100) {
     let q = this.db.selectFrom('agent_turns').selectAll().where('agent_id', '=', agentId);

@@ -36,6 +36,8 @@ export interface TurnOutcome {
 export interface TurnOptions {
   mcpServers?: McpInput[];
   onUpdate?: (u: SessionUpdate) => void;
+  /** The scoped key (with caps) that started the turn: its LLM tokens count toward that key's cap. */
+  keyId?: string | null;
 }
 
 const TRY_WAIT_MS = 180_000;
@@ -103,6 +105,7 @@ export class Turns {
       created_at: Date.now(),
       started_at: null,
       finished_at: null,
+      key_id: opts.keyId ?? null,
     };
     this.pending.set(session.id, (this.pending.get(session.id) ?? 0) + 1);
     try {
@@ -225,14 +228,14 @@ export class Turns {
   }
 
   /** POST /try: the whole reply, waiting up to 180 s. */
-  async tryTurn(row: AgentRow, text: string, sessionId?: string, reset?: boolean, holder: SessionRow['holder'] = 'owner') {
+  async tryTurn(row: AgentRow, text: string, sessionId?: string, reset?: boolean, holder: SessionRow['holder'] = 'owner', keyId: string | null = null) {
     const session = await this.session(row, sessionId, reset, holder);
     if (this.busy(session.id)) throw errors.conflict('turno_en_curso', 'turno_en_curso', { session: session.id });
     let partial = '';
     const started = Date.now();
     const outcome = this.run(row, session, text, (e) => {
       if (e.type === 'chunk') partial += e.value;
-    });
+    }, { keyId });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<null>((r) => {
       timer = setTimeout(() => r(null), TRY_WAIT_MS);

@@ -15,6 +15,8 @@ export interface GenerateJob {
   documentId: string;
   ownerId: string;
   generationId: string;
+  /** The scoped key (with caps) whose call asked for the pages: its tokens count toward its llmTokens cap. */
+  keyId?: string;
 }
 
 export const generateJobKey = (documentId: string) => `${GENERATE_JOB}:${documentId}`;
@@ -54,6 +56,7 @@ export function registerGeneration(jobs: JobQueue, repo: DocumentsRepo, replies:
             name: d.name,
             lang: typeof d.metadata.lang === 'string' ? d.metadata.lang : 'es',
             signal: AbortSignal.any([job.signal, timeout]),
+            keyId: p.keyId,
           });
           await replies.keep({ generationId: p.generationId, ownerId: p.ownerId, documentId: p.documentId, reply });
         }

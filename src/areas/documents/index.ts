@@ -35,6 +35,7 @@ export const documentsArea: AreaModule = {
       pageWriter,
       jobs: deps.jobs,
       pdfTimeoutMs: pdf.timeoutMs,
+      usage: deps.usage,
     });
     return { documents };
   },

@@ -13,7 +13,7 @@ export interface PageWriter {
   /** 400 LlmNotConfigured (naming the setting) when no LLM serves this owner; 402 when its tokens are spent. */
   assertReady(ownerId: string, plan: PlanName): Promise<void>;
   /** Asks the LLM for the pages; answers its reply as received (kept before anything is made of it). */
-  ask(ownerId: string, prompt: string, opts: { name: string; lang: string; signal?: AbortSignal }): Promise<string>;
+  ask(ownerId: string, prompt: string, opts: { name: string; lang: string; signal?: AbortSignal; keyId?: string }): Promise<string>;
   /** The pages in a reply ask() answered (GenerationError when it holds none). */
   pages(reply: string, name: string): SectionInput[];
 }
@@ -54,7 +54,7 @@ export class LlmPageWriter implements PageWriter {
     }
   }
 
-  async ask(ownerId: string, prompt: string, opts: { name: string; lang: string; signal?: AbortSignal }): Promise<string> {
+  async ask(ownerId: string, prompt: string, opts: { name: string; lang: string; signal?: AbortSignal; keyId?: string }): Promise<string> {
     const user = `Document title: ${opts.name}\nLanguage (unless the request says otherwise): ${opts.lang}\n\nRequest:\n${prompt}`;
     let text = '';
     try {
@@ -75,6 +75,7 @@ export class LlmPageWriter implements PageWriter {
           end: () => {},
         },
         opts.signal,
+        { keyId: opts.keyId },
       );
     } catch (e) {
       if (e instanceof GatewayError) {

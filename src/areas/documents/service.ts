@@ -4,6 +4,7 @@ import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { JobQueue } from '../../platform/jobs.js';
+import { capKeyId, type Usage } from '../../platform/usage.js';
 import type { Tables } from '../../store/schema.js';
 import type { FilesService } from '../files/service.js';
 import type { SiteEntry, SiteFile } from '../websites/site-files.js';
@@ -41,6 +42,8 @@ export interface DocumentsDeps {
   pageWriter?: PageWriter;
   jobs: JobQueue;
   pdfTimeoutMs: number;
+  /** A scoped key's llmTokens cap, checked before its pages are asked for. */
+  usage: Pick<Usage, 'assertKeyCaps'>;
 }
 
 const DEFAULT_THEME: ThemeName = 'classic';
@@ -104,7 +107,7 @@ export class DocumentsService {
     };
     await this.deps.repo.transaction(async (repo, trx) => {
       await repo.insert(row);
-      if (row.generation) await this.enqueueGeneration(row, row.generation.id, trx);
+      if (row.generation) await this.enqueueGeneration(p, row, row.generation.id, trx);
     });
     if (row.generation) this.deps.jobs.notify();
     return { document: this.view(row) };
@@ -147,7 +150,7 @@ export class DocumentsService {
     }
     await this.deps.repo.transaction(async (repo, trx) => {
       await repo.update(p.ownerId, id, set);
-      if (set.generation) await this.enqueueGeneration(d, set.generation.id, trx);
+      if (set.generation) await this.enqueueGeneration(p, d, set.generation.id, trx);
     });
     if (set.generation) this.deps.jobs.notify();
     // Sections sent by hand: a generation still queued has nothing left to do.
@@ -325,11 +328,14 @@ export class DocumentsService {
     if ((sections !== undefined && sections.length > 0) || !prompt?.trim()) return false;
     if (!this.deps.pageWriter) throw llmNotConfigured();
     await this.deps.pageWriter.assertReady(p.ownerId, p.plan);
+    await this.deps.usage.assertKeyCaps(p, ['llmTokens']);
     return true;
   }
 
-  private async enqueueGeneration(d: DocumentRow, generationId: string, db: Kysely<Tables>): Promise<void> {
-    const job: GenerateJob = { documentId: d.id, ownerId: d.ownerId, generationId };
+  private async enqueueGeneration(p: Principal, d: DocumentRow, generationId: string, db: Kysely<Tables>): Promise<void> {
+    // The key that asked is carried to where the tokens are metered (its llmTokens cap).
+    const keyId = capKeyId(p);
+    const job: GenerateJob = { documentId: d.id, ownerId: d.ownerId, generationId, ...(keyId ? { keyId } : {}) };
     // One pending generation per document: a newer prompt re-arms the queued job (or replaces a running one).
     await this.deps.jobs.enqueue(GENERATE_JOB, job, {
       key: generateJobKey(d.id),

@@ -11,7 +11,7 @@ import { type ChatBody, GatewayError, type RelayResult, type RelaySink } from '.
 export interface GatewayBackend {
   resolveCredential(secret: string): ReturnType<LlmCredentials['resolve']>;
   modelFor(ownerId: string): Promise<string>;
-  complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal): Promise<RelayResult>;
+  complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal, meter?: { subject?: string }): Promise<RelayResult>;
 }
 
 /** The host side of the sandbox network (the sandboxes area provides it). */
@@ -141,5 +141,6 @@ async function handle(svc: GatewayBackend, req: IncomingMessage, res: ServerResp
       end: () => res.end(),
     },
     ac.signal,
+    { subject: cred.subject },
   );
 }

@@ -24,8 +24,20 @@ export interface LlmServiceDeps {
   log: { warn(o: object, m: string): void };
 }
 
+/**
+ * Who a completion is on behalf of, beyond its owner: the scoped key that started the work (a document's
+ * pages, a web schema fill), or the gateway credential's subject (`agent:<id>`), whose running turns
+ * say which keys started them (the agents area answers that: `keysOf`).
+ */
+export interface MeterFor {
+  keyId?: string | null;
+  subject?: string;
+}
+
 export class LlmService {
   private gateway: Promise<GatewayServer> | undefined;
+  /** Set by the area that issues credentials for a subject: the keys whose work that subject does now. */
+  private keysOf: ((subject: string) => Promise<string[]>)[] = [];
 
   constructor(private readonly d: LlmServiceDeps) {}
 
@@ -69,7 +81,10 @@ export class LlmService {
    * One completion for an owner: balance checked first, relayed, then its tokens counted. Errors
    * before the first byte are GatewayErrors (402, 503, upstream failures); the sink gets the answer.
    */
-  async complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal): Promise<RelayResult> {
+  async complete(ownerId: string, body: ChatBody, sink: RelaySink, signal?: AbortSignal, meter: MeterFor = {}): Promise<RelayResult> {
+    // Whose turn this is, read as the call starts: the turn that made it may be marked done by the time
+    // its tokens are counted.
+    const keys = this.keysFor(meter);
     // The balance and the upstream are looked up at once: both are on the path to the first token.
     const [balance, upstream] = await Promise.allSettled([this.assertBalance(ownerId), this.d.upstreams.for(ownerId)]);
     if (balance.status === 'rejected') throw new GatewayError(402, 'InsufficientBalance', (balance.reason as Error).message);
@@ -80,8 +95,27 @@ export class LlmService {
     const up = upstream.value;
     return relayCompletion(this.d.outbound, up, body, sink, signal, async (u) => {
       const n = u.promptTokens + u.completionTokens;
-      if (n > 0) await this.d.usage.add(ownerId, 'llmTokens', n);
+      if (n > 0) await Promise.all([this.d.usage.add(ownerId, 'llmTokens', n), ...(await keys).map((k) => this.d.usage.addToKey(k, 'llmTokens', n))]);
     });
+  }
+
+  /** Answers, for a credential's subject, the scoped keys whose turns it runs now (see MeterFor). */
+  attributeSubjects(keysOf: (subject: string) => Promise<string[]>): void {
+    this.keysOf.push(keysOf);
+  }
+
+  /**
+   * The keys a completion's tokens are counted under too (`key:<id>`, their llmTokens caps). A subject's
+   * completion during turns two keys started at once counts toward both: a cap errs on the side of the limit.
+   */
+  private async keysFor(meter: MeterFor): Promise<string[]> {
+    const keys = new Set<string>(meter.keyId ? [meter.keyId] : []);
+    try {
+      if (meter.subject) for (const f of this.keysOf) for (const k of await f(meter.subject)) keys.add(k);
+    } catch (e) {
+      this.d.log.warn({ err: e, subject: meter.subject }, 'could not read which keys a completion is for');
+    }
+    return [...keys];
   }
 
   /** The model completions of this owner run on. */

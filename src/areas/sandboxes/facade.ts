@@ -172,7 +172,8 @@ export class SandboxesService {
     return this.core.placement.nodeOf(id);
   }
 
-  create(p: Principal, input: CreateInput) {
+  async create(p: Principal, input: CreateInput) {
+    await this.core.cpu.assertCap(p);
     return this.core.create(p, input);
   }
 

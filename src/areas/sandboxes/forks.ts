@@ -47,7 +47,9 @@ export class Forks {
     if (count > MAX_FORKS) {
       throw errors.validation([{ path: ['body', 'count'], message: `at most ${MAX_FORKS} forks per call` }]);
     }
-    const parent = await this.core.ensureRunning(await this.core.own(p, id));
+    const own = await this.core.own(p, id);
+    await this.core.cpu.assertCap(p);
+    const parent = await this.core.ensureRunning(own);
     await this.core.clocks.touch(parent);
     const timeoutSeconds = b.timeoutSeconds ?? parent.timeout_seconds;
     this.core.assertSession(p, timeoutSeconds);

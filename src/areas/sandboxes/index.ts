@@ -106,6 +106,7 @@ export const sandboxesArea: AreaModule = {
     registerSandboxMetrics(deps.metrics, sandboxes.core.repo, sandboxes.core.pool);
     registerStoreMetrics(deps.metrics, deps.config);
     await reconcile(sandboxes, dataDir, deps);
+    sandboxes.core.cpu.start();
     await sandboxes.rawPorts.restore();
     await sandboxes.ssh.restore();
     // Built-in templates take minutes to build: in the background, so the server starts at once; a
@@ -153,6 +154,7 @@ export const sandboxesArea: AreaModule = {
   async close(services) {
     // Pooled sandboxes have no record: they go with this process (a crash leaves them to reconcile).
     await services.sandboxes.core.pool.close();
+    await services.sandboxes.core.cpu.stop();
     await services.sandboxes.rawPorts.close();
     await services.sandboxes.ssh.close();
     await services.sandboxes.core.runtime.close();

@@ -115,6 +115,7 @@ export class Manage {
 
   async resume(p: Principal, id: string, env?: Record<string, string>) {
     await this.core.usable(p, id);
+    await this.core.cpu.assertCap(p);
     const { row, bootstrap } = await this.core.resume(id, env);
     return { ok: true, sandbox: this.core.view(row), bootstrap };
   }

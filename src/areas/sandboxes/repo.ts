@@ -49,6 +49,10 @@ interface SandboxesTable {
   created_at: number;
   /** The node holding the sandbox (placement.ts); null on rows made before nodes existed. */
   node_id: string | null;
+  /** The scoped key (with caps) that created it: its CPU time counts toward that key (cpu-meter.ts). */
+  key_id: string | null;
+  /** CPU time of its current cgroup already added to that key's counter, microseconds. */
+  cpu_counted_usec: number;
 }
 
 interface SandboxTemplatesTable {
@@ -188,6 +192,13 @@ export const sandboxesMigrations: Record<string, Migration> = {
       await db.schema.alterTable('sandboxes').addColumn('memory_kept', 'integer', (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  '0262-sandboxes-key-cpu': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('sandboxes').addColumn('key_id', 'text').execute();
+      await db.schema.alterTable('sandboxes').addColumn('cpu_counted_usec', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.createIndex('sandboxes_key').on('sandboxes').column('key_id').execute();
+    },
+  },
 };
 
 export type SandboxRow = SandboxesTable;
@@ -202,6 +213,7 @@ function num<T extends Record<string, unknown>>(row: T, cols: (keyof T)[]): T {
 const SBX_NUM: (keyof SandboxRow)[] = [
   'timeout_seconds', 'suspend_on_idle', 'idle_ttl_seconds', 'hard_ttl_seconds', 'expires_at', 'remaining_ms',
   'hard_expires_at', 'cpus', 'memory_mb', 'started_at', 'suspended_at', 'created_at', 'suspend_keeps_memory', 'memory_kept',
+  'cpu_counted_usec',
 ];
 
 export class SandboxesRepo {
@@ -224,6 +236,21 @@ export class SandboxesRepo {
   }
   async allOnNode(nodeId: string): Promise<SandboxRow[]> {
     return (await this.db.selectFrom('sandboxes').selectAll().where('node_id', '=', nodeId).execute()).map((r) => num(r, SBX_NUM));
+  }
+  /** Running sandboxes on this node that a scoped key created (that key's only, given one). */
+  async keyedRunning(nodeId: string, keyId?: string): Promise<SandboxRow[]> {
+    let q = this.db
+      .selectFrom('sandboxes')
+      .selectAll()
+      .where('status', '=', 'running')
+      .where((w) => w.or([w('node_id', '=', nodeId), w('node_id', 'is', null)]));
+    q = keyId ? q.where('key_id', '=', keyId) : q.where('key_id', 'is not', null);
+    return (await q.execute()).map((r) => num(r, SBX_NUM));
+  }
+  /** Moves a sandbox's counted CPU from `from` to `to`; false when someone else moved it first. */
+  async moveCpuCounted(id: string, from: number, to: number): Promise<boolean> {
+    const r = await this.db.updateTable('sandboxes').set({ cpu_counted_usec: to }).where('id', '=', id).where('cpu_counted_usec', '=', from).executeTakeFirst();
+    return Number(r.numUpdatedRows) > 0;
   }
   async countOnNode(nodeId: string): Promise<number> {
     const r = await this.db.selectFrom('sandboxes').select((eb) => eb.fn.countAll<number>().as('n')).where('node_id', '=', nodeId).executeTakeFirstOrThrow();

@@ -1,5 +1,6 @@
 import type { Principal } from '../../platform/auth.js';
 import { newId } from '../../platform/ids.js';
+import { capKeyId } from '../../platform/usage.js';
 import type { SandboxRow, TemplateRow } from './repo.js';
 import type { SandboxVolume } from './volume-binder.js';
 
@@ -81,5 +82,7 @@ export function newRow(
     created_at: now,
     // A fork lives where its parent's layers are.
     node_id: from.parent?.node_id ?? from.nodeId ?? null,
+    key_id: capKeyId(p),
+    cpu_counted_usec: 0,
   };
 }

@@ -11,6 +11,7 @@ import { Clocks } from './clocks.js';
 import { SandboxPlacement } from './placement.js';
 import type { VolumeBinder } from './volume-binder.js';
 import { KeyedLock } from './runtime/keyed-lock.js';
+import { CpuMeter } from './cpu-meter.js';
 import { type BoxLimits, type CreateInput, newRow } from './rows.js';
 import { IDLE_SANDBOX_MB, poolStatusFile } from './runtime-dir.js';
 import { collectSnapshots } from './snapshot-gc.js';
@@ -80,6 +81,8 @@ export class SandboxesCore {
   readonly pool: WarmPool;
   /** Users of a sandbox other than root (an exec's `user`, a template's default). */
   readonly users: SandboxUsers;
+  /** The CPU time of sandboxes scoped keys created, toward their sandboxCpuSeconds caps. */
+  readonly cpu: CpuMeter;
   private readonly lock = new KeyedLock();
 
   constructor(
@@ -88,6 +91,7 @@ export class SandboxesCore {
     readonly deps: PlatformDeps,
   ) {
     this.clocks = new Clocks(this);
+    this.cpu = new CpuMeter(this);
     this.users = new SandboxUsers(runtime);
     this.placement = new SandboxPlacement(deps.store.db, deps);
     const c = deps.config;
@@ -563,6 +567,7 @@ export class SandboxesCore {
       const keep = (keepMemory ?? row.suspend_keeps_memory === 1) && this.runtime.pauseKeeps === 'processes';
       if (row.status === 'suspended') return row.memory_kept === 1 && !keep ? this.releaseMemoryLocked(row, reason) : row;
       if (row.status !== 'running') throw errors.conflict(`sandbox is ${row.status}`, 'InvalidState');
+      await this.cpu.meter(row);
       const info = await rt(this.runtime.suspend(row.runtime_id, { keepMemory: keep }));
       const now = Date.now();
       const patch: Partial<SandboxRow> = {
@@ -594,6 +599,8 @@ export class SandboxesCore {
         throw errors.conflict(`sandbox is ${r.status}, not suspended`, 'InvalidState');
       await rt(this.runtime.resume(r.runtime_id, env ? { env } : {}));
       const thawed = r.memory_kept === 1;
+      // A wake on the files may start a new cgroup: its CPU is counted from what it reads now.
+      const cpuBase = r.key_id && !thawed ? ((await this.runtime.cgroupStats(r.runtime_id).catch(() => null))?.cpuUsec ?? 0) : undefined;
       const now = Date.now();
       // The TTL was paused: what was left runs again from now (a fresh idle period at least).
       const idle = this.clocks.idleTtlMs(r);
@@ -607,6 +614,7 @@ export class SandboxesCore {
         // A thawed sandbox carries on its run: started_at stays.
         ...(thawed ? {} : { started_at: now }),
         ...(env ? { env_sealed: this.seal(env) } : {}),
+        ...(cpuBase !== undefined ? { cpu_counted_usec: cpuBase } : {}),
       };
       await this.repo.update(id, patch);
       await this.event(id, 'resumed', { ...(env ? { envRewritten: true } : {}), ...(thawed ? { memoryKept: true } : {}) });
@@ -682,6 +690,7 @@ export class SandboxesCore {
       }
       await this.placement.assertHere(row.node_id);
       const info = await this.runtime.get(row.runtime_id);
+      if (info) await this.cpu.meter(row);
       if (info) await rt(this.runtime.destroy(row.runtime_id));
       await this.repo.delete(id);
       await this.deps.jobs.cancel({ key: `sandbox-ttl:${id}` });

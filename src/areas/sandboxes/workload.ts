@@ -56,7 +56,9 @@ export class Workload {
 
   /** The caller's sandbox, woken if suspended, with its idle clock re-armed. */
   async active(p: Principal, id: string): Promise<SandboxRow> {
-    const row = await this.core.ensureRunning(await this.core.own(p, id));
+    const own = await this.core.own(p, id);
+    await this.core.cpu.assertCap(p);
+    const row = await this.core.ensureRunning(own);
     await this.core.clocks.touch(row);
     return row;
   }

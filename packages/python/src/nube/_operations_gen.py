@@ -14,6 +14,7 @@ OPERATIONS: Dict[str, Operation] = {
     "account.keys.list": Operation("GET", "/api/v2/account/keys", (), (), "none", "application/json", 200, True, False),
     "account.keys.revoke": Operation("DELETE", "/api/v2/account/keys/{keyId}", ("keyId",), (), "none", "application/json", 200, True, False),
     "account.llmBalance": Operation("GET", "/api/v2/account/llm-tokens", (), (), "none", "application/json", 200, True, False),
+    "account.scopes": Operation("GET", "/api/v2/account/scopes", (), (), "none", "application/json", 200, True, False),
     "account.usage": Operation("GET", "/api/v2/account/usage", (), (), "none", "application/json", 200, True, False),
     "agents.create": Operation("POST", "/api/v2/agents", (), (), "required", "application/json", 200, True, False),
     "agents.delete": Operation("DELETE", "/api/v2/agents/{id}", ("id",), (), "none", "application/json", 200, True, False),

@@ -142,6 +142,15 @@ class AccountResource:
         """
         return cast("AccountLlmBalanceResponse", self._client._call("account.llmBalance", None, None, OMIT, request_options))
 
+    def scopes(self, *, request_options: Optional[RequestOptions] = None) -> AccountScopesResponse:
+        """The scopes a key may name: each area with the operations its read and write scopes grant
+
+        A scope is `<area>:read`, `<area>:write` (writes include reads) or one operation id. Caps a key may carry: `aiCredits`, `webQueries`, `llmTokens`, `sandboxCpuSeconds` (monthly).
+
+        Operation `account.scopes`: GET /api/v2/account/scopes.
+        """
+        return cast("AccountScopesResponse", self._client._call("account.scopes", None, None, OMIT, request_options))
+
     def usage(self, *, request_options: Optional[RequestOptions] = None) -> AccountUsageResponse:
         """Usage this month against the plan's allowances
 

@@ -1299,15 +1299,17 @@ class AccountKeysCreateBodyCaps(TypedDict, total=False):
     webQueries: int
     """Web queries this key may make per month"""
     llmTokens: int
-    """Not metered per key yet: 501"""
+    """LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts"""
     sandboxCpuSeconds: int
-    """Not metered yet: 501"""
+    """CPU seconds the sandboxes this key creates may use per month"""
 
 
 class AccountKeysCreateResponseCapsVariant1(TypedDict, total=False):
     """AccountKeysCreateResponseCapsVariant1: a JSON object."""
     aiCredits: float
     webQueries: float
+    llmTokens: float
+    sandboxCpuSeconds: float
 
 
 class AccountKeysCreateResponse(TypedDict):
@@ -1334,6 +1336,8 @@ class AccountKeysListResponseItemsItemCapsVariant1(TypedDict, total=False):
     """AccountKeysListResponseItemsItemCapsVariant1: a JSON object."""
     aiCredits: float
     webQueries: float
+    llmTokens: float
+    sandboxCpuSeconds: float
 
 
 class AccountKeysListResponseItemsItem(TypedDict):
@@ -1368,6 +1372,22 @@ class AccountLlmBalanceResponse(TypedDict):
     remaining: float
     included: bool
     """False when the plan includes no LLM tokens"""
+
+
+class AccountScopesResponseAreasItem(TypedDict):
+    """AccountScopesResponseAreasItem: a JSON object."""
+    area: str
+    """Area; its scopes are `<area>:read` and `<area>:write`"""
+    read: List[str]
+    """Operation ids `<area>:read` grants"""
+    write: List[str]
+    """Operation ids `<area>:write` grants besides the reads"""
+
+
+class AccountScopesResponse(TypedDict):
+    """What `account.scopes` answers."""
+    areas: List[AccountScopesResponseAreasItem]
+    caps: List[str]
 
 
 class AccountUsageResponseStorageBytes(TypedDict):
@@ -1483,9 +1503,9 @@ class AgentsCreateBodyNubeKeyCaps(TypedDict, total=False):
     webQueries: int
     """Web queries this key may make per month"""
     llmTokens: int
-    """Not metered per key yet: 501"""
+    """LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts"""
     sandboxCpuSeconds: int
-    """Not metered yet: 501"""
+    """CPU seconds the sandboxes this key creates may use per month"""
 
 
 class _AgentsCreateBodyNubeKeyRequired(TypedDict):
@@ -2163,9 +2183,9 @@ class MachinesCreateBodyNubeKeyCaps(TypedDict, total=False):
     webQueries: int
     """Web queries this key may make per month"""
     llmTokens: int
-    """Not metered per key yet: 501"""
+    """LLM tokens the work this key starts may use per month (documents from a prompt, agent turns); checked before a call starts"""
     sandboxCpuSeconds: int
-    """Not metered yet: 501"""
+    """CPU seconds the sandboxes this key creates may use per month"""
 
 
 class _MachinesCreateBodyNubeKeyRequired(TypedDict):

@@ -103,8 +103,8 @@ export interface SandboxCounters {
   /** Page cache charged to the cgroup (part of memoryBytes). */
   cacheBytes: number;
   /**
-   * CPU time used, microseconds: all of it since the cgroup began (v2), or that of its processes
-   * alive now and the children they reaped (v1 without cpuacct, which nube does not join).
+   * CPU time used, microseconds: all of it since the cgroup began (v2, and v1 where cpuacct is
+   * mounted: sandboxes join it), else that of its processes alive now and the children they reaped.
    */
   cpuUsec: number;
   /** Processes the kernel killed for the sandbox's memory limit (v1 memory.oom_control, v2 memory.events). */

@@ -51,7 +51,9 @@ export function detectCgroups(
     for (const c of V1_CONTROLLERS) if (m.options.includes(c) && !v1.has(c)) v1.set(c, m.path);
   }
   const v1Missing = V1_CONTROLLERS.filter((c) => !v1.has(c));
-  if (v1Missing.length === 0 && want !== 'v2') return new CgroupV1Host(Object.fromEntries(v1) as Record<(typeof V1_CONTROLLERS)[number], string>, parent);
+  // cpuacct is optional: with it a sandbox's CPU time includes commands that have ended (key caps).
+  const cpuacct = mounts.find((m) => m.type === 'cgroup' && m.options.includes('cpuacct'))?.path;
+  if (v1Missing.length === 0 && want !== 'v2') return new CgroupV1Host(Object.fromEntries(v1) as Record<(typeof V1_CONTROLLERS)[number], string>, parent, cpuacct);
   const v2Says = want === 'v1' ? null : v2
     ? `cgroup v2 at ${v2.path} offers ${offered.join(', ') || 'no controllers'} (missing ${v2Missing.join(', ')})`
     : 'no cgroup v2 hierarchy is mounted';

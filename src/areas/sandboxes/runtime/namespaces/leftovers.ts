@@ -75,7 +75,7 @@ function listDir(dir: string): string[] {
 function parentDirs(host: CgroupHost): string[] {
   if (host.version === 2) return [(host as CgroupV2Host).parentDir];
   const h = host as CgroupV1Host;
-  return Object.values(h.mounts).map((m) => `${m}/${h.parent}`);
+  return [...new Set([...Object.values(h.mounts), ...(h.cpuacct ? [h.cpuacct] : [])])].map((m) => `${m}/${h.parent}`);
 }
 
 async function mountsUnder(dir: string): Promise<string[]> {

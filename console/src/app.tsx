@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { nube, signIn, signOut } from './api.js';
 import { AgentsPage } from './pages/agents.js';
 import { ApiKeysPage } from './pages/api-keys.js';
+import { AuditPage } from './pages/audit.js';
 import { DatabasesPage } from './pages/databases.js';
 import { DatasetsPage } from './pages/datasets.js';
 import { DocumentsPage } from './pages/documents.js';
@@ -34,6 +35,7 @@ const PAGES = [
   { path: 'datasets', title: 'Datasets', view: DatasetsPage },
   { path: 'payments', title: 'Payment links', view: PaymentsPage },
   { path: 'keys', title: 'API keys', view: ApiKeysPage },
+  { path: 'audit', title: 'Audit log', view: AuditPage },
 ] as const;
 
 function currentPath(): string[] {

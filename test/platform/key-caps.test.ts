@@ -2,6 +2,8 @@
 // metadata stores: a scoped key's documents from a prompt and agent turns are metered by the LLM gateway
 // under the key (a local OpenAI-protocol server answers), and the CPU of the sandboxes it created is
 // read from their cgroups; past a cap the key's next call is 402 KeyCapReached, the owner's key is not.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentNube, startAgentNube } from '../agents/helpers.js';
 import { DIALECTS } from '../helpers/pg.js';
@@ -9,14 +11,24 @@ import { until } from '../webhooks/helpers.js';
 
 describe.each(DIALECTS)('key caps on LLM tokens and sandbox CPU (%s)', (dialect) => {
   let t: AgentNube;
+  let site: Server;
+  let siteUrl: string;
   const mint = async (body: Record<string, unknown>, key?: string) => t.call('POST', '/account/keys', body, key);
   const keyCounter = (keyId: string, metric: 'llmTokens' | 'sandboxCpuMs') => t.nube.deps.usage.counter(`key:${keyId}`, metric);
 
   beforeAll(async () => {
-    t = await startAgentNube('key-caps', { dialect, env: { NUBE_OWNER_PLAN: 'mega', NUBE_KEY_CPU_METER_MS: '500' } });
+    // A page for the web extraction's schema source.
+    site = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html; charset=utf-8');
+      res.end('<!doctype html><html><head><title>Panadería</title></head><body><h1>Pan de masa madre</h1></body></html>');
+    });
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}/`;
+    t = await startAgentNube('key-caps', { dialect, env: { NUBE_OWNER_PLAN: 'mega', NUBE_KEY_CPU_METER_MS: '500', NUBE_OUTBOUND_ALLOW: '127.0.0.1/32' } });
   }, 120_000);
   afterAll(async () => {
     await t?.stop();
+    await new Promise((r) => site?.close(r));
   }, 120_000);
 
   it('caps are validated: negative or fractional caps are 400; a key creates keys only within its caps', async () => {
@@ -66,6 +78,27 @@ describe.each(DIALECTS)('key caps on LLM tokens and sandbox CPU (%s)', (dialect)
     t.stub.push({ content: pages, usage: { prompt_tokens: 10, completion_tokens: 10 } });
     const owner = await t.call('POST', '/documents', { name: 'Del dueño', prompt: 'algo' });
     expect(owner.status).toBe(200);
+  });
+
+  it("llmTokens: a web extraction's schema source counts its LLM tokens toward the key that asked", async () => {
+    const k = await mint({ name: 'extractor', scopes: ['web:write'], caps: { llmTokens: 30 } });
+    expect(k.status).toBe(201);
+    const schema = { type: 'object', properties: { heading: { type: 'string' } } };
+    t.stub.push({ content: JSON.stringify({ heading: 'Pan de masa madre' }), usage: { prompt_tokens: 25, completion_tokens: 15 } });
+    const start = await t.call('POST', '/web/extract', { input: siteUrl, source: 'schema', schema }, k.body.secret);
+    expect(start.status, JSON.stringify(start.body)).toBe(200);
+    const job = await until(
+      async () => (await t.call('GET', `/web/extract/${start.body.jobId}`)).body,
+      (j) => j.status === 'completed' || j.status === 'failed',
+      30_000,
+    );
+    expect(job.status, JSON.stringify(job)).toBe('completed');
+    expect(await keyCounter(k.body.id, 'llmTokens')).toBe(40);
+    const refused = await t.call('POST', '/web/extract', { input: siteUrl, source: 'schema', schema }, k.body.secret);
+    expect(refused.status).toBe(402);
+    expect(refused.body.code).toBe('KeyCapReached');
+    // Sources without an LLM are not held by the llmTokens cap.
+    expect((await t.call('POST', '/web/extract', { input: siteUrl, source: 'page' }, k.body.secret)).status).toBe(200);
   });
 
   it("llmTokens: an agent's turn started with the key counts its gateway tokens toward it; the next turn is 402", async () => {

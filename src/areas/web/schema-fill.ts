@@ -19,6 +19,7 @@ export function schemaFiller(
   ownerId: string,
   schema: unknown,
   prompt: string | null,
+  keyId?: string,
 ) {
   return async (markdown: string, url: string, signal?: AbortSignal): Promise<unknown> => {
     const page = markdown.length > MAX_PAGE_CHARS ? `${markdown.slice(0, MAX_PAGE_CHARS)}\n[cut]` : markdown;
@@ -43,6 +44,7 @@ export function schemaFiller(
           end: () => {},
         },
         signal,
+        { keyId },
       );
     } catch (e) {
       // The gateway's refusals (no LLM, balance spent, upstream down) keep their status and code.

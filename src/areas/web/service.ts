@@ -4,7 +4,7 @@ import { ApiError, type ErrorIssue, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { cutShort, type JobContext, type JobQueue } from '../../platform/jobs.js';
 import { PLANS } from '../../platform/plans.js';
-import type { Usage } from '../../platform/usage.js';
+import { capKeyId, type Usage } from '../../platform/usage.js';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../../store/schema.js';
 import { EXTRACT_SOURCES, type ExtractSource, RENDERED_SOURCES, readUnit, searchMissing, sourceInputs } from './extract-sources.js';
@@ -49,6 +49,8 @@ export interface ExtractJob {
   jobId: string;
   ownerId: string;
   plan: PlanName;
+  /** The scoped key (with caps) that asked: the schema source's LLM tokens count toward its llmTokens cap. */
+  keyId?: string;
 }
 
 export interface ExtractInput {
@@ -253,6 +255,7 @@ export class WebService {
       const llm = this.llm();
       if (!llm) throw new ApiError(503, 'LlmNotConfigured', 'the schema source needs an LLM: the operator sets NUBE_LLM_BASE_URL, or the account adds its AI key');
       await llm.assertReady(p.ownerId, p.plan);
+      await this.usage.assertKeyCaps(p, ['llmTokens']);
     } else if (input.schema !== undefined || input.prompt !== undefined) {
       throw errors.validation([{ path: ['body', input.schema !== undefined ? 'schema' : 'prompt'], message: 'only source schema takes a schema and a prompt' }]);
     }
@@ -282,7 +285,8 @@ export class WebService {
             ? JSON.stringify({ schema: input.schema ?? null, prompt: input.prompt ?? null, render: input.render === true })
             : null,
       });
-      await this.jobs.enqueue(EXTRACT_JOB, { jobId, ownerId: p.ownerId, plan: p.plan } satisfies ExtractJob, { db: trx });
+      const keyId = capKeyId(p);
+      await this.jobs.enqueue(EXTRACT_JOB, { jobId, ownerId: p.ownerId, plan: p.plan, ...(keyId ? { keyId } : {}) } satisfies ExtractJob, { db: trx });
     });
     this.jobs.notify();
     return { jobId, status: 'queued' as const };
@@ -310,7 +314,7 @@ export class WebService {
     let read = 0;
     const opts = r.options === null ? null : (JSON.parse(r.options) as { schema: unknown; prompt: string | null; render?: boolean });
     const llm = this.llm();
-    const fill = source === 'schema' && opts && llm ? schemaFiller(llm, job.ownerId, opts.schema, opts.prompt) : undefined;
+    const fill = source === 'schema' && opts && llm ? schemaFiller(llm, job.ownerId, opts.schema, opts.prompt, job.keyId) : undefined;
     const renderer = opts?.render ? this.renderer : undefined;
     const render = renderer ? (url: string) => renderer.get(url) : undefined;
     try {

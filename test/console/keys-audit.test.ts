@@ -2,37 +2,28 @@
 // nube: an owner makes a scoped key from the scope catalogue's checkboxes with an expiry, caps and an
 // address, sees its scope and limits listed, and the key does exactly that; the audit page lists the
 // changes and the refusal, filters them by operation, key, resource and time, and pages by cursor.
-import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caller, json, startNube, type TestNube } from '../helpers/server.js';
-import { launchChromium, openPage, SHOTS, signIn } from './chromium.js';
-import { ensureConsoleBuilt } from './console-build.js';
+import { caller, json, type TestNube } from '../helpers/server.js';
+import { type ConsoleSession, startConsole } from './chromium.js';
 
 describe('console pages for scoped keys and the audit log in Chromium', () => {
+  let c: ConsoleSession;
   let t: TestNube;
-  let call: ReturnType<typeof caller>;
-  let browser: Browser;
   let page: Page;
+  let call: ReturnType<typeof caller>;
   let scopedId: string;
   let scopedSecret: string;
-  const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-  const go = async (label: string) => {
-    await page.getByRole('link', { name: label, exact: true }).click();
-    await page.getByRole('heading', { level: 1, name: label }).waitFor();
-  };
+  const go = (label: string) => c.go(label);
+  const shot = (name: string) => c.shot(name);
 
   beforeAll(async () => {
-    await ensureConsoleBuilt();
-    t = await startNube();
+    c = await startConsole();
+    ({ t, page } = c);
     call = caller(t);
-    browser = await launchChromium();
-    page = await openPage(browser, { width: 1280, height: 860 }, 20_000);
-    await signIn(page, t.baseUrl, t.ownerKey);
   }, 180_000);
   afterAll(async () => {
-    await browser?.close();
-    await t?.close();
+    await c?.close();
   });
 
   it('makes a scoped key from checkboxes with expiry, caps and an address, and lists its scope', async () => {

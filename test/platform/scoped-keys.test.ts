@@ -146,7 +146,7 @@ describe.each(DIALECTS)('scoped keys on %s', (dialect) => {
       new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/api/mcp`), { requestInit: { headers: { authorization: `Bearer ${k.body.secret}` } } }),
     );
     const names = (await client.listTools()).tools.map((x) => x.name).sort();
-    expect(names).toEqual(['account_get', 'account_audit', 'account_keys_list', 'account_llmBalance', 'account_usage', 'account_aiKey_get', 'databases_query'].sort());
+    expect(names).toEqual(['account_get', 'account_audit', 'account_keys_list', 'account_llmBalance', 'account_usage', 'account_aiKey_get', 'account_scopes', 'databases_query'].sort());
     const ok = await client.callTool({ name: 'databases_query', arguments: { dbId, body: { sql: 'select 1' } } });
     expect(ok.structuredContent).not.toHaveProperty('code');
     expect(ok.isError).toBe(false);

@@ -123,13 +123,4 @@ export class Usage {
       }
     }
   }
-
-  /** What a key used this month of each capped quantity (the console shows it beside the caps). */
-  async keyUsage(keyId: string, now = new Date()): Promise<Record<CapMetric, number>> {
-    const who = `key:${keyId}`;
-    const [ai, llm, web, cpuMs] = await Promise.all(
-      (['aiCredits', 'llmTokens', 'webQueries', 'sandboxCpuMs'] as const).map((m) => this.counter(who, m, now)),
-    );
-    return { aiCredits: ai! + web!, llmTokens: llm!, webQueries: web!, sandboxCpuSeconds: cpuMs! / 1000 };
-  }
 }

@@ -108,6 +108,30 @@ describe('e2b SDK: template builds', () => {
     }
   });
 
+  it('fromDockerfile builds the Dockerfile\'s steps; skipCache reruns its steps; DELETE removes the template', async () => {
+    const df = Template({ fileContextPath: ctx }).fromDockerfile(
+      [`FROM ${image}`, 'ENV MODE=docker', 'WORKDIR /app', 'COPY hello.txt ./', 'RUN echo $MODE > mode.txt', 'RUN id -un >> mode.txt'].join('\n'),
+    );
+    await Template.build(df, 'e2b-df');
+    const sbx = await Sandbox.create('e2b-df');
+    try {
+      // No USER in the Dockerfile: the SDK makes `user` the default, as E2B does.
+      expect((await sbx.commands.run('pwd; cat mode.txt hello.txt; id -un')).stdout).toBe('/app\ndocker\nroot\nhello from a local file\nuser\n');
+    } finally {
+      await sbx.kill();
+    }
+    const stamped = () => Template().fromTemplate('e2b-df').skipCache().runCmd('cat /proc/sys/kernel/random/uuid > /home/user/stamp');
+    const logs: string[] = [];
+    await Template.build(stamped(), { alias: 'e2b-stamp', onBuildLogs: (l) => logs.push(l.message) });
+    await Template.build(stamped(), { alias: 'e2b-stamp', onBuildLogs: (l) => logs.push(l.message) });
+    expect(logs.filter((l) => /^1 steps built, 1 cached/.test(l))).toHaveLength(1);
+    expect(logs.filter((l) => /^2 steps built, 0 cached/.test(l))).toHaveLength(1);
+
+    const del = await fetch(`${t.baseUrl}/e2b/templates/e2b-stamp`, { method: 'DELETE', headers: { 'X-API-KEY': t.ownerKey } });
+    expect(del.status).toBe(204);
+    expect(await Template.exists('e2b-stamp')).toBe(false);
+  });
+
   it('a failing runCmd is a BuildError with the step and its output', async () => {
     const bad = Template().fromImage(image).setEnvs({ X: '1' }).runCmd('echo boom-line; exit 3');
     const err = await Template.build(bad, 'e2b-fails').then(

@@ -3,11 +3,15 @@
 // process, and:
 // - a Dockerfile of 12 steps rebuilt with its last line changed: rebuild -> ready, less the changed
 //   step's own time (from the build log) = what nube adds (target: under 2 s);
+// - E2B's SDK: Template.build of an unchanged template against nube's own rebuild of it;
 // - a template whose start command serves a port: POST /sandboxes (which waits for its ready command)
 //   -> the port answering from inside, against POST /sandboxes of `base` -> exec `true`, in one run.
 // Writes bench/results/templates.json.
 import { gzipSync } from 'node:zlib';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Template } from 'e2b';
 import { busyboxLayer, pushImage, startRegistry, tarOf } from '../test/templates/registry.js';
 import { startSandboxNube } from './lib/sandbox-nube.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
@@ -30,7 +34,8 @@ pushImage(
   { Env: ['PATH=/bin'] },
 );
 const image = `${reg.host}/bench/bb:v1`;
-const { nube, key, dataDir, baseUrl } = await startSandboxNube('templates', 'nubet0:10.83.0.1/16', {
+// NUBE_BENCH_BRIDGE: another bridge, so two runs on one host (two worktrees) do not share one.
+const { nube, key, dataDir, baseUrl } = await startSandboxNube('templates', process.env.NUBE_BENCH_BRIDGE ?? 'nubet0:10.83.0.1/16', {
   NUBE_SANDBOX_DRIVER: DRIVER,
   NUBE_TEMPLATE_REGISTRY_ALLOW: reg.origin,
   NUBE_JOB_POLL_MS: '20',
@@ -127,6 +132,46 @@ try {
   });
   rows.push({ name: '  first build of the same Dockerfile (6 steps run)', p50Ms: firstMs, n: 1 });
 
+  // E2B's SDK: Template.build of a template with nothing changed, against nube's own rebuild of it.
+  process.env.E2B_API_URL = `${baseUrl}/e2b`;
+  process.env.E2B_SANDBOX_URL = baseUrl;
+  process.env.E2B_API_KEY = key;
+  const ctxDir = mkdtempSync(join(tmpdir(), 'nube-bench-e2b-'));
+  writeFileSync(join(ctxDir, 'index.html'), '<h1>hi</h1>\n');
+  const e2b = () =>
+    Template({ fileContextPath: ctxDir })
+      .fromImage(image)
+      .setEnvs({ APP: '/srv/app' })
+      .setWorkdir('/srv/app')
+      .copy('index.html', 'index.html')
+      .runCmd('echo one > one.txt')
+      .runCmd('echo two > two.txt');
+  await Template.build(e2b(), 'e2b-bench');
+  const sdk: number[] = [];
+  const own: number[] = [];
+  for (let i = 0; i < N; i++) {
+    let s0 = performance.now();
+    const logs: string[] = [];
+    await Template.build(e2b(), { alias: 'e2b-bench', onBuildLogs: (l) => logs.push(l.message) });
+    sdk.push(performance.now() - s0);
+    if (!logs.some((l) => /^0 steps built/.test(l))) throw new Error(`an unchanged E2B build ran steps:\n${logs.join('\n')}`);
+    s0 = performance.now();
+    await api('POST', '/templates/e2b-bench/rebuild', {});
+    await ready('e2b-bench');
+    own.push(performance.now() - s0);
+  }
+  rows.push({ name: `nube's own rebuild of that template, nothing changed (POST /templates/{id}/rebuild -> ready, polled every 10 ms)`, p50Ms: percentile(own, 50), p99Ms: percentile(own, 99), n: N });
+  rows.push({
+    name: "E2B SDK Template.build of the same template, nothing changed (uploads skipped, every step cached)",
+    p50Ms: percentile(sdk, 50),
+    p99Ms: percentile(sdk, 99),
+    n: N,
+    ratio: round(percentile(sdk, 50) / percentile(own, 50)),
+    ratioAgainst: "nube's own rebuild",
+  });
+  await api('DELETE', '/templates/e2b-bench');
+  rmSync(ctxDir, { recursive: true, force: true });
+
   // A template with a start command, against `base`.
   const svc = await api('POST', '/templates', {
     name: 'svc',
@@ -191,6 +236,7 @@ const file = writeResult(
     `Driver ${DRIVER}; busybox image in docker-registry on loopback; ${N} samples; no warm pool.`,
     'The start command runs at each sandbox start (processes cannot be snapshotted here: CRIU does not work on this kernel), and POST /sandboxes answers once the ready command succeeds.',
     'The rebuild row includes the image check against the registry (manifest HEAD/GET) and the job queue pickup (poll 20 ms).',
+    "E2B rows: the SDK's setEnvs, setWorkdir, copy of an uploaded file and 2 runCmd from the same image, 12 Dockerfile steps of which 5 change files (nube's set-up of `user`, the working dir, the copy, the 2 RUNs); the SDK asks for a build, asks whether the file is uploaded, starts the build and polls its status every 200 ms (its own logsRefreshFrequency), so its p50 includes up to one poll interval.",
   ]),
 );
 console.log(`wrote ${file}`);

@@ -196,7 +196,10 @@ export async function buildServer(config: Config): Promise<Nube> {
     forwarder,
   });
   // Before the areas' routes: its port-host hook must run before the sandboxes' port proxy.
-  mountE2b(app, services.sandboxes, services.volumes, deps, (ownerId) => services.account.planOf(ownerId));
+  mountE2b(app, services.sandboxes, services.volumes, deps, (ownerId) => services.account.planOf(ownerId), {
+    templates: services.templates,
+    stores: services.files?.stores,
+  });
   mountWebSockets(app, {
     operations,
     auth: deps.auth,

@@ -14,7 +14,7 @@ import { SshAccess } from './networking/ssh-access.js';
 import { type PortExplainer, probeHttp } from './proxy.js';
 import type { SandboxesRepo } from './repo.js';
 import type { SandboxCounters, SandboxRuntime } from './runtime/driver.js';
-import { type CreateInput, SandboxesCore } from './service.js';
+import { bootstrapOf, type CreateInput, SandboxesCore } from './service.js';
 import { rt } from './views.js';
 import { parseBody, Workload } from './workload.js';
 import type { SandboxVolume } from './volume-binder.js';
@@ -189,6 +189,16 @@ export class SandboxesService {
 
   async get(p: Principal, id: string) {
     return this.core.describe(await this.core.own(p, id));
+  }
+
+  /**
+   * Who commands run as and where when a call names neither (its template's user and working dir), and
+   * how a command switches user in it (setpriv in nube's Debian templates, nube's runas in imported ones).
+   */
+  async templateDefaults(p: Principal, id: string): Promise<{ user?: string; cwd?: string; switcher: 'setpriv' | 'runas' }> {
+    const row = await this.core.own(p, id);
+    const t = bootstrapOf(row)?.template;
+    return { user: t?.user, cwd: t?.cwd, switcher: this.core.users.switcher(row.template) };
   }
 
   async delete(p: Principal, id: string) {

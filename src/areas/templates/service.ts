@@ -324,8 +324,11 @@ export class TemplatesService {
     p: Principal,
     id: string,
     change: Pick<CreateTemplateInput, 'dockerfile' | 'context' | 'buildArgs' | 'buildNetwork'> = {},
+    /** Settings replaced with the build (a key given as undefined is cleared). */
+    settings?: TemplateSettings,
   ) {
     const r = await this.own(p, id);
+    if (settings?.diskMB !== undefined) this.sandboxes.diskFor(p, settings.diskMB);
     if (r.status === 'building')
       throw errors.conflict(`template ${r.name} is already building`, 'InvalidState');
     const was = JSON.parse(r.source) as Source;
@@ -344,8 +347,10 @@ export class TemplatesService {
       });
       if (change.context === undefined && was.context) source.context = was.context;
     }
+    const merged = settings ? { ...(JSON.parse(r.settings) as TemplateSettings), ...settings } : undefined;
     await this.repo.update(r.id, {
       ...(source ? { source: JSON.stringify(source) } : {}),
+      ...(merged ? { settings: JSON.stringify(merged) } : {}),
       status: 'building',
       phase: 'queued',
       error: null,
@@ -355,6 +360,13 @@ export class TemplatesService {
     await this.repo.clearLog(r.id);
     await this.deps.jobs.enqueue(BUILD_JOB, { id: r.id }, { key: `template-build:${r.id}` });
     return this.view((await this.repo.get(r.id)) ?? r);
+  }
+
+  /** A build's state and its log lines after `after` (at most `limit`), read in that order. */
+  async logs(p: Principal, id: string, after: number, limit: number) {
+    const r = await this.own(p, id);
+    const lines = await this.repo.logsAfter(r.id, after, limit);
+    return { template: this.view(r), lines };
   }
 
   async delete(p: Principal, id: string) {

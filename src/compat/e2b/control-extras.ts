@@ -51,6 +51,8 @@ export class ControlExtras {
   constructor(
     private readonly sandboxes: SandboxesService,
     private readonly control: SettledSandboxes,
+    /** Deletes one of the owner's own templates by name (E2B's template builds); absent: 501. */
+    private readonly deleteOwn?: (p: Principal, name: string) => Promise<void>,
   ) {}
 
   async fork(p: Principal, id: string, raw: unknown) {
@@ -154,8 +156,9 @@ export class ControlExtras {
       return { status: 200, body: r.body, headers };
     });
     route('DELETE', '/templates/:id', async (p, req) => {
-      if (!req.params.id.startsWith('tpl_')) throw errors.notImplemented('E2B templates other than snapshots on nube');
-      await this.sandboxes.forks.deleteTemplate(p, req.params.id);
+      if (req.params.id.startsWith('tpl_')) await this.sandboxes.forks.deleteTemplate(p, req.params.id);
+      else if (this.deleteOwn) await this.deleteOwn(p, req.params.id);
+      else throw errors.notImplemented('E2B templates other than snapshots on nube');
       return { status: 204 };
     });
   }

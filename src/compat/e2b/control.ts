@@ -11,6 +11,7 @@ import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { type Access, toE2bId, toNubeId } from './access.js';
 import { ControlExtras } from './control-extras.js';
+import type { E2bTemplates } from './templates.js';
 import type { Route, SettledSandboxes } from './control-route.js';
 import { list, metadataFilter, page, parseBody, parseQuery, readPageToken, single } from './query.js';
 import { DEFAULT_HOME } from './users.js';
@@ -97,8 +98,10 @@ export class ControlPlane implements SettledSandboxes {
     private readonly volumes: E2bVolumes,
     /** Told when a sandbox was paused here without its memory (the processes this adapter runs in it ended). */
     private readonly paused: (id: string) => void = () => {},
+    /** Template builds (absent: answered 501 like the rest of E2B's API nube has not). */
+    private readonly templates?: E2bTemplates,
   ) {
-    this.extras = new ControlExtras(sandboxes, this);
+    this.extras = new ControlExtras(sandboxes, this, templates && ((p, id) => templates.delete(p, id)));
   }
 
   /** What the SDK puts after `<port>-<id>.` in getHost(port): nube's public host for sandbox ports. */
@@ -295,8 +298,9 @@ export class ControlPlane implements SettledSandboxes {
       return { status: 201, body: r.body };
     });
     this.extras.mount(route);
+    this.templates?.mount(route);
     this.volumes.mount(route, app, P, (reply, e) => e2bError(reply, e, this.deps.log));
-    // What else E2B's API has (templates and their builds, secrets, teams) is not here.
+    // What else E2B's API has (template tags and listings, secrets, teams) is not here.
     app.all(`${P}/*`, async (req, reply) => {
       try {
         await this.access.owner(req.headers);

@@ -3,12 +3,15 @@
 // the control plane under /e2b (control.ts); envd at the root, told apart by its E2b-Sandbox-Id header
 // (Connect RPC for processes and files, /files, /health); the code interpreter's /execute and /contexts.
 // Without E2B_SANDBOX_URL the SDK reaches envd at `49983-<id>.<domain>`: that port host is served
-// here as the same envd. It calls the sandboxes and volumes areas' services only; no area knows it exists.
+// here as the same envd. Template builds of E2B's SDK become the templates area's (templates.ts). It calls
+// the sandboxes, volumes and templates areas' services only; no area knows it exists.
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PlatformDeps } from '../../areas/deps.js';
 import type { SandboxesService } from '../../areas/sandboxes/facade.js';
 import type { VolumesService } from '../../areas/volumes/service.js';
+import type { TemplatesService } from '../../areas/templates/service.js';
+import type { BlobStores } from '../../blob/index.js';
 import { UPSTREAM_HOST } from '../../areas/sandboxes/proxy.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
@@ -22,6 +25,7 @@ import { Filesystem } from './filesystem.js';
 import { Interpreter } from './interpreter.js';
 import { Processes } from './processes.js';
 import { Users } from './users.js';
+import { E2bTemplates } from './templates.js';
 import { E2bVolumes } from './volumes.js';
 import { AUTO_RESUME, E2B_MARKER, MASK_HOST, PUBLIC_TRAFFIC } from './views.js';
 import { Watcher } from './watch.js';
@@ -43,12 +47,20 @@ export function mountE2b(
   volumes: VolumesService | undefined,
   deps: PlatformDeps,
   planOf: (ownerId: string) => Promise<PlanName>,
+  templateAreas?: { templates?: TemplatesService; stores?: BlobStores },
 ): void {
   const access = new Access(deps, planOf);
+  const templates = templateAreas?.templates ? new E2bTemplates(templateAreas.templates, templateAreas.stores, deps) : undefined;
+  templates?.mountUploads(app);
   const processes = new Processes(sandboxes);
   // A pause that keeps no processes ends the ones this adapter runs there (their streams drop).
-  const control = new ControlPlane(sandboxes, access, deps, new E2bVolumes(volumes, access, deps.config.bodyLimitBytes * 8), (id) =>
-    processes.ended(id),
+  const control = new ControlPlane(
+    sandboxes,
+    access,
+    deps,
+    new E2bVolumes(volumes, access, deps.config.bodyLimitBytes * 8),
+    (id) => processes.ended(id),
+    templates,
   );
   const users = new Users(sandboxes);
   const fs = new Filesystem(sandboxes);

@@ -129,7 +129,7 @@ export class Processes {
       emit({ event: { start: { pid } } });
     };
     const env = { ...userEnv(req.user), ...c.envs };
-    const cwd = c.cwd || req.user.home;
+    const cwd = c.cwd || req.user.workdir || req.user.home;
     // The exec starts before its command's cwd is entered: a cwd of the caller's is checked first.
     if (c.cwd && !req.stdin && !req.pty) await this.checkCwd(p, id, req.user, cwd);
     try {

@@ -490,6 +490,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       telegramApiUrl: e.NUBE_TELEGRAM_API_URL.replace(/\/$/, ''),
     },
     nodes: nodesConfig(e, dataDir),
+    backupS3: {
+      endpoint: e.NUBE_S3_ENDPOINT,
+      region: e.NUBE_S3_REGION,
+      forcePathStyle: e.NUBE_S3_FORCE_PATH_STYLE,
+      credentials:
+        e.NUBE_S3_ACCESS_KEY_ID && e.NUBE_S3_SECRET_ACCESS_KEY
+          ? { accessKeyId: e.NUBE_S3_ACCESS_KEY_ID, secretAccessKey: e.NUBE_S3_SECRET_ACCESS_KEY }
+          : undefined,
+    },
   };
 }
 

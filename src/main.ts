@@ -6,6 +6,7 @@ import { AccountRepo } from './areas/account/repo.js';
 import { AccountService, generateOwnerKey } from './areas/account/service.js';
 import { makeRuntime } from './areas/sandboxes/index.js';
 import { cleanup, formatCleanup } from './areas/sandboxes/leftovers.js';
+import { backup, restore } from './backup.js';
 import { ConfigError, type Config, loadConfig, PLAN_NAMES, type PlanName } from './config.js';
 import { doctor, formatReport } from './doctor.js';
 import { ALL_MIGRATIONS } from './migrations.js';
@@ -18,9 +19,9 @@ import { migrateToLatest, migrationPlan, NewerStoreError } from './store/migrate
 import { DEFAULT_PATHS, install as installService, packageRoot, passThrough, uninstall as uninstallService } from './systemd-service.js';
 import { VERSION } from './version.js';
 
-function config(): Config {
+function config(env: Record<string, string | undefined> = process.env): Config {
   try {
-    return loadConfig();
+    return loadConfig(env);
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(`nube: ${e.message}`);
@@ -88,6 +89,29 @@ program
     } finally {
       await store.close();
     }
+  });
+
+program
+  .command('backup')
+  .description(
+    'copy the installation while nube runs: metadata store, secret, blobs, databases, template recipes; a manifest with checksums is written last',
+  )
+  .requiredOption('--to <dir|s3://bucket/prefix>', 'an empty or new directory, or an S3 prefix (NUBE_S3_* connection) holding no backup')
+  .action(async (opts: { to: string }) => {
+    const m = await backup(config(), opts.to, (line) => console.log(line));
+    console.log(`backup of nube ${m.version} complete in ${opts.to}`);
+  });
+
+program
+  .command('restore')
+  .description('restore a backup onto an empty data dir (and, on PostgreSQL, an empty DATABASE_URL database); checks every file first, writes nothing on a refusal')
+  .requiredOption('--from <dir|s3://bucket/prefix>', 'a directory or S3 prefix `nube backup` wrote')
+  .action(async (opts: { from: string }) => {
+    // Loading the configuration would create a secret in the data dir, which must stay empty until
+    // the checks pass: the backup's own secret (or the operator's NUBE_SECRET) is the one to use.
+    const given = process.env.NUBE_SECRET || null;
+    const cfg = config({ ...process.env, NUBE_SECRET: given ?? 'unused-the-backup-brings-its-secret' });
+    await restore(cfg, given, opts.from, (line) => console.log(line));
   });
 
 const accounts = program.command('accounts').description('owner accounts');

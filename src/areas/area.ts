@@ -1,4 +1,5 @@
 import type { Migration } from 'kysely';
+import type { BackupPart } from '../platform/backup/parts.js';
 import type { Config } from '../platform/config-shape.js';
 import type { DoctorCheck } from '../platform/doctor.js';
 import type { AnyOperation, Services } from '../platform/operation.js';
@@ -18,6 +19,12 @@ export interface AreaModule {
   routes?(app: import('fastify').FastifyInstance, services: Services, deps: PlatformDeps): void;
   /** Checks `nube doctor` runs for this area: host parts it needs, services it is configured to reach. */
   doctor?(config: Config): DoctorCheck[];
+  /**
+   * The directories this area owns on disk that `nube backup` copies and `nube restore` puts back
+   * (its tables travel with the metadata store). Rebuildable bytes (template root filesystems, caches)
+   * are left out.
+   */
+  backup?(config: Config): BackupPart[];
   /** Called on shutdown, before the store closes. */
   close?(services: Services): Promise<void>;
 }

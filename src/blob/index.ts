@@ -8,6 +8,7 @@ export {
   type BlobStores,
   type BlobStoresOptions,
   createBlobStores,
+  makeClient as makeS3Client,
   type S3ConnectionOptions,
 } from './stores.js';
 export type * from './types.js';

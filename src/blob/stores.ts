@@ -55,7 +55,7 @@ export interface BlobStores {
   close(): void;
 }
 
-function makeClient(conn: S3ConnectionOptions): S3Client {
+export function makeClient(conn: S3ConnectionOptions): S3Client {
   return new S3Client({
     endpoint: conn.endpoint,
     region: conn.region ?? 'us-east-1',

@@ -57,6 +57,8 @@ export interface Config {
   fleet: FleetConfig;
   tls: TlsConfig;
   nodes: NodesConfig;
+  /** The S3-compatible service `nube backup --to s3://...` writes to (the NUBE_S3_* connection). */
+  backupS3: { endpoint?: string; region: string; forcePathStyle: boolean; credentials?: { accessKeyId: string; secretAccessKey: string } };
 }
 
 export type RateLimitSettings = Record<'sandboxCreate', Record<PlanName, number>>;

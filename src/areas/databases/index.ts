@@ -72,6 +72,9 @@ export const databasesArea: AreaModule = {
     registerDatabaseMetrics(deps.metrics, engine);
     return { databases };
   },
+  // One SQLite file per database, copied with the online backup API while executors write it; exports,
+  // staging and set-aside files (dot directories) are not the databases. usage.json is the meters.
+  backup: (config) => [{ name: 'databases', dir: path.join(config.dataDir, 'databases'), sqlite: /^[^/]+\.sqlite$/, skip: /^\./ }],
   routes(app, services, deps) {
     mountLibsql(app, services.databases, deps);
     // Another node hands a database over (restore after a death, drain): node credential only.

@@ -58,6 +58,13 @@ export const filesArea: AreaModule = {
     return { files };
   },
   doctor: fileChecks,
+  // The local blob store (files, database copies and history, machine and volume backups, sites): each
+  // region's directory as it is, without in-flight temp files. On S3 the objects stay where they are.
+  backup: (config) => {
+    const blob = config.files.blob;
+    if (blob.backend !== 'local') return [];
+    return Object.entries(blob.dirs).map(([region, dir]) => ({ name: `blobs-${region.toLowerCase()}`, dir, skip: /^~tmp$/ }));
+  },
   routes(app, services) {
     fileRoutes(app, services.files.transfers);
     hlsRoutes(app, services.files.hls!);

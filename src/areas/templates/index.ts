@@ -8,6 +8,9 @@ export const templatesArea: AreaModule = {
   name: 'templates',
   operations: templatesOperations,
   migrations: templatesMigrations,
+  // A template's recipe is its row plus its build context (a Dockerfile's directory, by SHA-256): both
+  // are kept, so a restored nube can build it again; the built root filesystem and layers are not.
+  backup: (config) => [{ name: 'template-contexts', dir: `${config.templates.blobDir}/contexts`, skip: /\.tmp$/ }],
   create(deps, other) {
     const { sandboxes } = other;
     if (!sandboxes) throw new Error('the templates area needs the sandboxes service to be created first');

@@ -2,7 +2,8 @@
 // bare Fastify route answering the same JSON in the same run. Also PostgreSQL, request logging on, and
 // MCP tools/list latency, and the cost of the per-request metric (GET /metrics configured). Flags:
 // --duration <s> (10), --connections <n> (50), --no-pg, --no-info, --no-metrics, --no-scoped, --no-audit,
-// --audit-only (only the audit log's INSERT rows, written as api-audit.json),
+// --audit-only (only the audit log's INSERT rows, written as api-audit.json), --no-tracing,
+// --tracing-only (only the cost of tracing when off, written as api-tracing.json),
 // --profile [--bare] (one CPU-profiled nube or bare run, printed, results not written; on VMs where V8's
 // sampling lands late, native time piles onto writev: `perf record -e cpu-clock` with --perf-basic-prof is truer).
 import { randomBytes } from 'node:crypto';
@@ -286,12 +287,77 @@ async function auditRows(dir: string, key: string, servers: Server[], rows: Resu
   );
 }
 
+const TRACING_TARGET = 0.98;
+const ABSENT_HOOKS = join(import.meta.dirname, 'lib', 'tracing-absent-hooks.mjs');
+
+/**
+ * Issue 37 item 4: what tracing costs when it is off (no OTEL_EXPORTER_OTLP_ENDPOINT): the real nube
+ * against the same nube with src/platform/tracing.ts replaced by a module whose functions do nothing
+ * (bench/lib/tracing-absent.mjs, the code path compiled out), the same request in alternating segments,
+ * and server CPU per request in paired segments.
+ */
+async function tracingRows(dir: string, key: string, servers: Server[], rows: ResultRow[], notes: string[], off?: Server): Promise<void> {
+  const auth = { authorization: `Bearer ${key}` };
+  const real = off ?? (await startServer('nube', nubeEnv(join(dir, 'tracing-off'), key)));
+  if (!off) servers.push(real);
+  const absent = await startServer('nube', nubeEnv(join(dir, 'tracing-absent'), key), { nodeArgs: ['--import', ABSENT_HOOKS] });
+  servers.push(absent);
+  const m = await interleaved(
+    [
+      { label: 'off', server: real, headers: auth },
+      { label: 'absent', server: absent, headers: auth },
+    ],
+    ROUNDS,
+  );
+  const on = m.get('off')!;
+  const base = m.get('absent')!;
+  rows.push(loadRow('nube GET /api/v2/account (SQLite), tracing compiled out (baseline)', base));
+  const row = loadRow('nube GET /api/v2/account (SQLite), tracing off (OTEL_EXPORTER_OTLP_ENDPOINT unset)', on);
+  row.ratio = on.throughputPerSec / base.throughputPerSec;
+  row.ratioAgainst = 'tracing compiled out';
+  row.target = `>= ${TRACING_TARGET}x the compiled-out req/s`;
+  row.pass = row.ratio >= TRACING_TARGET;
+  rows.push(row);
+  const ab = await pairedCpuDelta(absent, real, auth);
+  notes.push(
+    'Tracing off (issue 37 item 4): the real server, OTEL_EXPORTER_OTLP_ENDPOINT unset, against the same server with src/platform/tracing.ts ' +
+      'replaced by bench/lib/tracing-absent.mjs (same exports, empty bodies; loaded through module hooks, bench/lib/tracing-absent-hooks.mjs): ' +
+      'the off path is a boolean test per entry point (request hooks are not installed, the store gets no plugin). ' +
+      `Throughput ratio ${round(row.ratio)} (${round(on.throughputPerSec)} vs ${round(base.throughputPerSec)} req/s); server CPU per request ` +
+      `${round(on.serverCpuUsPerReq)} vs ${round(base.serverCpuUsPerReq)} us; paired (${AB_PAIRS} pairs of ${AB_SEC} s): median difference ` +
+      `${round(ab.median)} us per request (quartiles ${round(ab.p25)} to ${round(ab.p75)} us).` +
+      (busyMachine() ? ' The machine was busy with other work during this run: differences of a few percent are within its noise.' : ''),
+  );
+}
+
+/** The tracing rows alone (`--tracing-only`), written as bench/results/api-tracing.json. */
+async function tracingOnly(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
+  const key = `nube_sk_live_${randomBytes(24).toString('hex')}`;
+  const rows: ResultRow[] = [];
+  const notes: string[] = [];
+  const servers: Server[] = [];
+  const loadBefore = load();
+  try {
+    await tracingRows(dir, key, servers, rows, notes);
+    notes.push(`wrk, ${CONNECTIONS} connections, ${WARMUP} s warm-up then ${ROUNDS} alternating segments of ${SEGMENT} s per server. Machine load average (1/5/15 min) before: ${loadBefore}; after: ${load()}.`);
+    const result = newResult('api-tracing', rows, notes, `npm run bench -- api ${argv.join(' ')}`);
+    printTable(result.rows);
+    for (const n of notes) console.log(`- ${n}`);
+    console.log(`wrote ${writeResult(result)}`);
+  } finally {
+    for (const s of servers) await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const load = () => loadavg().map((l) => round(l)).join(' / ');
 const busyMachine = () => loadavg()[0]! > cpus().length;
 
 async function main(): Promise<void> {
   if (flag('profile')) return profile();
   if (flag('audit-only')) return auditOnly();
+  if (flag('tracing-only')) return tracingOnly();
   const dir = mkdtempSync(join(tmpdir(), 'nube-bench-'));
   const key = `nube_sk_live_${randomBytes(24).toString('hex')}`;
   const auth = { authorization: `Bearer ${key}` };
@@ -430,6 +496,7 @@ async function main(): Promise<void> {
     });
 
     if (!flag('no-audit')) await auditRows(dir, key, servers, rows, notes);
+    if (!flag('no-tracing')) await tracingRows(dir, key, servers, rows, notes, nube);
 
     const mcp = await mcpToolsList(nube.address, key);
     rows.push({

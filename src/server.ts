@@ -153,6 +153,10 @@ export async function buildServer(config: Config): Promise<Nube> {
   const boot = await services.account.bootstrapOwner(config.ownerPlan, config.ownerKey);
 
   installBodyParsing(app);
+  // Before the forwarder's hook: a request relayed to another node is in its span, and its traceparent
+  // goes along (node-forward.ts injects the active context).
+  const tracing = await startTracing(config.tracing, config.nodes.id);
+  installRequestTracing(app, operationOf);
   let closing = false;
   app.addHook('onRequest', (_req, reply, done) => {
     if (!closing) return done();
@@ -179,8 +183,6 @@ export async function buildServer(config: Config): Promise<Nube> {
       );
     });
   installErrorHandling(app);
-  const tracing = await startTracing(config.tracing, config.nodes.id);
-  installRequestTracing(app, operationOf);
   if (config.metrics.mode !== 'off') {
     metrics.collectProcessMetrics();
     installRequestMetrics(app, metrics);

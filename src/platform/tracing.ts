@@ -109,7 +109,22 @@ type Traced = FastifyRequest & { [SPAN]?: Span; [CONTEXT]?: Context };
  */
 export function installRequestTracing(app: FastifyInstance, operationOf: (req: FastifyRequest) => string | undefined): void {
   if (!on) return;
-  app.addHook('onRequest', (req, _reply, done) => {
+  // A request forwarded to another node hijacks its reply (node-forward.ts): no onResponse runs, so
+  // its span ends when the raw response does; whichever comes first ends it, once.
+  const finish = (req: FastifyRequest, status: number) => {
+    const span = (req as Traced)[SPAN];
+    if (!span) return;
+    (req as Traced)[SPAN] = undefined;
+    const op = operationOf(req);
+    if (op) {
+      span.updateName(op);
+      span.setAttribute('nube.operation', op);
+    }
+    span.setAttribute('http.response.status_code', status);
+    if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  };
+  app.addHook('onRequest', (req, reply, done) => {
     const parent = propagation.extract(context.active(), req.headers);
     const span = tracer().startSpan(
       `${req.method} ${req.routeOptions.url ?? 'unmatched'}`,
@@ -119,6 +134,7 @@ export function installRequestTracing(app: FastifyInstance, operationOf: (req: F
     const ctx = trace.setSpan(parent, span);
     (req as Traced)[SPAN] = span;
     (req as Traced)[CONTEXT] = ctx;
+    reply.raw.once('close', () => finish(req, reply.raw.statusCode));
     context.with(ctx, done);
   });
   // A body is read in the socket's callbacks, outside that context: enter it again for the handler.
@@ -128,17 +144,7 @@ export function installRequestTracing(app: FastifyInstance, operationOf: (req: F
     else done();
   });
   app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done) => {
-    const span = (req as Traced)[SPAN];
-    if (span) {
-      const op = operationOf(req);
-      if (op) {
-        span.updateName(op);
-        span.setAttribute('nube.operation', op);
-      }
-      span.setAttribute('http.response.status_code', reply.statusCode);
-      if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
-    }
+    finish(req, reply.statusCode);
     done();
   });
 }

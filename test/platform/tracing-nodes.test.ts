@@ -44,7 +44,7 @@ describe('forwarding between nodes', () => {
     let held: string | undefined;
     for (let i = 0; i < 12 && !held; i++) {
       await syncHeartbeats(c);
-      const db = await c.call('POST', '/databases', { name: `traced-${i}` }, 0);
+      const db = await c.call('POST', '/databases', { name: `traced-${random(4)}` }, 0);
       expect(db.status, JSON.stringify(db.body)).toBe(201);
       const row = await c.nodes[0]!.nube.deps.store.db.selectFrom('databases').select('node_id').where('id', '=', db.body.id).executeTakeFirstOrThrow();
       if (row.node_id === 'node-1') held = db.body.id;
@@ -65,14 +65,15 @@ describe('forwarding between nodes', () => {
         return !!fwd && xs.some((s) => s.parentSpanId === fwd.spanId && s.kind === 2) && xs.some((s) => s.name.startsWith('database executor'));
       },
     );
-    const forward = spans.find((s) => s.name === 'forward to node node-1')!;
-    expect(forward.kind).toBe(3); // CLIENT
+    const forward = spans.find((s) => s.name === 'forward to node node-1');
+    expect(forward, JSON.stringify(spans.map((s) => [s.name, s.kind, s.spanId, s.parentSpanId]))).toBeDefined();
+    expect(forward!.kind).toBe(3); // CLIENT
     // node-0's server span (the caller's child) is the forwarding span's ancestor.
-    const up = ancestors(forward);
+    const up = ancestors(forward!);
     expect(up.at(-1)?.parentSpanId).toBe(callerSpan);
     expect(up.at(-1)?.kind).toBe(2);
     // node-1's server span: a child of the forwarding span, in the same trace (the traceparent went along).
-    const remote = spans.find((s) => s.parentSpanId === forward.spanId && s.kind === 2)!;
+    const remote = spans.find((s) => s.parentSpanId === forward!.spanId && s.kind === 2)!;
     expect(remote.name).toBe('databases.query');
     // And the database executor ran under node-1's request.
     const exec = spans.find((s) => s.name === 'database executor query')!;

@@ -296,12 +296,13 @@ const ABSENT_HOOKS = join(import.meta.dirname, 'lib', 'tracing-absent-hooks.mjs'
  * (bench/lib/tracing-absent.mjs, the code path compiled out), the same request in alternating segments,
  * and server CPU per request in paired segments.
  */
-async function tracingRows(dir: string, key: string, servers: Server[], rows: ResultRow[], notes: string[], off?: Server): Promise<void> {
+async function tracingRows(dir: string, key: string, servers: Server[], rows: ResultRow[], notes: string[]): Promise<void> {
   const auth = { authorization: `Bearer ${key}` };
-  const real = off ?? (await startServer('nube', nubeEnv(join(dir, 'tracing-off'), key)));
-  if (!off) servers.push(real);
-  const absent = await startServer('nube', nubeEnv(join(dir, 'tracing-absent'), key), { nodeArgs: ['--import', ABSENT_HOOKS] });
+  // Both load the hooks (pass-through for the real one), so only the tracing module differs.
+  const absent = await startServer('nube', nubeEnv(join(dir, 'tracing-absent'), key, { BENCH_TRACING_ABSENT: '1' }), { nodeArgs: ['--import', ABSENT_HOOKS] });
   servers.push(absent);
+  const real = await startServer('nube', nubeEnv(join(dir, 'tracing-off'), key), { nodeArgs: ['--import', ABSENT_HOOKS] });
+  servers.push(real);
   const m = await interleaved(
     [
       { label: 'off', server: real, headers: auth },
@@ -311,22 +312,26 @@ async function tracingRows(dir: string, key: string, servers: Server[], rows: Re
   );
   const on = m.get('off')!;
   const base = m.get('absent')!;
+  const ab = await pairedCpuDelta(absent, real, auth);
   rows.push(loadRow('nube GET /api/v2/account (SQLite), tracing compiled out (baseline)', base));
   const row = loadRow('nube GET /api/v2/account (SQLite), tracing off (OTEL_EXPORTER_OTLP_ENDPOINT unset)', on);
-  row.ratio = on.throughputPerSec / base.throughputPerSec;
-  row.ratioAgainst = 'tracing compiled out';
-  row.target = `>= ${TRACING_TARGET}x the compiled-out req/s`;
+  // Server CPU per request, not req/s: at saturation on this shared 2-core machine, req/s follows which
+  // server the scheduler favours (the first started won by ~30% in either order), not the code.
+  row.ratio = base.serverCpuUsPerReq / (base.serverCpuUsPerReq + ab.median);
+  row.ratioAgainst = 'compiled out: its CPU per request over (it + paired median difference)';
+  row.target = `>= ${TRACING_TARGET}`;
   row.pass = row.ratio >= TRACING_TARGET;
   rows.push(row);
-  const ab = await pairedCpuDelta(absent, real, auth);
   notes.push(
     'Tracing off (issue 37 item 4): the real server, OTEL_EXPORTER_OTLP_ENDPOINT unset, against the same server with src/platform/tracing.ts ' +
-      'replaced by bench/lib/tracing-absent.mjs (same exports, empty bodies; loaded through module hooks, bench/lib/tracing-absent-hooks.mjs): ' +
-      'the off path is a boolean test per entry point (request hooks are not installed, the store gets no plugin). ' +
-      `Throughput ratio ${round(row.ratio)} (${round(on.throughputPerSec)} vs ${round(base.throughputPerSec)} req/s); server CPU per request ` +
-      `${round(on.serverCpuUsPerReq)} vs ${round(base.serverCpuUsPerReq)} us; paired (${AB_PAIRS} pairs of ${AB_SEC} s): median difference ` +
-      `${round(ab.median)} us per request (quartiles ${round(ab.p25)} to ${round(ab.p75)} us).` +
-      (busyMachine() ? ' The machine was busy with other work during this run: differences of a few percent are within its noise.' : ''),
+      'replaced by bench/lib/tracing-absent.mjs (same exports, empty bodies; loaded through module hooks, bench/lib/tracing-absent-hooks.mjs, ' +
+      'which the real server loads too, passing everything through): the off path is a boolean test per entry point (request hooks are not ' +
+      `installed, the store gets no plugin). Paired (${AB_PAIRS} back-to-back pairs of ${AB_SEC} s, order alternating): median difference ` +
+      `${round(ab.median)} us of server CPU per request (quartiles ${round(ab.p25)} to ${round(ab.p75)} us) on ${round(base.serverCpuUsPerReq)} us; ` +
+      `the ratio row is ${round(row.ratio)}. Interleaved segments: ${round(on.throughputPerSec)} vs ${round(base.throughputPerSec)} req/s, ` +
+      `${round(on.serverCpuUsPerReq)} vs ${round(base.serverCpuUsPerReq)} us per request. Req/s is not the measure here: with the machine loaded ` +
+      'by other work, the server started first got about 30% more req/s whichever of the two it was (runs of 2026-11-29: 1.36 and 0.76).' +
+      (busyMachine() ? ' The machine was busy with other work during this run (load average above its CPU count).' : ''),
   );
 }
 
@@ -496,7 +501,7 @@ async function main(): Promise<void> {
     });
 
     if (!flag('no-audit')) await auditRows(dir, key, servers, rows, notes);
-    if (!flag('no-tracing')) await tracingRows(dir, key, servers, rows, notes, nube);
+    if (!flag('no-tracing')) await tracingRows(dir, key, servers, rows, notes);
 
     const mcp = await mcpToolsList(nube.address, key);
     rows.push({

@@ -5,8 +5,17 @@
 // cap is reached. A row keeps what its current cgroup has already counted (`cpu_counted_usec`); a new
 // cgroup (a resume from the files, a restart) starts that at 0.
 import type { Principal } from '../../platform/auth.js';
-import type { SandboxesCore } from './service.js';
-import type { SandboxRow } from './repo.js';
+import type { Usage } from '../../platform/usage.js';
+import type { SandboxesRepo, SandboxRow } from './repo.js';
+import type { SandboxRuntime } from './runtime/driver.js';
+
+/** What the meter reads of the sandboxes' core (service.ts): its rows, its node, its runtime. */
+export interface MeterHost {
+  repo: Pick<SandboxesRepo, 'keyedRunning' | 'moveCpuCounted'>;
+  placement: { here: string };
+  runtime: Pick<SandboxRuntime, 'cgroupStats'>;
+  deps: { usage: Pick<Usage, 'addToKey' | 'assertKeyCaps'>; log: { warn(obj: object, msg: string): void } };
+}
 
 /** How often running sandboxes of capped keys are read (NUBE_KEY_CPU_METER_MS; tests shorten it). */
 const PERIOD_MS = Number(process.env.NUBE_KEY_CPU_METER_MS) || 60_000;
@@ -15,7 +24,7 @@ export class CpuMeter {
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
 
-  constructor(private readonly core: SandboxesCore) {}
+  constructor(private readonly core: MeterHost) {}
 
   /** The periodic read of this node's running sandboxes that a key created. */
   start(): void {

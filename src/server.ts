@@ -28,6 +28,7 @@ import { ProxyTrust } from './platform/request-origin.js';
 import { NodeRegistry } from './platform/nodes.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { Outbox } from './platform/outbox.js';
+import { WorkspaceRegistry } from './platform/workspaces.js';
 import { buildOpenApi } from './platform/openapi.js';
 import type { Services } from './platform/operation.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './platform/http-errors.js';
@@ -127,6 +128,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     bus,
     events: new Outbox({ store, bus, log: app.log }),
     usage: new Usage(store.db),
+    workspaces: new WorkspaceRegistry(),
     metrics,
     // A lease names the node holding it (`wrk_…@node`): after a node dies, which jobs wait out its leases.
     jobs: createJobQueue({ store, logger: app.log, pollIntervalMs: config.jobPollMs, workerId: `${newId('wrk')}@${config.nodes.id}` }),
@@ -196,6 +198,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
     rateLimitSettings: config.rateLimits,
     forwarder,
+    workspaces: deps.workspaces,
   });
   // Before the areas' routes: its port-host hook must run before the sandboxes' port proxy.
   mountE2b(app, services.sandboxes, services.volumes, deps, (ownerId) => services.account.planOf(ownerId), {
@@ -209,6 +212,7 @@ export async function buildServer(config: Config): Promise<Nube> {
     services,
     defaultRateLimit: { points: config.rateLimitPerMinute, windowSeconds: 60 },
     rateLimitSettings: config.rateLimits,
+    workspaces: deps.workspaces,
   });
   for (const area of AREAS) area.routes?.(app, services, deps);
   // Both documents are built on their first request (a quarter of a second of every start otherwise).

@@ -13,6 +13,7 @@ import type { OutboundClient } from '../platform/outbound.js';
 import type { Payments } from '../platform/payments.js';
 import type { Outbox } from '../platform/outbox.js';
 import type { Usage } from '../platform/usage.js';
+import type { WorkspaceRegistry } from '../platform/workspaces.js';
 import type { Store } from '../store/db.js';
 
 /** What the platform hands every area when it builds its service. */
@@ -26,6 +27,8 @@ export interface PlatformDeps {
    */
   events: Outbox;
   usage: Usage;
+  /** Workspaces: areas holding resources register here (count, delete, the gate's lookup). */
+  workspaces: WorkspaceRegistry;
   /** Prometheus series: areas add counters and scrape-time samples of what they hold (GET /metrics). */
   metrics: Metrics;
   jobs: JobQueue;

@@ -24,9 +24,10 @@ import { consoleArea } from './console/index.js';
 import { paymentsArea } from './payments/index.js';
 import { formsArea } from './forms/index.js';
 import { volumesArea } from './volumes/index.js';
+import { workspacesArea } from './workspaces/index.js';
 
 /** Every area, in catalogue order. Services are created in this order (an area may use earlier ones). */
-export const AREAS: AreaModule[] = [accountArea, auditArea, webhooksArea, domainsArea, sandboxesArea, volumesArea, templatesArea, llmArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, datasetsArea, machinesArea, paymentsArea, websitesArea, formsArea, documentsArea, agentsArea, fleetArea, consoleArea];
+export const AREAS: AreaModule[] = [accountArea, workspacesArea, auditArea, webhooksArea, domainsArea, sandboxesArea, volumesArea, templatesArea, llmArea, webArea, filesArea, imagesArea, share_tokensArea, databasesArea, datasetsArea, machinesArea, paymentsArea, websitesArea, formsArea, documentsArea, agentsArea, fleetArea, consoleArea];
 
 /** Every operation of the API: the one list REST, OpenAPI, MCP and the SDK derive from. */
 export const operations: AnyOperation[] = AREAS.flatMap((a) => a.operations);

@@ -40,7 +40,7 @@ export const CREDENTIAL_REACH: readonly CredentialReach[] = [
     routes:
       'MCP `/api/mcp` (`tools/list` shows only the tools it may call) and the sandbox terminal WebSocket, within its scope; a box holding a key nube minted (an agent\'s or machine\'s, and boxes forked from it) only when its scope covers that key',
     never:
-      "an operation outside its scopes or resourceIds (403 `ScopeMissing`); a box holding a wider key (exec, files, terminal, SSH, fork, an agent's turns: 403 `ScopeMissing`, scope `holder:<agent|machine>:<id>`); a key wider than itself; E2B `/e2b/...`, libSQL, an agent's ACP WebSocket and the console's sign-in (full owner keys only); use after `expiresAt` (401 `KeyExpired`) or from outside `allowedIps`; another account's resources (404)",
+      "an operation outside its scopes or resourceIds (403 `ScopeMissing`); a box holding a wider key (exec, files, terminal, SSH, fork, an agent's turns: 403 `ScopeMissing`, scope `holder:<agent|machine>:<id>`); a key wider than itself; E2B `/e2b/...`, libSQL, an agent's ACP WebSocket and the console's sign-in (full owner keys only); use after `expiresAt` (401 `KeyExpired`) or from outside `allowedIps`; with `workspaceIds`, resources of other workspaces (404, as another account's: reads, lists, creates) and new workspaces (403); another account's resources (404)",
   },
   {
     credential:

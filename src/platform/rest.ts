@@ -22,6 +22,7 @@ import {
 } from './operation.js';
 import { checkResource } from './scopes.js';
 import { parseOr400 } from './validate.js';
+import type { WorkspaceRegistry } from './workspaces.js';
 
 export const API_PREFIX = '/api/v2';
 
@@ -34,6 +35,8 @@ export interface RestDeps {
   rateLimitSettings: RateLimitSettings;
   /** Relays a request whose work belongs on another node (ElsewhereError); absent: served here only. */
   forwarder?: NodeForwarder;
+  /** The gate keeping workspace-scoped keys to their workspaces' resources. */
+  workspaces?: WorkspaceRegistry;
 }
 
 /** Mounts every operation of the registry as a REST route under /api/v2. */
@@ -177,7 +180,15 @@ function limited(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: F
 
 function handle(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
   rejectNul(op, req);
-  if (principal.scope) checkResource(principal.scope, op, req.params as Record<string, unknown>);
+  if (principal.scope) {
+    checkResource(principal.scope, op, req.params as Record<string, unknown>);
+    const gated = deps.workspaces?.gate(principal, op, req.params as Record<string, unknown>);
+    if (gated) return gated.then(() => proceed(op, deps, req, reply, principal));
+  }
+  return proceed(op, deps, req, reply, principal);
+}
+
+function proceed(op: AnyOperation, deps: RestDeps, req: FastifyRequest, reply: FastifyReply, principal: Principal) {
   const params = op.params ? parseOr400(op.params, req.params, 'params') : undefined;
   const parsedQuery = op.query ? parseOr400(op.query, req.query ?? {}, 'query') : undefined;
   let body: unknown;

@@ -31,3 +31,15 @@ export const PageQuery = z.object({
 });
 
 export const IsoTime = z.string().describe('ISO 8601 UTC timestamp');
+
+/** `workspaceId` on a create: where the resource lands (the key's only workspace, else `default`). */
+export const WorkspaceIdInput = z
+  .string()
+  .min(1)
+  .max(100)
+  .describe('Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404');
+/** `workspaceId` as a list filter. */
+export const WorkspaceFilter = z.object({
+  workspaceId: z.string().min(1).max(100).optional().describe('Only resources of this workspace (unknown: 404)'),
+});
+export const WorkspaceIdOutput = z.string().describe('The workspace it belongs to (`default` or `wsp_...`)');

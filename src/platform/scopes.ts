@@ -46,6 +46,8 @@ export interface KeyScope {
   resourceIds?: ReadonlySet<string>;
   /** Areas some resource id belongs to (sandboxes, databases, agents, files, machines). */
   resourceAreas?: ReadonlySet<string>;
+  /** Workspaces the key reaches (platform/workspaces.ts): their resources only, others are 404. */
+  workspaceIds?: ReadonlySet<string>;
   /** Epoch ms after which the key is refused (401). */
   expiresAt?: number;
   caps?: Caps;
@@ -107,6 +109,8 @@ export function widerThan(child: KeyScope | undefined, parent: KeyScope): string
   if (extra.length) return `it may call ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''}`;
   const pr = parent.resourceIds;
   if (pr && (!child.resourceIds || [...child.resourceIds].some((id) => !pr.has(id)))) return `it reaches resources beyond ${[...pr].join(', ')}`;
+  const pw = parent.workspaceIds;
+  if (pw && (!child.workspaceIds || [...child.workspaceIds].some((id) => !pw.has(id)))) return `it reaches workspaces beyond ${[...pw].join(', ')}`;
   if (parent.expiresAt !== undefined && (child.expiresAt === undefined || child.expiresAt > parent.expiresAt)) return 'it outlives this key';
   for (const [m, limit] of Object.entries(parent.caps ?? {}) as [CapMetric, number][]) {
     if ((child.caps?.[m] ?? Number.POSITIVE_INFINITY) > limit) return `its ${m} cap is above this key's ${limit}`;

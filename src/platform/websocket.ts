@@ -67,6 +67,7 @@ export function mountWebSockets(app: FastifyInstance, deps: RestDeps): void {
       });
       if (Object.values(raw).some((v) => v.includes('\u0000'))) throw errors.notFound();
       if (principal.scope) checkResource(principal.scope, op, raw);
+      if (principal.scope) await deps.workspaces?.gate(principal, op, raw);
       const params = op.params ? parseOr400(op.params, raw, 'params') : undefined;
       const parsedQuery = op.query ? parseOr400(op.query, query, 'query') : undefined;
       const controller = new AbortController();

@@ -42,7 +42,7 @@ describe.each(DIALECTS)('audit log (%s)', (dialect) => {
     const created = page.items[2]!;
     expect(created).toMatchObject({
       accountId: expect.stringMatching(/^acct_/),
-      workspaceId: null,
+      workspaceId: 'default',
       keyId,
       keyName: expect.any(String),
       credential: 'owner',

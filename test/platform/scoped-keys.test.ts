@@ -124,8 +124,8 @@ describe.each(DIALECTS)('scoped keys on %s', (dialect) => {
     expect((await call('GET', '/account', undefined, t.ownerKey)).status).toBe(200);
   });
 
-  it('workspaceIds answer 501; every cap is taken; a full key takes no limits without scopes', async () => {
-    expect((await mint({ name: 'ws', scopes: ['account:read'], workspaceIds: ['ws_1'] })).status).toBe(501);
+  it('an unknown workspace is a 404; every cap is taken; a full key takes no limits without scopes', async () => {
+    expect((await mint({ name: 'ws', scopes: ['account:read'], workspaceIds: ['ws_1'] })).status).toBe(404);
     expect((await mint({ name: 'cpu', scopes: ['account:read'], caps: { sandboxCpuSeconds: 10 } })).status).toBe(201);
     expect((await mint({ name: 'llm', scopes: ['account:read'], caps: { llmTokens: 10 } })).status).toBe(201);
     expect((await mint({ name: 'web', scopes: ['web:read'], caps: { webQueries: 10 } })).status).toBe(201);

@@ -72,7 +72,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key; its secret is returned only now
-         * @description A key in `format: "e2b"` looks like E2B's (`e2b_` and 40 hex digits), so E2B's SDKs take it as it is (E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those operations (403 ScopeMissing otherwise), narrowed to `resourceIds`, until `expiresAt`, within `caps`, from `allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).
+         * @description A key in `format: "e2b"` looks like E2B's (`e2b_` and 40 hex digits), so E2B's SDKs take it as it is (E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those operations (403 ScopeMissing otherwise), narrowed to `resourceIds` and `workspaceIds`, until `expiresAt`, within `caps`, from `allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).
          */
         post: operations["account.keys.create"];
         delete?: never;
@@ -2299,6 +2299,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v2/workspaces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's workspaces (the default one first) */
+        get: operations["workspaces.list"];
+        put?: never;
+        /**
+         * Create a workspace
+         * @description Resources (sandboxes, databases, files, documents, webhooks, ...) take `workspaceId` on create and as a list filter; a key created with `workspaceIds` reaches only those workspaces' resources.
+         */
+        post: operations["workspaces.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/workspaces/{workspaceId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a workspace and how many resources it holds */
+        get: operations["workspaces.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a workspace (with force=true, and its resources)
+         * @description Refused (409 WorkspaceNotEmpty, with the counts) while the workspace holds resources, unless `force=true`: then each resource is deleted as its own DELETE would, and the answer counts them.
+         */
+        delete: operations["workspaces.delete"];
+        options?: never;
+        head?: never;
+        /** Rename a workspace */
+        patch: operations["workspaces.update"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2329,6 +2372,8 @@ export interface components {
             updatedAt: string;
             /** @description Volumes the agent holds; every box of it mounts them (across revives) */
             volumes: components["schemas"]["HeldVolume"][];
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
             /** @description The agent's own endpoint (WebSocket) */
             wsUrl: string | null;
         };
@@ -2360,7 +2405,7 @@ export interface components {
             userAgent: string | null;
             /** @enum {string} */
             via: "rest" | "mcp";
-            /** @description null until workspaces exist */
+            /** @description The workspace the call named or created in (or its key's only one); null when the call did not say */
             workspaceId: string | null;
         };
         /** @description Data: a daily copy of runspec.dataPaths (not the root filesystem) */
@@ -2482,6 +2527,8 @@ export interface components {
             rowsWritten: number;
             /** @description Bytes on disk (database file plus its WAL); counts against plan storage */
             sizeBytes: number;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         /** @description A credential for SQL on one database */
         DatabaseToken: {
@@ -2606,6 +2653,8 @@ export interface components {
             /** @description Site URL while published */
             url: string | null;
             websiteId: string | null;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         DocumentPage: {
             /** @description The page as HTML */
@@ -2727,6 +2776,8 @@ export interface components {
             updatedAt: string;
             /** @description Permanent CDN URL when access is public; null for private files */
             url: string | null;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         /** @description A video file's HLS renditions */
         FileHls: {
@@ -2773,6 +2824,8 @@ export interface components {
             token: string;
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         /** @description A unit of configuration: a prompt and MCP connectors */
         FleetConfigGroup: {
@@ -2962,6 +3015,8 @@ export interface components {
             url: string | null;
             /** @description Volumes the machine holds; its box mounts them across restarts and releases */
             volumes: components["schemas"]["HeldVolume"][];
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         /** @description What the machine's app is doing (the supervisor's count and the kernel's) */
         MachineApp: {
@@ -3131,6 +3186,8 @@ export interface components {
                 /** @description Public HTTPS/WSS URL */
                 url: string;
             }[];
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         SandboxCreateInput: {
             /** @description Writable disk in MiB (files, packages, logs of /bg processes); default and most: the plan's (Byte 2048, Mega 10240, Tera 51200). A write past it fails inside the sandbox (ENOSPC or EDQUOT); the sandbox keeps running */
@@ -3167,6 +3224,8 @@ export interface components {
             timeoutSeconds?: number;
             /** @description Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts */
             volumes?: components["schemas"]["SandboxVolumeMountInput"][];
+            /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+            workspaceId?: string;
         };
         SandboxVolumeMountInput: {
             /** @description Where the volume appears inside the sandbox (absolute; not in /proc, /sys, /dev or /.nube) */
@@ -3405,6 +3464,8 @@ export interface components {
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             url: string;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         WebhookCreated: {
             /** @description ISO 8601 UTC timestamp */
@@ -3426,6 +3487,8 @@ export interface components {
             /** @description ISO 8601 UTC timestamp */
             updatedAt: string;
             url: string;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         /** @description One event sent to one webhook, with its attempts */
         WebhookDelivery: {
@@ -3486,6 +3549,17 @@ export interface components {
             updatedAt: string;
             /** @description Where the site is served */
             url: string;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
+        };
+        /** @description A group of an account's resources; keys can be narrowed to workspaces */
+        Workspace: {
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            id: string;
+            /** @description The `default` workspace: resources created without a workspaceId land there */
+            isDefault: boolean;
+            name: string;
         };
     };
     responses: never;
@@ -3938,6 +4012,8 @@ export interface operations {
                             revokedAt: string | null;
                             /** @description Null for a full owner key */
                             scopes: string[] | null;
+                            /** @description The workspaces the key is narrowed to; null: every workspace */
+                            workspaceIds: string[] | null;
                         }[];
                     };
                 };
@@ -4029,7 +4105,7 @@ export interface operations {
                     resourceIds?: string[];
                     /** @description `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query` */
                     scopes?: string[];
-                    /** @description Not implemented yet (workspaces are not built): 501 */
+                    /** @description Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404) */
                     workspaceIds?: string[];
                 };
             };
@@ -4063,6 +4139,8 @@ export interface operations {
                         /** @description Null for a full owner key */
                         scopes: string[] | null;
                         secret: string;
+                        /** @description The workspaces the key is narrowed to; null: every workspace */
+                        workspaceIds: string[] | null;
                     };
                 };
             };
@@ -4093,7 +4171,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Resource absent (another owner's resource is also a 404) */
+            /** @description NotFound: A resource or workspace id names none of the account's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4122,15 +4200,6 @@ export interface operations {
             };
             /** @description Internal error (no internals in the body) */
             500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description NotImplemented: workspaceIds (workspaces are not built) */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4417,6 +4486,17 @@ export interface operations {
                             remaining: number | null;
                             used: number;
                         };
+                        /** @description Per workspace the caller reaches (the plan's allowances above stay per account) */
+                        workspaces: {
+                            id: string;
+                            name: string;
+                            /** @description Resources per kind; kinds with none are left out */
+                            resources: {
+                                [key: string]: number;
+                            };
+                            /** @description Bytes stored by its files and databases */
+                            storageBytes: number;
+                        }[];
                     };
                 };
             };
@@ -4469,7 +4549,10 @@ export interface operations {
     };
     "agents.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4593,7 +4676,7 @@ export interface operations {
                         resourceIds?: string[];
                         /** @description `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query` */
                         scopes: string[];
-                        /** @description Not implemented yet (workspaces are not built): 501 */
+                        /** @description Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404) */
                         workspaceIds?: string[];
                     };
                     /** @description Files written into the workspace before start */
@@ -4608,6 +4691,8 @@ export interface operations {
                     timeoutSeconds?: number;
                     /** @description Volumes the agent holds and its box mounts (at most 8), kept across revives and released when the agent is deleted. The agent is placed on their node. One writer per volume (409 VolumeBusy) */
                     volumes?: components["schemas"]["SandboxVolumeMountInput"][];
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -5216,7 +5301,10 @@ export interface operations {
     };
     "databases.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5294,6 +5382,8 @@ export interface operations {
                     description?: string;
                     /** @description Letters, digits and hyphens, max 64 */
                     name: string;
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -6549,7 +6639,10 @@ export interface operations {
     };
     "documents.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6706,6 +6799,8 @@ export interface operations {
                      * @enum {string}
                      */
                     theme?: "classic" | "modern" | "dark" | "minimal";
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -7875,6 +7970,8 @@ export interface operations {
                 limit?: number;
                 /** @description DONE (default) or DELETED (the trash) */
                 status?: "DONE" | "DELETED";
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
             };
             header?: never;
             path?: never;
@@ -7980,6 +8077,8 @@ export interface operations {
                     region?: "LATAM" | "US" | "EU";
                     /** @description Size in bytes, up to 5 GB */
                     size: number;
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -8774,7 +8873,10 @@ export interface operations {
     };
     "fleet.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -8857,6 +8959,8 @@ export interface operations {
                     instructions?: string;
                     model?: string | null;
                     name: string;
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -11528,7 +11632,10 @@ export interface operations {
     };
     "machines.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -11642,7 +11749,7 @@ export interface operations {
                         resourceIds?: string[];
                         /** @description `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query` */
                         scopes: string[];
-                        /** @description Not implemented yet (workspaces are not built): 501 */
+                        /** @description Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404) */
                         workspaceIds?: string[];
                     };
                     /** @description Sandbox template (default `base`) */
@@ -11651,6 +11758,8 @@ export interface operations {
                     tier: string;
                     /** @description Volumes the machine holds and its box mounts (at most 8; not with fromSandboxId), kept across restarts and releases and released when the machine is deleted. The machine is placed on their node. One writer per volume (409 VolumeBusy) */
                     volumes?: components["schemas"]["SandboxVolumeMountInput"][];
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -13175,7 +13284,10 @@ export interface operations {
     };
     "sandboxes.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -16967,7 +17079,10 @@ export interface operations {
     };
     "webhooks.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -17049,6 +17164,8 @@ export interface operations {
                      * @description Endpoint receiving POSTs
                      */
                     url: string;
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -17512,7 +17629,10 @@ export interface operations {
     };
     "websites.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -17594,6 +17714,8 @@ export interface operations {
                     name?: string;
                     /** @description Host label to publish at (lowercase letters, digits, inner hyphens); default from the name */
                     slug?: string;
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };
@@ -17872,6 +17994,428 @@ export interface operations {
                 };
             };
             /** @description WebsiteManagedByDocument: The site shows a document: deploy the document; WebsiteChanged: Another deploy finished first; try again */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "workspaces.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Workspace"][];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "workspaces.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Unique in the account; `default` is the default workspace's */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workspace"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description KeyScopeTooWide: A key narrowed to workspaces cannot create another */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description WorkspaceNameTaken: The account has a workspace by that name */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "workspaces.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workspaceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description ISO 8601 UTC timestamp */
+                        createdAt: string;
+                        id: string;
+                        /** @description The `default` workspace: resources created without a workspaceId land there */
+                        isDefault: boolean;
+                        name: string;
+                        /** @description Resources per kind (sandboxes, databases, files, ...); kinds with none are left out */
+                        resources: {
+                            [key: string]: number;
+                        };
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "workspaces.delete": {
+        parameters: {
+            query?: {
+                /** @description Delete the resources it holds too */
+                force?: "true" | "false";
+            };
+            header?: never;
+            path: {
+                workspaceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description What force=true deleted, per kind */
+                        deleted: {
+                            [key: string]: number;
+                        };
+                        /** @constant */
+                        ok: true;
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DefaultWorkspace: The default workspace cannot be deleted; WorkspaceNotEmpty: The workspace holds resources (counts in `resources`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "workspaces.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workspaceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Unique in the account; `default` is the default workspace's */
+                    name?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workspace"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DefaultWorkspace: The default workspace cannot be renamed; WorkspaceNameTaken: The account has a workspace by that name */
             409: {
                 headers: {
                     [name: string]: unknown;

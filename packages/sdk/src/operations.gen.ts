@@ -176,9 +176,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/agents',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -284,9 +284,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/databases',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -476,9 +476,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/documents',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -692,7 +692,7 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/files',
     pathParams: [],
-    query: ['limit', 'cursor', 'assetId', 'status'],
+    query: ['limit', 'cursor', 'assetId', 'status', 'workspaceId'],
     body: 'none',
     style: 'query',
     success: 200,
@@ -920,9 +920,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/fleet-agents',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -1208,9 +1208,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/machines',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -1520,9 +1520,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/sandboxes',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -1976,9 +1976,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/webhooks',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -2048,13 +2048,73 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/websites',
     pathParams: [],
+    query: ['workspaceId'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['websites', 'list'],
+  },
+  'workspaces.create': {
+    method: 'POST',
+    path: '/api/v2/workspaces',
+    pathParams: [],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['workspaces', 'create'],
+  },
+  'workspaces.delete': {
+    method: 'DELETE',
+    path: '/api/v2/workspaces/{workspaceId}',
+    pathParams: ['workspaceId'],
+    query: ['force'],
+    body: 'none',
+    style: 'query',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['workspaces', 'delete'],
+  },
+  'workspaces.get': {
+    method: 'GET',
+    path: '/api/v2/workspaces/{workspaceId}',
+    pathParams: ['workspaceId'],
     query: [],
     body: 'none',
     style: 'none',
     success: 200,
     contentType: 'application/json',
     implemented: true,
-    ns: ['websites', 'list'],
+    ns: ['workspaces', 'get'],
+  },
+  'workspaces.list': {
+    method: 'GET',
+    path: '/api/v2/workspaces',
+    pathParams: [],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['workspaces', 'list'],
+  },
+  'workspaces.update': {
+    method: 'PATCH',
+    path: '/api/v2/workspaces/{workspaceId}',
+    pathParams: ['workspaceId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['workspaces', 'update'],
   },
 } as const;
 
@@ -2146,7 +2206,7 @@ export interface OperationTypes {
   };
   'agents.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['agents.list']['parameters']['query']>;
     body: never;
     response: operations['agents.list']['responses'][200]['content']['application/json'];
   };
@@ -2200,7 +2260,7 @@ export interface OperationTypes {
   };
   'databases.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['databases.list']['parameters']['query']>;
     body: never;
     response: operations['databases.list']['responses'][200]['content']['application/json'];
   };
@@ -2296,7 +2356,7 @@ export interface OperationTypes {
   };
   'documents.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['documents.list']['parameters']['query']>;
     body: never;
     response: operations['documents.list']['responses'][200]['content']['application/json'];
   };
@@ -2518,7 +2578,7 @@ export interface OperationTypes {
   };
   'fleet.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['fleet.list']['parameters']['query']>;
     body: never;
     response: operations['fleet.list']['responses'][200]['content']['application/json'];
   };
@@ -2662,7 +2722,7 @@ export interface OperationTypes {
   };
   'machines.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['machines.list']['parameters']['query']>;
     body: never;
     response: operations['machines.list']['responses'][200]['content']['application/json'];
   };
@@ -2818,7 +2878,7 @@ export interface OperationTypes {
   };
   'sandboxes.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['sandboxes.list']['parameters']['query']>;
     body: never;
     response: operations['sandboxes.list']['responses'][200]['content']['application/json'];
   };
@@ -3046,7 +3106,7 @@ export interface OperationTypes {
   };
   'webhooks.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['webhooks.list']['parameters']['query']>;
     body: never;
     response: operations['webhooks.list']['responses'][200]['content']['application/json'];
   };
@@ -3082,9 +3142,39 @@ export interface OperationTypes {
   };
   'websites.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['websites.list']['parameters']['query']>;
     body: never;
     response: operations['websites.list']['responses'][200]['content']['application/json'];
+  };
+  'workspaces.create': {
+    params: never;
+    query: never;
+    body: NonNullable<operations['workspaces.create']['requestBody']>['content']['application/json'];
+    response: operations['workspaces.create']['responses'][201]['content']['application/json'];
+  };
+  'workspaces.delete': {
+    params: operations['workspaces.delete']['parameters']['path'];
+    query: NonNullable<operations['workspaces.delete']['parameters']['query']>;
+    body: never;
+    response: operations['workspaces.delete']['responses'][200]['content']['application/json'];
+  };
+  'workspaces.get': {
+    params: operations['workspaces.get']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['workspaces.get']['responses'][200]['content']['application/json'];
+  };
+  'workspaces.list': {
+    params: never;
+    query: never;
+    body: never;
+    response: operations['workspaces.list']['responses'][200]['content']['application/json'];
+  };
+  'workspaces.update': {
+    params: operations['workspaces.update']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['workspaces.update']['requestBody']>['content']['application/json'];
+    response: operations['workspaces.update']['responses'][200]['content']['application/json'];
   };
 }
 
@@ -3327,5 +3417,12 @@ export interface Namespaces {
     deploy(websiteId: OperationTypes['websites.deploy']['params']['websiteId'], ...rest: NsRest<'websites.deploy'>): Promise<OpOutput<'websites.deploy'>>;
     get(websiteId: OperationTypes['websites.get']['params']['websiteId'], ...rest: NsRest<'websites.get'>): Promise<OpOutput<'websites.get'>>;
     list(...rest: NsRest<'websites.list'>): Promise<OpOutput<'websites.list'>>;
+  };
+  workspaces: {
+    create(...rest: NsRest<'workspaces.create'>): Promise<OpOutput<'workspaces.create'>>;
+    delete(workspaceId: OperationTypes['workspaces.delete']['params']['workspaceId'], ...rest: NsRest<'workspaces.delete'>): Promise<OpOutput<'workspaces.delete'>>;
+    get(workspaceId: OperationTypes['workspaces.get']['params']['workspaceId'], ...rest: NsRest<'workspaces.get'>): Promise<OpOutput<'workspaces.get'>>;
+    list(...rest: NsRest<'workspaces.list'>): Promise<OpOutput<'workspaces.list'>>;
+    update(workspaceId: OperationTypes['workspaces.update']['params']['workspaceId'], ...rest: NsRest<'workspaces.update'>): Promise<OpOutput<'workspaces.update'>>;
   };
 }

@@ -16,6 +16,7 @@ export const accountArea: AreaModule = {
       deps.config.authCacheMs,
       new AiKeys(deps.store.db, deps.secretBox),
       deps.config.outboundAllow,
+      deps.workspaces,
     );
     deps.auth.register(account.ownerKeyResolver);
     return { account };

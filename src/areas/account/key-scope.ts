@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { HolderAddress, Principal } from '../../platform/auth.js';
-import { ApiError, errors } from '../../platform/errors.js';
+import { ApiError } from '../../platform/errors.js';
 import type { Services } from '../../platform/operation.js';
 import { resourceArea } from '../../platform/scopes.js';
 import type { KeyRequest, ResourceOwnership } from './service.js';
@@ -16,7 +16,12 @@ export const KeyScopeInput = z.object({
     .min(1)
     .max(200)
     .describe('`<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query`'),
-  workspaceIds: z.array(z.string()).optional().describe('Not implemented yet (workspaces are not built): 501'),
+  workspaceIds: z
+    .array(z.string().min(1).max(100))
+    .min(1)
+    .max(50)
+    .optional()
+    .describe('Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404)'),
   resourceIds: z
     .array(z.string().min(1).max(100))
     .min(1)
@@ -43,13 +48,13 @@ export const KeyScopeInput = z.object({
 });
 export type KeyScopeBody = z.infer<typeof KeyScopeInput>;
 
-/** A key request's body in the service's terms; 501 for what is not built (workspaces). */
+/** A key request's body in the service's terms. */
 export function keyRequest(b: KeyScopeBody): Omit<KeyRequest, 'name'> {
-  if (b.workspaceIds) throw errors.notImplemented('workspaceIds on keys (workspaces)');
   const caps = b.caps && Object.fromEntries(Object.entries(b.caps).filter(([, v]) => v !== undefined));
   return {
     scopes: b.scopes,
     resourceIds: b.resourceIds,
+    workspaceIds: b.workspaceIds && [...new Set(b.workspaceIds)],
     expiresAt: b.expiresAt === undefined ? undefined : Date.parse(b.expiresAt),
     caps,
     allowedIps: b.allowedIps,

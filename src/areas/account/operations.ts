@@ -22,6 +22,7 @@ const Key = z.object({
   revokedAt: IsoTime.nullable(),
   scopes: z.array(z.string()).nullable().describe('Null for a full owner key'),
   resourceIds: z.array(z.string()).nullable(),
+  workspaceIds: z.array(z.string()).nullable().describe('The workspaces the key is narrowed to; null: every workspace'),
   expiresAt: IsoTime.nullable(),
   caps: z.object({ aiCredits: z.number().optional(), webQueries: z.number().optional(), llmTokens: z.number().optional(), sandboxCpuSeconds: z.number().optional() }).nullable(),
   allowedIps: z.array(z.string()).nullable(),
@@ -42,6 +43,7 @@ const keyOut = (k: KeyRow) => ({
   revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
   scopes: k.limits?.scopes ?? null,
   resourceIds: k.limits?.resourceIds ?? null,
+  workspaceIds: k.limits?.workspaceIds ?? null,
   expiresAt: k.expiresAt === null ? null : new Date(k.expiresAt).toISOString(),
   caps: k.limits?.caps ?? null,
   allowedIps: k.limits?.allowedIps ?? null,
@@ -91,8 +93,21 @@ export const accountOperations = [
       volumeGB: Allowance.describe('The sum of the volumes\' limits in GiB'),
       sessionSeconds: z.number(),
       trashRetentionDays: z.number(),
+      workspaces: z
+        .array(
+          z.object({
+            id: z.string(),
+            name: z.string(),
+            resources: z.record(z.string(), z.number().int()).describe('Resources per kind; kinds with none are left out'),
+            storageBytes: z.number().describe('Bytes stored by its files and databases'),
+          }),
+        )
+        .describe("Per workspace the caller reaches (the plan's allowances above stay per account)"),
     }),
-    handler: ({ services, principal }) => services.account.getUsage(principal),
+    handler: async ({ services, principal }) => {
+      const [usage, workspaces] = await Promise.all([services.account.getUsage(principal), services.workspaces.usage(principal)]);
+      return { ...usage, workspaces };
+    },
   }),
   defineOperation({
     id: 'account.llmBalance',
@@ -132,7 +147,7 @@ export const accountOperations = [
     description:
       'A key in `format: "e2b"` looks like E2B\'s (`e2b_` and 40 hex digits), so E2B\'s SDKs take it as it is ' +
       '(E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those ' +
-      'operations (403 ScopeMissing otherwise), narrowed to `resourceIds`, until `expiresAt`, within `caps`, from ' +
+      'operations (403 ScopeMissing otherwise), narrowed to `resourceIds` and `workspaceIds`, until `expiresAt`, within `caps`, from ' +
       '`allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).',
     body: KeyScopeInput.partial({ scopes: true }).extend({
       name: z.string().min(1).max(64).default('api'),
@@ -143,7 +158,7 @@ export const accountOperations = [
     errors: [
       { status: 400, code: 'UnknownScope', description: 'A scope names no area or operation; the answer lists the valid ones' },
       { status: 403, code: 'KeyScopeTooWide', description: 'A scoped key asked for more than it has' },
-      { status: 501, code: 'NotImplemented', description: 'workspaceIds (workspaces are not built)' },
+      { status: 404, code: 'NotFound', description: 'A resource or workspace id names none of the account\'s' },
     ],
     response: Key.extend({ secret: z.string() }),
     handler: async ({ services, principal, body }) => {

@@ -85,6 +85,7 @@ export const keyScopeMigrations: Record<string, Migration> = {
 export interface KeyLimits {
   scopes: string[];
   resourceIds?: string[];
+  workspaceIds?: string[];
   caps?: Partial<Record<'aiCredits' | 'llmTokens' | 'webQueries' | 'sandboxCpuSeconds', number>>;
   allowedIps?: string[];
 }

@@ -11,6 +11,7 @@ import { assertPublicUrl, OutboundBlockedError } from '../../platform/outbound.j
 import type { AiKey, AiKeys, AiKeyView } from './ai-key.js';
 import type { AccountRepo, AccountRow, KeyLimits, KeyRow } from './repo.js';
 import type { ScopeCatalog } from '../../platform/scope-catalog.js';
+import type { WorkspaceRegistry } from '../../platform/workspaces.js';
 import { type Caps, type KeyScope, resourceArea, widerThan } from '../../platform/scopes.js';
 
 export interface CreatedKey {
@@ -31,6 +32,7 @@ export interface KeyRequest {
   format?: KeyFormat;
   scopes?: string[];
   resourceIds?: string[];
+  workspaceIds?: string[];
   expiresAt?: number;
   caps?: Caps;
   allowedIps?: string[];
@@ -56,6 +58,8 @@ export class AccountService {
     private readonly authCacheMs: number,
     private readonly aiKeys?: AiKeys,
     private readonly outboundAllow: readonly string[] = [],
+    /** Workspace ids a key names are checked against it (the workspaces area answers). */
+    private readonly workspaces?: WorkspaceRegistry,
   ) {}
 
   // The AI key per account as last read (and its URL checked), for authCacheMs: the LLM gateway asks for
@@ -190,8 +194,8 @@ export class AccountService {
     const parent = creator.scope;
     if (!r.scopes) {
       if (parent) throw wider('a scoped key cannot create a full key: give `scopes` within its own');
-      if (r.resourceIds || r.caps || r.allowedIps || r.expiresAt !== undefined) {
-        throw errors.validation([{ path: ['body', 'scopes'], message: 'required with resourceIds, caps, allowedIps or expiresAt' }]);
+      if (r.resourceIds || r.workspaceIds || r.caps || r.allowedIps || r.expiresAt !== undefined) {
+        throw errors.validation([{ path: ['body', 'scopes'], message: 'required with resourceIds, workspaceIds, caps, allowedIps or expiresAt' }]);
       }
       return this.createKey(creator.ownerId, r.name, generateOwnerKey(r.format), { limits: null, expiresAt: null, parentId: creator.credentialId ?? null, holder: r.holder ?? creator.holder ?? null });
     }
@@ -202,7 +206,13 @@ export class AccountService {
     const bad = (r.resourceIds ?? []).flatMap((id, i) => (resourceArea(id) ? [] : [{ path: ['body', 'resourceIds', i], message: 'not a sandbox, database, agent, file or machine id' }]));
     if (bad.length) throw errors.validation(bad);
     for (const id of r.resourceIds ?? []) if (!(await this.owns(creator, id))) throw errors.notFound(`resource ${id}`);
-    let { resourceIds, expiresAt, caps, allowedIps } = r;
+    // Each workspace must be the account's and within the creator's reach (404 otherwise, never a key
+    // narrowed to nothing).
+    for (const id of r.workspaceIds ?? []) {
+      if (parent?.workspaceIds && !parent.workspaceIds.has(id)) throw wider(`this key reaches only workspaces ${[...parent.workspaceIds].join(', ')}`);
+      await this.workspaces?.reach(creator, id);
+    }
+    let { resourceIds, workspaceIds, expiresAt, caps, allowedIps } = r;
     if (parent) {
       const extra = [...allowed].filter((id) => !parent.allowed.has(id));
       if (extra.length) throw wider(`this key may not grant ${extra.join(', ')}`, { operations: extra });
@@ -211,6 +221,7 @@ export class AccountService {
         const outside = resourceIds.filter((id) => !parent.resourceIds!.has(id));
         if (outside.length || resourceIds.length === 0) throw wider(`this key reaches only ${[...parent.resourceIds].join(', ')}`);
       }
+      if (parent.workspaceIds) workspaceIds ??= [...parent.workspaceIds];
       if (parent.expiresAt !== undefined) {
         expiresAt ??= parent.expiresAt;
         if (expiresAt > parent.expiresAt) throw wider(`this key expires at ${new Date(parent.expiresAt).toISOString()}; a key it creates cannot outlive it`);
@@ -225,7 +236,7 @@ export class AccountService {
         if (outside.length) throw wider(`this key is accepted only from ${parent.allowedIps.join(', ')}`);
       }
     }
-    const limits: KeyLimits = { scopes: r.scopes, ...(resourceIds ? { resourceIds } : {}), ...(caps ? { caps } : {}), ...(allowedIps ? { allowedIps } : {}) };
+    const limits: KeyLimits = { scopes: r.scopes, ...(resourceIds ? { resourceIds } : {}), ...(workspaceIds ? { workspaceIds } : {}), ...(caps ? { caps } : {}), ...(allowedIps ? { allowedIps } : {}) };
     return this.createKey(creator.ownerId, r.name, generateOwnerKey(r.format), {
       limits,
       expiresAt: expiresAt ?? null,
@@ -254,6 +265,7 @@ export class AccountService {
       // Lenient here: a scope naming an operation a later release removed grants nothing, and fails nothing.
       allowed: this.requireCatalog().compile(l.scopes, [], false),
       ...(ids ? { resourceIds: ids, resourceAreas: new Set(l.resourceIds!.map((i) => resourceArea(i)!)) } : {}),
+      ...(l.workspaceIds?.length ? { workspaceIds: new Set(l.workspaceIds) } : {}),
       ...(expiresAt !== null ? { expiresAt: Number(expiresAt) } : {}),
       ...(l.caps ? { caps: l.caps } : {}),
       ...(l.allowedIps ? { allowedIps: l.allowedIps } : {}),

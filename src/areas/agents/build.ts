@@ -44,6 +44,7 @@ export class Builder {
       name: `agent ${row.id}`,
       metadata: { agentId: row.id },
       env: {},
+      workspaceId: row.workspace_id,
     });
     mark('sandbox');
     await this.core.repo.update(row.id, { sandbox_id: sbx.id });

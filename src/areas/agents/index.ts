@@ -2,10 +2,11 @@ import { pathLocator, registerNodeJob } from '../../platform/node-held.js';
 import type { AreaModule } from '../area.js';
 import { AgentsService } from './facade.js';
 import { agentsOperations } from './operations.js';
-import { AgentsRepo, agentsMigrations } from './repo.js';
+import { AgentsRepo, agentWorkspaceMigrations, agentsMigrations } from './repo.js';
 import { AgentsCore, BUILD_JOB } from './service.js';
 import { INTERRUPTED } from './turns.js';
 import { installAgentSocket } from './ws.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 export type { AgentsService } from './facade.js';
 
@@ -21,7 +22,7 @@ const CORS = {
 export const agentsArea: AreaModule = {
   name: 'agents',
   operations: agentsOperations,
-  migrations: agentsMigrations,
+  migrations: { ...agentsMigrations, ...agentWorkspaceMigrations },
   async create(deps, other) {
     const core = new AgentsCore(new AgentsRepo(deps.store.db), deps, {
       sandboxes: other.sandboxes!,
@@ -37,6 +38,9 @@ export const agentsArea: AreaModule = {
     registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BUILD_JOB, (p, job) => core.build(p.id, job), { maxAttempts: 3, concurrency: 8, leaseMs: 120_000 });
     await core.repo.failInterrupted(Date.now(), deps.nodes.id, INTERRUPTED);
     core.reconnectAll();
+    deps.workspaces.register(
+      tableHolder({ area: 'agents', param: 'id', deleteOperation: 'agents.delete', db: deps.store.db, table: 'agents', remove: (p, id) => core.delete(p, id) }),
+    );
     return { agents: new AgentsService(core) };
   },
   routes(app, services, deps) {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { KeyScopeInput, keyRequest } from '../account/key-scope.js';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
-import { IsoTime, Ok, StringMap } from '../../platform/schemas.js';
+import { IsoTime, Ok, StringMap, WorkspaceFilter, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import { HeldVolume, VolumeMounts } from '../sandboxes/schemas.js';
 import type { AgentsService } from './facade.js';
 
@@ -41,6 +41,7 @@ export const Agent = z
     error: z.string().nullable().describe('Why the build failed or the agent was lost, if known'),
     createdAt: IsoTime,
     updatedAt: IsoTime,
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'Agent', description: 'A persistent agent in its own microVM, with its own endpoint' });
 
@@ -66,8 +67,9 @@ export const agentsOperations = [
     summary: 'List your hosted agents',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ agents: z.array(Agent) }),
-    handler: ({ services, principal }) => services.agents.core.list(principal),
+    handler: ({ services, principal, query }) => services.agents.core.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'agents.create',
@@ -107,6 +109,7 @@ export const agentsOperations = [
       nubeKey: KeyScopeInput.optional().describe(
         'nube mints a key with this scope (never wider than the caller\'s), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted',
       ),
+      workspaceId: WorkspaceIdInput.optional(),
     }),
     response: Agent,
     errors: [

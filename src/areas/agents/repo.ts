@@ -1,5 +1,6 @@
-import type { Kysely, Migration, Selectable } from 'kysely';
+import type { Kysely, Migration, Selectable, ColumnType, Insertable } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 export type AgentStatus = 'building' | 'running' | 'lost';
 export type TurnStatus = 'queued' | 'running' | 'done' | 'failed';
@@ -26,6 +27,8 @@ interface AgentsTable {
   node_id: string | null;
   created_at: number;
   updated_at: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: ColumnType<string, string | undefined, string>;
 }
 
 interface AgentSessionsTable {
@@ -146,14 +149,16 @@ export const agentsMigrations: Record<string, Migration> = {
 export class AgentsRepo {
   constructor(readonly db: Kysely<Tables>) {}
 
-  insert(row: AgentRow) {
+  insert(row: Insertable<AgentsTable>) {
     return this.db.insertInto('agents').values(row).execute();
   }
   get(id: string) {
     return this.db.selectFrom('agents').selectAll().where('id', '=', id).executeTakeFirst();
   }
-  list(ownerId: string) {
-    return this.db.selectFrom('agents').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+  list(ownerId: string, workspaces?: readonly string[]) {
+    let q = this.db.selectFrom('agents').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    return q.orderBy('id').execute();
   }
   /** The owner's agent whose box `sandboxId` is (by the owner's agents: few, and indexed by owner). */
   async bySandbox(ownerId: string, sandboxId: string): Promise<string | undefined> {
@@ -244,3 +249,7 @@ export class AgentsRepo {
       .execute();
   }
 }
+
+export const agentWorkspaceMigrations: Record<string, Migration> = {
+  '0277-agents-workspace': workspaceColumnMigration('agents', 'owner_id'),
+};

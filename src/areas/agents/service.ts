@@ -40,6 +40,8 @@ export interface CreateAgentInput {
   volumes?: SandboxVolume[];
   /** A key nube mints for the agent's own code (NUBE_API_KEY), revoked with the agent. */
   nubeKey?: Omit<KeyRequest, 'name'>;
+  /** The workspace it (and its boxes) land in; resolved in create. */
+  workspaceId?: string;
 }
 
 interface Secrets {
@@ -96,13 +98,14 @@ export class AgentsCore {
       error: row.error,
       createdAt: new Date(Number(row.created_at)).toISOString(),
       updatedAt: new Date(Number(row.updated_at)).toISOString(),
+      workspaceId: row.workspace_id,
     };
   }
 
   /** The caller's agent; another owner's is absent; an embed token addresses its own agent only. */
   async own(p: Principal, id: string): Promise<AgentRow> {
     const row = await this.repo.get(id);
-    if (!row || row.owner_id !== p.ownerId) throw errors.notFound('agent');
+    if (!row || row.owner_id !== p.ownerId || !this.deps.workspaces.sees(p, row.workspace_id)) throw errors.notFound('agent');
     if (p.scheme === 'agent' && p.resourceId !== id) throw errors.forbidden("this embed token belongs to another agent", 'CredentialNotAllowed');
     return row;
   }
@@ -139,6 +142,7 @@ export class AgentsCore {
   }
 
   async create(p: Principal, input: CreateAgentInput) {
+    const workspaceId = await this.deps.workspaces.forCreate(p, input.workspaceId);
     const t = templateFor(input.template);
     if (input.mcpServers?.length && !t.acceptsMcp) {
       throw errors.badRequest(`mcpServers apply to ACP templates only (acp, goose), not ${t.name}`, [
@@ -178,7 +182,8 @@ export class AgentsCore {
     const now = Date.now();
     const id = newId('agt');
     // Minted last, after every check: a refused create leaves no key behind. nube's values win over env's.
-    const nubeEnv = input.nubeKey ? await this.mintKey(p, id, input.nubeKey) : {};
+    // Bound to the agent's own workspace unless it names its workspaces.
+    const nubeEnv = input.nubeKey ? await this.mintKey(p, id, { ...input.nubeKey, workspaceIds: input.nubeKey.workspaceIds ?? [workspaceId] }) : {};
     const secrets: Secrets = { env: { ...input.env, ...nubeEnv }, mcpServers: input.mcpServers ?? [], token: randomToken(32, BASE62) };
     const row: AgentRow = {
       id,
@@ -197,6 +202,7 @@ export class AgentsCore {
       node_id: nodeId,
       created_at: now,
       updated_at: now,
+      workspace_id: workspaceId,
     };
     try {
       // Held by the agent, not its box: a revive's fresh box mounts them again.
@@ -309,8 +315,8 @@ export class AgentsCore {
     return { ...row, ...patch };
   }
 
-  async list(p: Principal) {
-    const rows = await this.repo.list(p.ownerId);
+  async list(p: Principal, workspaceId?: string) {
+    const rows = await this.repo.list(p.ownerId, await this.deps.workspaces.filter(p, workspaceId));
     return { agents: await Promise.all(rows.map(async (r) => this.view(await this.refresh(r), null, await this.s.sandboxes.volumesOf(r.id)))) };
   }
 

@@ -17,7 +17,7 @@ const Entry = z
     id: z.string(),
     time: IsoTime,
     accountId: z.string().describe("The account; '' for a refused credential that named none"),
-    workspaceId: z.string().nullable().describe('null until workspaces exist'),
+    workspaceId: z.string().nullable().describe('The workspace the call named or created in (or its key\'s only one); null when the call did not say'),
     keyId: z.string().nullable().describe('Id of the credential (key id, token id, console session id); never its secret'),
     keyName: z.string().nullable().describe("An owner key's name"),
     credential: z.string().nullable().describe('Its scheme: owner, agent, database, ...'),

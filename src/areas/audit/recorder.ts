@@ -83,7 +83,7 @@ async function record(deps: RecorderDeps, req: FastifyRequest, reply: FastifyRep
     id: newId('aud', now),
     owner_id: principal?.ownerId ?? '',
     created_at: now,
-    workspace_id: null,
+    workspace_id: storable(workspaceOf(req, body, principal)),
     key_id: keyId,
     key_name: keyName,
     scheme: principal && principal.scheme !== 'public' ? principal.scheme : null,
@@ -133,6 +133,20 @@ function resourceId(req: FastifyRequest, status: number, body: Record<string, un
  * What the caller sent, as text the store can hold: PostgreSQL text cannot hold NUL, which a path
  * parameter may carry (the call is a 404, and its entry must still be written).
  */
+/**
+ * The workspace a call was about, where the call says it: the answer's `workspaceId` (a create), else
+ * the request's (body or query), else the only workspace of a key narrowed to one; null otherwise (a
+ * call by id answered without a body to read).
+ */
+function workspaceOf(req: FastifyRequest, body: Record<string, unknown> | undefined, p: { scope?: { workspaceIds?: ReadonlySet<string> } } | undefined): string | null {
+  const named = (o: unknown) => {
+    const v = o && typeof o === 'object' ? (o as { workspaceId?: unknown }).workspaceId : undefined;
+    return typeof v === 'string' ? v.slice(0, MAX_ID) : undefined;
+  };
+  const only = p?.scope?.workspaceIds?.size === 1 ? [...p.scope.workspaceIds][0]! : undefined;
+  return named(body) ?? named(req.body) ?? named(req.query) ?? only ?? null;
+}
+
 function storable(v: string | null): string | null {
   return v === null ? null : v.replaceAll('\u0000', '\uFFFD');
 }

@@ -8,12 +8,13 @@ import { databasesOperations } from './operations.js';
 import { DatabaseCopies, databaseCopiesMigrations } from './copies.js';
 import { ADOPT_PATH, type AdoptRequest, DatabaseMover } from './mover.js';
 import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
-import { DatabasesRepo, databasesMigrations } from './repo.js';
+import { DatabasesRepo, databaseWorkspaceMigrations, databasesMigrations } from './repo.js';
 import { mountLibsql } from './hrana/routes.js';
 import { registerDatabaseMetrics } from './metrics.js';
 import { DatabasesService } from './service.js';
 import { DatabaseTokensRepo, databaseTokensMigrations } from './token-repo.js';
 import { DatabaseTokens } from './tokens.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 /**
  * Per-database size cap of the engine (Cloudflare D1's figure). Below it, each request is capped at
@@ -26,7 +27,7 @@ const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: { ...databasesMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations },
+  migrations: { ...databasesMigrations, ...databaseWorkspaceMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations },
   async create(deps, other) {
     const { account, files } = other;
     if (!account || !files) throw new Error('the databases area needs the account and files services to be created first');
@@ -67,6 +68,19 @@ export const databasesArea: AreaModule = {
       await copies.resume();
       databases.mover.start(deps.config.nodes.heartbeatMs);
     }
+    databases.workspaces = deps.workspaces;
+    const repo = new DatabasesRepo(deps.store.db);
+    deps.workspaces.register(
+      tableHolder({
+        area: 'databases',
+        param: 'dbId',
+        deleteOperation: 'databases.delete',
+        db: deps.store.db,
+        table: 'databases',
+        remove: (p, id) => databases.delete(p, id),
+        storageBytes: (ownerId) => repo.bytesByWorkspace(ownerId),
+      }),
+    );
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);

@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { z } from 'zod';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, WorkspaceFilter, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import {
   batchResultSchema,
   databaseQueryBodySchema,
@@ -41,6 +41,7 @@ export const Database = z
         'URL for libSQL clients (`createClient({ url: libsqlUrl, authToken })` from @libsql/client): ' +
           'Hrana over HTTP; authToken is a nube key or a database token',
       ),
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'Database', description: 'An isolated SQLite database' });
 
@@ -85,8 +86,9 @@ export const databasesOperations = [
     summary: 'List your SQLite databases',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ items: z.array(Database) }),
-    handler: ({ services, principal }) => services.databases.list(principal),
+    handler: ({ services, principal, query }) => services.databases.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'databases.create',
@@ -104,6 +106,7 @@ export const databasesOperations = [
         .regex(/^[A-Za-z0-9-]+$/)
         .describe('Letters, digits and hyphens, max 64'),
       description: z.string().max(1000).optional(),
+      workspaceId: WorkspaceIdInput.optional(),
     }),
     successStatus: 201,
     response: Database,

@@ -1,5 +1,6 @@
 import type { ColumnType, Insertable, Kysely, Migration, Selectable } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 /** One row per user database; the data itself lives in the engine's `<id>.sqlite` file. */
 interface DatabasesTable {
@@ -19,6 +20,8 @@ interface DatabasesTable {
   /** The node restoring or moving the database (mover.ts) and until when that lease holds. */
   claim_node: ColumnType<string | null, string | null | undefined, string | null>;
   claim_until: ColumnType<number | null, number | null | undefined, number | null>;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: ColumnType<string, string | undefined, string>;
 }
 
 declare module '../../store/schema.js' {
@@ -50,13 +53,21 @@ export const databasesMigrations: Record<string, Migration> = {
 export class DatabasesRepo {
   constructor(private readonly db: Kysely<Tables>) {}
 
-  list(ownerId: string): Promise<DatabaseRow[]> {
-    return this.db
+  list(ownerId: string, workspaces?: readonly string[]): Promise<DatabaseRow[]> {
+    let q = this.db.selectFrom('databases').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    return q.orderBy('id').execute();
+  }
+
+  /** Bytes per workspace as their holders last copied them (size_bytes): cheap, not to the byte. */
+  async bytesByWorkspace(ownerId: string): Promise<Map<string, number>> {
+    const rows = await this.db
       .selectFrom('databases')
-      .selectAll()
+      .select((eb) => ['workspace_id', eb.fn.sum<number>('size_bytes').as('n')])
       .where('owner_id', '=', ownerId)
-      .orderBy('id')
+      .groupBy('workspace_id')
       .execute();
+    return new Map(rows.map((r) => [r.workspace_id, Number(r.n ?? 0)]));
   }
 
   get(ownerId: string, id: string): Promise<DatabaseRow | undefined> {
@@ -91,3 +102,7 @@ export class DatabasesRepo {
     return Number(r.numDeletedRows) > 0;
   }
 }
+
+export const databaseWorkspaceMigrations: Record<string, Migration> = {
+  '0272-databases-workspace': workspaceColumnMigration('databases', 'owner_id'),
+};

@@ -5,6 +5,7 @@ import { newId } from '../../platform/ids.js';
 import { assertWithinAllowance } from '../../platform/limits.js';
 import { PLANS } from '../../platform/plans.js';
 import type { Usage } from '../../platform/usage.js';
+import type { WorkspaceRegistry } from '../../platform/workspaces.js';
 import type {
   BatchResult,
   DatabaseEngine,
@@ -33,6 +34,7 @@ export interface DatabaseOut {
   rowsWritten: number;
   createdAt: string;
   libsqlUrl: string;
+  workspaceId: string;
 }
 
 export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRequest;
@@ -67,6 +69,8 @@ export class DatabasesService {
   private readonly departed = new Set<string>();
   /** Restores and moves databases between nodes (set by the area once the service exists). */
   mover!: DatabaseMover;
+  /** Workspaces (set by the area): where a database lands, which a list shows, which a key reaches. */
+  workspaces!: WorkspaceRegistry;
   private readonly caps = new Map<string, { cap: number; until: number }>();
 
   constructor(
@@ -83,8 +87,8 @@ export class DatabasesService {
     readonly copies: DatabaseCopies,
   ) {}
 
-  async list(p: Principal): Promise<{ items: DatabaseOut[] }> {
-    const rows = await this.repo.list(p.ownerId);
+  async list(p: Principal, workspaceId?: string): Promise<{ items: DatabaseOut[] }> {
+    const rows = await this.repo.list(p.ownerId, await this.workspaces.filter(p, workspaceId));
     return { items: await Promise.all(rows.map((r) => this.out(r))) };
   }
 
@@ -92,7 +96,8 @@ export class DatabasesService {
     return this.out(await this.row(p, id));
   }
 
-  async create(p: Principal, input: { name: string; description?: string }): Promise<DatabaseOut> {
+  async create(p: Principal, input: { name: string; description?: string; workspaceId?: string }): Promise<DatabaseOut> {
+    const workspaceId = await this.workspaces.forCreate(p, input.workspaceId);
     assertWithinAllowance(p.plan, 'databases', await this.repo.count(p.ownerId));
     // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
     const nodeId = await this.placement.place(p.ownerId);
@@ -108,6 +113,7 @@ export class DatabasesService {
       copy_at: null,
       claim_node: null,
       claim_until: null,
+      workspace_id: workspaceId,
     };
     // The file first, then the row and database.created in one commit: a crash in between leaves an
     // unreferenced file, never a database (or an acknowledged create) without its event.
@@ -280,7 +286,7 @@ export class DatabasesService {
 
   private async row(p: Principal, id: string): Promise<DatabaseRow> {
     const row = await this.repo.get(p.ownerId, id);
-    if (!row) throw errors.notFound('database');
+    if (!row || !this.workspaces.sees(p, row.workspace_id)) throw errors.notFound('database');
     return row;
   }
 
@@ -387,6 +393,7 @@ export class DatabasesService {
       rowsWritten: usage.rowsWritten,
       createdAt: new Date(Number(r.created_at)).toISOString(),
       libsqlUrl: `${this.publicUrl()}/libsql/${r.id}/`,
+      workspaceId: r.workspace_id,
     };
   }
 }

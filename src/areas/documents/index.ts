@@ -4,13 +4,14 @@ import { registerGeneration } from './generation.js';
 import { documentsOperations } from './operations.js';
 import { LlmReplies, replyMigrations } from './llm-replies.js';
 import { LlmPageWriter } from './page-writer.js';
-import { DocumentsRepo, documentsMigrations } from './repo.js';
+import { DocumentsRepo, documentWorkspaceMigrations, documentsMigrations } from './repo.js';
 import { DocumentsService } from './service.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 export const documentsArea: AreaModule = {
   name: 'documents',
   operations: documentsOperations,
-  migrations: { ...documentsMigrations, ...replyMigrations },
+  migrations: { ...documentsMigrations, ...documentWorkspaceMigrations, ...replyMigrations },
   create(deps, other) {
     const { files, websites, llm } = other;
     if (!files || !websites)
@@ -36,7 +37,11 @@ export const documentsArea: AreaModule = {
       jobs: deps.jobs,
       pdfTimeoutMs: pdf.timeoutMs,
       usage: deps.usage,
+      workspaces: deps.workspaces,
     });
+    deps.workspaces.register(
+      tableHolder({ area: 'documents', param: 'id', deleteOperation: 'documents.delete', db: deps.store.db, table: 'documents', remove: (p, id) => documents.delete(p, id) }),
+    );
     return { documents };
   },
   async close(services) {

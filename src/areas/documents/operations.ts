@@ -3,7 +3,7 @@ import { defineOperation } from '../../platform/operation.js';
 import { PDF_FORMATS } from '../../browser/types.js';
 import { RawResponse } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
-import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, ok, WorkspaceFilter, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import { FORM_NAME } from '../websites/site-forms.js';
 import { FORM_FIELD_TYPES } from './render/form.js';
 import { COLOR_KEY, COLOR_NAMES, COLOR_VALUE, THEME_NAMES } from './render/themes.js';
@@ -163,6 +163,7 @@ const DocumentFields = {
   pageCount: z.number().int(),
   createdAt: IsoTime,
   updatedAt: IsoTime,
+  workspaceId: WorkspaceIdOutput,
 };
 
 export const Document = z
@@ -198,8 +199,9 @@ export const documentsOperations = [
     summary: 'List your documents',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ items: z.array(Document) }),
-    handler: ({ principal, services }) => services.documents.list(principal),
+    handler: ({ principal, services, query }) => services.documents.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'documents.create',
@@ -211,7 +213,7 @@ export const documentsOperations = [
       'the document answers at once with `generation.status` queued; GET it until done (or failed, with `error`).',
     tags,
     auth: ['owner'],
-    body: z.object(DocFields),
+    body: z.object({ ...DocFields, workspaceId: WorkspaceIdInput.optional() }),
     response: z.object({ document: Document }),
     errors: GENERATION_ERRORS,
     handler: ({ principal, body, services }) => services.documents.create(principal, body),

@@ -1,5 +1,6 @@
 import type { Kysely, Migration } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 import type { StoredSection } from './render/page.js';
 import type { ThemeName } from './render/themes.js';
 
@@ -24,6 +25,8 @@ interface DocumentsTable {
   generation_status: GenerationStatus | null;
   generation_error: string | null;
   generation_updated_at: number | null;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 declare module '../../store/schema.js' {
@@ -91,6 +94,7 @@ export interface DocumentRow {
   generation: Generation | null;
   createdAt: number;
   updatedAt: number;
+  workspaceId: string;
 }
 
 const norm = (r: DocumentsTable): DocumentRow => ({
@@ -116,6 +120,7 @@ const norm = (r: DocumentsTable): DocumentRow => ({
       : null,
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
+  workspaceId: r.workspace_id,
 });
 
 const columns = (d: Partial<DocumentRow>): Partial<DocumentsTable> => {
@@ -150,7 +155,7 @@ export class DocumentsRepo {
   async insert(d: DocumentRow): Promise<void> {
     await this.db
       .insertInto('documents')
-      .values({ ...(columns(d) as DocumentsTable), id: d.id, owner_id: d.ownerId, created_at: d.createdAt })
+      .values({ ...(columns(d) as DocumentsTable), id: d.id, owner_id: d.ownerId, created_at: d.createdAt, workspace_id: d.workspaceId })
       .execute();
   }
 
@@ -164,13 +169,10 @@ export class DocumentsRepo {
     return r && norm(r);
   }
 
-  async list(ownerId: string): Promise<DocumentRow[]> {
-    const rows = await this.db
-      .selectFrom('documents')
-      .selectAll()
-      .where('owner_id', '=', ownerId)
-      .orderBy('id', 'desc')
-      .execute();
+  async list(ownerId: string, workspaces?: readonly string[]): Promise<DocumentRow[]> {
+    let q = this.db.selectFrom('documents').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    const rows = await q.orderBy('id', 'desc').execute();
     return rows.map(norm);
   }
 
@@ -245,3 +247,7 @@ export class DocumentsRepo {
     return Number(r.numDeletedRows) === 1;
   }
 }
+
+export const documentWorkspaceMigrations: Record<string, Migration> = {
+  '0275-documents-workspace': workspaceColumnMigration('documents', 'owner_id'),
+};

@@ -1,3 +1,4 @@
+import type { WorkspaceRegistry } from '../../platform/workspaces.js';
 import { type Browser, BrowserUnavailable, type PdfFormat, RenderTimeout } from '../../browser/index.js';
 import type { Kysely } from 'kysely';
 import type { Principal } from '../../platform/auth.js';
@@ -44,6 +45,7 @@ export interface DocumentsDeps {
   pdfTimeoutMs: number;
   /** A scoped key's llmTokens cap, checked before its pages are asked for. */
   usage: Pick<Usage, 'assertKeyCaps'>;
+  workspaces: WorkspaceRegistry;
 }
 
 const DEFAULT_THEME: ThemeName = 'classic';
@@ -81,11 +83,13 @@ export class DocumentsService {
       pageCount: d.sections.length,
       createdAt: new Date(d.createdAt).toISOString(),
       updatedAt: new Date(d.updatedAt).toISOString(),
+      workspaceId: d.workspaceId,
       ...(pages ? { pages } : {}),
     };
   }
 
-  async create(p: Principal, input: DocumentInput & { name: string }) {
+  async create(p: Principal, input: DocumentInput & { name: string; workspaceId?: string }) {
+    const workspaceId = await this.deps.workspaces.forCreate(p, input.workspaceId);
     const generate = await this.wantsGeneration(p, input.prompt, input.sections);
     const sections = generate ? [] : await this.sectionsOf(p, input.sections);
     const now = Date.now();
@@ -104,6 +108,7 @@ export class DocumentsService {
       generation: generate ? { id: newId('gen'), status: 'queued', error: null, updatedAt: now } : null,
       createdAt: now,
       updatedAt: now,
+      workspaceId,
     };
     await this.deps.repo.transaction(async (repo, trx) => {
       await repo.insert(row);
@@ -113,8 +118,9 @@ export class DocumentsService {
     return { document: this.view(row) };
   }
 
-  async list(p: Principal) {
-    return { items: (await this.deps.repo.list(p.ownerId)).map((d) => this.view(d)) };
+  async list(p: Principal, workspaceId?: string) {
+    const ws = await this.deps.workspaces.filter(p, workspaceId);
+    return { items: (await this.deps.repo.list(p.ownerId, ws)).map((d) => this.view(d)) };
   }
 
   async get(p: Principal, id: string) {
@@ -184,7 +190,7 @@ export class DocumentsService {
     }
     const site = await this.deps.websites.publishDocument(
       p,
-      { documentId: d.id, name: d.name, websiteId: d.websiteId, slug: d.slug ?? slugFrom(d.name) },
+      { documentId: d.id, name: d.name, websiteId: d.websiteId, slug: d.slug ?? slugFrom(d.name), workspaceId: d.workspaceId },
       files,
     );
     // Guarded on the site the deploy started from: of two first deploys at once, one site wins and the
@@ -315,7 +321,7 @@ export class DocumentsService {
 
   private async owned(p: Principal, id: string): Promise<DocumentRow> {
     const d = await this.deps.repo.owned(p.ownerId, id);
-    if (!d) throw errors.notFound('document');
+    if (!d || !this.deps.workspaces.sees(p, d.workspaceId)) throw errors.notFound('document');
     return d;
   }
 

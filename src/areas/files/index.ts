@@ -9,14 +9,15 @@ import { Spool } from '../../platform/spool.js';
 import { FileHls, JOB_HLS } from './hls.js';
 import { HlsRepo, hlsMigrations } from './hls-repo.js';
 import { hlsRoutes } from './hls-routes.js';
-import { FilesRepo, filesMigrations } from './repo.js';
+import { FilesRepo, fileWorkspaceMigrations, filesMigrations } from './repo.js';
 import { fileRoutes } from './routes.js';
 import { FilesService } from './service.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 export const filesArea: AreaModule = {
   name: 'files',
   operations: filesOperations,
-  migrations: { ...filesMigrations, ...hlsMigrations },
+  migrations: { ...filesMigrations, ...fileWorkspaceMigrations, ...hlsMigrations },
   create(deps, other) {
     const account = other.account;
     if (!account) throw new Error('the files area needs the account service (plans) to be created first');
@@ -55,6 +56,20 @@ export const filesArea: AreaModule = {
     registerFileJobs(deps.jobs, files, files.searchIndex);
     deps.usage.registerGauge('storageBytes', (ownerId) => (files as FilesService).repo.storedBytes(ownerId));
     registerFileMetrics(deps.metrics, files.repo);
+    const repo = files.repo;
+    // Only files not in the trash count; a forced delete sends them there, as DELETE /files/{id} does.
+    deps.workspaces.register(
+      tableHolder({
+        area: 'files',
+        param: 'fileId',
+        deleteOperation: 'files.delete',
+        db: deps.store.db,
+        table: 'files',
+        remove: (p, id) => f.delete(p, id),
+        only: ['status', '=', 'DONE'],
+        storageBytes: (ownerId) => repo.bytesByWorkspace(ownerId),
+      }),
+    );
     return { files };
   },
   doctor: fileChecks,

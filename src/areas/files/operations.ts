@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
 import { hlsOperations } from './hls-operations.js';
-import { FreeObjectInput, IsoTime, Ok, ok, PageQuery } from '../../platform/schemas.js';
+import { FreeObjectInput, IsoTime, Ok, ok, PageQuery, WorkspaceFilter, WorkspaceIdInput } from '../../platform/schemas.js';
 import { File, FileAccess, FileRegion, MAX_FILE_BYTES, paginated } from './schemas.js';
 import type { FilesService } from './service.js';
 
@@ -34,7 +34,7 @@ export const filesOperations = [
     query: PageQuery.extend({
       assetId: z.string().max(200).optional().describe('Only files with this asset id'),
       status: z.enum(['DONE', 'DELETED']).default('DONE').describe('DONE (default) or DELETED (the trash)'),
-    }),
+    }).extend(WorkspaceFilter.shape),
     response: paginated(File),
     handler: ({ principal, query, services }) => services.files.list(principal, query),
   }),
@@ -58,6 +58,7 @@ export const filesOperations = [
       metadata: FreeObjectInput.optional().describe(
         'Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)',
       ),
+      workspaceId: WorkspaceIdInput.optional(),
       hls: z
         .boolean()
         .optional()

@@ -1,5 +1,6 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 /**
  * `PENDING` is internal: the record exists from POST /files until its bytes arrive. The API never shows
@@ -29,6 +30,8 @@ export interface FilesTable {
   created_at: number;
   updated_at: number;
   deleted_at: number | null;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 /** Bytes each owner stores (DONE and DELETED files), kept with every change so the allowance check is one row. */
@@ -151,6 +154,7 @@ export class FilesRepo {
     assetId?: string;
     beforeId?: string;
     limit: number;
+    workspaces?: readonly string[];
   }): Promise<FileRow[]> {
     let s = this.db
       .selectFrom('files')
@@ -158,9 +162,22 @@ export class FilesRepo {
       .where('owner_id', '=', q.ownerId)
       .where('status', '=', q.status);
     if (q.assetId !== undefined) s = s.where('asset_id', '=', q.assetId);
+    if (q.workspaces) s = s.where('workspace_id', 'in', q.workspaces);
     if (q.beforeId !== undefined) s = s.where('id', '<', q.beforeId);
     const rows = await s.orderBy('id', 'desc').limit(q.limit).execute();
     return rows.map(norm);
+  }
+
+  /** Stored bytes per workspace (DONE and the trash, as the allowance counts them). */
+  async bytesByWorkspace(ownerId: string): Promise<Map<string, number>> {
+    const rows = await this.db
+      .selectFrom('files')
+      .select((eb) => ['workspace_id', eb.fn.sum<number>('size').as('n')])
+      .where('owner_id', '=', ownerId)
+      .where('status', 'in', ['DONE', 'DELETED'])
+      .groupBy('workspace_id')
+      .execute();
+    return new Map(rows.map((r) => [r.workspace_id, Number(r.n ?? 0)]));
   }
 
   async allDone(ownerId: string): Promise<FileRow[]> {
@@ -296,3 +313,7 @@ export async function addUsage(db: Kysely<Tables>, ownerId: string, bytes: numbe
     .onConflict((oc) => oc.column('owner_id').doUpdateSet({ bytes: sql`files_usage.bytes + excluded.bytes` }))
     .execute();
 }
+
+export const fileWorkspaceMigrations: Record<string, Migration> = {
+  '0273-files-workspace': workspaceColumnMigration('files', 'owner_id'),
+};

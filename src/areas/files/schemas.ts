@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FreeObject, IsoTime } from '../../platform/schemas.js';
+import { FreeObject, IsoTime, WorkspaceIdOutput } from '../../platform/schemas.js';
 
 // Schemas shared by files, images and share tokens. Response-only: each is used in output form alone,
 // so the named components stay single-form.
@@ -49,6 +49,7 @@ export const File = z
     createdAt: IsoTime,
     updatedAt: IsoTime,
     deletedAt: IsoTime.nullable().describe('When the file went to the trash, or null'),
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'File', description: 'A stored file (object plus record)' });
 export type File = z.output<typeof File>;

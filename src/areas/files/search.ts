@@ -34,7 +34,9 @@ export class FileSearch {
 
   async search(p: Principal, q: string, limit: number): Promise<{ items: File[] }> {
     const ai = await this.config(p.ownerId);
-    const rows = await this.files.repo.allDone(p.ownerId);
+    // A key narrowed to workspaces searches only their files.
+    const ws = p.scope?.workspaceIds;
+    const rows = (await this.files.repo.allDone(p.ownerId)).filter((r) => !ws || ws.has(r.workspace_id));
     const [queryVector] = await embed(this.client, ai, [q]);
     await this.catchUp(ai, rows);
     const scored = rows

@@ -3,6 +3,7 @@ import type { BlobStores } from '../../blob/index.js';
 import type { Principal } from '../../platform/auth.js';
 import { errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { DEFAULT_WORKSPACE } from '../../platform/workspaces.js';
 import { assertStorageAvailable } from '../../platform/limits.js';
 import type { OutboxEvent } from '../../platform/outbox.js';
 import type { PlatformDeps } from '../deps.js';
@@ -33,6 +34,8 @@ export interface CreateInput {
   region: 'LATAM' | 'US' | 'EU';
   assetId?: string;
   metadata?: Record<string, unknown>;
+  /** Resolved by the service (platform/workspaces.ts forCreate). */
+  workspaceId?: string;
 }
 
 export interface UpdateInput {
@@ -68,6 +71,7 @@ function newRow(
     created_at: now,
     updated_at: now,
     deleted_at: null,
+    workspace_id: input.workspaceId ?? DEFAULT_WORKSPACE,
     ...set,
   };
 }
@@ -89,7 +93,7 @@ export class FilesService implements FilesCore {
     readonly repo: FilesRepo,
     readonly stores: BlobStores,
     readonly urls: FileUrls,
-    private readonly deps: Pick<PlatformDeps, 'events' | 'jobs' | 'publicUrl' | 'config' | 'outbound'>,
+    private readonly deps: Pick<PlatformDeps, 'events' | 'jobs' | 'publicUrl' | 'config' | 'outbound' | 'workspaces'>,
     /** The owner's current plan (from the account area). */
     readonly planOf: PlanOf,
     /** The owner's own AI key (from the account area), if set. */
@@ -131,6 +135,7 @@ export class FilesService implements FilesCore {
     p: Principal,
     input: CreateInput,
   ): Promise<{ file: File; putUrl: string; putUrlExpiresAt: string }> {
+    input = { ...input, workspaceId: await this.deps.workspaces.forCreate(p, input.workspaceId) };
     assertStorageAvailable(p.plan, await this.repo.storedBytes(p.ownerId), input.size);
     const now = this.now();
     const id = newId('file');
@@ -156,8 +161,9 @@ export class FilesService implements FilesCore {
 
   async list(
     p: Principal,
-    q: { limit: number; cursor?: string; assetId?: string; status: 'DONE' | 'DELETED' },
+    q: { limit: number; cursor?: string; assetId?: string; status: 'DONE' | 'DELETED'; workspaceId?: string },
   ) {
+    const workspaces = await this.deps.workspaces.filter(p, q.workspaceId);
     let beforeId: string | undefined;
     if (q.cursor !== undefined) {
       beforeId = decodeCursor(q.cursor);
@@ -174,6 +180,7 @@ export class FilesService implements FilesCore {
       assetId: q.assetId,
       beforeId,
       limit: q.limit + 1,
+      workspaces,
     });
     const hasMore = rows.length > q.limit;
     const items = rows.slice(0, q.limit);
@@ -187,7 +194,7 @@ export class FilesService implements FilesCore {
   /** The owner's visible record; another owner's file, a PENDING upload or a missing one is a 404. */
   async row(p: Principal, id: string): Promise<FileRow> {
     const row = await this.repo.owned(p.ownerId, id);
-    if (!row) throw errors.notFound('file');
+    if (!row || !this.deps.workspaces.sees(p, row.workspace_id)) throw errors.notFound('file');
     return row;
   }
 
@@ -327,6 +334,7 @@ export class FilesService implements FilesCore {
    * write, the record inserted only once the object is stored.
    */
   async createFromBytes(p: Principal, input: Omit<CreateInput, 'size'> & { data: Buffer }): Promise<File> {
+    input = { ...input, workspaceId: await this.deps.workspaces.forCreate(p, input.workspaceId) };
     assertStorageAvailable(p.plan, await this.repo.storedBytes(p.ownerId), input.data.byteLength);
     const now = this.now();
     const id = newId('file');

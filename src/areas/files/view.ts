@@ -25,6 +25,7 @@ export function toFile(row: FileRow, publicBase: string, now: number): File {
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),
     deletedAt: row.deleted_at === null ? null : new Date(row.deleted_at).toISOString(),
+    workspaceId: row.workspace_id,
   };
   if (row.status === 'DELETED') file.daysUntilPurge = Math.max(0, Math.ceil((purgeAt(row) - now) / DAY_MS));
   return file;

@@ -2,7 +2,7 @@
 // client credentials, public read keys and the Telegram channel, designed like the rest of the registry.
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, WorkspaceIdInput } from '../../platform/schemas.js';
 import { McpHttp, McpStdio } from '../agents/operations.js';
 import { FleetAgent, FleetAgentId, GROUP_ID_RE, tags } from './schemas.js';
 
@@ -47,7 +47,7 @@ export const fleetAdminOperations = [
     summary: 'Create a fleet agent (its MESSAGE token is in the answer)',
     tags,
     auth: ['owner'],
-    body: z.object(FleetAgentFields),
+    body: z.object({ ...FleetAgentFields, workspaceId: WorkspaceIdInput.optional() }),
     response: FleetAgent,
     handler: ({ services, principal, body }) => services.fleet.admin.create(principal, body),
   }),

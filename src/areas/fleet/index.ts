@@ -7,19 +7,20 @@ import { Signer } from './cursor.js';
 import { FleetService } from './facade.js';
 import { fleetOperations } from './operations.js';
 import { Pools } from './pool.js';
-import { fleetMigrations } from './migrations.js';
+import { fleetMigrations, fleetWorkspaceMigrations } from './migrations.js';
 import { FleetRepo } from './repo.js';
 import { FleetAdmin } from './service.js';
 import { TelegramChannel } from './telegram.js';
 import { FleetTurns } from './turns.js';
 import { installWidget } from './widget.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 export type { FleetService } from './facade.js';
 
 export const fleetArea: AreaModule = {
   name: 'fleet',
   operations: fleetOperations,
-  migrations: fleetMigrations,
+  migrations: { ...fleetMigrations, ...fleetWorkspaceMigrations },
   async create(deps, other) {
     const repo = new FleetRepo(deps.store.db);
     const signer = new Signer(hmacHex(deps.config.secret, 'nube-fleet-signing'));
@@ -67,7 +68,11 @@ export const fleetArea: AreaModule = {
     // A broadcast runs on the node of its fleet agent's pool (its web conversations' turns are serialized there).
     const broadcasts = new Broadcasts(repo, admin, turns, telegram, deps);
     registerNodeJob<{ id: string }>(deps.jobs, deps.nodes, BROADCAST_JOB, (p, job) => broadcasts.run(p.id, job), { leaseMs: 60_000 });
-    return { fleet: new FleetService(admin, turns, pools, repo, signer, telegram, broadcasts) };
+    const fleet = new FleetService(admin, turns, pools, repo, signer, telegram, broadcasts);
+    deps.workspaces.register(
+      tableHolder({ area: 'fleet', param: 'fleetAgentId', deleteOperation: 'fleet.delete', db: deps.store.db, table: 'fleet_agents', remove: (p, id) => fleet.deleteAgent(p, id) }),
+    );
+    return { fleet };
   },
   routes(app, services, deps) {
     // A fleet agent's messages, admin calls and channel webhooks are served by the node running its pool.

@@ -1,4 +1,5 @@
 import type { Kysely, Migration } from 'kysely';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 export const fleetMigrations: Record<string, Migration> = {
   '0010-fleet-tables': {
@@ -155,4 +156,8 @@ fleetMigrations['0201-fleet-broadcasts'] = {
       .execute();
     await db.schema.createIndex('fleet_broadcasts_agent').on('fleet_broadcasts').columns(['fleet_agent_id', 'created_at']).execute();
   },
+};
+
+export const fleetWorkspaceMigrations: Record<string, Migration> = {
+  '0279-fleet-agents-workspace': workspaceColumnMigration('fleet_agents', 'owner_id'),
 };

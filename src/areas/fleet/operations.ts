@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation, RawResponse } from '../../platform/operation.js';
-import { IsoTime, StringMap } from '../../platform/schemas.js';
+import { IsoTime, StringMap, WorkspaceFilter } from '../../platform/schemas.js';
 import { fleetAdminOperations } from './admin-operations.js';
 import { broadcastOperations } from './broadcast-operations.js';
 import type { FleetService } from './facade.js';
@@ -72,8 +72,9 @@ export const fleetOperations = [
     description: 'Needs a client credential (POST /fleet-client-credentials). Listed under the historical key `pools`.',
     tags,
     auth: ['client'],
+    query: WorkspaceFilter,
     response: z.object({ pools: z.array(FleetAgent) }),
-    handler: ({ services, principal }) => services.fleet.admin.list(principal),
+    handler: ({ services, principal, query }) => services.fleet.admin.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'fleet.message',

@@ -26,6 +26,8 @@ interface FleetAgentsTable {
   node_id: string | null;
   created_at: number;
   updated_at: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 interface FleetConfigGroupsTable {
@@ -211,8 +213,10 @@ export class FleetRepo {
     const r = await (from === null ? q.where('node_id', 'is', null) : q.where('node_id', '=', from)).executeTakeFirst();
     return Number(r.numUpdatedRows) > 0;
   }
-  agents(ownerId: string) {
-    return this.db.selectFrom('fleet_agents').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+  agents(ownerId: string, workspaces?: readonly string[]) {
+    let q = this.db.selectFrom('fleet_agents').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    return q.orderBy('id').execute();
   }
   agentsByToken(lookup: string) {
     return this.db.selectFrom('fleet_agents').selectAll().where('token_lookup', '=', lookup).execute();

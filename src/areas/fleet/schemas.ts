@@ -1,6 +1,6 @@
 // Schemas the fleet's operations share (spec operations and management operations).
 import { z } from 'zod';
-import { IsoTime } from '../../platform/schemas.js';
+import { IsoTime, WorkspaceIdOutput } from '../../platform/schemas.js';
 
 export const tags = ['Fleet'];
 
@@ -20,6 +20,7 @@ export const FleetAgent = z
     configGroupIds: z.array(z.string()).describe('Configuration groups (prompt, MCP connectors) it accepts; empty: any of yours'),
     createdAt: IsoTime,
     updatedAt: IsoTime,
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'FleetAgent', description: 'An agent of the elastic multichannel fleet' });
 

@@ -54,6 +54,7 @@ export class FleetAdmin {
       token: this.deps.secretBox.open(row.token_sealed),
       createdAt: iso(row.created_at),
       updatedAt: iso(row.updated_at),
+      workspaceId: row.workspace_id,
     };
   }
 
@@ -78,7 +79,7 @@ export class FleetAdmin {
    */
   async own(p: Principal, id: string): Promise<FleetAgentRow> {
     const row = await this.repo.agent(id);
-    if (!row || row.owner_id !== p.ownerId) {
+    if (!row || row.owner_id !== p.ownerId || !this.deps.workspaces.sees(p, row.workspace_id)) {
       if (p.scheme === 'fleetAgent' || p.scheme === 'fleetPublic') throw errors.forbidden('this credential belongs to another fleet agent', 'CredentialNotAllowed');
       throw errors.notFound('fleet agent');
     }
@@ -104,7 +105,8 @@ export class FleetAdmin {
     }
   }
 
-  async create(p: Principal, input: FleetAgentInput) {
+  async create(p: Principal, input: FleetAgentInput & { workspaceId?: string }) {
+    const workspaceId = await this.deps.workspaces.forCreate(p, input.workspaceId);
     const capacity = input.capacity ?? 2;
     this.checkCapacity(capacity);
     await this.checkGroups(p.ownerId, input.configGroupIds ?? []);
@@ -127,13 +129,14 @@ export class FleetAdmin {
       node_id: await this.placePool(p.ownerId),
       created_at: now,
       updated_at: now,
+      workspace_id: workspaceId,
     };
     await this.repo.insertAgent(row);
     return this.view(row);
   }
 
-  async list(p: Principal) {
-    return { pools: (await this.repo.agents(p.ownerId)).map((r) => this.view(r)) };
+  async list(p: Principal, workspaceId?: string) {
+    return { pools: (await this.repo.agents(p.ownerId, await this.deps.workspaces.filter(p, workspaceId))).map((r) => this.view(r)) };
   }
 
   async update(p: Principal, id: string, patch: Partial<FleetAgentInput> & { rotateToken?: boolean }) {

@@ -5,13 +5,14 @@ import { MachinesService } from './facade.js';
 import { LAUNCH_JOB } from './launch.js';
 import { machinesOperations } from './operations.js';
 import { installCheckoutRoutes } from './checkout-page.js';
-import { MachinesRepo, machinesMigrations } from './repo.js';
+import { MachinesRepo, machineWorkspaceMigrations, machinesMigrations } from './repo.js';
 import { MachinesCore } from './service.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 export const machinesArea: AreaModule = {
   name: 'machines',
   operations: machinesOperations,
-  migrations: machinesMigrations,
+  migrations: { ...machinesMigrations, ...machineWorkspaceMigrations },
   create(deps, other) {
     const { sandboxes, account, files, domains } = other;
     if (!sandboxes || !account || !files || !domains) throw new Error('machines need the sandboxes, account, files and domains services');
@@ -51,6 +52,17 @@ export const machinesArea: AreaModule = {
       return { status: h.status, message: `machine ${r.name}: ${h.message}` };
     });
     deps.usage.registerGauge('boxes', (ownerId) => core.repo.count(ownerId));
+    deps.workspaces.register(
+      tableHolder({
+        area: 'machines',
+        param: 'id',
+        deleteOperation: 'machines.delete',
+        db: deps.store.db,
+        table: 'machines',
+        remove: (p, id) => machines.delete(p, id),
+        only: ['status', '!=', 'deleted'],
+      }),
+    );
     // In the background: a box's supervisor may take a moment; the server need not wait for it.
     void machines.adopt(deps).catch((e: unknown) => deps.log.error({ err: e }, 'machines re-adoption failed'));
     return { machines };

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { KeyScopeInput, keyRequest } from '../account/key-scope.js';
 import { defineOperation } from '../../platform/operation.js';
 import { limited } from '../../platform/json-limits.js';
-import { IsoTime, Ok, StringMap, qBool, qInt } from '../../platform/schemas.js';
+import { IsoTime, Ok, StringMap, qBool, qInt, WorkspaceFilter, WorkspaceIdInput } from '../../platform/schemas.js';
 import { VolumeMounts } from '../sandboxes/schemas.js';
 import type { MachinesService } from './facade.js';
 import { Backup, Checkout, CpuMode, LaunchResult, Machine, MachineId, MachineTier, Release } from './schemas.js';
@@ -39,8 +39,9 @@ export const machinesOperations = [
     summary: 'List your always-on machines',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ machines: z.array(Machine) }),
-    handler: ({ services, principal }) => services.machines.core.list(principal),
+    handler: ({ services, principal, query }) => services.machines.core.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'machines.create',
@@ -77,6 +78,7 @@ export const machinesOperations = [
       nubeKey: KeyScopeInput.optional().describe(
         'nube mints a key with this scope (never wider than the caller\'s), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox\'s environment and the app\'s secrets), and revokes it when the machine is deleted',
       ),
+      workspaceId: WorkspaceIdInput.optional(),
     }),
     response: z.union([Machine, Checkout]),
     handler: ({ services, principal, body }) =>

@@ -1,5 +1,6 @@
 import type { Kysely, Migration, Selectable } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 export type MachineStatus = 'provisioning' | 'building' | 'running' | 'stopped' | 'failed' | 'deleted';
 
@@ -44,6 +45,8 @@ interface MachinesTable {
   app_watch: string | null;
   created_at: number;
   updated_at: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 interface OrdersTable {
@@ -246,15 +249,10 @@ export class MachinesRepo {
     return r && machine(r);
   }
 
-  async list(ownerId: string): Promise<MachineRow[]> {
-    const rows = await this.db
-      .selectFrom('machines')
-      .selectAll()
-      .where('owner_id', '=', ownerId)
-      .where('status', '!=', 'deleted')
-      .orderBy('id')
-      .execute();
-    return rows.map(machine);
+  async list(ownerId: string, workspaces?: readonly string[]): Promise<MachineRow[]> {
+    let q = this.db.selectFrom('machines').selectAll().where('owner_id', '=', ownerId).where('status', '!=', 'deleted');
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    return (await q.orderBy('id').execute()).map(machine);
   }
 
   /** Every live machine (restart of nube: supervisors to re-adopt). */
@@ -425,3 +423,7 @@ export class MachinesRepo {
     await this.db.deleteFrom('machine_backups').where('id', '=', id).execute();
   }
 }
+
+export const machineWorkspaceMigrations: Record<string, Migration> = {
+  '0276-machines-workspace': workspaceColumnMigration('machines', 'owner_id'),
+};

@@ -1,6 +1,6 @@
 // The machines area's resource schemas (shared by operations and the service's views).
 import { z } from 'zod';
-import { IsoTime } from '../../platform/schemas.js';
+import { IsoTime, WorkspaceIdOutput } from '../../platform/schemas.js';
 import { HeldVolume } from '../sandboxes/schemas.js';
 
 export const MachineId = z.object({ id: z.string().min(1).max(200).describe('Machine id') });
@@ -73,6 +73,7 @@ export const Machine = z
     app: AppState.nullable().describe('The app under the supervisor, once one was started (null before, or while its node is away)'),
     createdAt: IsoTime,
     updatedAt: IsoTime,
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'Machine', description: 'Always-on hosting: a persistent sandbox billed monthly' });
 

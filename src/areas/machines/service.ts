@@ -1,3 +1,4 @@
+import { DEFAULT_WORKSPACE } from '../../platform/workspaces.js';
 // Machines: always-on boxes. A machine is a row here plus a sandbox (the sandboxes service's) that
 // never expires; what runs in it is the app layer's (app.ts). Knows nothing of HTTP.
 import { readFile } from 'node:fs/promises';
@@ -31,6 +32,8 @@ export interface CreateMachineInput {
   volumes?: SandboxVolume[];
   /** A key nube mints for the machine's own code (NUBE_API_KEY), revoked with the machine. */
   nubeKey?: Omit<KeyRequest, 'name'>;
+  /** The workspace it lands in (its box too); resolved in create. */
+  workspaceId?: string;
 }
 
 export type MachineView = z.input<typeof Machine>;
@@ -67,7 +70,7 @@ export class MachinesCore {
   /** The caller's live machine; another owner's, a deleted one or none at all is a 404. */
   async own(p: Principal, id: string): Promise<MachineRow> {
     const r = await this.repo.get(id);
-    if (!r || r.owner_id !== p.ownerId || r.status === 'deleted') throw errors.notFound('machine');
+    if (!r || r.owner_id !== p.ownerId || r.status === 'deleted' || !this.deps.workspaces.sees(p, r.workspace_id)) throw errors.notFound('machine');
     return r;
   }
 
@@ -99,6 +102,7 @@ export class MachinesCore {
       app: app && { restarts: app.restarts, lastExit: app.lastExit, oomKills: app.oomKills },
       createdAt: iso(r.created_at),
       updatedAt: iso(r.updated_at),
+      workspaceId: r.workspace_id,
     };
   }
 
@@ -183,8 +187,8 @@ export class MachinesCore {
     return { NODE_EXTRA_CA_CERTS: EXTRA_CA_PATH, SSL_CERT_FILE: all, REQUESTS_CA_BUNDLE: all, PIP_CERT: all };
   }
 
-  async list(p: Principal) {
-    const rows = await this.repo.list(p.ownerId);
+  async list(p: Principal, workspaceId?: string) {
+    const rows = await this.repo.list(p.ownerId, await this.deps.workspaces.filter(p, workspaceId));
     return { machines: await Promise.all(rows.map((r) => this.show(p, r))) };
   }
 
@@ -233,6 +237,7 @@ export class MachinesCore {
     orderInput: unknown = input,
   ): Promise<MachineView | { checkoutUrl: string }> {
     const tier = this.tierOf(input);
+    input = { ...input, workspaceId: await this.deps.workspaces.forCreate(p, input.workspaceId) };
     await this.placeBox(p, input);
     // Placed here: the box's sandbox stays on this node (the scheduler is not asked twice).
     return runPinned(() => this.createHere(p, tier, input, orderId, kind, orderInput));
@@ -284,7 +289,8 @@ export class MachinesCore {
     const id = newId('mch');
     const name = input.name ?? id;
     // Minted within the caller's scope before the box exists, revoked if the create fails after.
-    const nubeEnv = input.nubeKey ? await this.mintKey(p, id, input.nubeKey) : {};
+    // The key is bound to the machine's own workspace unless it names its workspaces.
+    const nubeEnv = input.nubeKey ? await this.mintKey(p, id, { ...input.nubeKey, workspaceIds: input.nubeKey.workspaceIds ?? [input.workspaceId ?? DEFAULT_WORKSPACE] }) : {};
     const unmint = () => (input.nubeKey ? this.s.account.revokeHeld(p.ownerId, `machine:${id}`) : Promise.resolve());
     const volumes = input.volumes ?? [];
     // Held by the machine, not its box: a box made again (or none for a while) keeps them.
@@ -306,6 +312,7 @@ export class MachinesCore {
         timeoutSeconds: 60,
         suspendOnIdle: false,
         name: `machine ${name}`,
+        workspaceId: input.workspaceId,
         metadata: { machineId: id },
         env: nubeEnv,
         limits: {
@@ -348,6 +355,7 @@ export class MachinesCore {
       app_watch: null,
       created_at: now,
       updated_at: now,
+      workspace_id: input.workspaceId ?? DEFAULT_WORKSPACE,
     };
     try {
       await this.s.sandboxes.keepAlive(p, sandboxId);

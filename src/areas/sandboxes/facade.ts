@@ -183,8 +183,8 @@ export class SandboxesService {
     await this.core.keepAlive(id);
   }
 
-  async list(p: Principal) {
-    return { sandboxes: await this.core.list(p) };
+  async list(p: Principal, workspaceId?: string) {
+    return { sandboxes: await this.core.list(p, workspaceId) };
   }
 
   async get(p: Principal, id: string) {

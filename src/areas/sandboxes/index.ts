@@ -13,7 +13,7 @@ import { sshMigrations } from './networking/ssh-repo.js';
 import { sandboxNodeMigrations } from './placement.js';
 import { installHelperTunnel } from './networking/ssh-tunnel.js';
 import { PortProxy } from './proxy.js';
-import { SandboxesRepo, sandboxesMigrations } from './repo.js';
+import { SandboxesRepo, sandboxWorkspaceMigrations, sandboxesMigrations } from './repo.js';
 import type { SandboxRuntime } from './runtime/driver.js';
 import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
@@ -22,6 +22,7 @@ import { registerHostUser } from './runtime/namespaces/host-users.js';
 import { buildLogger } from './build-log.js';
 import { runtimeDataDir } from './runtime-dir.js';
 import { PROVISION_JOB } from './service.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 /** The configured sandbox runtime (also used by the CLI's `templates build`). */
 export function makeRuntime(config: Config): { runtime: SandboxRuntime; dataDir: string } {
@@ -83,7 +84,7 @@ async function reconcile(svc: SandboxesService, runtimeDir: string, deps: Platfo
 export const sandboxesArea: AreaModule = {
   name: 'sandboxes',
   operations: sandboxesOperations,
-  migrations: { ...sandboxesMigrations, ...sandboxNodeMigrations, ...rawPortsMigrations, ...sshMigrations },
+  migrations: { ...sandboxesMigrations, ...sandboxWorkspaceMigrations, ...sandboxNodeMigrations, ...rawPortsMigrations, ...sshMigrations },
   async create(deps, other) {
     if (!other.domains) throw new Error('sandboxes need the domains service (custom domains) to be created first');
     const { runtime, dataDir } = makeRuntime(deps.config);
@@ -120,6 +121,9 @@ export const sandboxesArea: AreaModule = {
         (e: unknown) => deps.log.error({ err: e, template: name }, 'template build failed'),
       );
     }
+    deps.workspaces.register(
+      tableHolder({ area: 'sandboxes', param: 'id', deleteOperation: 'sandboxes.delete', db: deps.store.db, table: 'sandboxes', remove: (p, id) => sandboxes.delete(p, id) }),
+    );
     return { sandboxes };
   },
   doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),

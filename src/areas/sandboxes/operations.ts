@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { errors } from '../../platform/errors.js';
 import { defineOperation } from '../../platform/operation.js';
-import { FreeObject, Ok, qInt } from '../../platform/schemas.js';
+import { FreeObject, Ok, qInt, WorkspaceFilter } from '../../platform/schemas.js';
 import {
   ACTION_DOC,
   ActionBody,
@@ -49,8 +49,9 @@ export const sandboxesOperations = [
     summary: 'List your live and suspended sandboxes',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ sandboxes: z.array(Sandbox) }),
-    handler: ({ principal, services }) => services.sandboxes.list(principal),
+    handler: ({ principal, services, query }) => services.sandboxes.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'sandboxes.create',

@@ -1,5 +1,6 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 // Sandbox records (owner, lifecycle, clocks), derived templates and snapshots. The driver keeps its own
 // state for re-adoption; these rows are what the API answers from and what the timers act on.
@@ -53,6 +54,8 @@ interface SandboxesTable {
   key_id: string | null;
   /** CPU time of its current cgroup already added to that key's counter, microseconds. */
   cpu_counted_usec: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 interface SandboxTemplatesTable {
@@ -230,8 +233,10 @@ export class SandboxesRepo {
     const r = await this.db.selectFrom('sandboxes').selectAll().where('runtime_id', '=', runtimeId).executeTakeFirst();
     return r ? num(r, SBX_NUM) : undefined;
   }
-  async list(ownerId: string): Promise<SandboxRow[]> {
-    const rows = await this.db.selectFrom('sandboxes').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+  async list(ownerId: string, workspaces?: readonly string[]): Promise<SandboxRow[]> {
+    let q = this.db.selectFrom('sandboxes').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    const rows = await q.orderBy('id').execute();
     return rows.map((r) => num(r, SBX_NUM));
   }
   async allOnNode(nodeId: string): Promise<SandboxRow[]> {
@@ -342,3 +347,7 @@ export class SandboxesRepo {
     await this.db.deleteFrom('sandbox_snapshots').where('id', '=', id).execute();
   }
 }
+
+export const sandboxWorkspaceMigrations: Record<string, Migration> = {
+  '0271-sandboxes-workspace': workspaceColumnMigration('sandboxes', 'owner_id'),
+};

@@ -1,6 +1,7 @@
 import type { Principal } from '../../platform/auth.js';
 import { newId } from '../../platform/ids.js';
 import { capKeyId } from '../../platform/usage.js';
+import { DEFAULT_WORKSPACE } from '../../platform/workspaces.js';
 import type { SandboxRow, TemplateRow } from './repo.js';
 import type { SandboxVolume } from './volume-binder.js';
 
@@ -23,6 +24,8 @@ export interface CreateInput {
   volumeHolder?: string;
   /** CPU, memory and disk of the box (machines' tiers); the driver's defaults otherwise. */
   limits?: Partial<BoxLimits>;
+  /** The workspace it lands in (resolved by the service: platform/workspaces.ts forCreate). */
+  workspaceId?: string;
 }
 
 export interface BoxLimits {
@@ -84,5 +87,7 @@ export function newRow(
     node_id: from.parent?.node_id ?? from.nodeId ?? null,
     key_id: capKeyId(p),
     cpu_counted_usec: 0,
+    // A fork stays in its parent's workspace.
+    workspace_id: from.parent?.workspace_id ?? input.workspaceId ?? DEFAULT_WORKSPACE,
   };
 }

@@ -1,7 +1,7 @@
 // Resource schemas and shared building blocks of the sandboxes operations.
 import { z } from 'zod';
 import type { RateLimitRule } from '../../platform/operation.js';
-import { IsoTime, StringMap } from '../../platform/schemas.js';
+import { IsoTime, StringMap, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import { mountPathProblem, overlappingMounts } from './volume-binder.js';
 
 /** Sandbox creations per owner: the spec's 10 a minute unless the operator sets NUBE_SANDBOX_CREATE_PER_MINUTE(_<PLAN>). */
@@ -106,6 +106,7 @@ export const Sandbox = z
     urls: z
       .array(z.object({ port: z.number().int(), url: z.string().describe('Public HTTPS/WSS URL') }))
       .describe('Ports exposed with the `expose` action'),
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'Sandbox', description: 'A microVM-like sandbox with root and internet access' });
 
@@ -258,6 +259,7 @@ export const SandboxCreate = z
     volumes: VolumeMounts.optional().describe(
       'Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts',
     ),
+    workspaceId: WorkspaceIdInput.optional(),
   })
   .refine((b) => (b.templateKey === undefined) === (b.templateHash === undefined), {
     message: 'templateKey and templateHash go together',

@@ -153,7 +153,7 @@ export class SandboxesCore {
   /** The caller's sandbox in any state (get, delete, logs); another owner's is absent. */
   async own(p: Principal, id: string): Promise<SandboxRow> {
     const r = await this.repo.get(id);
-    if (!r || r.owner_id !== p.ownerId) throw errors.notFound('sandbox');
+    if (!r || r.owner_id !== p.ownerId || !this.deps.workspaces.sees(p, r.workspace_id)) throw errors.notFound('sandbox');
     if (p.scope && this.reachGuard) await this.reachGuard(p, await this.lineage(r));
     return r;
   }
@@ -270,8 +270,9 @@ export class SandboxesCore {
     return input;
   }
 
-  async create(p: Principal, given: CreateInput): Promise<SandboxView> {
-    this.assertSession(p, given.timeoutSeconds);
+  async create(p: Principal, asked: CreateInput): Promise<SandboxView> {
+    this.assertSession(p, asked.timeoutSeconds);
+    const given = { ...asked, workspaceId: await this.deps.workspaces.forCreate(p, asked.workspaceId) };
     const own = await this.ownTemplate(p, given);
     const input = {
       ...own,
@@ -722,8 +723,9 @@ export class SandboxesCore {
     });
   }
 
-  async list(p: Principal): Promise<SandboxView[]> {
-    return Promise.all((await this.repo.list(p.ownerId)).map((r) => this.describe(r)));
+  async list(p: Principal, workspaceId?: string): Promise<SandboxView[]> {
+    const ws = await this.deps.workspaces.filter(p, workspaceId);
+    return Promise.all((await this.repo.list(p.ownerId, ws)).map((r) => this.describe(r)));
   }
 }
 

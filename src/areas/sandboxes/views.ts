@@ -56,6 +56,7 @@ export function toSandbox(r: SandboxRow, urlOf: (port: number) => string, start?
     suspendKeepsMemory: r.suspend_keeps_memory === 1,
     memoryKept: r.memory_kept === 1,
     urls: ports.map((port) => ({ port, url: urlOf(port) })),
+    workspaceId: r.workspace_id,
   };
 }
 

@@ -4,6 +4,7 @@
 // events share a job per webhook (a job claim costs about 1 ms of store time, more than a POST);
 // retries and redeliveries get a job each, keyed by delivery. The queue is at-least-once, so a job
 // names the attempt number it makes and skips a delivery whose attempt is already recorded.
+import { DEFAULT_WORKSPACE } from '../../platform/workspaces.js';
 import { createHash } from 'node:crypto';
 import type { BusEvent } from '../../platform/events.js';
 import type { JobContext, JobQueue } from '../../platform/jobs.js';
@@ -163,6 +164,7 @@ export class Deliverer {
       const body = JSON.stringify({ event: e.event, timestamp: e.timestamp, data: e.data ?? {} });
       for (const s of subs) {
         if (!(JSON.parse(s.events) as string[]).includes(e.event)) continue;
+        if (!inWorkspace(s.workspace_id, e)) continue;
         const active = s.status === 'ACTIVE';
         rows.push({
           id: idOf(s.id, e, at, body),
@@ -297,4 +299,16 @@ export class Deliverer {
     // A poll costs several statements (about 9 ms on SQLite here): only retries can have become due.
     if (slow.length) this.d.jobs.notify();
   }
+}
+
+/**
+ * A webhook of the default workspace hears every event of its account (as before workspaces); one of
+ * another workspace only events about that workspace's resources (their `workspaceId`) or about the
+ * workspace itself, so a workspace-scoped key's webhook learns nothing of other workspaces.
+ */
+function inWorkspace(workspaceId: string, e: { event: string; data?: Record<string, unknown> }): boolean {
+  if (workspaceId === DEFAULT_WORKSPACE) return true;
+  const d = e.data ?? {};
+  if (e.event.startsWith('workspace.')) return d.id === workspaceId;
+  return d.workspaceId === workspaceId;
 }

@@ -4,13 +4,14 @@ import { DeliveriesRepo } from './delivery-repo.js';
 import { DELIVER_JOB, type DeliverJob, Deliverer } from './delivery.js';
 import { MeteredSender } from './metered-sender.js';
 import { webhooksOperations } from './operations.js';
-import { WebhooksRepo, webhooksMigrations } from './repo.js';
+import { WebhooksRepo, webhookWorkspaceMigrations, webhooksMigrations } from './repo.js';
 import { WebhooksService } from './service.js';
+import { tableHolder } from '../../platform/workspaces.js';
 
 export const webhooksArea: AreaModule = {
   name: 'webhooks',
   operations: webhooksOperations,
-  migrations: webhooksMigrations,
+  migrations: { ...webhooksMigrations, ...webhookWorkspaceMigrations },
   create(deps) {
     const allow = parseAllowList(deps.config.outboundAllow);
     const hooks = new WebhooksRepo(deps.store.db);
@@ -48,12 +49,15 @@ export const webhooksArea: AreaModule = {
         deps.log.error({ err, event: e.event, owner: e.ownerId }, 'webhook fan-out failed; event not delivered');
       }),
     );
-    return {
-      webhooks: new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, async () => {
-        unsubscribe();
-        await deliverer.stop();
-      }),
-    };
+    const webhooks = new WebhooksService(hooks, deliveries, deliverer, deps.secretBox, allow, async () => {
+      unsubscribe();
+      await deliverer.stop();
+    });
+    webhooks.workspaces = deps.workspaces;
+    deps.workspaces.register(
+      tableHolder({ area: 'webhooks', param: 'webhookId', deleteOperation: 'webhooks.delete', db: deps.store.db, table: 'webhooks', remove: (p, id) => webhooks.delete(p, id) }),
+    );
+    return { webhooks };
   },
   async close(services) {
     await services.webhooks.close();

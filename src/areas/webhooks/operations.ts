@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok, PageQuery } from '../../platform/schemas.js';
+import { IsoTime, Ok, PageQuery, WorkspaceFilter, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import { EVENT_NAMES } from './events.js';
 import type { WebhooksService } from './service.js';
 
@@ -35,6 +35,7 @@ const WebhookFields = {
   lastError: z.string().nullable().describe('Last delivery failure (status or timeout), or null'),
   createdAt: IsoTime,
   updatedAt: IsoTime,
+  workspaceId: WorkspaceIdOutput,
 };
 
 export const Webhook = z
@@ -90,8 +91,9 @@ export const webhooksOperations = [
     summary: 'List your webhooks',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ items: z.array(Webhook) }),
-    handler: ({ services, principal }) => services.webhooks.list(principal),
+    handler: ({ services, principal, query }) => services.webhooks.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'webhooks.create',
@@ -101,7 +103,7 @@ export const webhooksOperations = [
     description: DELIVERY,
     tags,
     auth: ['owner'],
-    body: z.object({ url: Url, events: Events }),
+    body: z.object({ url: Url, events: Events, workspaceId: WorkspaceIdInput.optional() }),
     successStatus: 201,
     response: z
       .object({

@@ -1,5 +1,6 @@
 import type { Kysely, Migration, Selectable } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 export type WebhookStatus = 'ACTIVE' | 'PAUSED';
 /**
@@ -24,6 +25,8 @@ interface WebhooksTable {
   last_error: string | null;
   created_at: number;
   updated_at: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 interface DeliveriesTable {
@@ -135,8 +138,10 @@ export class WebhooksRepo {
       .executeTakeFirst();
   }
 
-  list(ownerId: string): Promise<WebhookRow[]> {
-    return this.db.selectFrom('webhooks').selectAll().where('owner_id', '=', ownerId).orderBy('id').execute();
+  list(ownerId: string, workspaces?: readonly string[]): Promise<WebhookRow[]> {
+    let q = this.db.selectFrom('webhooks').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    return q.orderBy('id').execute();
   }
 
   async count(ownerId: string): Promise<number> {
@@ -152,7 +157,7 @@ export class WebhooksRepo {
   subscriptions(ownerId: string, db: Db = this.db) {
     return db
       .selectFrom('webhooks')
-      .select(['id', 'status', 'events'])
+      .select(['id', 'status', 'events', 'workspace_id'])
       .where('owner_id', '=', ownerId)
       .execute();
   }
@@ -188,3 +193,7 @@ export class WebhooksRepo {
     });
   }
 }
+
+export const webhookWorkspaceMigrations: Record<string, Migration> = {
+  '0274-webhooks-workspace': workspaceColumnMigration('webhooks', 'owner_id'),
+};

@@ -4,6 +4,7 @@ import { errors } from '../../platform/errors.js';
 import { cursorAfter, pageOf } from '../../platform/cursor-page.js';
 import { BASE62, newId, randomToken } from '../../platform/ids.js';
 import { type AllowList, assertPublicUrl, OutboundBlockedError } from '../../platform/outbound.js';
+import type { WorkspaceRegistry } from '../../platform/workspaces.js';
 import type { DeliveriesRepo } from './delivery-repo.js';
 import type { Deliverer } from './delivery.js';
 import type { EventName } from './events.js';
@@ -25,6 +26,7 @@ export function webhookOut(w: WebhookRow) {
     lastError: w.last_error,
     createdAt: new Date(w.created_at).toISOString(),
     updatedAt: new Date(w.updated_at).toISOString(),
+    workspaceId: w.workspace_id,
   };
 }
 
@@ -58,6 +60,9 @@ export class WebhooksService {
     readonly close: () => Promise<void> | void = () => {},
   ) {}
 
+  /** Workspaces (set by the area): where a webhook lands, which a list shows, which a key reaches. */
+  workspaces!: WorkspaceRegistry;
+
   /** The URL must be http(s) and resolve only to public addresses (or ones the operator allows). */
   private async checkUrl(url: string): Promise<void> {
     try {
@@ -74,19 +79,20 @@ export class WebhooksService {
 
   private async own(p: Principal, id: string): Promise<WebhookRow> {
     const w = await this.hooks.get(p.ownerId, id);
-    if (!w) throw errors.notFound('webhook');
+    if (!w || !this.workspaces.sees(p, w.workspace_id)) throw errors.notFound('webhook');
     return w;
   }
 
-  async list(p: Principal) {
-    return { items: (await this.hooks.list(p.ownerId)).map(webhookOut) };
+  async list(p: Principal, workspaceId?: string) {
+    return { items: (await this.hooks.list(p.ownerId, await this.workspaces.filter(p, workspaceId))).map(webhookOut) };
   }
 
   get(p: Principal, id: string) {
     return this.own(p, id).then(webhookOut);
   }
 
-  async create(p: Principal, input: { url: string; events: EventName[] }) {
+  async create(p: Principal, input: { url: string; events: EventName[]; workspaceId?: string }) {
+    const workspaceId = await this.workspaces.forCreate(p, input.workspaceId);
     await this.checkUrl(input.url);
     if ((await this.hooks.count(p.ownerId)) >= MAX_WEBHOOKS) {
       throw errors.conflict(`at most ${MAX_WEBHOOKS} webhooks per account`, 'WebhookLimit');
@@ -105,6 +111,7 @@ export class WebhooksService {
       last_error: null,
       created_at: now,
       updated_at: now,
+      workspace_id: workspaceId,
     };
     await this.hooks.insert(row);
     return { ...webhookOut(row), secret };
@@ -130,6 +137,7 @@ export class WebhooksService {
   }
 
   async delete(p: Principal, id: string) {
+    await this.own(p, id);
     if (!(await this.hooks.delete(p.ownerId, id))) throw errors.notFound('webhook');
     return { ok: true as const };
   }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok, ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, ok, WorkspaceFilter, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import type { WebsitesService } from './service.js';
 
 declare module '../../platform/operation.js' {
@@ -28,6 +28,7 @@ export const Website = z
       ),
     createdAt: IsoTime,
     updatedAt: IsoTime,
+    workspaceId: WorkspaceIdOutput,
   })
   .meta({ id: 'Website', description: 'A static site published at its own host' });
 
@@ -84,6 +85,7 @@ export const websitesOperations = [
           'Host label to publish at (lowercase letters, digits, inner hyphens); default from the name',
         ),
       ...Archive,
+      workspaceId: WorkspaceIdInput.optional(),
     }),
     successStatus: 201,
     response: Website,
@@ -106,8 +108,9 @@ export const websitesOperations = [
     summary: 'List your websites (archives and deployed documents)',
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ items: z.array(Website) }),
-    handler: ({ principal, services }) => services.websites.list(principal),
+    handler: ({ principal, services, query }) => services.websites.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'websites.get',

@@ -1,5 +1,6 @@
 import type { Kysely, Migration } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 interface WebsitesTable {
   id: string;
@@ -19,6 +20,8 @@ interface WebsitesTable {
   forms: string;
   created_at: number;
   updated_at: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 declare module '../../store/schema.js' {
@@ -75,6 +78,7 @@ export interface WebsiteRow {
   forms: string[];
   createdAt: number;
   updatedAt: number;
+  workspaceId: string;
 }
 
 export type WebsiteWithManifest = WebsiteRow & { manifest: Manifest };
@@ -92,6 +96,7 @@ const SUMMARY = [
   'forms',
   'created_at',
   'updated_at',
+  'workspace_id',
 ] as const;
 
 type Summary = Pick<WebsitesTable, (typeof SUMMARY)[number]>;
@@ -109,6 +114,7 @@ const norm = (r: Summary): WebsiteRow => ({
   forms: JSON.parse(r.forms) as string[],
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
+  workspaceId: r.workspace_id,
 });
 
 export class WebsitesRepo {
@@ -132,6 +138,7 @@ export class WebsitesRepo {
         forms: JSON.stringify(row.forms),
         created_at: row.createdAt,
         updated_at: row.updatedAt,
+        workspace_id: row.workspaceId,
       })
       .execute();
   }
@@ -163,13 +170,10 @@ export class WebsitesRepo {
     );
   }
 
-  async list(ownerId: string): Promise<WebsiteRow[]> {
-    const rows = await this.db
-      .selectFrom('websites')
-      .select(SUMMARY)
-      .where('owner_id', '=', ownerId)
-      .orderBy('id', 'desc')
-      .execute();
+  async list(ownerId: string, workspaces?: readonly string[]): Promise<WebsiteRow[]> {
+    let q = this.db.selectFrom('websites').select(SUMMARY).where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    const rows = await q.orderBy('id', 'desc').execute();
     return rows.map(norm);
   }
 
@@ -216,3 +220,7 @@ export class WebsitesRepo {
     return Number(r.numDeletedRows) === 1;
   }
 }
+
+export const websiteWorkspaceMigrations: Record<string, Migration> = {
+  '0278-websites-workspace': workspaceColumnMigration('websites', 'owner_id'),
+};

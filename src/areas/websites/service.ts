@@ -1,3 +1,4 @@
+import type { WorkspaceRegistry } from '../../platform/workspaces.js';
 import { Readable } from 'node:stream';
 import type { BlobStore } from '../../blob/index.js';
 import type { PlanName } from '../../platform/plans.js';
@@ -27,6 +28,7 @@ export interface WebsitesDeps {
   planOf(ownerId: string): Promise<PlanName>;
   /** Everything the owner stores (files and sites): sites count against the plan's storage. */
   storageUsed(ownerId: string): Promise<number>;
+  workspaces: WorkspaceRegistry;
   publicUrl(): string;
   /** Sites answer at `<slug>.<sitesHost>`. */
   sitesHost: string;
@@ -90,6 +92,7 @@ export class WebsitesService {
       forms: r.forms,
       createdAt: new Date(r.createdAt).toISOString(),
       updatedAt: new Date(r.updatedAt).toISOString(),
+      workspaceId: r.workspaceId,
     };
   }
 
@@ -98,7 +101,8 @@ export class WebsitesService {
     this.deletedListeners.push(listener);
   }
 
-  async create(p: Principal, input: ArchiveInput & { name?: string; slug?: string }) {
+  async create(p: Principal, input: ArchiveInput & { name?: string; slug?: string; workspaceId?: string }) {
+    const workspaceId = await this.deps.workspaces.forCreate(p, input.workspaceId);
     const plan = PLANS[p.plan];
     if (!plan.includes.staticWebsites) {
       throw errors.paymentRequired(
@@ -110,7 +114,7 @@ export class WebsitesService {
     const site = await this.withArchive(p, input, (files) =>
       this.insert(
         p,
-        { name: input.name ?? input.slug ?? 'site', slug: input.slug, source: 'archive', documentId: null },
+        { name: input.name ?? input.slug ?? 'site', slug: input.slug, source: 'archive', documentId: null, workspaceId },
         files,
       ),
     );
@@ -128,8 +132,9 @@ export class WebsitesService {
     return this.view(await this.withArchive(p, input, (files) => this.replace(p, site, files)));
   }
 
-  async list(p: Principal) {
-    return { items: (await this.deps.repo.list(p.ownerId)).map((r) => this.view(r)) };
+  async list(p: Principal, workspaceId?: string) {
+    const ws = await this.deps.workspaces.filter(p, workspaceId);
+    return { items: (await this.deps.repo.list(p.ownerId, ws)).map((r) => this.view(r)) };
   }
 
   async get(p: Principal, id: string) {
@@ -157,7 +162,7 @@ export class WebsitesService {
    */
   async publishDocument(
     p: Principal,
-    doc: { documentId: string; name: string; websiteId: string | null; slug: string },
+    doc: { documentId: string; name: string; websiteId: string | null; slug: string; workspaceId: string },
     files: (SiteFile | SiteEntry)[],
   ) {
     const entries = files.map((f) => ('data' in f ? entryOf(f) : f));
@@ -165,7 +170,7 @@ export class WebsitesService {
     if (current) return this.view(await this.replace(p, current, entries, doc.name));
     const slug = (await this.deps.repo.slugTaken(doc.slug)) ? slugFrom(doc.name) : doc.slug;
     return this.view(
-      await this.insert(p, { name: doc.name, slug, source: 'document', documentId: doc.documentId }, entries),
+      await this.insert(p, { name: doc.name, slug, source: 'document', documentId: doc.documentId, workspaceId: doc.workspaceId }, entries),
     );
   }
 
@@ -227,7 +232,7 @@ export class WebsitesService {
 
   private async owned(p: Principal, id: string): Promise<WebsiteWithManifest> {
     const site = await this.deps.repo.owned(p.ownerId, id);
-    if (!site) throw errors.notFound('website');
+    if (!site || !this.deps.workspaces.sees(p, site.workspaceId)) throw errors.notFound('website');
     return site;
   }
 
@@ -273,7 +278,7 @@ export class WebsitesService {
 
   private async insert(
     p: Principal,
-    meta: { name: string; slug?: string; source: 'archive' | 'document'; documentId: string | null },
+    meta: { name: string; slug?: string; source: 'archive' | 'document'; documentId: string | null; workspaceId: string },
     files: SiteEntry[],
   ): Promise<WebsiteRow> {
     const slug = meta.slug ?? slugFrom(meta.name);
@@ -295,6 +300,7 @@ export class WebsitesService {
       forms,
       createdAt: now,
       updatedAt: now,
+      workspaceId: meta.workspaceId,
     };
     try {
       const manifest = await this.store(id, files, {});

@@ -55,11 +55,11 @@ class AsyncAccountKeysResource:
     async def create(self, *, scopes: List[str] = OMIT, workspaceIds: List[str] = OMIT, resourceIds: List[str] = OMIT, expiresAt: str = OMIT, caps: AccountKeysCreateBodyCaps = OMIT, allowedIps: List[str] = OMIT, name: str = OMIT, format: Literal["nube", "e2b"] = OMIT, request_options: Optional[RequestOptions] = None) -> AccountKeysCreateResponse:
         """Create an API key; its secret is returned only now
 
-        A key in `format: "e2b"` looks like E2B's (`e2b_` and 40 hex digits), so E2B's SDKs take it as it is (E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those operations (403 ScopeMissing otherwise), narrowed to `resourceIds`, until `expiresAt`, within `caps`, from `allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).
+        A key in `format: "e2b"` looks like E2B's (`e2b_` and 40 hex digits), so E2B's SDKs take it as it is (E2B_API_KEY). Without `scopes` the key has every right of the account; with them it reaches only those operations (403 ScopeMissing otherwise), narrowed to `resourceIds` and `workspaceIds`, until `expiresAt`, within `caps`, from `allowedIps`. A scoped key creates keys only within its own scope (403 KeyScopeTooWide).
 
         Args:
             scopes: `<area>:read`, `<area>:write` (writes include reads) or operation ids such as `databases.query`
-            workspaceIds: Not implemented yet (workspaces are not built): 501
+            workspaceIds: Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404)
             resourceIds: Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account)
             expiresAt: After this time the key is refused (401 KeyExpired)
             caps: Monthly spending limits of this key; past one, 402 KeyCapReached
@@ -165,7 +165,7 @@ class AsyncAgentsResource:
     def __init__(self, client: AsyncCaller) -> None:
         self._client = client
 
-    async def create(self, *, template: str, env: Dict[str, str], name: str = OMIT, timeoutSeconds: int = OMIT, seedFiles: List[AgentsCreateBodySeedFilesItem] = OMIT, mcpServers: List[Union[AgentsCreateBodyMcpServersItemStdio, AgentsCreateBodyMcpServersItemHttp]] = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, nubeKey: AgentsCreateBodyNubeKey = OMIT, request_options: Optional[RequestOptions] = None) -> Agent:
+    async def create(self, *, template: str, env: Dict[str, str], name: str = OMIT, timeoutSeconds: int = OMIT, seedFiles: List[AgentsCreateBodySeedFilesItem] = OMIT, mcpServers: List[Union[AgentsCreateBodyMcpServersItemStdio, AgentsCreateBodyMcpServersItemHttp]] = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, nubeKey: AgentsCreateBodyNubeKey = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Agent:
         """Create a persistent agent from a template in its own microVM
 
         Returns the agent with status `building`; poll GET /agents/{id} until `running` before the first message. `env` is required (`{}` when the template needs nothing). mcpServers apply to ACP templates only.
@@ -178,10 +178,11 @@ class AsyncAgentsResource:
             mcpServers: MCP servers (ACP templates only): stdio {name, command, args?, env?} or http {name, type: http, url, headers?}
             volumes: Volumes the agent holds and its box mounts (at most 8), kept across revives and released when the agent is deleted. The agent is placed on their node. One writer per volume (409 VolumeBusy)
             nubeKey: nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `agents.create`: POST /api/v2/agents.
         """
-        return cast("Agent", await self._client._call("agents.create", None, None, {"template": template, "env": env, "name": name, "timeoutSeconds": timeoutSeconds, "seedFiles": seedFiles, "mcpServers": mcpServers, "volumes": volumes, "nubeKey": nubeKey}, request_options))
+        return cast("Agent", await self._client._call("agents.create", None, None, {"template": template, "env": env, "name": name, "timeoutSeconds": timeoutSeconds, "seedFiles": seedFiles, "mcpServers": mcpServers, "volumes": volumes, "nubeKey": nubeKey, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete an agent and its microVM
@@ -207,12 +208,15 @@ class AsyncAgentsResource:
         """
         return cast("Agent", await self._client._call("agents.get", {"id": id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> AgentsListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> AgentsListResponse:
         """List your hosted agents
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `agents.list`: GET /api/v2/agents.
         """
-        return cast("AgentsListResponse", await self._client._call("agents.list", None, None, OMIT, request_options))
+        return cast("AgentsListResponse", await self._client._call("agents.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def message(self, id: str, *, content: str, session: str = OMIT, request_options: Optional[RequestOptions] = None) -> AsyncEventStream:
         """Send a message to an agent and stream its reply (Server-Sent Events)
@@ -317,17 +321,18 @@ class AsyncDatabasesResource:
         self._client = client
         self.tokens = AsyncDatabasesTokensResource(client)
 
-    async def create(self, *, name: str, description: str = OMIT, request_options: Optional[RequestOptions] = None) -> Database:
+    async def create(self, *, name: str, description: str = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Database:
         """Create an isolated SQLite database
 
         Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.
 
         Args:
             name: Letters, digits and hyphens, max 64
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `databases.create`: POST /api/v2/databases.
         """
-        return cast("Database", await self._client._call("databases.create", None, None, {"name": name, "description": description}, request_options))
+        return cast("Database", await self._client._call("databases.create", None, None, {"name": name, "description": description, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, db_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a database and all its data (irreversible)
@@ -359,12 +364,15 @@ class AsyncDatabasesResource:
         """
         return cast("Database", await self._client._call("databases.get", {"dbId": db_id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> DatabasesListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> DatabasesListResponse:
         """List your SQLite databases
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `databases.list`: GET /api/v2/databases.
         """
-        return cast("DatabasesListResponse", await self._client._call("databases.list", None, None, OMIT, request_options))
+        return cast("DatabasesListResponse", await self._client._call("databases.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def query(self, db_id: str, *, sql: str = OMIT, args: Union[List[Union[Optional[Union[float, str, DatabasesQueryBodyArgsListItemVariant1Integer, DatabasesQueryBodyArgsListItemVariant1Real, DatabasesQueryBodyArgsListItemVariant1Base64]], bool]], Dict[str, Union[Optional[Union[float, str, DatabasesQueryBodyArgsMapValueVariant1Integer, DatabasesQueryBodyArgsMapValueVariant1Real, DatabasesQueryBodyArgsMapValueVariant1Base64]], bool]]] = OMIT, statements: List[DatabasesQueryBodyStatementsItem] = OMIT, table: str = OMIT, columns: List[str] = OMIT, rows: List[List[Union[Optional[Union[float, str, DatabasesQueryBodyRowsItemItemVariant1Integer, DatabasesQueryBodyRowsItemItemVariant1Real, DatabasesQueryBodyRowsItemItemVariant1Base64]], bool]]] = OMIT, onConflict: Literal["abort", "ignore", "replace"] = OMIT, request_options: Optional[RequestOptions] = None) -> Union[QueryResult, DatabasesQueryResponseResults, DatabasesQueryResponseVariant3]:
         """Run SQL on a database: one statement, a batch of up to 20, or a bulk import of up to 10,000 rows
@@ -485,7 +493,7 @@ class AsyncDocumentsResource:
     def __init__(self, client: AsyncCaller) -> None:
         self._client = client
 
-    async def create(self, *, name: str, prompt: str = OMIT, theme: Literal["classic", "modern", "dark", "minimal"] = OMIT, customColors: Dict[str, str] = OMIT, sections: List[DocumentsCreateBodySectionsItem] = OMIT, metadata: DocumentsCreateBodyMetadata = OMIT, request_options: Optional[RequestOptions] = None) -> DocumentsCreateResponse:
+    async def create(self, *, name: str, prompt: str = OMIT, theme: Literal["classic", "modern", "dark", "minimal"] = OMIT, customColors: Dict[str, str] = OMIT, sections: List[DocumentsCreateBodySectionsItem] = OMIT, metadata: DocumentsCreateBodyMetadata = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> DocumentsCreateResponse:
         """Create an HTML document from a name, optional prompt, theme, colors and sections
 
         Pages come from `sections`. With a `prompt` and no sections, an LLM writes them as a background job: the document answers at once with `generation.status` queued; GET it until done (or failed, with `error`).
@@ -495,10 +503,11 @@ class AsyncDocumentsResource:
             theme: Built-in theme (default classic)
             customColors: Colours overriding the theme's (keys: primary, accent, background, surface, text, muted, border; any other key sets --color-<key>)
             metadata: Free-form metadata (at most 16 levels, 256 keys, 16 KiB); `format` is respected by the PDF export, `lang` sets the pages' language
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `documents.create`: POST /api/v2/documents.
         """
-        return cast("DocumentsCreateResponse", await self._client._call("documents.create", None, None, {"name": name, "prompt": prompt, "theme": theme, "customColors": customColors, "sections": sections, "metadata": metadata}, request_options))
+        return cast("DocumentsCreateResponse", await self._client._call("documents.create", None, None, {"name": name, "prompt": prompt, "theme": theme, "customColors": customColors, "sections": sections, "metadata": metadata, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a document (and unpublish its site)
@@ -532,12 +541,15 @@ class AsyncDocumentsResource:
         """
         return cast("Document", await self._client._call("documents.get", {"id": id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> DocumentsListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> DocumentsListResponse:
         """List your documents
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `documents.list`: GET /api/v2/documents.
         """
-        return cast("DocumentsListResponse", await self._client._call("documents.list", None, None, OMIT, request_options))
+        return cast("DocumentsListResponse", await self._client._call("documents.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def pdf(self, id: str, *, sections: str = OMIT, inline: Literal["1"] = OMIT, token: str = OMIT, request_options: Optional[RequestOptions] = None) -> AsyncBinaryResponse:
         """Export a document to PDF
@@ -665,7 +677,7 @@ class AsyncFilesResource(AsyncFilesMixin):
     def __init__(self, client: AsyncCaller) -> None:
         self._client = client
 
-    async def create(self, *, fileName: str, contentType: str, size: int, access: Literal["public", "private"] = OMIT, region: Literal["LATAM", "US", "EU"] = OMIT, assetId: str = OMIT, metadata: Dict[str, Any] = OMIT, hls: bool = OMIT, request_options: Optional[RequestOptions] = None) -> FilesCreateResponse:
+    async def create(self, *, fileName: str, contentType: str, size: int, access: Literal["public", "private"] = OMIT, region: Literal["LATAM", "US", "EU"] = OMIT, assetId: str = OMIT, metadata: Dict[str, Any] = OMIT, workspaceId: str = OMIT, hls: bool = OMIT, request_options: Optional[RequestOptions] = None) -> FilesCreateResponse:
         """Create a file record and get a presigned URL to upload its bytes with PUT
 
         Upload the bytes with `PUT putUrl` (same Content-Type as declared); the file is then DONE. Up to 5 GB per file.
@@ -678,11 +690,12 @@ class AsyncFilesResource(AsyncFilesMixin):
             region: Storage region
             assetId: Caller-chosen grouping id
             metadata: Free-form metadata object (at most 16 levels, 256 keys, 16 KiB as JSON)
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
             hls: Make HLS renditions once the bytes arrive (a video; Mega and Tera): see GET /files/{fileId}/hls
 
         Operation `files.create`: POST /api/v2/files.
         """
-        return cast("FilesCreateResponse", await self._client._call("files.create", None, None, {"fileName": fileName, "contentType": contentType, "size": size, "access": access, "region": region, "assetId": assetId, "metadata": metadata, "hls": hls}, request_options))
+        return cast("FilesCreateResponse", await self._client._call("files.create", None, None, {"fileName": fileName, "contentType": contentType, "size": size, "access": access, "region": region, "assetId": assetId, "metadata": metadata, "workspaceId": workspaceId, "hls": hls}, request_options))
 
     async def delete(self, file_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Move a file to the trash (recoverable for 7 days)
@@ -747,7 +760,7 @@ class AsyncFilesResource(AsyncFilesMixin):
         """
         return cast("FileHls", await self._client._call("files.hlsGet", {"fileId": file_id}, None, OMIT, request_options))
 
-    async def list(self, *, limit: int = OMIT, cursor: str = OMIT, assetId: str = OMIT, status: Literal["DONE", "DELETED"] = OMIT, request_options: Optional[RequestOptions] = None) -> FilesListResponse:
+    async def list(self, *, limit: int = OMIT, cursor: str = OMIT, assetId: str = OMIT, status: Literal["DONE", "DELETED"] = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> FilesListResponse:
         """List files, newest first, optionally by asset id or status (DELETED lists the trash)
 
         Cursor pagination: pass `nextCursor` back as `cursor`. Deleted files carry `daysUntilPurge`.
@@ -757,12 +770,13 @@ class AsyncFilesResource(AsyncFilesMixin):
             cursor: Opaque cursor from a previous page
             assetId: Only files with this asset id
             status: DONE (default) or DELETED (the trash)
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `files.list`: GET /api/v2/files.
         """
-        return cast("FilesListResponse", await self._client._call("files.list", None, {"limit": limit, "cursor": cursor, "assetId": assetId, "status": status}, OMIT, request_options))
+        return cast("FilesListResponse", await self._client._call("files.list", None, {"limit": limit, "cursor": cursor, "assetId": assetId, "status": status, "workspaceId": workspaceId}, OMIT, request_options))
 
-    def iter(self, *, limit: int = OMIT, assetId: str = OMIT, status: Literal["DONE", "DELETED"] = OMIT, request_options: Optional[RequestOptions] = None) -> AsyncIterator[File]:
+    def iter(self, *, limit: int = OMIT, assetId: str = OMIT, status: Literal["DONE", "DELETED"] = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> AsyncIterator[File]:
         """List files, newest first, optionally by asset id or status (DELETED lists the trash)
 
         Cursor pagination: pass `nextCursor` back as `cursor`. Deleted files carry `daysUntilPurge`.
@@ -773,10 +787,11 @@ class AsyncFilesResource(AsyncFilesMixin):
             limit: Items per page, 1-100 (default 20)
             assetId: Only files with this asset id
             status: DONE (default) or DELETED (the trash)
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `files.list`: GET /api/v2/files.
         """
-        return cast("AsyncIterator[File]", self._client._paginate("files.list", None, {"limit": limit, "assetId": assetId, "status": status}, OMIT, request_options))
+        return cast("AsyncIterator[File]", self._client._paginate("files.list", None, {"limit": limit, "assetId": assetId, "status": status, "workspaceId": workspaceId}, OMIT, request_options))
 
     async def restore(self, file_id: str, *, request_options: Optional[RequestOptions] = None) -> File:
         """Restore a deleted file from the trash (within 7 days)
@@ -989,16 +1004,17 @@ class AsyncFleetResource:
         """
         return cast("FleetConversationMessagesResponse", await self._client._call("fleet.conversationMessages", {"fleetAgentId": fleet_agent_id, "groupId": group_id}, {"since": since, "limit": limit}, OMIT, request_options))
 
-    async def create(self, *, name: str, model: Optional[str] = OMIT, instructions: str = OMIT, channels: List[Literal["web"]] = OMIT, capacity: int = OMIT, configGroupIds: List[str] = OMIT, request_options: Optional[RequestOptions] = None) -> FleetAgent:
+    async def create(self, *, name: str, model: Optional[str] = OMIT, instructions: str = OMIT, channels: List[Literal["web"]] = OMIT, capacity: int = OMIT, configGroupIds: List[str] = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> FleetAgent:
         """Create a fleet agent (its MESSAGE token is in the answer)
 
         Args:
             channels: Channels: `web` (messaging channels such as Telegram are not available yet)
             capacity: Most boxes (default 2; at most NUBE_FLEET_MAX_BOXES)
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `fleet.create`: POST /api/v2/fleet-agents.
         """
-        return cast("FleetAgent", await self._client._call("fleet.create", None, None, {"name": name, "model": model, "instructions": instructions, "channels": channels, "capacity": capacity, "configGroupIds": configGroupIds}, request_options))
+        return cast("FleetAgent", await self._client._call("fleet.create", None, None, {"name": name, "model": model, "instructions": instructions, "channels": channels, "capacity": capacity, "configGroupIds": configGroupIds, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, fleet_agent_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a fleet agent, its boxes and its conversations
@@ -1020,14 +1036,17 @@ class AsyncFleetResource:
         """
         return cast("FleetAgent", await self._client._call("fleet.get", {"fleetAgentId": fleet_agent_id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> FleetListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> FleetListResponse:
         """List fleet agents, each with its message token
 
         Needs a client credential (POST /fleet-client-credentials). Listed under the historical key `pools`.
 
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
+
         Operation `fleet.list`: GET /api/v2/fleet-agents.
         """
-        return cast("FleetListResponse", await self._client._call("fleet.list", None, None, OMIT, request_options))
+        return cast("FleetListResponse", await self._client._call("fleet.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def message(self, fleet_agent_id: str, *, groupId: str, text: str, configGroupId: str = OMIT, senderName: str = OMIT, metadata: Dict[str, str] = OMIT, request_options: Optional[RequestOptions] = None) -> FleetMessageResponse:
         """Send a message to a fleet agent in a conversation and wait for the reply
@@ -1392,7 +1411,7 @@ class AsyncMachinesResource:
         self.releases = AsyncMachinesReleasesResource(client)
         self.secrets = AsyncMachinesSecretsResource(client)
 
-    async def create(self, *, tier: str, cpuMode: Literal["shared", "reserved"] = OMIT, diskAddonsGB: int = OMIT, template: str = OMIT, name: str = OMIT, fromSandboxId: str = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, nubeKey: MachinesCreateBodyNubeKey = OMIT, request_options: Optional[RequestOptions] = None) -> Union[Machine, Checkout]:
+    async def create(self, *, tier: str, cpuMode: Literal["shared", "reserved"] = OMIT, diskAddonsGB: int = OMIT, template: str = OMIT, name: str = OMIT, fromSandboxId: str = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, nubeKey: MachinesCreateBodyNubeKey = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Union[Machine, Checkout]:
         """Create an always-on machine, or promote an existing sandbox into one
 
         Without an active plan returns `{ checkoutUrl }`; the machine is created when payment confirms. fromSandboxId promotes an ephemeral sandbox, keeping its sandboxId.
@@ -1406,10 +1425,11 @@ class AsyncMachinesResource:
             fromSandboxId: Promote this sandbox (keeps its sandboxId)
             volumes: Volumes the machine holds and its box mounts (at most 8; not with fromSandboxId), kept across restarts and releases and released when the machine is deleted. The machine is placed on their node. One writer per volume (409 VolumeBusy)
             nubeKey: nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox's environment and the app's secrets), and revokes it when the machine is deleted
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `machines.create`: POST /api/v2/machines.
         """
-        return cast("Union[Machine, Checkout]", await self._client._call("machines.create", None, None, {"tier": tier, "cpuMode": cpuMode, "diskAddonsGB": diskAddonsGB, "template": template, "name": name, "fromSandboxId": fromSandboxId, "volumes": volumes, "nubeKey": nubeKey}, request_options))
+        return cast("Union[Machine, Checkout]", await self._client._call("machines.create", None, None, {"tier": tier, "cpuMode": cpuMode, "diskAddonsGB": diskAddonsGB, "template": template, "name": name, "fromSandboxId": fromSandboxId, "volumes": volumes, "nubeKey": nubeKey, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a machine: cancels billing (prorated) and destroys the VM
@@ -1455,12 +1475,15 @@ class AsyncMachinesResource:
         """
         return cast("Union[LaunchResult, Checkout]", await self._client._call("machines.launch", None, None, {"repo": repo, "ref": ref, "archiveUrl": archiveUrl, "sandboxId": sandboxId, "tier": tier, "name": name, "domain": domain, "port": port, "buildCommand": buildCommand, "startCommand": startCommand, "env": env, "volumes": volumes}, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> MachinesListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> MachinesListResponse:
         """List your always-on machines
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `machines.list`: GET /api/v2/machines.
         """
-        return cast("MachinesListResponse", await self._client._call("machines.list", None, None, OMIT, request_options))
+        return cast("MachinesListResponse", await self._client._call("machines.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def logs(self, id: str, *, lines: int = OMIT, grep: str = OMIT, request_options: Optional[RequestOptions] = None) -> MachinesLogsResponse:
         """Read the last lines of a machine's logs, optionally filtered
@@ -1822,7 +1845,7 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
         """
         return cast("Dict[str, Any]", await self._client._call("sandboxes.action", {"id": id, "action": action}, None, {**extra, "extendSeconds": extendSeconds, "env": env, "suspendOnIdle": suspendOnIdle, "keepMemory": keepMemory, "idleTtlSeconds": idleTtlSeconds, "hardTtlSeconds": hardTtlSeconds, "script": script, "mode": mode, "timeoutSeconds": timeoutSeconds, "name": name, "count": count, "metadata": metadata, "key": key, "hash": hash, "command": command, "cwd": cwd, "user": user, "code": code, "lang": lang, "patch": patch, "port": port, "protocol": protocol, "domain": domain, "internet": internet, "allowOut": allowOut, "denyOut": denyOut}, request_options))
 
-    async def create(self, *, template: str = OMIT, timeoutSeconds: int = OMIT, suspendOnIdle: bool = OMIT, suspendKeepsMemory: bool = OMIT, templateKey: str = OMIT, templateHash: str = OMIT, name: str = OMIT, metadata: Dict[str, str] = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, request_options: Optional[RequestOptions] = None) -> Sandbox:
+    async def create(self, *, template: str = OMIT, timeoutSeconds: int = OMIT, suspendOnIdle: bool = OMIT, suspendKeepsMemory: bool = OMIT, templateKey: str = OMIT, templateHash: str = OMIT, name: str = OMIT, metadata: Dict[str, str] = OMIT, env: Dict[str, str] = OMIT, diskMB: int = OMIT, volumes: List[SandboxVolumeMountInput] = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Sandbox:
         """Create a sandbox (an isolated Linux VM with root and internet access)
 
         Returns the sandbox with status `starting` (it may already be `running`). Without suspendOnIdle the sandbox is destroyed, not suspended, when timeoutSeconds (default 300) elapses. Rate limited to 10 creations per minute unless the operator sets another rate (NUBE_SANDBOX_CREATE_PER_MINUTE). With templateKey + templateHash it starts from a derived template with its bootstrap already applied.
@@ -1838,10 +1861,11 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
             env: Environment for every command in the sandbox
             diskMB: Writable disk in MiB (files, packages, logs of /bg processes); default and most: the plan's (Byte 2048, Mega 10240, Tera 51200). A write past it fails inside the sandbox (ENOSPC or EDQUOT); the sandbox keeps running
             volumes: Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `sandboxes.create`: POST /api/v2/sandboxes.
         """
-        return cast("Sandbox", await self._client._call("sandboxes.create", None, None, {"template": template, "timeoutSeconds": timeoutSeconds, "suspendOnIdle": suspendOnIdle, "suspendKeepsMemory": suspendKeepsMemory, "templateKey": templateKey, "templateHash": templateHash, "name": name, "metadata": metadata, "env": env, "diskMB": diskMB, "volumes": volumes}, request_options))
+        return cast("Sandbox", await self._client._call("sandboxes.create", None, None, {"template": template, "timeoutSeconds": timeoutSeconds, "suspendOnIdle": suspendOnIdle, "suspendKeepsMemory": suspendKeepsMemory, "templateKey": templateKey, "templateHash": templateHash, "name": name, "metadata": metadata, "env": env, "diskMB": diskMB, "volumes": volumes, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Destroy a sandbox (irreversible: VM and disk are freed)
@@ -1880,12 +1904,15 @@ class AsyncSandboxesResource(AsyncSandboxesMixin):
         """
         return cast("Sandbox", await self._client._call("sandboxes.get", {"id": id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> SandboxesListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> SandboxesListResponse:
         """List your live and suspended sandboxes
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `sandboxes.list`: GET /api/v2/sandboxes.
         """
-        return cast("SandboxesListResponse", await self._client._call("sandboxes.list", None, None, OMIT, request_options))
+        return cast("SandboxesListResponse", await self._client._call("sandboxes.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def run_code(self, id: str, *, code: str, lang: Literal["python", "node", "bash"] = OMIT, timeoutSeconds: int = OMIT, request_options: Optional[RequestOptions] = None) -> ExecResult:
         """Run a Python, Node or Bash snippet in a sandbox and wait for its output
@@ -2320,7 +2347,7 @@ class AsyncWebhooksResource:
         self._client = client
         self.deliveries = AsyncWebhooksDeliveriesResource(client)
 
-    async def create(self, *, url: str, events: List[Literal["file.created", "file.updated", "file.deleted", "file.restored", "website.created", "website.deleted", "workspace.created", "workspace.deleted", "database.created", "database.deleted", "form.submitted", "payment.paid", "broadcast.sent", "turn.completed", "turn.failed"]], request_options: Optional[RequestOptions] = None) -> WebhookCreated:
+    async def create(self, *, url: str, events: List[Literal["file.created", "file.updated", "file.deleted", "file.restored", "website.created", "website.deleted", "workspace.created", "workspace.deleted", "database.created", "database.deleted", "form.submitted", "payment.paid", "broadcast.sent", "turn.completed", "turn.failed"]], workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> WebhookCreated:
         """Subscribe a URL to events; the signing secret is returned only now
 
         Deliveries are POSTs of `{ event, timestamp, data }` with header `X-Service-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body keyed with the secret (the whole `whsec_...` string), plus `X-Service-Delivery` (a `dlv_` id, the same on every retry: deduplicate on it), `X-Service-Event`, `X-Service-Attempt` and `X-Service-Timestamp` (Unix seconds of the attempt). The URL must resolve to a public address. Retries: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h after the first attempt. After 5 consecutive failures (non-2xx or timeout) the webhook becomes PAUSED; events while PAUSED are recorded as skipped deliveries, which can be redelivered. Events: file.created, file.updated, file.deleted, file.restored, website.created, website.deleted, workspace.created, workspace.deleted, database.created, database.deleted, form.submitted, payment.paid, broadcast.sent, turn.completed, turn.failed.
@@ -2328,10 +2355,11 @@ class AsyncWebhooksResource:
         Args:
             url: Endpoint receiving POSTs
             events: Event names to deliver
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `webhooks.create`: POST /api/v2/webhooks.
         """
-        return cast("WebhookCreated", await self._client._call("webhooks.create", None, None, {"url": url, "events": events}, request_options))
+        return cast("WebhookCreated", await self._client._call("webhooks.create", None, None, {"url": url, "events": events, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, webhook_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a webhook
@@ -2353,12 +2381,15 @@ class AsyncWebhooksResource:
         """
         return cast("Webhook", await self._client._call("webhooks.get", {"webhookId": webhook_id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> WebhooksListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> WebhooksListResponse:
         """List your webhooks
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `webhooks.list`: GET /api/v2/webhooks.
         """
-        return cast("WebhooksListResponse", await self._client._call("webhooks.list", None, None, OMIT, request_options))
+        return cast("WebhooksListResponse", await self._client._call("webhooks.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def update(self, webhook_id: str, *, url: str = OMIT, events: List[Literal["file.created", "file.updated", "file.deleted", "file.restored", "website.created", "website.deleted", "workspace.created", "workspace.deleted", "database.created", "database.deleted", "form.submitted", "payment.paid", "broadcast.sent", "turn.completed", "turn.failed"]] = OMIT, status: Literal["ACTIVE", "PAUSED"] = OMIT, request_options: Optional[RequestOptions] = None) -> Webhook:
         """Change a webhook's URL or events, or pause/resume it
@@ -2382,7 +2413,7 @@ class AsyncWebsitesResource:
     def __init__(self, client: AsyncCaller) -> None:
         self._client = client
 
-    async def create(self, *, name: str = OMIT, slug: str = OMIT, fileId: str = OMIT, archiveBase64: str = OMIT, request_options: Optional[RequestOptions] = None) -> Website:
+    async def create(self, *, name: str = OMIT, slug: str = OMIT, fileId: str = OMIT, archiveBase64: str = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Website:
         """Publish a static site from an archive at its own host
 
         Exactly one of fileId (a DONE file of yours) or archiveBase64. The archive (.zip, .tar, .tar.gz) needs an index.html; a 404.html is served for missing paths. Mega and Tera (402 PlanUpgradeRequired on Byte, whose documents can still be deployed as sites). Emits website.created.
@@ -2391,10 +2422,11 @@ class AsyncWebsitesResource:
             slug: Host label to publish at (lowercase letters, digits, inner hyphens); default from the name
             fileId: A file of yours holding a .zip, .tar or .tar.gz of the site
             archiveBase64: The archive itself, base64 (up to the request body limit); instead of fileId
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `websites.create`: POST /api/v2/websites.
         """
-        return cast("Website", await self._client._call("websites.create", None, None, {"name": name, "slug": slug, "fileId": fileId, "archiveBase64": archiveBase64}, request_options))
+        return cast("Website", await self._client._call("websites.create", None, None, {"name": name, "slug": slug, "fileId": fileId, "archiveBase64": archiveBase64, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, website_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a website; its host answers 404 at once
@@ -2430,12 +2462,75 @@ class AsyncWebsitesResource:
         """
         return cast("Website", await self._client._call("websites.get", {"websiteId": website_id}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> WebsitesListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> WebsitesListResponse:
         """List your websites (archives and deployed documents)
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `websites.list`: GET /api/v2/websites.
         """
-        return cast("WebsitesListResponse", await self._client._call("websites.list", None, None, OMIT, request_options))
+        return cast("WebsitesListResponse", await self._client._call("websites.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
+
+
+class AsyncWorkspacesResource:
+    """Operations under `workspaces`."""
+
+    def __init__(self, client: AsyncCaller) -> None:
+        self._client = client
+
+    async def create(self, *, name: str, request_options: Optional[RequestOptions] = None) -> Workspace:
+        """Create a workspace
+
+        Resources (sandboxes, databases, files, documents, webhooks, ...) take `workspaceId` on create and as a list filter; a key created with `workspaceIds` reaches only those workspaces' resources.
+
+        Args:
+            name: Unique in the account; `default` is the default workspace's
+
+        Operation `workspaces.create`: POST /api/v2/workspaces.
+        """
+        return cast("Workspace", await self._client._call("workspaces.create", None, None, {"name": name}, request_options))
+
+    async def delete(self, workspace_id: str, *, force: Literal["true", "false"] = OMIT, request_options: Optional[RequestOptions] = None) -> WorkspacesDeleteResponse:
+        """Delete a workspace (with force=true, and its resources)
+
+        Refused (409 WorkspaceNotEmpty, with the counts) while the workspace holds resources, unless `force=true`: then each resource is deleted as its own DELETE would, and the answer counts them.
+
+        Args:
+            workspace_id: Workspace id (`default` or `wsp_...`)
+            force: Delete the resources it holds too
+
+        Operation `workspaces.delete`: DELETE /api/v2/workspaces/{workspaceId}.
+        """
+        return cast("WorkspacesDeleteResponse", await self._client._call("workspaces.delete", {"workspaceId": workspace_id}, {"force": force}, OMIT, request_options))
+
+    async def get(self, workspace_id: str, *, request_options: Optional[RequestOptions] = None) -> WorkspacesGetResponse:
+        """Get a workspace and how many resources it holds
+
+        Args:
+            workspace_id: Workspace id (`default` or `wsp_...`)
+
+        Operation `workspaces.get`: GET /api/v2/workspaces/{workspaceId}.
+        """
+        return cast("WorkspacesGetResponse", await self._client._call("workspaces.get", {"workspaceId": workspace_id}, None, OMIT, request_options))
+
+    async def list(self, *, request_options: Optional[RequestOptions] = None) -> WorkspacesListResponse:
+        """The account's workspaces (the default one first)
+
+        Operation `workspaces.list`: GET /api/v2/workspaces.
+        """
+        return cast("WorkspacesListResponse", await self._client._call("workspaces.list", None, None, OMIT, request_options))
+
+    async def update(self, workspace_id: str, *, name: str = OMIT, request_options: Optional[RequestOptions] = None) -> Workspace:
+        """Rename a workspace
+
+        Args:
+            workspace_id: Workspace id (`default` or `wsp_...`)
+            name: Unique in the account; `default` is the default workspace's
+
+        Operation `workspaces.update`: PATCH /api/v2/workspaces/{workspaceId}.
+        """
+        return cast("Workspace", await self._client._call("workspaces.update", {"workspaceId": workspace_id}, None, {"name": name}, request_options))
 
 
 class AsyncResources:
@@ -2461,3 +2556,4 @@ class AsyncResources:
         self.web = AsyncWebResource(client)
         self.webhooks = AsyncWebhooksResource(client)
         self.websites = AsyncWebsitesResource(client)
+        self.workspaces = AsyncWorkspacesResource(client)

@@ -40,6 +40,8 @@ class Agent(TypedDict):
     """ISO 8601 UTC timestamp"""
     updatedAt: str
     """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class AuditEntry(TypedDict):
@@ -50,7 +52,7 @@ class AuditEntry(TypedDict):
     accountId: str
     """The account; '' for a refused credential that named none"""
     workspaceId: Optional[str]
-    """null until workspaces exist"""
+    """The workspace the call named or created in (or its key's only one); null when the call did not say"""
     keyId: Optional[str]
     """Id of the credential (key id, token id, console session id); never its secret"""
     keyName: Optional[str]
@@ -193,6 +195,8 @@ class Database(TypedDict):
     """ISO 8601 UTC timestamp"""
     libsqlUrl: str
     """URL for libSQL clients (`createClient({ url: libsqlUrl, authToken })` from @libsql/client): Hrana over HTTP; authToken is a nube key or a database token"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class DatabaseToken(TypedDict):
@@ -333,6 +337,8 @@ class _DocumentRequired(TypedDict):
     """ISO 8601 UTC timestamp"""
     updatedAt: str
     """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class Document(_DocumentRequired, total=False):
@@ -456,6 +462,8 @@ class _FileRequired(TypedDict):
     """ISO 8601 UTC timestamp"""
     deletedAt: Optional[str]
     """When the file went to the trash, or null"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class File(_FileRequired, total=False):
@@ -514,6 +522,8 @@ class FleetAgent(TypedDict):
     """ISO 8601 UTC timestamp"""
     updatedAt: str
     """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class _FleetConfigGroupMcpServersItemStdioRequired(TypedDict):
@@ -739,6 +749,8 @@ class Machine(TypedDict):
     """ISO 8601 UTC timestamp"""
     updatedAt: str
     """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class MachineTier(TypedDict):
@@ -902,6 +914,8 @@ class Sandbox(TypedDict):
     """Suspended with its processes and memory kept: a resume carries on where they were"""
     urls: List[SandboxUrlsItem]
     """Ports exposed with the `expose` action"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class SandboxCreateInput(TypedDict, total=False):
@@ -927,6 +941,8 @@ class SandboxCreateInput(TypedDict, total=False):
     """Writable disk in MiB (files, packages, logs of /bg processes); default and most: the plan's (Byte 2048, Mega 10240, Tera 51200). A write past it fails inside the sandbox (ENOSPC or EDQUOT); the sandbox keeps running"""
     volumes: List[SandboxVolumeMountInput]
     """Volumes to mount (at most 8). The sandbox is placed on their node. One writer per volume at a time (409 VolumeBusy), any number of read-only mounts"""
+    workspaceId: str
+    """Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404"""
 
 
 class SearchResult(TypedDict):
@@ -1159,6 +1175,8 @@ class Webhook(TypedDict):
     """ISO 8601 UTC timestamp"""
     updatedAt: str
     """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
 class WebhookCreated(TypedDict):
@@ -1177,6 +1195,8 @@ class WebhookCreated(TypedDict):
     """ISO 8601 UTC timestamp"""
     updatedAt: str
     """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
     secret: str
     """HMAC-SHA256 signing secret; shown only once"""
 
@@ -1236,6 +1256,18 @@ class Website(TypedDict):
     createdAt: str
     """ISO 8601 UTC timestamp"""
     updatedAt: str
+    """ISO 8601 UTC timestamp"""
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
+
+
+class Workspace(TypedDict):
+    """A group of an account's resources; keys can be narrowed to workspaces"""
+    id: str
+    name: str
+    isDefault: bool
+    """The `default` workspace: resources created without a workspaceId land there"""
+    createdAt: str
     """ISO 8601 UTC timestamp"""
 
 
@@ -1324,6 +1356,8 @@ class AccountKeysCreateResponse(TypedDict):
     scopes: Optional[List[str]]
     """Null for a full owner key"""
     resourceIds: Optional[List[str]]
+    workspaceIds: Optional[List[str]]
+    """The workspaces the key is narrowed to; null: every workspace"""
     expiresAt: Optional[str]
     caps: Optional[AccountKeysCreateResponseCapsVariant1]
     allowedIps: Optional[List[str]]
@@ -1352,6 +1386,8 @@ class AccountKeysListResponseItemsItem(TypedDict):
     scopes: Optional[List[str]]
     """Null for a full owner key"""
     resourceIds: Optional[List[str]]
+    workspaceIds: Optional[List[str]]
+    """The workspaces the key is narrowed to; null: every workspace"""
     expiresAt: Optional[str]
     caps: Optional[AccountKeysListResponseItemsItemCapsVariant1]
     allowedIps: Optional[List[str]]
@@ -1446,6 +1482,16 @@ class AccountUsageResponseVolumeGB(TypedDict):
     remaining: Optional[float]
 
 
+class AccountUsageResponseWorkspacesItem(TypedDict):
+    """AccountUsageResponseWorkspacesItem: a JSON object."""
+    id: str
+    name: str
+    resources: Dict[str, int]
+    """Resources per kind; kinds with none are left out"""
+    storageBytes: float
+    """Bytes stored by its files and databases"""
+
+
 class AccountUsageResponse(TypedDict):
     """What `account.usage` answers."""
     plan: Literal["byte", "mega", "tera"]
@@ -1462,6 +1508,8 @@ class AccountUsageResponse(TypedDict):
     """The sum of the volumes' limits in GiB"""
     sessionSeconds: float
     trashRetentionDays: float
+    workspaces: List[AccountUsageResponseWorkspacesItem]
+    """Per workspace the caller reaches (the plan's allowances above stay per account)"""
 
 
 class AgentsCreateBodySeedFilesItem(TypedDict):
@@ -1517,7 +1565,7 @@ class _AgentsCreateBodyNubeKeyRequired(TypedDict):
 class AgentsCreateBodyNubeKey(_AgentsCreateBodyNubeKeyRequired, total=False):
     """nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL, and revokes it when the agent is deleted"""
     workspaceIds: List[str]
-    """Not implemented yet (workspaces are not built): 501"""
+    """Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404)"""
     resourceIds: List[str]
     """Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account)"""
     expiresAt: str
@@ -2197,7 +2245,7 @@ class _MachinesCreateBodyNubeKeyRequired(TypedDict):
 class MachinesCreateBodyNubeKey(_MachinesCreateBodyNubeKeyRequired, total=False):
     """nube mints a key with this scope (never wider than the caller's), puts it in the box as NUBE_API_KEY with NUBE_BASE_URL (the sandbox's environment and the app's secrets), and revokes it when the machine is deleted"""
     workspaceIds: List[str]
-    """Not implemented yet (workspaces are not built): 501"""
+    """Narrow the key to these workspaces: it reaches, lists and creates only their resources (others are 404)"""
     resourceIds: List[str]
     """Narrow the key to these sandboxes, databases, agents, files or machines (ids of this account)"""
     expiresAt: str
@@ -2511,3 +2559,27 @@ class WebhooksListResponse(TypedDict):
 class WebsitesListResponse(TypedDict):
     """What `websites.list` answers."""
     items: List[Website]
+
+
+class WorkspacesDeleteResponse(TypedDict):
+    """What `workspaces.delete` answers."""
+    ok: Literal[True]
+    deleted: Dict[str, int]
+    """What force=true deleted, per kind"""
+
+
+class WorkspacesGetResponse(TypedDict):
+    """What `workspaces.get` answers."""
+    id: str
+    name: str
+    isDefault: bool
+    """The `default` workspace: resources created without a workspaceId land there"""
+    createdAt: str
+    """ISO 8601 UTC timestamp"""
+    resources: Dict[str, int]
+    """Resources per kind (sandboxes, databases, files, ...); kinds with none are left out"""
+
+
+class WorkspacesListResponse(TypedDict):
+    """What `workspaces.list` answers."""
+    items: List[Workspace]

@@ -164,14 +164,16 @@ export function tableHolder(o: {
   table: string;
   remove: (p: Principal, id: string) => Promise<unknown>;
   only?: RowFilter;
+  /** The table's id column when it is not `id` (domains are named by `domain`). */
+  idColumn?: string;
   storageBytes?: (ownerId: string) => Promise<Map<string, number>>;
 }): WorkspaceHolder {
-  const ids = (ownerId: string, ws: string) => idsInWorkspace(o.db, o.table, 'owner_id', ownerId, ws, o.only);
+  const ids = (ownerId: string, ws: string) => idsInWorkspace(o.db, o.table, 'owner_id', ownerId, ws, o.only, o.idColumn);
   return {
     area: o.area,
     param: o.param,
     deleteOperation: o.deleteOperation,
-    workspaceOf: (ownerId, id) => workspaceOfRow(o.db, o.table, 'owner_id', ownerId, id),
+    workspaceOf: (ownerId, id) => workspaceOfRow(o.db, o.table, 'owner_id', ownerId, id, o.idColumn),
     counts: (ownerId) => countByWorkspace(o.db, o.table, 'owner_id', ownerId, o.only),
     ...(o.storageBytes ? { storageBytes: o.storageBytes } : {}),
     removeAll: async (p, ws) => {

@@ -280,6 +280,44 @@ describe.each(DIALECTS)('workspaces on %s', (dialect) => {
     await call('DELETE', `/workspaces/${b}?force=true`);
   });
 
+  it('custom domains belong to a workspace: created in one, listed by it, reached by its keys only, removed with it', async () => {
+    // Custom domains come with Mega: an account of its own.
+    const acc = await t.nube.services.account.createAccount({ name: 'domains-ws', plan: 'mega' });
+    const owner = as(acc.secret);
+    const ws = (await owner('POST', '/workspaces', { name: 'web' })).body.id as string;
+    const inWs = await owner('POST', '/domains', { domain: 'a.ws-test.example', workspaceId: ws });
+    expect(inWs.status, JSON.stringify(inWs.body)).toBe(201);
+    expect(inWs.body.workspaceId).toBe(ws);
+    const elsewhere = await owner('POST', '/domains', { domain: 'b.ws-test.example' });
+    expect(elsewhere.body.workspaceId).toBe('default');
+    expect((await owner('POST', '/domains', { domain: 'c.ws-test.example', workspaceId: 'wsp_unknown' })).status).toBe(404);
+    const listed = await owner('GET', `/domains?workspaceId=${ws}`);
+    expect(listed.body.domains.map((d: { domain: string }) => d.domain)).toEqual(['a.ws-test.example']);
+    expect((await owner('GET', '/domains')).body.domains).toHaveLength(2);
+
+    const k = await as(acc.secret)('POST', '/account/keys', { name: 'web only', scopes: ['domains:write'], workspaceIds: [ws] });
+    expect(k.status, JSON.stringify(k.body)).toBe(201);
+    const key = as(k.body.secret);
+    expect((await key('GET', '/domains')).body.domains.map((d: { domain: string }) => d.domain)).toEqual(['a.ws-test.example']);
+    expect((await key('GET', '/domains/a.ws-test.example')).status).toBe(200);
+    // The default workspace's domain is as good as another account's: 404 by every path, re-adding included.
+    expect((await key('GET', '/domains/b.ws-test.example')).status).toBe(404);
+    expect((await key('POST', '/domains/b.ws-test.example/detach', {})).status).toBe(404);
+    expect((await key('DELETE', '/domains/b.ws-test.example')).status).toBe(404);
+    expect((await key('POST', '/domains', { domain: 'b.ws-test.example' })).status).toBe(404);
+    const made = await key('POST', '/domains', { domain: 'c.ws-test.example' });
+    expect(made.status).toBe(201);
+    expect(made.body.workspaceId).toBe(ws);
+
+    const refused = await owner('DELETE', `/workspaces/${ws}`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.resources).toEqual({ domains: 2 });
+    const forced = await owner('DELETE', `/workspaces/${ws}?force=true`);
+    expect(forced.status, JSON.stringify(forced.body)).toBe(200);
+    expect(forced.body.deleted).toEqual({ domains: 2 });
+    expect((await owner('GET', '/domains')).body.domains.map((d: { domain: string }) => d.domain)).toEqual(['b.ws-test.example']);
+  });
+
   it('workspace.created and workspace.deleted are emitted; a workspace webhook hears only its workspace', async () => {
     const all = await call('POST', '/webhooks', { url: hookUrl, events: ['workspace.created', 'workspace.deleted', 'database.created'] });
     const ws = await workspace('evented');

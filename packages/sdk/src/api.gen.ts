@@ -2696,6 +2696,8 @@ export interface components {
             };
             verified: boolean;
             verifiedAt: string | null;
+            /** @description The workspace it belongs to (`default` or `wsp_...`) */
+            workspaceId: string;
         };
         DomainAttachTargetInput: {
             /** @description Website id or machine id */
@@ -7437,7 +7439,10 @@ export interface operations {
     };
     "domains.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only resources of this workspace (unknown: 404) */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -7515,6 +7520,8 @@ export interface operations {
                     /** @description A fully qualified domain name, e.g. www.example.com */
                     domain: string;
                     target?: components["schemas"]["DomainAttachTargetInput"];
+                    /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
+                    workspaceId?: string;
                 };
             };
         };

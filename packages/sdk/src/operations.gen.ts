@@ -584,9 +584,9 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/api/v2/domains',
     pathParams: [],
-    query: [],
+    query: ['workspaceId'],
     body: 'none',
-    style: 'none',
+    style: 'query',
     success: 200,
     contentType: 'application/json',
     implemented: true,
@@ -2410,7 +2410,7 @@ export interface OperationTypes {
   };
   'domains.list': {
     params: never;
-    query: never;
+    query: NonNullable<operations['domains.list']['parameters']['query']>;
     body: never;
     response: operations['domains.list']['responses'][200]['content']['application/json'];
   };

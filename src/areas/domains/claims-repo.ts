@@ -1,5 +1,6 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 import type { Tables } from '../../store/schema.js';
+import { workspaceColumnMigration } from '../../platform/workspaces.js';
 
 // Custom domains, whatever they point at (a sandbox port, a machine, a site): one row per (domain,
 // owner). Several owners may claim a domain; only one can have it verified, and only a verified row
@@ -20,6 +21,8 @@ interface DomainsTable {
   token: string;
   verified_at: number | null;
   created_at: number;
+  /** The workspace it belongs to (platform/workspaces.ts); `default` unless created in another. */
+  workspace_id: string;
 }
 
 declare module '../../store/schema.js' {
@@ -91,8 +94,10 @@ export class ClaimsRepo {
     const r = await this.db.selectFrom('domains').selectAll().where('domain', '=', domain).where('verified_at', 'is not', null).executeTakeFirst();
     return r ? fix(r) : undefined;
   }
-  async ofOwner(ownerId: string): Promise<ClaimRow[]> {
-    return (await this.db.selectFrom('domains').selectAll().where('owner_id', '=', ownerId).orderBy('domain').execute()).map(fix);
+  async ofOwner(ownerId: string, workspaces?: readonly string[]): Promise<ClaimRow[]> {
+    let q = this.db.selectFrom('domains').selectAll().where('owner_id', '=', ownerId);
+    if (workspaces) q = q.where('workspace_id', 'in', workspaces);
+    return (await q.orderBy('domain').execute()).map(fix);
   }
   async ofTarget(kind: TargetKind, id: string): Promise<ClaimRow[]> {
     const rows = await this.db.selectFrom('domains').selectAll().where('target_kind', '=', kind).where('target_id', '=', id).orderBy('domain').execute();
@@ -139,3 +144,7 @@ export class ClaimsRepo {
     await this.db.deleteFrom('domains').where('target_kind', '=', kind).where('target_id', '=', id).execute();
   }
 }
+
+export const domainWorkspaceMigrations: Record<string, Migration> = {
+  '0280-domains-workspace': workspaceColumnMigration('domains', 'owner_id'),
+};

@@ -10,6 +10,7 @@ import type { Bus } from '../../platform/events.js';
 import { errors } from '../../platform/errors.js';
 import { randomToken } from '../../platform/ids.js';
 import { PLANS } from '../../platform/plans.js';
+import { DEFAULT_WORKSPACE } from '../../platform/workspaces.js';
 import { type ClaimRow, ClaimsRepo, type TargetKind } from './claims-repo.js';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../../store/schema.js';
@@ -36,6 +37,7 @@ export interface ClaimView {
   target: { kind: TargetKind; id: string | null; port: number | null };
   verified: boolean;
   verifiedAt: string | null;
+  workspaceId: string;
   records: { type: 'TXT' | 'CNAME'; name: string; value: string }[];
 }
 
@@ -117,6 +119,7 @@ export class DomainClaims {
       target: { kind: d.target_kind, id: d.target_id, port: d.port },
       verified: d.verified_at !== null,
       verifiedAt: d.verified_at === null ? null : new Date(d.verified_at).toISOString(),
+      workspaceId: d.workspace_id,
       records: [
         { type: 'TXT', name: `${CHALLENGE}.${d.domain}`, value: d.token },
         { type: 'CNAME', name: d.domain, value: this.config.sandboxes.publicHost },
@@ -138,7 +141,7 @@ export class DomainClaims {
   }
 
   /** Claims (or re-points) the caller's domain; keeps its token and verification. */
-  async claim(p: Principal, raw: string, target: Target): Promise<ClaimRow> {
+  async claim(p: Principal, raw: string, target: Target, workspaceId?: string): Promise<ClaimRow> {
     const domain = await this.precheck(p, raw);
     const had = await this.repo.get(domain, p.ownerId);
     const row: ClaimRow = {
@@ -150,6 +153,8 @@ export class DomainClaims {
       token: had?.token ?? `nube-verify=${randomToken(32)}`,
       verified_at: had?.verified_at ?? null,
       created_at: had?.created_at ?? Date.now(),
+      // A claim keeps its workspace; a new one lands in the one asked for (checked by the caller), else its target's.
+      workspace_id: had?.workspace_id ?? workspaceId ?? DEFAULT_WORKSPACE,
     };
     await this.repo.upsert(row);
     this.setRoute(row);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../platform/operation.js';
-import { IsoTime, Ok } from '../../platform/schemas.js';
+import { IsoTime, Ok, WorkspaceFilter, WorkspaceIdInput, WorkspaceIdOutput } from '../../platform/schemas.js';
 import type { DomainsService } from './service.js';
 
 declare module '../../platform/operation.js' {
@@ -32,6 +32,7 @@ export const Domain = z
       .describe('What the domain serves once verified; kind none: attached to nothing'),
     verified: z.boolean(),
     verifiedAt: IsoTime.nullable(),
+    workspaceId: WorkspaceIdOutput,
     records: z
       .array(z.object({ type: z.enum(['TXT', 'CNAME']), name: z.string(), value: z.string() }))
       .describe('DNS records to create: the TXT proves ownership, the CNAME sends traffic to nube'),
@@ -61,7 +62,7 @@ export const domainsOperations = [
       'Until verified the domain routes nowhere. Adding a domain you already added keeps its token.',
     tags,
     auth: ['owner'],
-    body: z.object({ domain: DomainName, target: AttachTo.optional() }),
+    body: z.object({ domain: DomainName, target: AttachTo.optional(), workspaceId: WorkspaceIdInput.optional() }),
     successStatus: 201,
     response: Domain,
     errors: [PLAN, TAKEN],
@@ -74,8 +75,9 @@ export const domainsOperations = [
     summary: "List your custom domains (sites', machines' and sandbox ports')",
     tags,
     auth: ['owner'],
+    query: WorkspaceFilter,
     response: z.object({ domains: z.array(Domain) }),
-    handler: ({ services, principal }) => services.domains.list(principal),
+    handler: ({ services, principal, query }) => services.domains.list(principal, query.workspaceId),
   }),
   defineOperation({
     id: 'domains.get',

@@ -110,7 +110,7 @@ export class Launcher {
       if ('checkoutUrl' in created) return created;
       m = (await this.core.repo.get(created.id))!;
     }
-    if (input.domain !== undefined) await this.core.s.domains.claims.claim(p, input.domain, { kind: 'machine', id: m.id, port: null });
+    if (input.domain !== undefined) await this.core.s.domains.claims.claim(p, input.domain, { kind: 'machine', id: m.id, port: null }, m.workspace_id);
     m = await this.untilBoxRuns(p, m);
     await this.deliver(p, m, fetched);
     const overrides: Overrides = {

@@ -609,17 +609,18 @@ class AsyncDomainsResource:
         """
         return cast("Domain", await self._client._call("domains.attach", {"domain": domain}, None, {"kind": kind, "id": id}, request_options))
 
-    async def create(self, *, domain: str, target: DomainAttachTargetInput = OMIT, request_options: Optional[RequestOptions] = None) -> Domain:
+    async def create(self, *, domain: str, target: DomainAttachTargetInput = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Domain:
         """Add a custom domain (optionally attached to a site or machine); answers the DNS records to create
 
         Create the TXT record `_nube-challenge.<domain>` with the token and a CNAME to nube, then call verify. Until verified the domain routes nowhere. Adding a domain you already added keeps its token.
 
         Args:
             domain: A fully qualified domain name, e.g. www.example.com
+            workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
 
         Operation `domains.create`: POST /api/v2/domains.
         """
-        return cast("Domain", await self._client._call("domains.create", None, None, {"domain": domain, "target": target}, request_options))
+        return cast("Domain", await self._client._call("domains.create", None, None, {"domain": domain, "target": target, "workspaceId": workspaceId}, request_options))
 
     async def delete(self, domain: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Remove a custom domain: it stops routing and its certificate is dropped
@@ -651,12 +652,15 @@ class AsyncDomainsResource:
         """
         return cast("Domain", await self._client._call("domains.get", {"domain": domain}, None, OMIT, request_options))
 
-    async def list(self, *, request_options: Optional[RequestOptions] = None) -> DomainsListResponse:
+    async def list(self, *, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> DomainsListResponse:
         """List your custom domains (sites', machines' and sandbox ports')
+
+        Args:
+            workspaceId: Only resources of this workspace (unknown: 404)
 
         Operation `domains.list`: GET /api/v2/domains.
         """
-        return cast("DomainsListResponse", await self._client._call("domains.list", None, None, OMIT, request_options))
+        return cast("DomainsListResponse", await self._client._call("domains.list", None, {"workspaceId": workspaceId}, OMIT, request_options))
 
     async def verify(self, domain: str, *, request_options: Optional[RequestOptions] = None) -> Domain:
         """Check the TXT record; once verified the domain routes to its target and a certificate is requested

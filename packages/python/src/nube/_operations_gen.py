@@ -53,7 +53,7 @@ OPERATIONS: Dict[str, Operation] = {
     "domains.delete": Operation("DELETE", "/api/v2/domains/{domain}", ("domain",), (), "none", "application/json", 200, True, False),
     "domains.detach": Operation("POST", "/api/v2/domains/{domain}/detach", ("domain",), (), "none", "application/json", 200, True, False),
     "domains.get": Operation("GET", "/api/v2/domains/{domain}", ("domain",), (), "none", "application/json", 200, True, False),
-    "domains.list": Operation("GET", "/api/v2/domains", (), (), "none", "application/json", 200, True, False),
+    "domains.list": Operation("GET", "/api/v2/domains", (), ("workspaceId",), "none", "application/json", 200, True, False),
     "domains.verify": Operation("POST", "/api/v2/domains/{domain}/verify", ("domain",), (), "none", "application/json", 200, True, False),
     "files.create": Operation("POST", "/api/v2/files", (), (), "required", "application/json", 201, True, False),
     "files.delete": Operation("DELETE", "/api/v2/files/{fileId}", ("fileId",), (), "none", "application/json", 200, True, False),

@@ -376,6 +376,8 @@ class _DomainRequired(TypedDict):
     """What the domain serves once verified; kind none: attached to nothing"""
     verified: bool
     verifiedAt: Optional[str]
+    workspaceId: str
+    """The workspace it belongs to (`default` or `wsp_...`)"""
     records: List[DomainRecordsItem]
     """DNS records to create: the TXT proves ownership, the CNAME sends traffic to nube"""
     certificate: DomainCertificate

@@ -43,7 +43,7 @@ export class SandboxDomains {
 
   async add(p: Principal, id: string, raw: string, port = 80) {
     const r = await this.core.usable(p, id);
-    return this.view(await this.claims.claim(p, raw, { kind: 'sandbox', id: r.id, port }));
+    return this.view(await this.claims.claim(p, raw, { kind: 'sandbox', id: r.id, port }, r.workspace_id));
   }
 
   async verify(p: Principal, id: string, raw: string) {

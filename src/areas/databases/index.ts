@@ -6,6 +6,7 @@ import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
 import { DatabaseCopies, databaseCopiesMigrations } from './copies.js';
+import { databaseHistoryMigrations } from './history/history-repo.js';
 import { ADOPT_PATH, type AdoptRequest, DatabaseMover } from './mover.js';
 import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
 import { DatabasesRepo, databaseWorkspaceMigrations, databasesMigrations } from './repo.js';
@@ -27,7 +28,7 @@ const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: { ...databasesMigrations, ...databaseWorkspaceMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations },
+  migrations: { ...databasesMigrations, ...databaseWorkspaceMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations, ...databaseHistoryMigrations },
   async create(deps, other) {
     const { account, files } = other;
     if (!account || !files) throw new Error('the databases area needs the account and files services to be created first');
@@ -41,6 +42,8 @@ export const databasesArea: AreaModule = {
       maxQueuedPerOwner: pool.queuePerOwner,
       idleMs: pool.executorIdleMs,
       maxQueueWaitMs: pool.queueWaitMs,
+      // The history shipper checkpoints, after it shipped the frames (copies.ts).
+      autoCheckpoint: false,
     });
     // Copies go to the blob store the files area configured (its default location): S3 or local.
     const store = () => files.stores.at();

@@ -16,6 +16,7 @@ import type { NodeRegistry } from '../../platform/nodes.js';
 import type { Tables } from '../../store/schema.js';
 import type { DatabaseCopies } from './copies.js';
 import type { DatabaseEngine } from './engine/index.js';
+import { type Materialized, materialize } from './history/materialize.js';
 
 /** What the mover needs of the databases service (an interface here, so the two files import no circle). */
 export interface DatabaseGate {
@@ -140,7 +141,7 @@ export class DatabaseMover {
       // Rows without a node are this node's (claimUnplaced); a file without a row may be a create in flight.
       if (!r.node_id || r.node_id === this.nodes.id || this.adopting.has(r.id)) continue;
       this.service.forgetLocal(r.id);
-      this.copies.forget(r.id);
+      await this.copies.forget(r.id);
       await this.engine.archive(r.id);
       this.stats.archived++;
       this.log.warn({ db: r.id, node: r.node_id }, 'archived a local database file: the database lives on another node now');
@@ -217,7 +218,7 @@ export class DatabaseMover {
     this.stats.phases.push({ runningMs: drained - started, copyMs: copied - drained, adoptMs: performance.now() - copied });
     if (this.stats.phases.length > 1000) this.stats.phases.shift();
     if (moved) {
-      this.copies.forget(id);
+      await this.copies.forget(id);
       await this.engine.delete(id);
       this.stats.moved++;
       this.stats.pauses.push(pause);
@@ -240,12 +241,21 @@ export class DatabaseMover {
   async adopt(id: string, req: AdoptRequest): Promise<boolean> {
     this.adopting.add(id);
     try {
+      let from: Materialized | undefined;
       if (req.key) {
         const staging = await this.engine.stagingPath(id);
         try {
-          const got = await this.store().get(req.key);
-          await pipeline(got.stream, createWriteStream(staging));
+          if (req.key.startsWith('database-copies/')) {
+            // A whole copy shipped before WAL shipping.
+            const got = await this.store().get(req.key);
+            await pipeline(got.stream, createWriteStream(staging));
+          } else {
+            // The latest snapshot and every segment after it, up to the one the row names.
+            from = await materialize(this.store(), this.copies.history, id, { key: req.key }, staging);
+          }
+          await this.copies.forget(id);
           await this.engine.install(id, staging);
+          await this.copies.hold(id);
         } finally {
           await rm(staging, { force: true });
         }
@@ -264,11 +274,12 @@ export class DatabaseMover {
       q = req.key === null ? q.where('copy_key', 'is', null) : q.where('copy_key', '=', req.key);
       const r = await q.executeTakeFirst();
       if (Number(r.numUpdatedRows) === 0) {
+        await this.copies.forget(id);
         await this.engine.delete(id);
         return false;
       }
-      // The installed file's times are older than now: nothing to copy until it changes.
-      this.copies.adopted(id, Date.now());
+      // Shipping goes on in the same generation: the installed file is the history's state at its head.
+      await this.copies.adopted(id, from);
       this.service.forgetLocal(id);
       this.service.placement.moved(id, this.nodes.id);
       return true;

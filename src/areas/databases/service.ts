@@ -20,6 +20,9 @@ import type {
 import { toApiError } from './engine-errors.js';
 import { isUniqueViolation } from '../../store/unique.js';
 import type { DatabaseCopies } from './copies.js';
+import type { BookmarkRow } from './history/history-repo.js';
+import { materialize } from './history/materialize.js';
+import { rm } from 'node:fs/promises';
 import type { DatabaseMover } from './mover.js';
 import type { DatabasePlacement } from './placement.js';
 import type { DatabaseRow, DatabasesRepo } from './repo.js';
@@ -35,6 +38,18 @@ export interface DatabaseOut {
   createdAt: string;
   libsqlUrl: string;
   workspaceId: string;
+}
+
+export interface BookmarkOut {
+  id: string;
+  databaseId: string;
+  name: string | null;
+  at: string;
+  createdAt: string;
+}
+
+function bookmarkOut(r: BookmarkRow): BookmarkOut {
+  return { id: r.id, databaseId: r.database_id, name: r.name, at: new Date(Number(r.at)).toISOString(), createdAt: new Date(Number(r.created_at)).toISOString() };
 }
 
 export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRequest;
@@ -147,7 +162,7 @@ export class DatabasesService {
     try {
       this.owners.delete(id);
       this.caps.delete(id);
-      this.copies.forget(id);
+      await this.copies.forget(id);
       await this.engine.delete(id);
       await this.events.atomically(async (trx, emit) => {
         await this.tokens.deleteAll(p.ownerId, id, trx);
@@ -156,7 +171,7 @@ export class DatabasesService {
     } finally {
       this.leave(id);
     }
-    await this.copies.removeCopy(row.copy_key);
+    await this.copies.removeHistory(id, row.copy_key);
     return { ok: true };
   }
 
@@ -232,6 +247,84 @@ export class DatabasesService {
       throw this.map(err, p);
     } finally {
       this.leave(id);
+    }
+  }
+
+  /** The span of time a restore may name: from the oldest point kept to now. */
+  async historyWindow(p: Principal, id: string): Promise<{ from: number; to: number }> {
+    const now = Date.now();
+    const gens = await this.copies.history.generations(id);
+    const oldest = gens[0]?.started_at ?? now;
+    return { from: Math.max(oldest, now - PLANS[p.plan].databaseHistoryDays * 86_400_000), to: now };
+  }
+
+  async listBookmarks(p: Principal, id: string): Promise<{ items: BookmarkOut[]; window: { from: string; to: string } }> {
+    await this.row(p, id);
+    const [rows, w] = await Promise.all([this.copies.history.bookmarks(id), this.historyWindow(p, id)]);
+    return { items: rows.map(bookmarkOut), window: { from: new Date(w.from).toISOString(), to: new Date(w.to).toISOString() } };
+  }
+
+  /** Names this moment: everything acknowledged before the call is shipped first, so a restore reaches it. */
+  async createBookmark(p: Principal, id: string, name?: string): Promise<BookmarkOut> {
+    const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id, id);
+    const shipped = await this.copies.shipNow(id);
+    if (!shipped.key) throw errors.unavailable('this database has no history yet; retry in a moment', 1);
+    const bm = { id: newId('bkm'), database_id: id, owner_id: p.ownerId, name: name ?? null, at: shipped.at, created_at: Date.now() };
+    await this.copies.history.addBookmark(bm);
+    return bookmarkOut(bm);
+  }
+
+  /**
+   * Puts the database back as it was at `at` (or a bookmark's time). The restore is itself a point in
+   * history: the state just before it is shipped and bookmarked first (the answer's `undo`), and the
+   * restored file starts a new generation.
+   */
+  async restore(p: Principal, id: string, target: { at?: string; bookmark?: string }): Promise<{ restoredTo: string; undo: BookmarkOut }> {
+    const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id, id);
+    let at: number;
+    if (target.bookmark !== undefined) {
+      const bm = await this.copies.history.bookmark(id, target.bookmark);
+      if (!bm) throw errors.notFound('bookmark');
+      at = bm.at;
+    } else {
+      at = Date.parse(target.at as string);
+      if (Number.isNaN(at)) throw errors.badRequest('`at` must be an ISO 8601 time', [{ path: ['at'], message: 'not an ISO 8601 time' }]);
+    }
+    const w = await this.historyWindow(p, id);
+    const windowText = `${new Date(w.from).toISOString()} to ${new Date(w.to).toISOString()}`;
+    if (at > w.to) {
+      throw errors.badRequest(`that time is in the future; this database can be restored to a time from ${windowText}`, [{ path: ['at'], message: 'in the future' }], 'RestorePointInFuture');
+    }
+    if (at < w.from) {
+      const msg = `that time is outside the window this database's history covers: ${windowText}`;
+      throw errors.badRequest(msg, [{ path: ['at'], message: msg }], 'RestorePointOutsideWindow');
+    }
+    // Everything acknowledged until now is in the history (the point reaches it, and undo needs it).
+    await this.copies.shipNow(id);
+    const staging = await this.engine.stagingPath(id);
+    try {
+      const built = await materialize(this.copies.store(), this.copies.history, id, { at }, staging);
+      const gate = await this.pause(id);
+      let undo: BookmarkOut;
+      try {
+        const before = await this.copies.shipNow(id);
+        const bm = { id: newId('bkm'), database_id: id, owner_id: p.ownerId, name: `before restore to ${new Date(at).toISOString()}`, at: before.at, created_at: Date.now() };
+        await this.copies.history.addBookmark(bm);
+        undo = bookmarkOut(bm);
+        await this.copies.forget(id);
+        await this.engine.install(id, staging);
+        await this.copies.hold(id);
+        this.caps.delete(id);
+        // The restored file begins a new generation at once.
+        await this.copies.shipNow(id);
+      } finally {
+        gate.release();
+      }
+      return { restoredTo: new Date(built.at).toISOString(), undo };
+    } finally {
+      await rm(staging, { force: true });
     }
   }
 

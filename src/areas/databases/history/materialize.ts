@@ -1,0 +1,88 @@
+// Builds a database file from its history: a generation's snapshot, then its segments in order, each
+// applied page by page (the frames as SQLite wrote them). Used by failover, drain and restores.
+import { createWriteStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import { promisify } from 'node:util';
+import { createGunzip, gunzip as gunzipCb } from 'node:zlib';
+import type { BlobStore } from '../../../blob/index.js';
+import type { GenerationRow, HistoryRepo, SegmentRow } from './history-repo.js';
+import { applyFrames, WAL_HEADER_BYTES } from './wal-file.js';
+
+const gunzip = promisify(gunzipCb);
+
+/** Up to a named object (the row's head), or up to a time (every segment read at or before it). */
+export type HistoryPoint = { key: string } | { at: number };
+
+export interface Materialized {
+  /** When the last segment applied was read: the point the file is at. */
+  at: number;
+  generation: GenerationRow;
+  /** The last segment applied: shipping from the restored file may continue after it. */
+  last: SegmentRow;
+  segments: number;
+  /** Compressed bytes downloaded. */
+  bytes: number;
+}
+
+export class HistoryUnavailable extends Error {}
+
+/** The generation and segments that make up `point`, or null when the history does not reach it. */
+export async function planRestore(repo: HistoryRepo, dbId: string, point: HistoryPoint): Promise<{ gen: GenerationRow; segs: SegmentRow[] } | null> {
+  if ('key' in point) {
+    const seg = await repo.segmentByKey(point.key);
+    if (!seg || seg.database_id !== dbId) return null;
+    const gen = await repo.generation(seg.generation_id);
+    if (!gen) return null;
+    const segs = (await repo.segments(gen.id)).filter((s) => s.seq <= seg.seq);
+    return { gen, segs };
+  }
+  const gens = (await repo.generations(dbId)).filter((g) => g.started_at <= point.at);
+  const gen = gens.at(-1);
+  if (!gen) return null;
+  const segs = (await repo.segments(gen.id)).filter((s) => s.at <= point.at);
+  return { gen, segs };
+}
+
+/** Writes the database as of `point` to `target` (a path in the engine's staging directory). */
+export async function materialize(store: BlobStore, repo: HistoryRepo, dbId: string, point: HistoryPoint, target: string): Promise<Materialized> {
+  const plan = await planRestore(repo, dbId, point);
+  if (!plan || plan.segs[0]?.seq !== 0) throw new HistoryUnavailable(`the history of ${dbId} does not reach that point`);
+  const { gen, segs } = plan;
+  const snap = await store.get(gen.snapshot_key);
+  let bytes = snap.contentLength;
+  await pipeline(snap.stream, createGunzip(), createWriteStream(target));
+  // Segments are fetched a few at a time ahead of applying, in order.
+  const fetches = new Map<number, Promise<Buffer>>();
+  const fetchAt = (i: number) => {
+    const s = segs[i];
+    if (!s || fetches.has(i)) return;
+    fetches.set(
+      i,
+      store.get(s.key).then(async (g) => gunzip(Buffer.concat(await g.stream.toArray()))),
+    );
+  };
+  const fh = await open(target, 'r+');
+  try {
+    let prev: SegmentRow | undefined;
+    for (let i = 0; i < segs.length; i++) {
+      for (let j = i; j < i + 8; j++) fetchAt(j);
+      const s = segs[i];
+      if (prev && !(s.wal_index === prev.wal_index ? s.offset_start === prev.offset_end : s.wal_index === prev.wal_index + 1 && s.offset_start === WAL_HEADER_BYTES)) {
+        throw new HistoryUnavailable(`segment ${s.key} does not follow ${prev.key}`);
+      }
+      const frames = await (fetches.get(i) as Promise<Buffer>);
+      fetches.delete(i);
+      bytes += s.bytes;
+      await applyFrames(fh, gen.page_size, frames);
+      prev = s;
+    }
+    await fh.sync();
+  } finally {
+    await fh.close();
+    // Prefetches past a failure are dropped.
+    for (const f of fetches.values()) f.catch(() => {});
+  }
+  const last = segs[segs.length - 1] as SegmentRow;
+  return { at: last.at, generation: gen, last, segments: segs.length, bytes };
+}

@@ -1,4 +1,3 @@
-import { rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,8 +33,7 @@ describe.each(DIALECTS)('database history (%s)', (dialect) => {
     otherKey = (await t.nube.services.account.createAccount({ name: 'other', plan: 'mega' })).secret;
   }, 60_000);
   afterAll(async () => {
-    // The last test closed the server itself (a restart); this drops its metadata database and files.
-    await t?.close().catch(() => {});
+    await t?.close();
   });
 
   it('ships the WAL in segments after a snapshot; bytes follow the pages changed, not the size', async () => {
@@ -174,24 +172,5 @@ describe.each(DIALECTS)('database history (%s)', (dialect) => {
     for await (const e of store().list(`database-history/${id}/`)) keys.push(e.key);
     expect(keys).toEqual([]);
     expect(await copies().history.generations(id)).toEqual([]);
-  }, 60_000);
-
-  it('restores a database whose file is missing at start from snapshot and segments', async () => {
-    const id = await newDb('lost');
-    await sql(id, 'create table t(x); insert into t values (7), (8)');
-    await copies().shipNow(id);
-    await sql(id, 'insert into t values (9)');
-    await copies().shipNow(id);
-    const url = t.nube.deps.config.databaseUrl;
-    await t.nube.close();
-    for (const f of ['', '-wal', '-shm']) rmSync(join(t.dataDir, 'databases', `${id}.sqlite${f}`), { force: true });
-    const again = await startNube({ dataDir: t.dataDir, env: { NUBE_OWNER_KEY: t.ownerKey, NUBE_DATABASE_SHIP_MS: '100', ...(url ? { DATABASE_URL: url } : {}) } });
-    try {
-      const r = await callJson(again.baseUrl, 'POST', `/databases/${id}/query`, { sql: 'select x from t order by x' }, again.auth);
-      expect(r.status, JSON.stringify(r.body)).toBe(200);
-      expect(r.body.rows).toEqual([[7], [8], [9]]);
-    } finally {
-      await again.close();
-    }
   }, 60_000);
 });

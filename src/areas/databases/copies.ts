@@ -510,6 +510,26 @@ export class DatabaseCopies {
   }
 }
 
+/** The retention job: runs on any node (it touches only rows and objects of past generations). */
+export const PRUNE_JOB = 'databases.history.prune';
+export const PRUNE_EVERY_MS = 3600_000;
+
+/** Prunes every database's history to its owner's plan window (the hourly job's body). */
+export async function pruneAll(copies: DatabaseCopies, db: Kysely<Tables>, historyDaysOf: (ownerId: string) => Promise<number>): Promise<number> {
+  const rows = await db.selectFrom('databases').select(['id', 'owner_id']).execute();
+  const days = new Map<string, number>();
+  let removed = 0;
+  for (const r of rows) {
+    let d = days.get(r.owner_id);
+    if (d === undefined) {
+      d = await historyDaysOf(r.owner_id);
+      days.set(r.owner_id, d);
+    }
+    removed += await copies.prune(r.id, Date.now() - d * 86_400_000);
+  }
+  return removed;
+}
+
 class HeadMoved extends Error {}
 
 function segmentKey(id: string, generation: string, seq: number, walIndex: number, offset: number): string {

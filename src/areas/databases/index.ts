@@ -5,7 +5,8 @@ import { isRelayed } from '../../platform/node-forward.js';
 import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
-import { DatabaseCopies, databaseCopiesMigrations } from './copies.js';
+import { DatabaseCopies, databaseCopiesMigrations, PRUNE_EVERY_MS, PRUNE_JOB, pruneAll } from './copies.js';
+import { PLANS } from '../../platform/plans.js';
 import { databaseHistoryMigrations } from './history/history-repo.js';
 import { ADOPT_PATH, type AdoptRequest, DatabaseMover } from './mover.js';
 import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
@@ -84,6 +85,12 @@ export const databasesArea: AreaModule = {
         storageBytes: (ownerId) => repo.bytesByWorkspace(ownerId),
       }),
     );
+    // History past each plan's window goes, hourly; the job enqueues its next run.
+    deps.jobs.register(PRUNE_JOB, async () => {
+      await pruneAll(copies, deps.store.db, async (ownerId) => PLANS[await account.planOf(ownerId)].databaseHistoryDays);
+      await deps.jobs.enqueue(PRUNE_JOB, {}, { key: PRUNE_JOB, runAt: Date.now() + PRUNE_EVERY_MS, onDuplicate: 'replace' });
+    });
+    await deps.jobs.enqueue(PRUNE_JOB, {}, { key: PRUNE_JOB, runAt: Date.now() + PRUNE_EVERY_MS });
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);

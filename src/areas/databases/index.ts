@@ -49,6 +49,7 @@ export const databasesArea: AreaModule = {
     // Copies go to the blob store the files area configured (its default location): S3 or local.
     const store = () => files.stores.at();
     const copies = new DatabaseCopies(deps.store.db, engine, store, deps.nodes.id, pool.shipMs, deps.log);
+    copies.fault = pool.shipFault;
     const databases = new DatabasesService(
       new DatabasesRepo(deps.store.db),
       engine,

@@ -1,16 +1,23 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { materialize } from '../../src/areas/databases/history/materialize.js';
+import { type S3rverHandle, startS3rver } from '../../src/blob/s3rver-harness.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { callJson, startNube, type TestNube } from '../helpers/server.js';
 
-// Database history (issue 35) on one node, SQLite and PostgreSQL metadata, the local blob store: the
+// Database history (issue 35) on one node, SQLite and PostgreSQL metadata, the local blob store and S3: the
 // WAL is shipped in segments after a snapshot, the row names the latest one, a restore goes back to a
 // time or a bookmark and is itself undoable, bad input answers 400/404, old generations are pruned, and
 // a deleted database's history goes with it.
-describe.each(DIALECTS)('database history (%s)', (dialect) => {
+const CASES = [...DIALECTS.map((d) => [d, 'local'] as const), ['postgres', 's3'] as const];
+
+describe.each(CASES)('database history (%s, %s blob store)', (dialect, backend) => {
   let t: TestNube;
+  let s3: S3rverHandle | undefined;
+  let s3dir: string | undefined;
   let otherKey: string;
   const call = (method: string, path: string, body?: unknown) => callJson(t.baseUrl, method, path, body, t.auth);
   const sql = async (id: string, s: string) => {
@@ -29,11 +36,25 @@ describe.each(DIALECTS)('database history (%s)', (dialect) => {
   };
 
   beforeAll(async () => {
-    t = await startNube({ dialect, env: { NUBE_DATABASE_SHIP_MS: '100' } });
+    let blob: Record<string, string> = {};
+    if (backend === 's3') {
+      s3dir = mkdtempSync(join(tmpdir(), 'nube-history-s3-'));
+      s3 = await startS3rver(s3dir, ['nube-history']);
+      blob = {
+        NUBE_BLOB_BACKEND: 's3',
+        NUBE_S3_ENDPOINT: s3.endpoint,
+        NUBE_S3_BUCKET: 'nube-history',
+        NUBE_S3_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+        NUBE_S3_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+      };
+    }
+    t = await startNube({ dialect, env: { NUBE_DATABASE_SHIP_MS: '100', ...blob } });
     otherKey = (await t.nube.services.account.createAccount({ name: 'other', plan: 'mega' })).secret;
   }, 60_000);
   afterAll(async () => {
     await t?.close();
+    await s3?.stop();
+    if (s3dir) rmSync(s3dir, { recursive: true, force: true });
   });
 
   it('ships the WAL in segments after a snapshot; bytes follow the pages changed, not the size', async () => {

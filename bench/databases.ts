@@ -12,6 +12,7 @@ import { cpus, getPriority, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { historyRows } from './lib/databases-history.js';
 import { runLoad } from './lib/load.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, timeIt } from './lib/stats.js';
@@ -29,6 +30,9 @@ const CONNECTIONS = Math.min(num('connections', 8), 256);
 const ROWS = 10_000;
 const POINT = { sql: 'SELECT * FROM kv WHERE id = ?', args: [4242] };
 const FAIRNESS_ONLY = argv.includes('--fairness-only');
+/** Issue 35's rows (database history): with --history, or alone with --history-only (--history-mb, default 200). */
+const HISTORY_ONLY = argv.includes('--history-only');
+const HISTORY = HISTORY_ONLY || argv.includes('--history');
 const RUNAWAY = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
 /** Extra executors are ended after this much idleness (the fairness row checks the pool went back). */
 const IDLE_MS = 3000;
@@ -190,7 +194,7 @@ try {
   });
   const cols = ['id', 'name', 'score', 'email', 'grp'];
 
-  if (!FAIRNESS_ONLY) {
+  if (!FAIRNESS_ONLY && !HISTORY_ONLY) {
     // Import: fresh table each round, the whole HTTP request timed (JSON parse, validation, IPC, commit).
     for (const db of [dbA, dbB]) await must('POST', `/databases/${db}/query`, create('kv'));
     await must('POST', `/databases/${dbA}/query`, { table: 'kv', columns: cols, rows: data });
@@ -352,7 +356,12 @@ try {
       pass: during.p99Ms < 10 && slowDone.status === 200 && slowDone.ms > 4000,
     });
   }
-  rows.push(await fairnessRow(dbA, data, cols));
+  if (!HISTORY_ONLY) rows.push(await fairnessRow(dbA, data, cols));
+  if (HISTORY) {
+    const h = await historyRows(startNube, { mb: num('history-mb', 200), seconds: num('history-seconds', 30), rate: 100 });
+    rows.push(...h.rows);
+    notes.push(...h.notes);
+  }
 } finally {
   child.send('stop');
   await new Promise((r) => child.once('exit', r));
@@ -371,4 +380,4 @@ notes.push(
 );
 printTable(rows);
 // A partial run (--fairness-only) is not a result of the area.
-if (!FAIRNESS_ONLY) console.log(`wrote ${writeResult(newResult('databases', rows, notes))}`);
+if (!FAIRNESS_ONLY && !HISTORY_ONLY) console.log(`wrote ${writeResult(newResult('databases', rows, notes))}`);

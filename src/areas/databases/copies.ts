@@ -149,6 +149,50 @@ export class DatabaseCopies {
     return this.ship(id, true);
   }
 
+  /**
+   * The file just installed is the history's state at `from` (a restore): a new generation stands on
+   * that point instead of a snapshot of its own (docs/decisions.md), so the restore uploads one empty
+   * segment, not the database. Called while requests on the database are paused.
+   */
+  async derive(id: string, from: Materialized): Promise<void> {
+    await this.running.get(id)?.catch(() => {});
+    const row = await this.db.selectFrom('databases').select(['copy_key']).where('id', '=', id).executeTakeFirst();
+    const generation = newId('gen');
+    const at = Date.now();
+    const key = segmentKey(id, generation, 0, 0, WAL_HEADER_BYTES);
+    const body = await gzip(Buffer.alloc(0), { level: 1 });
+    await this.store().put(key, Readable.from([body]), { contentType: 'application/gzip', expectedSize: body.length });
+    const g = from.generation;
+    const ok = await this.index(id, row?.copy_key ?? null, key, async (trx) => {
+      await trx
+        .insertInto('database_generations')
+        .values({ id: generation, database_id: id, snapshot_key: g.snapshot_key, page_size: g.page_size, started_at: at, snapshot_bytes: g.snapshot_bytes, base_generation_id: g.id, base_seq: from.last.seq })
+        .execute();
+      await trx
+        .insertInto('database_segments')
+        .values({ key, database_id: id, generation_id: generation, seq: 0, wal_index: 0, offset_start: WAL_HEADER_BYTES, offset_end: WAL_HEADER_BYTES, at, bytes: body.length })
+        .execute();
+    }, at);
+    if (!ok) throw new Error(`database ${id} left this node during its restore`);
+    await this.hold(id);
+    this.positions.set(id, {
+      generation,
+      startedAt: at,
+      // The next snapshot is due as if this generation had its base's (a restore replays the base's segments too).
+      snapshotBytes: g.snapshot_bytes,
+      walBytes: Math.max(0, from.bytes - g.snapshot_bytes),
+      seq: 0,
+      walIndex: 0,
+      salt: null,
+      offset: WAL_HEADER_BYTES,
+      cksum: null,
+      restartable: false,
+      head: key,
+      at,
+    });
+    this.shippedFrom.set(id, at);
+  }
+
   /** Starts a new generation now (a snapshot, then segments after it). */
   async newGeneration(id: string): Promise<ShipResult> {
     await this.running.get(id)?.catch(() => {});
@@ -495,20 +539,29 @@ export class DatabaseCopies {
    */
   async prune(id: string, windowStart: number): Promise<number> {
     const gens = await this.history.generations(id);
-    let removed = 0;
-    for (let i = 0; i + 1 < gens.length; i++) {
+    // Kept: the newest, and every one whose successor began inside the window; and whatever those stand on.
+    const byId = new Map(gens.map((g) => [g.id, g]));
+    const keep = new Set<string>();
+    gens.forEach((g, i) => {
       const next = gens[i + 1];
-      if (next.started_at > windowStart) break;
-      const g = gens[i];
+      if (next && next.started_at <= windowStart) return;
+      for (let c: typeof g | undefined = g; c && !keep.has(c.id); c = c.base_generation_id ? byId.get(c.base_generation_id) : undefined) keep.add(c.id);
+    });
+    let removed = 0;
+    for (const g of gens) {
+      if (keep.has(g.id)) continue;
       const segs = await this.history.segments(g.id);
       await this.history.removeGeneration(g.id);
-      for (const key of [g.snapshot_key, ...segs.map((s) => s.key)]) await this.store().delete(key).catch(() => {});
+      // A generation begun by a restore names its base's snapshot; only a root one owns its snapshot.
+      const own = g.base_generation_id === null ? [g.snapshot_key] : [];
+      for (const key of [...own, ...segs.map((s) => s.key)]) await this.store().delete(key).catch(() => {});
       removed++;
     }
     await this.db.deleteFrom('database_bookmarks').where('database_id', '=', id).where('at', '<', windowStart).execute();
     return removed;
   }
 }
+
 
 /** The retention job: runs on any node (it touches only rows and objects of past generations). */
 export const PRUNE_JOB = 'databases.history.prune';

@@ -315,10 +315,9 @@ export class DatabasesService {
         undo = bookmarkOut(bm);
         await this.copies.forget(id);
         await this.engine.install(id, staging);
-        await this.copies.hold(id);
         this.caps.delete(id);
-        // The restored file begins a new generation at once.
-        await this.copies.shipNow(id);
+        // A new generation at once, standing on the point restored (nothing re-uploaded).
+        await this.copies.derive(id, built);
       } finally {
         gate.release();
       }

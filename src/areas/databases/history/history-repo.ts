@@ -14,6 +14,12 @@ interface GenerationsTable {
   /** When the generation's first segment was read: its first restorable point. */
   started_at: number;
   snapshot_bytes: number;
+  /**
+   * A generation begun by a restore starts from another one's state (that generation up to its
+   * segment `base_seq`) instead of a snapshot of its own: the restore uploads nothing but a marker.
+   */
+  base_generation_id: string | null;
+  base_seq: number | null;
 }
 
 interface SegmentsTable {
@@ -64,6 +70,8 @@ export const databaseHistoryMigrations: Record<string, Migration> = {
         .addColumn('page_size', 'integer', (c) => c.notNull())
         .addColumn('started_at', 'bigint', (c) => c.notNull())
         .addColumn('snapshot_bytes', 'bigint', (c) => c.notNull())
+        .addColumn('base_generation_id', 'text')
+        .addColumn('base_seq', 'integer')
         .execute();
       await db.schema.createIndex('database_generations_db').on('database_generations').columns(['database_id', 'started_at']).execute();
       await db.schema
@@ -100,12 +108,17 @@ const num = <T extends Record<string, unknown>>(r: T, keys: (keyof T)[]): T => {
   return o;
 };
 
+function genRow(r: GenerationRow): GenerationRow {
+  const o = num(r, ['page_size', 'started_at', 'snapshot_bytes']);
+  return { ...o, base_seq: r.base_seq === null ? null : Number(r.base_seq) };
+}
+
 export class HistoryRepo {
   constructor(readonly db: Kysely<Tables>) {}
 
   async generations(dbId: string): Promise<GenerationRow[]> {
     const rows = await this.db.selectFrom('database_generations').selectAll().where('database_id', '=', dbId).orderBy('started_at').execute();
-    return rows.map((r) => num(r, ['page_size', 'started_at', 'snapshot_bytes']));
+    return rows.map(genRow);
   }
 
   async segments(generationId: string): Promise<SegmentRow[]> {
@@ -120,7 +133,7 @@ export class HistoryRepo {
 
   async generation(id: string): Promise<GenerationRow | undefined> {
     const r = await this.db.selectFrom('database_generations').selectAll().where('id', '=', id).executeTakeFirst();
-    return r && num(r, ['page_size', 'started_at', 'snapshot_bytes']);
+    return r && genRow(r);
   }
 
   async bookmarks(dbId: string): Promise<BookmarkRow[]> {
@@ -143,7 +156,7 @@ export class HistoryRepo {
       this.db.selectFrom('database_generations').select('snapshot_key as key').where('database_id', '=', dbId).execute(),
       this.db.selectFrom('database_segments').select('key').where('database_id', '=', dbId).execute(),
     ]);
-    return [...g, ...s].map((r) => r.key);
+    return [...new Set([...g, ...s].map((r) => r.key))];
   }
 
   async removeAll(dbId: string): Promise<void> {

@@ -27,35 +27,53 @@ export interface Materialized {
 
 export class HistoryUnavailable extends Error {}
 
-/** The generation and segments that make up `point`, or null when the history does not reach it. */
-export async function planRestore(repo: HistoryRepo, dbId: string, point: HistoryPoint): Promise<{ gen: GenerationRow; segs: SegmentRow[] } | null> {
+/** One generation's part of a restore: its segments to apply, in order. */
+export interface RestoreStep {
+  gen: GenerationRow;
+  segs: SegmentRow[];
+}
+
+/**
+ * The generations and segments that make up `point`, oldest first (a generation begun by a restore
+ * stands on the one it restored from), or null when the history does not reach it.
+ */
+export async function planRestore(repo: HistoryRepo, dbId: string, point: HistoryPoint): Promise<RestoreStep[] | null> {
+  let top: RestoreStep;
   if ('key' in point) {
     const seg = await repo.segmentByKey(point.key);
     if (!seg || seg.database_id !== dbId) return null;
     const gen = await repo.generation(seg.generation_id);
     if (!gen) return null;
-    const segs = (await repo.segments(gen.id)).filter((s) => s.seq <= seg.seq);
-    return { gen, segs };
+    top = { gen, segs: (await repo.segments(gen.id)).filter((s) => s.seq <= seg.seq) };
+  } else {
+    const gen = (await repo.generations(dbId)).filter((g) => g.started_at <= point.at).at(-1);
+    if (!gen) return null;
+    top = { gen, segs: (await repo.segments(gen.id)).filter((s) => s.at <= point.at) };
   }
-  const gens = (await repo.generations(dbId)).filter((g) => g.started_at <= point.at);
-  const gen = gens.at(-1);
-  if (!gen) return null;
-  const segs = (await repo.segments(gen.id)).filter((s) => s.at <= point.at);
-  return { gen, segs };
+  const steps = [top];
+  for (let g = top.gen; g.base_generation_id !== null; ) {
+    const base = await repo.generation(g.base_generation_id);
+    if (!base || steps.length > 1000) return null;
+    const upTo = g.base_seq ?? -1;
+    steps.unshift({ gen: base, segs: (await repo.segments(base.id)).filter((s) => s.seq <= upTo) });
+    g = base;
+  }
+  return steps;
 }
 
 /** Writes the database as of `point` to `target` (a path in the engine's staging directory). */
 export async function materialize(store: BlobStore, repo: HistoryRepo, dbId: string, point: HistoryPoint, target: string): Promise<Materialized> {
-  const plan = await planRestore(repo, dbId, point);
-  if (!plan || plan.segs[0]?.seq !== 0) throw new HistoryUnavailable(`the history of ${dbId} does not reach that point`);
-  const { gen, segs } = plan;
-  const snap = await store.get(gen.snapshot_key);
+  const steps = await planRestore(repo, dbId, point);
+  if (!steps || steps.some((st) => st.segs[0]?.seq !== 0)) throw new HistoryUnavailable(`the history of ${dbId} does not reach that point`);
+  const root = (steps[0] as RestoreStep).gen;
+  const snap = await store.get(root.snapshot_key);
   let bytes = snap.contentLength;
   await pipeline(snap.stream, createGunzip(), createWriteStream(target));
   // Segments are fetched a few at a time ahead of applying, in order.
+  const all = steps.flatMap((st) => st.segs);
   const fetches = new Map<number, Promise<Buffer>>();
   const fetchAt = (i: number) => {
-    const s = segs[i];
+    const s = all[i];
     if (!s || fetches.has(i)) return;
     fetches.set(
       i,
@@ -65,16 +83,18 @@ export async function materialize(store: BlobStore, repo: HistoryRepo, dbId: str
   const fh = await open(target, 'r+');
   try {
     let prev: SegmentRow | undefined;
-    for (let i = 0; i < segs.length; i++) {
+    for (let i = 0; i < all.length; i++) {
       for (let j = i; j < i + 8; j++) fetchAt(j);
-      const s = segs[i];
+      const s = all[i] as SegmentRow;
+      // Each generation's chain starts again at its segment 0.
+      if (s.seq === 0) prev = undefined;
       if (prev && !(s.wal_index === prev.wal_index ? s.offset_start === prev.offset_end : s.wal_index === prev.wal_index + 1 && s.offset_start === WAL_HEADER_BYTES)) {
         throw new HistoryUnavailable(`segment ${s.key} does not follow ${prev.key}`);
       }
       const frames = await (fetches.get(i) as Promise<Buffer>);
       fetches.delete(i);
       bytes += s.bytes;
-      await applyFrames(fh, gen.page_size, frames);
+      await applyFrames(fh, root.page_size, frames);
       prev = s;
     }
     await fh.sync();
@@ -83,6 +103,9 @@ export async function materialize(store: BlobStore, repo: HistoryRepo, dbId: str
     // Prefetches past a failure are dropped.
     for (const f of fetches.values()) f.catch(() => {});
   }
+  const topStep = steps[steps.length - 1] as RestoreStep;
+  const gen = topStep.gen;
+  const segs = topStep.segs;
   const last = segs[segs.length - 1] as SegmentRow;
-  return { at: last.at, generation: gen, last, segments: segs.length, bytes };
+  return { at: last.at, generation: gen, last, segments: all.length, bytes };
 }

@@ -95,15 +95,15 @@ export async function historyRows(startNube: Start, opts: Opts): Promise<{ rows:
       rmSync(dataDir, { recursive: true, force: true });
     }
   };
-  // 4 KB rows: `rowsBig` of them make the large database.
-  const rowsBig = Math.round((opts.mb * 1024 * 1024) / 4096);
+  // 2 KB rows (two a page): `rowsBig` of them make the large database.
+  const rowsBig = Math.round((opts.mb * 1024 * 1024) / 2048);
   const fill = async (api: (m: string, path: string, body?: unknown) => Promise<any>, id: string) => {
     await api('POST', `/databases/${id}/query`, { sql: 'CREATE TABLE big (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, pad BLOB)' });
     const chunk = 10_000;
     for (let done = 0; done < rowsBig; done += chunk) {
       const k = Math.min(chunk, rowsBig - done);
       await api('POST', `/databases/${id}/query`, {
-        sql: `WITH RECURSIVE c(x) AS (SELECT ${done + 1} UNION ALL SELECT x + 1 FROM c WHERE x < ${done + k}) INSERT INTO big SELECT x, 0, randomblob(3900) FROM c`,
+        sql: `WITH RECURSIVE c(x) AS (SELECT ${done + 1} UNION ALL SELECT x + 1 FROM c WHERE x < ${done + k}) INSERT INTO big SELECT x, 0, randomblob(1900) FROM c`,
       });
     }
   };
@@ -130,7 +130,7 @@ export async function historyRows(startNube: Start, opts: Opts): Promise<{ rows:
     onP50 = p(lat, 0.5);
     onP99 = p(lat, 0.99);
     rows.push({
-      name: `history: bytes shipped per second, ${Math.round(size / 1048576)} MB database, ${opts.rate} single-row UPDATEs/s at random rows for ${opts.seconds} s`,
+      name: `history: bytes shipped per second, ${opts.mb} MB database (${Math.round(size / 1048576)} MB with its WAL), ${opts.rate} single-row UPDATEs/s at random rows for ${opts.seconds} s`,
       throughputPerSec: round(perSec),
       mbPerSec: round(perSec / 1048576),
       wholeCopyMbPerSec: round(size / 1048576),
@@ -157,7 +157,7 @@ export async function historyRows(startNube: Start, opts: Opts): Promise<{ rows:
     for (const o of objs) if (o !== snap) await pipeline(createReadStream(o.path, { start: HEADER_SIZE }), createGunzip(), createWriteStream(`${out}-seg`));
     const floorMs = performance.now() - f0;
     rows.push({
-      name: `history: restore the ${Math.round(size / 1048576)} MB database to a point (POST /restore; ${objs.length - 1} segments)`,
+      name: `history: restore the ${opts.mb} MB database to a point (POST /restore; ${objs.length - 1} segments)`,
       p50Ms: round(restoreMs),
       ratio: round(restoreMs / floorMs),
       ratioAgainst: `reading and gunzipping its snapshot and segments from the local blob store (${round(floorMs)} ms)`,
@@ -194,7 +194,7 @@ export async function historyRows(startNube: Start, opts: Opts): Promise<{ rows:
   rows.push({ name: 'history: single-row UPDATE p50, shipping held off (baseline)', p50Ms: round(p(off, 0.5)), p99Ms: round(p(off, 0.99)) });
   rows.push({ name: `history: the same UPDATEs on the ${opts.mb} MB database, shipping every 1 s`, p50Ms: round(onP50), p99Ms: round(onP99) });
   notes.push(
-    `History rows (--history): a ${opts.mb} MB database (4 KB rows) built by INSERT ... SELECT randomblob, then UPDATEs of one random row each at a steady ${opts.rate}/s; bytes shipped = growth of the database's history directory in the local blob store over the writes (segments are gzip of the WAL frames, level 1). Restore: POST /restore to the bookmark taken after the writes, against reading and gunzipping the same objects (no SQLite, no page writes). Write p50: a 20,000-row database, the same paced UPDATEs in a nube with NUBE_DATABASE_SHIP_MS=1000 and one with 3600000 (ships once at create, then not within the run).`,
+    `History rows (--history): a ${opts.mb} MB database (2 KB rows, two a page) built by INSERT ... SELECT randomblob, then UPDATEs of one random row each at a steady ${opts.rate}/s; bytes shipped = growth of the database's history directory in the local blob store over the writes (segments are gzip of the WAL frames, level 1). Restore: POST /restore to the bookmark taken after the writes, against reading and gunzipping the same objects (no SQLite, no page writes). Write p50: a 20,000-row database, the same paced UPDATEs in a nube with NUBE_DATABASE_SHIP_MS=1000 and one with 3600000 (ships once at create, then not within the run).`,
   );
   return { rows, notes };
 }

@@ -104,8 +104,9 @@ export async function readWalTail(path: string, from?: { offset: number; cksum: 
 }
 
 /**
- * Applies shipped frames (frame header + page, as in the WAL) to a database file open at `fh`, in
- * order; the file ends where the last commit says. Frames of one transaction are always shipped whole.
+ * Applies shipped frames (frame header + page, as in the WAL) to a database file open at `fh`: the
+ * last version of each page, in page order; the file ends where the last commit says. Frames of one
+ * transaction are always shipped whole.
  */
 export async function applyFrames(
   fh: Awaited<ReturnType<typeof open>>,
@@ -113,12 +114,26 @@ export async function applyFrames(
   frames: Buffer,
 ): Promise<number> {
   const frameBytes = FRAME_HEADER_BYTES + pageSize;
+  const latest = new Map<number, number>();
   let pages = 0;
   for (let off = 0; off + frameBytes <= frames.length; off += frameBytes) {
-    const pgno = frames.readUInt32BE(off);
-    await fh.write(frames, off + FRAME_HEADER_BYTES, pageSize, (pgno - 1) * pageSize);
+    latest.set(frames.readUInt32BE(off), off);
     const commit = frames.readUInt32BE(off + 4);
     if (commit > 0) pages = commit;
+  }
+  const order = [...latest.keys()].sort((a, b) => a - b);
+  // Runs of consecutive pages go in one writev.
+  for (let i = 0; i < order.length; ) {
+    const first = order[i] as number;
+    const bufs: Buffer[] = [];
+    let j = i;
+    while (j < order.length && order[j] === first + (j - i) && bufs.length < 256) {
+      const off = latest.get(order[j] as number) as number;
+      bufs.push(frames.subarray(off + FRAME_HEADER_BYTES, off + frameBytes));
+      j++;
+    }
+    await fh.writev(bufs, (first - 1) * pageSize);
+    i = j;
   }
   if (pages > 0) await fh.truncate(pages * pageSize);
   return pages;

@@ -381,3 +381,8 @@ notes.push(
 printTable(rows);
 // A partial run (--fairness-only) is not a result of the area.
 if (!FAIRNESS_ONLY && !HISTORY_ONLY) console.log(`wrote ${writeResult(newResult('databases', rows, notes))}`);
+// The history rows alone are an area of their own in the results (bench/results/databases-history.json).
+if (HISTORY_ONLY) {
+  const args = argv.filter((a) => a !== '--history-only').join(' ');
+  console.log(`wrote ${writeResult(newResult('databases-history', rows, notes, `npx tsx bench/databases.ts --history-only ${args}`.trim()))}`);
+}

@@ -160,6 +160,41 @@ describe.each(CASES)('database history (%s, %s blob store)', (dialect, backend) 
     expect(gens.length).toBe(5);
   }, 60_000);
 
+  it('branches a database at a time or now; the branch is independent; 404 and 402 as said', async () => {
+    const src = await newDb('src');
+    await sql(src, "create table t(v); insert into t values ('one')");
+    await copies().shipNow(src);
+    await new Promise((r) => setTimeout(r, 20));
+    const t1 = new Date().toISOString();
+    await new Promise((r) => setTimeout(r, 20));
+    await sql(src, "insert into t values ('two')");
+    const old = await call('POST', '/databases', { name: `br1${Date.now().toString(36)}`, from: { databaseId: src, at: t1 } });
+    expect(old.status, JSON.stringify(old.body)).toBe(201);
+    expect((await sql(old.body.id, 'select v from t order by rowid')).rows).toEqual([['one']]);
+    const now = await call('POST', '/databases', { name: `br2${Date.now().toString(36)}`, from: { databaseId: src } });
+    expect(now.status, JSON.stringify(now.body)).toBe(201);
+    expect((await sql(now.body.id, 'select v from t order by rowid')).rows).toEqual([['one'], ['two']]);
+    await sql(now.body.id, "insert into t values ('branch only')");
+    expect((await sql(src, 'select count(*) from t')).rows).toEqual([[2]]);
+    // The branch ships a history of its own.
+    expect((await copies().shipNow(now.body.id)).key).toMatch(new RegExp(`^database-history/${now.body.id}/`));
+    const future = await call('POST', '/databases', { name: `br3${Date.now().toString(36)}`, from: { databaseId: src, at: new Date(Date.now() + 60_000).toISOString() } });
+    expect(future.status).toBe(400);
+    expect(future.body.code).toBe('RestorePointInFuture');
+    const other = { authorization: `Bearer ${otherKey}` };
+    expect((await callJson(t.baseUrl, 'POST', '/databases', { name: 'theirs', from: { databaseId: src } }, other)).status).toBe(404);
+    // Past the plan's database count: 402.
+    const byte = { authorization: `Bearer ${(await t.nube.services.account.createAccount({ name: 'byte-branch', plan: 'byte' })).secret}` };
+    const mine: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await callJson(t.baseUrl, 'POST', '/databases', { name: `b${i}` }, byte);
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      mine.push(r.body.id);
+    }
+    const over = await callJson(t.baseUrl, 'POST', '/databases', { name: 'b3', from: { databaseId: mine[0] } }, byte);
+    expect(over.status, JSON.stringify(over.body)).toBe(402);
+  }, 60_000);
+
   it('answers 400 outside the window or in the future, and 404 for another account', async () => {
     const id = await newDb('bad');
     await sql(id, 'create table t(x)');

@@ -289,7 +289,7 @@ export interface paths {
         put?: never;
         /**
          * Create an isolated SQLite database
-         * @description Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.
+         * @description Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account. With `from`, a branch of another of your databases as it was at a time of its history (default now), copied from its snapshot and WAL segments.
          */
         post: operations["databases.create"];
         delete?: never;
@@ -5429,6 +5429,13 @@ export interface operations {
             content: {
                 "application/json": {
                     description?: string;
+                    /** @description A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards */
+                    from?: {
+                        /** @description A time within its history window (default: now) */
+                        at?: string;
+                        /** @description The database to branch from (yours) */
+                        databaseId: string;
+                    };
                     /** @description Letters, digits and hyphens, max 64 */
                     name: string;
                     /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
@@ -5446,7 +5453,7 @@ export interface operations {
                     "application/json": components["schemas"]["Database"];
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description RestorePointOutsideWindow: A branch's `at` is outside the source's history window */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5457,6 +5464,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanLimitReached: A branch past the plan's database allowance */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -105,7 +105,9 @@ export const databasesOperations = [
     method: 'POST',
     path: '/databases',
     summary: 'Create an isolated SQLite database',
-    description: 'Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.',
+    description:
+      'Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account. With `from`, a branch ' +
+      "of another of your databases as it was at a time of its history (default now), copied from its snapshot and WAL segments.",
     tags,
     auth: ['owner'],
     body: z.object({
@@ -117,10 +119,19 @@ export const databasesOperations = [
         .describe('Letters, digits and hyphens, max 64'),
       description: z.string().max(1000).optional(),
       workspaceId: WorkspaceIdInput.optional(),
+      from: z
+        .object({
+          databaseId: z.string().min(1).max(200).describe('The database to branch from (yours)'),
+          at: IsoTime.optional().describe("A time within its history window (default: now)"),
+        })
+        .optional()
+        .describe("A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards"),
     }),
     successStatus: 201,
     response: Database,
     errors: [
+      { status: 400, code: 'RestorePointOutsideWindow', description: "A branch's `at` is outside the source's history window" },
+      { status: 402, code: 'PlanLimitReached', description: "A branch past the plan's database allowance" },
       { status: 403, code: 'PlanLimitReached', description: "The plan's database allowance is used up" },
       { status: 409, code: 'DatabaseNameTaken', description: 'A database with this name exists' },
     ],

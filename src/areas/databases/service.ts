@@ -111,13 +111,66 @@ export class DatabasesService {
     return this.out(await this.row(p, id));
   }
 
-  async create(p: Principal, input: { name: string; description?: string; workspaceId?: string }): Promise<DatabaseOut> {
+  async create(p: Principal, input: { name: string; description?: string; workspaceId?: string; from?: { databaseId: string; at?: string } }): Promise<DatabaseOut> {
     const workspaceId = await this.workspaces.forCreate(p, input.workspaceId);
+    if (input.from) return this.branch(p, { ...input, from: input.from }, workspaceId);
     assertWithinAllowance(p.plan, 'databases', await this.repo.count(p.ownerId));
     // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
     const nodeId = await this.placement.place(p.ownerId);
+    return this.insertNew(p, input, nodeId, workspaceId);
+  }
+
+  /**
+   * A new database from another one's history at `from.at` (default now), built on the source's node
+   * (the create is relayed there) from its snapshot and segments; independent afterwards (its own
+   * generation, a snapshot of its own at its first ship).
+   */
+  private async branch(p: Principal, input: { name: string; description?: string; from: { databaseId: string; at?: string } }, workspaceId: DatabaseRow['workspace_id']): Promise<DatabaseOut> {
+    const src = await this.row(p, input.from.databaseId);
+    const count = await this.repo.count(p.ownerId);
+    const allowed = PLANS[p.plan].databases;
+    if (count >= allowed) {
+      throw errors.paymentRequired(`your ${PLANS[p.plan].title} plan allows ${allowed} databases; a branch is one more: delete one or change plan`, 'PlanLimitReached', { limit: allowed, current: count });
+    }
+    await this.placement.assertHere(src.node_id, src.id);
+    const at = input.from.at === undefined ? Date.now() : this.pointIn(input.from.at, await this.historyWindow(p, src.id), ['from', 'at']);
+    await this.copies.shipNow(src.id);
+    const id = newId('db');
+    const staging = await this.engine.stagingPath(id);
+    try {
+      await materialize(this.copies.store(), this.copies.history, src.id, { at }, staging);
+      await this.engine.install(id, staging);
+    } finally {
+      await rm(staging, { force: true });
+    }
+    return this.insertNew(p, input, this.placement.here, workspaceId, id, true);
+  }
+
+  /** `iso` as ms, 400 unless inside `w` (issues at `path`). */
+  private pointIn(iso: string, w: { from: number; to: number }, path: string[]): number {
+    const at = Date.parse(iso);
+    if (Number.isNaN(at)) throw errors.badRequest('the time must be ISO 8601', [{ path, message: 'not an ISO 8601 time' }]);
+    const windowText = `${new Date(w.from).toISOString()} to ${new Date(w.to).toISOString()}`;
+    if (at > w.to) {
+      throw errors.badRequest(`that time is in the future; this database can be restored to a time from ${windowText}`, [{ path, message: 'in the future' }], 'RestorePointInFuture');
+    }
+    if (at < w.from) {
+      const msg = `that time is outside the window this database's history covers: ${windowText}`;
+      throw errors.badRequest(msg, [{ path, message: msg }], 'RestorePointOutsideWindow');
+    }
+    return at;
+  }
+
+  private async insertNew(
+    p: Principal,
+    input: { name: string; description?: string },
+    nodeId: string,
+    workspaceId: DatabaseRow['workspace_id'],
+    id = newId('db'),
+    installed = false,
+  ): Promise<DatabaseOut> {
     const row: DatabaseRow = {
-      id: newId('db'),
+      id,
       owner_id: p.ownerId,
       name: input.name,
       description: input.description ?? null,
@@ -133,7 +186,7 @@ export class DatabasesService {
     // The file first, then the row and database.created in one commit: a crash in between leaves an
     // unreferenced file, never a database (or an acknowledged create) without its event.
     try {
-      await this.engine.create(row.id, { owner: p.ownerId });
+      if (!installed) await this.engine.create(row.id, { owner: p.ownerId });
     } catch (err) {
       throw this.map(err, p);
     }
@@ -283,24 +336,15 @@ export class DatabasesService {
   async restore(p: Principal, id: string, target: { at?: string; bookmark?: string }): Promise<{ restoredTo: string; undo: BookmarkOut }> {
     const row = await this.row(p, id);
     await this.placement.assertHere(row.node_id, id);
+    const w = await this.historyWindow(p, id);
     let at: number;
-    if (target.bookmark !== undefined) {
+    if (target.bookmark === undefined) at = this.pointIn(target.at as string, w, ['at']);
+    else {
       const bm = await this.copies.history.bookmark(id, target.bookmark);
       if (!bm) throw errors.notFound('bookmark');
       at = bm.at;
-    } else {
-      at = Date.parse(target.at as string);
-      if (Number.isNaN(at)) throw errors.badRequest('`at` must be an ISO 8601 time', [{ path: ['at'], message: 'not an ISO 8601 time' }]);
     }
-    const w = await this.historyWindow(p, id);
-    const windowText = `${new Date(w.from).toISOString()} to ${new Date(w.to).toISOString()}`;
-    if (at > w.to) {
-      throw errors.badRequest(`that time is in the future; this database can be restored to a time from ${windowText}`, [{ path: ['at'], message: 'in the future' }], 'RestorePointInFuture');
-    }
-    if (at < w.from) {
-      const msg = `that time is outside the window this database's history covers: ${windowText}`;
-      throw errors.badRequest(msg, [{ path: ['at'], message: msg }], 'RestorePointOutsideWindow');
-    }
+    if (at < w.from) throw errors.badRequest('that bookmark is older than the history kept', [{ path: ['bookmark'], message: 'outside the window' }], 'RestorePointOutsideWindow');
     // Everything acknowledged until now is in the history (the point reaches it, and undo needs it).
     await this.copies.shipNow(id);
     const staging = await this.engine.stagingPath(id);

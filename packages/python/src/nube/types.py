@@ -1665,6 +1665,18 @@ class DatabasesBookmarksListResponse(TypedDict):
     """The times a restore may name"""
 
 
+class _DatabasesCreateBodyFromRequired(TypedDict):
+    """The keys DatabasesCreateBodyFrom always has."""
+    databaseId: str
+    """The database to branch from (yours)"""
+
+
+class DatabasesCreateBodyFrom(_DatabasesCreateBodyFromRequired, total=False):
+    """A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards"""
+    at: str
+    """A time within its history window (default: now)"""
+
+
 class DatabasesListResponse(TypedDict):
     """What `databases.list` answers."""
     items: List[Database]

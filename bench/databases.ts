@@ -64,13 +64,16 @@ function startNube(env: Record<string, string>): Promise<{ address: string; chil
 const loadStart = loadavg()[0]?.toFixed(1);
 const dataDir = mkdtempSync(join(tmpdir(), 'nube-bench-db-'));
 const ownerKey = `nube_sk_live_${randomBytes(30).toString('base64url').replace(/[-_]/g, 'x').slice(0, 40)}`;
-const { address, child } = await startNube({
-  NUBE_DATA_DIR: dataDir,
+const commonEnv = {
   NUBE_PORT: '0',
   NUBE_OWNER_KEY: ownerKey,
   NUBE_LOG_LEVEL: 'silent',
   // The HTTP floor row hammers GET /account, whose default limit is 600 a minute.
   NUBE_RATE_LIMIT_PER_MINUTE: '10000000',
+};
+const { address, child } = await startNube({
+  NUBE_DATA_DIR: dataDir,
+  ...commonEnv,
   // The fairness row reads the executor count from GET /metrics, and waits for the pool to shrink.
   NUBE_METRICS_PUBLIC: '1',
   NUBE_DATABASE_EXECUTOR_IDLE_MS: String(IDLE_MS),
@@ -358,7 +361,7 @@ try {
   }
   if (!HISTORY_ONLY) rows.push(await fairnessRow(dbA, data, cols));
   if (HISTORY) {
-    const h = await historyRows(startNube, { mb: num('history-mb', 200), seconds: num('history-seconds', 30), rate: 100 });
+    const h = await historyRows(startNube, commonEnv, { mb: num('history-mb', 200), seconds: num('history-seconds', 30), rate: 100 });
     rows.push(...h.rows);
     notes.push(...h.notes);
   }

@@ -3,7 +3,6 @@
 // shipping on against the same writes with shipping held off, and a restore to a point against the
 // physical floor: reading and unpacking the same snapshot and segments from the (local) blob store.
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,21 +65,13 @@ async function writesAtRate(call: (sql: string, args: unknown[]) => Promise<void
 
 const p = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? Number.NaN;
 
-export async function historyRows(startNube: Start, opts: Opts): Promise<{ rows: ResultRow[]; notes: string[] }> {
+export async function historyRows(startNube: Start, env: Record<string, string> & { NUBE_OWNER_KEY: string }, opts: Opts): Promise<{ rows: ResultRow[]; notes: string[] }> {
   const rows: ResultRow[] = [];
   const notes: string[] = [];
-  const ownerKey = `nube_sk_live_${randomBytes(30).toString('base64url').replace(/[-_]/g, 'x').slice(0, 40)}`;
-  const headers = { authorization: `Bearer ${ownerKey}`, 'content-type': 'application/json' };
+  const headers = { authorization: `Bearer ${env.NUBE_OWNER_KEY}`, 'content-type': 'application/json' };
   const run = async (shipMs: number, fn: (api: (m: string, path: string, body?: unknown) => Promise<any>, dataDir: string) => Promise<void>) => {
     const dataDir = mkdtempSync(join(tmpdir(), 'nube-bench-hist-'));
-    const { address, child } = await startNube({
-      NUBE_DATA_DIR: dataDir,
-      NUBE_PORT: '0',
-      NUBE_OWNER_KEY: ownerKey,
-      NUBE_LOG_LEVEL: 'silent',
-      NUBE_RATE_LIMIT_PER_MINUTE: '10000000',
-      NUBE_DATABASE_SHIP_MS: String(shipMs),
-    });
+    const { address, child } = await startNube({ ...env, NUBE_DATA_DIR: dataDir, NUBE_DATABASE_SHIP_MS: String(shipMs) });
     const api = async (method: string, path: string, body?: unknown) => {
       const r = await fetch(`${address}/api/v2${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
       const j = (await r.json()) as any;

@@ -35,6 +35,15 @@ describe.each(CASES)('database history (%s, %s blob store)', (dialect, backend) 
     return made.body.id as string;
   };
 
+  /** Ships the database and names a time after everything so far and before whatever comes next. */
+  const pointAfter = async (id: string) => {
+    await copies().shipNow(id);
+    await new Promise((r) => setTimeout(r, 20));
+    const at = new Date().toISOString();
+    await new Promise((r) => setTimeout(r, 20));
+    return at;
+  };
+
   beforeAll(async () => {
     let blob: Record<string, string> = {};
     if (backend === 's3') {
@@ -117,10 +126,7 @@ describe.each(CASES)('database history (%s, %s blob store)', (dialect, backend) 
   it('restores to a time and to a bookmark; the restore is undoable', async () => {
     const id = await newDb('pitr');
     await sql(id, "create table t(v); insert into t values ('one')");
-    await copies().shipNow(id);
-    await new Promise((r) => setTimeout(r, 20));
-    const t1 = new Date().toISOString();
-    await new Promise((r) => setTimeout(r, 20));
+    const t1 = await pointAfter(id);
     await sql(id, "insert into t values ('two')");
     const bm = await call('POST', `/databases/${id}/bookmarks`, { name: 'before migration' });
     expect(bm.status, JSON.stringify(bm.body)).toBe(201);
@@ -163,10 +169,7 @@ describe.each(CASES)('database history (%s, %s blob store)', (dialect, backend) 
   it('branches a database at a time or now; the branch is independent; 404 and 402 as said', async () => {
     const src = await newDb('src');
     await sql(src, "create table t(v); insert into t values ('one')");
-    await copies().shipNow(src);
-    await new Promise((r) => setTimeout(r, 20));
-    const t1 = new Date().toISOString();
-    await new Promise((r) => setTimeout(r, 20));
+    const t1 = await pointAfter(src);
     await sql(src, "insert into t values ('two')");
     const old = await call('POST', '/databases', { name: `br1${Date.now().toString(36)}`, from: { databaseId: src, at: t1 } });
     expect(old.status, JSON.stringify(old.body)).toBe(201);

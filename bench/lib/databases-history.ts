@@ -134,13 +134,18 @@ export async function historyRows(startNube: Start, env: Record<string, string> 
     // Restore to the point after the fill against reading + unpacking the same objects from the store.
     const bms = (await api('GET', `/databases/${id}/bookmarks`)).items as { name: string; at: string }[];
     const at = bms.find((b) => b.name === 'after writes')?.at as string;
+    // The floor: the generation the restore reads (the newest with a snapshot of its own; the fill's
+    // segments outweighed the first snapshot, so a second one began) read from the store and gunzipped.
+    const roots = readdirSync(dir)
+      .filter((g) => g.startsWith('gen_'))
+      .map((g) => ({ dir: join(dir, g), snap: files(join(dir, g)).find((o) => o.path.includes('snapshot.sqlite.gz')) }))
+      .filter((g) => g.snap)
+      .sort((a, b) => statSync(a.snap!.path).mtimeMs - statSync(b.snap!.path).mtimeMs);
+    const genDir = (roots.at(-1) as { dir: string }).dir;
+    const objs = files(genDir).sort((a, b) => a.path.localeCompare(b.path));
     const r0 = performance.now();
     await api('POST', `/databases/${id}/restore`, { at });
     const restoreMs = performance.now() - r0;
-    // The floor: the generation the restore used (the oldest one) read from the store and gunzipped to a file.
-    const gens = readdirSync(dir).filter((g) => g.startsWith('gen_')).sort();
-    const genDir = join(dir, gens[0] as string);
-    const objs = files(genDir).sort((a, b) => a.path.localeCompare(b.path));
     const out = join(dataDir, 'floor.sqlite');
     const f0 = performance.now();
     const snap = objs.find((o) => o.path.includes('snapshot.sqlite.gz'));

@@ -182,6 +182,8 @@ async function fairnessRow(dbA: string, data: unknown[][], cols: string[]): Prom
 
 const rows: ResultRow[] = [];
 const notes: string[] = [];
+/** The notes of the history rows alone (--history-only writes them without the other rows' notes). */
+const historyNotes: string[] = [];
 try {
   const dbA = (await must('POST', '/databases', { name: 'bench-a' })).id as string;
   const dbB = (await must('POST', '/databases', { name: 'bench-b' })).id as string;
@@ -364,6 +366,7 @@ try {
     const h = await historyRows(startNube, commonEnv, { mb: num('history-mb', 200), seconds: num('history-seconds', 30), rate: 100 });
     rows.push(...h.rows);
     notes.push(...h.notes);
+    historyNotes.push(...h.notes);
   }
 } finally {
   child.send('stop');
@@ -387,5 +390,6 @@ if (!FAIRNESS_ONLY && !HISTORY_ONLY) console.log(`wrote ${writeResult(newResult(
 // The history rows alone are an area of their own in the results (bench/results/databases-history.json).
 if (HISTORY_ONLY) {
   const args = argv.filter((a) => a !== '--history-only').join(' ');
-  console.log(`wrote ${writeResult(newResult('databases-history', rows, notes, `npx tsx bench/databases.ts --history-only ${args}`.trim()))}`);
+  const machine = `Machine: ${cpus().length} cores shared with other work; load average at the start ${loadStart}, at the end ${loadavg()[0]?.toFixed(1)}.`;
+  console.log(`wrote ${writeResult(newResult('databases-history', rows, [...historyNotes, machine], `npx tsx bench/databases.ts --history-only ${args}`.trim()))}`);
 }

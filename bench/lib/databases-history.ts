@@ -90,7 +90,7 @@ export async function historyRows(startNube: Start, env: Record<string, string> 
   const rowsBig = Math.round((opts.mb * 1024 * 1024) / 2048);
   const fill = async (api: (m: string, path: string, body?: unknown) => Promise<any>, id: string) => {
     await api('POST', `/databases/${id}/query`, { sql: 'CREATE TABLE big (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, pad BLOB)' });
-    const chunk = 10_000;
+    const chunk = 2500;
     for (let done = 0; done < rowsBig; done += chunk) {
       const k = Math.min(chunk, rowsBig - done);
       await api('POST', `/databases/${id}/query`, {

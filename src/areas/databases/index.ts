@@ -24,7 +24,7 @@ import { tableHolder } from '../../platform/workspaces.js';
  */
 const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 
-const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(1).nullable(), at: z.number().nullable() });
+const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(1).nullable(), at: z.number().nullable(), prepare: z.boolean().optional() });
 
 export const databasesArea: AreaModule = {
   name: 'databases',

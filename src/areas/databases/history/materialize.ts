@@ -109,3 +109,32 @@ export async function materialize(store: BlobStore, repo: HistoryRepo, dbId: str
   const last = segs[segs.length - 1] as SegmentRow;
   return { at: last.at, generation: gen, last, segments: all.length, bytes };
 }
+
+/**
+ * Brings a file built by `materialize` (at `built`) forward to the segment `key` of the same generation:
+ * only the segments after `built.last` are fetched and applied (the drain's pause). Null when `key` is
+ * not further along that generation (the caller builds from scratch).
+ */
+export async function extend(store: BlobStore, repo: HistoryRepo, file: string, built: Materialized, key: string): Promise<Materialized | null> {
+  const seg = await repo.segmentByKey(key);
+  if (!seg || seg.generation_id !== built.generation.id || seg.seq < built.last.seq) return null;
+  const segs = (await repo.segments(seg.generation_id)).filter((s) => s.seq > built.last.seq && s.seq <= seg.seq);
+  const fh = await open(file, 'r+');
+  let prev = built.last;
+  let bytes = built.bytes;
+  try {
+    for (const s of segs) {
+      if (!(s.wal_index === prev.wal_index ? s.offset_start === prev.offset_end : s.wal_index === prev.wal_index + 1 && s.offset_start === WAL_HEADER_BYTES)) {
+        throw new HistoryUnavailable(`segment ${s.key} does not follow ${prev.key}`);
+      }
+      const frames = await gunzip(Buffer.concat(await (await store.get(s.key)).stream.toArray()));
+      await applyFrames(fh, built.generation.page_size, frames);
+      bytes += s.bytes;
+      prev = s;
+    }
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  return { at: prev.at, generation: built.generation, last: prev, segments: built.segments + segs.length, bytes };
+}

@@ -350,18 +350,19 @@ class DatabasesResource:
         self.bookmarks = DatabasesBookmarksResource(client)
         self.tokens = DatabasesTokensResource(client)
 
-    def create(self, *, name: str, description: str = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Database:
+    def create(self, *, name: str, description: str = OMIT, workspaceId: str = OMIT, from_: DatabasesCreateBodyFrom = OMIT, request_options: Optional[RequestOptions] = None) -> Database:
         """Create an isolated SQLite database
 
-        Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.
+        Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account. With `from`, a branch of another of your databases as it was at a time of its history (default now), copied from its snapshot and WAL segments.
 
         Args:
             name: Letters, digits and hyphens, max 64
             workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
+            from_: A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards
 
         Operation `databases.create`: POST /api/v2/databases.
         """
-        return cast("Database", self._client._call("databases.create", None, None, {"name": name, "description": description, "workspaceId": workspaceId}, request_options))
+        return cast("Database", self._client._call("databases.create", None, None, {"name": name, "description": description, "workspaceId": workspaceId, "from": from_}, request_options))
 
     def delete(self, db_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a database and all its data (irreversible)

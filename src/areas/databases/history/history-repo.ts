@@ -60,7 +60,7 @@ export type SegmentRow = Selectable<SegmentsTable>;
 export type BookmarkRow = Selectable<BookmarksTable>;
 
 export const databaseHistoryMigrations: Record<string, Migration> = {
-  '0254-databases-history': {
+  '0280-databases-history': {
     async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('database_generations')

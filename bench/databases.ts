@@ -12,6 +12,7 @@ import { cpus, getPriority, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { historyRows } from './lib/databases-history.js';
 import { runLoad } from './lib/load.js';
 import { newResult, printTable, type ResultRow, writeResult } from './lib/result.js';
 import { round, timeIt } from './lib/stats.js';
@@ -29,6 +30,9 @@ const CONNECTIONS = Math.min(num('connections', 8), 256);
 const ROWS = 10_000;
 const POINT = { sql: 'SELECT * FROM kv WHERE id = ?', args: [4242] };
 const FAIRNESS_ONLY = argv.includes('--fairness-only');
+/** Issue 35's rows (database history): with --history, or alone with --history-only (--history-mb, default 200). */
+const HISTORY_ONLY = argv.includes('--history-only');
+const HISTORY = HISTORY_ONLY || argv.includes('--history');
 const RUNAWAY = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
 /** Extra executors are ended after this much idleness (the fairness row checks the pool went back). */
 const IDLE_MS = 3000;
@@ -60,13 +64,16 @@ function startNube(env: Record<string, string>): Promise<{ address: string; chil
 const loadStart = loadavg()[0]?.toFixed(1);
 const dataDir = mkdtempSync(join(tmpdir(), 'nube-bench-db-'));
 const ownerKey = `nube_sk_live_${randomBytes(30).toString('base64url').replace(/[-_]/g, 'x').slice(0, 40)}`;
-const { address, child } = await startNube({
-  NUBE_DATA_DIR: dataDir,
+const commonEnv = {
   NUBE_PORT: '0',
   NUBE_OWNER_KEY: ownerKey,
   NUBE_LOG_LEVEL: 'silent',
   // The HTTP floor row hammers GET /account, whose default limit is 600 a minute.
   NUBE_RATE_LIMIT_PER_MINUTE: '10000000',
+};
+const { address, child } = await startNube({
+  NUBE_DATA_DIR: dataDir,
+  ...commonEnv,
   // The fairness row reads the executor count from GET /metrics, and waits for the pool to shrink.
   NUBE_METRICS_PUBLIC: '1',
   NUBE_DATABASE_EXECUTOR_IDLE_MS: String(IDLE_MS),
@@ -175,6 +182,8 @@ async function fairnessRow(dbA: string, data: unknown[][], cols: string[]): Prom
 
 const rows: ResultRow[] = [];
 const notes: string[] = [];
+/** The notes of the history rows alone (--history-only writes them without the other rows' notes). */
+const historyNotes: string[] = [];
 try {
   const dbA = (await must('POST', '/databases', { name: 'bench-a' })).id as string;
   const dbB = (await must('POST', '/databases', { name: 'bench-b' })).id as string;
@@ -190,7 +199,7 @@ try {
   });
   const cols = ['id', 'name', 'score', 'email', 'grp'];
 
-  if (!FAIRNESS_ONLY) {
+  if (!FAIRNESS_ONLY && !HISTORY_ONLY) {
     // Import: fresh table each round, the whole HTTP request timed (JSON parse, validation, IPC, commit).
     for (const db of [dbA, dbB]) await must('POST', `/databases/${db}/query`, create('kv'));
     await must('POST', `/databases/${dbA}/query`, { table: 'kv', columns: cols, rows: data });
@@ -352,7 +361,13 @@ try {
       pass: during.p99Ms < 10 && slowDone.status === 200 && slowDone.ms > 4000,
     });
   }
-  rows.push(await fairnessRow(dbA, data, cols));
+  if (!HISTORY_ONLY) rows.push(await fairnessRow(dbA, data, cols));
+  if (HISTORY) {
+    const h = await historyRows(startNube, commonEnv, { mb: num('history-mb', 200), seconds: num('history-seconds', 30), rate: 100 });
+    rows.push(...h.rows);
+    notes.push(...h.notes);
+    historyNotes.push(...h.notes);
+  }
 } finally {
   child.send('stop');
   await new Promise((r) => child.once('exit', r));
@@ -371,4 +386,10 @@ notes.push(
 );
 printTable(rows);
 // A partial run (--fairness-only) is not a result of the area.
-if (!FAIRNESS_ONLY) console.log(`wrote ${writeResult(newResult('databases', rows, notes))}`);
+if (!FAIRNESS_ONLY && !HISTORY_ONLY) console.log(`wrote ${writeResult(newResult('databases', rows, notes))}`);
+// The history rows alone are an area of their own in the results (bench/results/databases-history.json).
+if (HISTORY_ONLY) {
+  const args = argv.filter((a) => a !== '--history-only').join(' ');
+  const machine = `Machine: ${cpus().length} cores shared with other work; load average at the start ${loadStart}, at the end ${loadavg()[0]?.toFixed(1)}.`;
+  console.log(`wrote ${writeResult(newResult('databases-history', rows, [...historyNotes, machine], `npx tsx bench/databases.ts --history-only ${args}`.trim()))}`);
+}

@@ -265,6 +265,8 @@ const envSchema = z.object({
   NUBE_DATABASE_EXECUTOR_IDLE_MS: z.coerce.number().int().min(100).max(86_400_000).default(30_000),
   NUBE_DATABASE_QUEUE_WAIT_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
   NUBE_DATABASE_SHIP_MS: z.coerce.number().int().min(20).max(3_600_000).default(1000),
+  // Fault injection for the crash-safety test only: the process kills itself (SIGKILL) at that step.
+  NUBE_DATABASE_SHIP_FAULT: z.enum(['after-segment-upload', 'after-snapshot-upload']).optional(),
   // libSQL (Hrana over HTTP): idle expiry of a stream's baton, and open streams per owner.
   NUBE_LIBSQL_STREAM_IDLE_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
   NUBE_LIBSQL_STREAMS_PER_OWNER: z.coerce.number().int().min(1).max(10_000).default(64),
@@ -536,6 +538,7 @@ function databasesConfig(e: z.infer<typeof envSchema>): DatabasesConfig {
     libsqlStreamIdleMs: e.NUBE_LIBSQL_STREAM_IDLE_MS,
     libsqlStreamsPerOwner: e.NUBE_LIBSQL_STREAMS_PER_OWNER,
     shipMs: e.NUBE_DATABASE_SHIP_MS,
+    shipFault: e.NUBE_DATABASE_SHIP_FAULT,
   };
 }
 

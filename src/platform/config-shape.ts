@@ -117,6 +117,8 @@ export interface DatabasesConfig {
    * the writes of about this long plus one copy's time (databases/copies.ts).
    */
   shipMs: number;
+  /** Tests only: SIGKILL at a step of shipping (crash-safety test). */
+  shipFault?: 'after-segment-upload' | 'after-snapshot-upload';
 }
 
 export interface MachinesConfig {

@@ -20,6 +20,8 @@ export interface Plan {
   simultaneousAgents: number;
   sessionSeconds: number;
   trashRetentionDays: number;
+  /** How far back a database can be restored (its WAL history is kept this long). */
+  databaseHistoryDays: number;
   /** How long the audit log keeps an entry. */
   auditRetentionDays: number;
   includes: { staticWebsites: boolean; customDomains: boolean; hlsStreaming: boolean; imageTransformation: boolean; branding: boolean };
@@ -45,6 +47,7 @@ export const PLANS: Record<PlanName, Plan> = {
     boxes: 1,
     simultaneousAgents: 4,
     sessionSeconds: 1 * HOUR,
+    databaseHistoryDays: 1,
     trashRetentionDays: 7,
     auditRetentionDays: 7,
     includes: { staticWebsites: false, customDomains: false, hlsStreaming: false, imageTransformation: false, branding: true },
@@ -64,6 +67,7 @@ export const PLANS: Record<PlanName, Plan> = {
     boxes: 2,
     simultaneousAgents: 8,
     sessionSeconds: 4 * HOUR,
+    databaseHistoryDays: 7,
     trashRetentionDays: 7,
     auditRetentionDays: 90,
     includes: { staticWebsites: true, customDomains: true, hlsStreaming: true, imageTransformation: true, branding: false },
@@ -83,6 +87,7 @@ export const PLANS: Record<PlanName, Plan> = {
     boxes: 5,
     simultaneousAgents: 20,
     sessionSeconds: 24 * HOUR,
+    databaseHistoryDays: 30,
     trashRetentionDays: 7,
     auditRetentionDays: 365,
     includes: { staticWebsites: true, customDomains: true, hlsStreaming: true, imageTransformation: true, branding: false },

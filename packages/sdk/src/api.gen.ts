@@ -289,7 +289,7 @@ export interface paths {
         put?: never;
         /**
          * Create an isolated SQLite database
-         * @description Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.
+         * @description Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account. With `from`, a branch of another of your databases as it was at a time of its history (default now), copied from its snapshot and WAL segments.
          */
         post: operations["databases.create"];
         delete?: never;
@@ -311,6 +311,24 @@ export interface paths {
         post?: never;
         /** Delete a database and all its data (irreversible) */
         delete: operations["databases.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/databases/{dbId}/bookmarks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a database's bookmarks and the window its history covers */
+        get: operations["databases.bookmarks.list"];
+        put?: never;
+        /** Name this moment of a database (before a risky migration) to restore to it later */
+        post: operations["databases.bookmarks.create"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -347,6 +365,26 @@ export interface paths {
          * @description Body is one of: `{ sql, args? }` -> QueryResult; `{ statements: [{sql, args?}] }` (max 20, one transaction) -> `{ results: QueryResult[] }`; `{ table, columns, rows, onConflict? }` (up to 10,000 rows) -> `{ imported, total }`. SQL errors answer 400 with SQLite's message and extended result code as `code` (e.g. SQLITE_CONSTRAINT_UNIQUE) and `statementIndex` for a batch. ATTACH, VACUUM INTO, load_extension and PRAGMAs that change files or safety are refused (SQLITE_AUTH). Each request has a time limit (QueryTimeout) and a result cap (ResultTooLarge). Several statements in one `sql` run in one transaction and return the last one's result. Executors are shared fairly between accounts: an account's requests beyond its share wait in its own queue, a full queue answers 429 DatabaseQueueFull, and a request that waited too long 503 DatabaseBusy.
          */
         post: operations["databases.query"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v2/databases/{dbId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Put a database back as it was at a time (or a bookmark) within its history window
+         * @description The history keeps every write shipped (at most about a second apart) for the plan's window: 1 day (Byte), 7 days (Mega), 30 days (Tera); GET /databases/{dbId}/bookmarks shows the window. The database is restored to the last point shipped at or before `at`. The restore is itself undoable: the state just before it is bookmarked (`undo`), and restoring to that bookmark puts it back. Requests on the database wait while the restored file is put in place.
+         */
+        post: operations["databases.restore"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2529,6 +2567,17 @@ export interface components {
             sizeBytes: number;
             /** @description The workspace it belongs to (`default` or `wsp_...`) */
             workspaceId: string;
+        };
+        /** @description A named point in a database's history */
+        DatabaseBookmark: {
+            /** @description The point it names: every write acknowledged before it is included */
+            at: string;
+            /** @description ISO 8601 UTC timestamp */
+            createdAt: string;
+            databaseId: string;
+            /** @description Bookmark id (bkm_...) */
+            id: string;
+            name: string | null;
         };
         /** @description A credential for SQL on one database */
         DatabaseToken: {
@@ -5382,6 +5431,13 @@ export interface operations {
             content: {
                 "application/json": {
                     description?: string;
+                    /** @description A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards */
+                    from?: {
+                        /** @description A time within its history window (default: now) */
+                        at?: string;
+                        /** @description The database to branch from (yours) */
+                        databaseId: string;
+                    };
                     /** @description Letters, digits and hyphens, max 64 */
                     name: string;
                     /** @description Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404 */
@@ -5399,7 +5455,7 @@ export interface operations {
                     "application/json": components["schemas"]["Database"];
                 };
             };
-            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            /** @description RestorePointOutsideWindow: A branch's `at` is outside the source's history window */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5410,6 +5466,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PlanLimitReached: A branch past the plan's database allowance */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5580,6 +5645,165 @@ export interface operations {
             };
             /** @description Resource absent (another owner's resource is also a 404) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "databases.bookmarks.list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["DatabaseBookmark"][];
+                        /** @description The times a restore may name */
+                        window: {
+                            /** @description ISO 8601 UTC timestamp */
+                            from: string;
+                            /** @description ISO 8601 UTC timestamp */
+                            to: string;
+                        };
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "databases.bookmarks.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description A label for you */
+                    name?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseBookmark"];
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5828,6 +6052,96 @@ export interface operations {
             };
             /** @description DatabaseBusy: The request waited its allowance for an executor (the account's earlier requests held its share) and never ran */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "databases.restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dbId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The time to go back to (ISO 8601) */
+                    at?: string;
+                    /** @description A bookmark id (bkm_...) instead of a time */
+                    bookmark?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The point restored: when the last segment applied was shipped */
+                        restoredTo: string;
+                        /** @description The state just before this restore; restore to it to undo */
+                        undo: components["schemas"]["DatabaseBookmark"];
+                    };
+                };
+            };
+            /** @description Invalid request: params, query or body failed validation, or malformed JSON; RestorePointOutsideWindow: The time is before the oldest point kept (the message gives the window); RestorePointInFuture: The time is in the future */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or invalid credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Resource absent (another owner's resource is also a 404) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error (no internals in the body) */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -232,6 +232,30 @@ export const OPERATIONS = {
     implemented: true,
     ns: ['agents', 'turns'],
   },
+  'databases.bookmarks.create': {
+    method: 'POST',
+    path: '/api/v2/databases/{dbId}/bookmarks',
+    pathParams: ['dbId'],
+    query: [],
+    body: 'optional',
+    style: 'body',
+    success: 201,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['databases', 'bookmarks', 'create'],
+  },
+  'databases.bookmarks.list': {
+    method: 'GET',
+    path: '/api/v2/databases/{dbId}/bookmarks',
+    pathParams: ['dbId'],
+    query: [],
+    body: 'none',
+    style: 'none',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['databases', 'bookmarks', 'list'],
+  },
   'databases.create': {
     method: 'POST',
     path: '/api/v2/databases',
@@ -303,6 +327,18 @@ export const OPERATIONS = {
     contentType: 'application/json',
     implemented: true,
     ns: ['databases', 'query'],
+  },
+  'databases.restore': {
+    method: 'POST',
+    path: '/api/v2/databases/{dbId}/restore',
+    pathParams: ['dbId'],
+    query: [],
+    body: 'required',
+    style: 'body',
+    success: 200,
+    contentType: 'application/json',
+    implemented: true,
+    ns: ['databases', 'restore'],
   },
   'databases.tokens.create': {
     method: 'POST',
@@ -2234,6 +2270,18 @@ export interface OperationTypes {
     body: never;
     response: operations['agents.turns']['responses'][200]['content']['application/json'];
   };
+  'databases.bookmarks.create': {
+    params: operations['databases.bookmarks.create']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['databases.bookmarks.create']['requestBody']>['content']['application/json'];
+    response: operations['databases.bookmarks.create']['responses'][201]['content']['application/json'];
+  };
+  'databases.bookmarks.list': {
+    params: operations['databases.bookmarks.list']['parameters']['path'];
+    query: never;
+    body: never;
+    response: operations['databases.bookmarks.list']['responses'][200]['content']['application/json'];
+  };
   'databases.create': {
     params: never;
     query: never;
@@ -2269,6 +2317,12 @@ export interface OperationTypes {
     query: never;
     body: NonNullable<operations['databases.query']['requestBody']>['content']['application/json'];
     response: operations['databases.query']['responses'][200]['content']['application/json'];
+  };
+  'databases.restore': {
+    params: operations['databases.restore']['parameters']['path'];
+    query: never;
+    body: NonNullable<operations['databases.restore']['requestBody']>['content']['application/json'];
+    response: operations['databases.restore']['responses'][200]['content']['application/json'];
   };
   'databases.tokens.create': {
     params: operations['databases.tokens.create']['parameters']['path'];
@@ -3208,12 +3262,17 @@ export interface Namespaces {
     turns(id: OperationTypes['agents.turns']['params']['id'], ...rest: NsRest<'agents.turns'>): Promise<OpOutput<'agents.turns'>>;
   };
   databases: {
+    bookmarks: {
+      create(dbId: OperationTypes['databases.bookmarks.create']['params']['dbId'], ...rest: NsRest<'databases.bookmarks.create'>): Promise<OpOutput<'databases.bookmarks.create'>>;
+      list(dbId: OperationTypes['databases.bookmarks.list']['params']['dbId'], ...rest: NsRest<'databases.bookmarks.list'>): Promise<OpOutput<'databases.bookmarks.list'>>;
+    };
     create(...rest: NsRest<'databases.create'>): Promise<OpOutput<'databases.create'>>;
     delete(dbId: OperationTypes['databases.delete']['params']['dbId'], ...rest: NsRest<'databases.delete'>): Promise<OpOutput<'databases.delete'>>;
     export(dbId: OperationTypes['databases.export']['params']['dbId'], ...rest: NsRest<'databases.export'>): Promise<OpOutput<'databases.export'>>;
     get(dbId: OperationTypes['databases.get']['params']['dbId'], ...rest: NsRest<'databases.get'>): Promise<OpOutput<'databases.get'>>;
     list(...rest: NsRest<'databases.list'>): Promise<OpOutput<'databases.list'>>;
     query(dbId: OperationTypes['databases.query']['params']['dbId'], ...rest: NsRest<'databases.query'>): Promise<OpOutput<'databases.query'>>;
+    restore(dbId: OperationTypes['databases.restore']['params']['dbId'], ...rest: NsRest<'databases.restore'>): Promise<OpOutput<'databases.restore'>>;
     tokens: {
       create(dbId: OperationTypes['databases.tokens.create']['params']['dbId'], ...rest: NsRest<'databases.tokens.create'>): Promise<OpOutput<'databases.tokens.create'>>;
       list(dbId: OperationTypes['databases.tokens.list']['params']['dbId'], ...rest: NsRest<'databases.tokens.list'>): Promise<OpOutput<'databases.tokens.list'>>;

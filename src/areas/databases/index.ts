@@ -5,7 +5,9 @@ import { isRelayed } from '../../platform/node-forward.js';
 import type { AreaModule } from '../area.js';
 import { EmbeddedDatabaseEngine } from './engine/index.js';
 import { databasesOperations } from './operations.js';
-import { DatabaseCopies, databaseCopiesMigrations } from './copies.js';
+import { DatabaseCopies, databaseCopiesMigrations, PRUNE_EVERY_MS, PRUNE_JOB, pruneAll } from './copies.js';
+import { PLANS } from '../../platform/plans.js';
+import { databaseHistoryMigrations } from './history/history-repo.js';
 import { ADOPT_PATH, type AdoptRequest, DatabaseMover } from './mover.js';
 import { DatabasePlacement, databaseNodeMigrations } from './placement.js';
 import { DatabasesRepo, databaseWorkspaceMigrations, databasesMigrations } from './repo.js';
@@ -22,12 +24,12 @@ import { tableHolder } from '../../platform/workspaces.js';
  */
 const ENGINE_CAP_BYTES = 10 * 1024 ** 3;
 
-const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(1).nullable(), at: z.number().nullable() });
+const adoptBodySchema = z.object({ from: z.string().min(1), key: z.string().min(1).nullable(), at: z.number().nullable(), prepare: z.boolean().optional() });
 
 export const databasesArea: AreaModule = {
   name: 'databases',
   operations: databasesOperations,
-  migrations: { ...databasesMigrations, ...databaseWorkspaceMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations },
+  migrations: { ...databasesMigrations, ...databaseWorkspaceMigrations, ...databaseTokensMigrations, ...databaseNodeMigrations, ...databaseCopiesMigrations, ...databaseHistoryMigrations },
   async create(deps, other) {
     const { account, files } = other;
     if (!account || !files) throw new Error('the databases area needs the account and files services to be created first');
@@ -41,10 +43,13 @@ export const databasesArea: AreaModule = {
       maxQueuedPerOwner: pool.queuePerOwner,
       idleMs: pool.executorIdleMs,
       maxQueueWaitMs: pool.queueWaitMs,
+      // The history shipper checkpoints, after it shipped the frames (copies.ts).
+      autoCheckpoint: false,
     });
     // Copies go to the blob store the files area configured (its default location): S3 or local.
     const store = () => files.stores.at();
     const copies = new DatabaseCopies(deps.store.db, engine, store, deps.nodes.id, pool.shipMs, deps.log);
+    copies.fault = pool.shipFault;
     const databases = new DatabasesService(
       new DatabasesRepo(deps.store.db),
       engine,
@@ -81,6 +86,12 @@ export const databasesArea: AreaModule = {
         storageBytes: (ownerId) => repo.bytesByWorkspace(ownerId),
       }),
     );
+    // History past each plan's window goes, hourly; the job enqueues its next run.
+    deps.jobs.register(PRUNE_JOB, async () => {
+      await pruneAll(copies, deps.store.db, async (ownerId) => PLANS[await account.planOf(ownerId)].databaseHistoryDays);
+      await deps.jobs.enqueue(PRUNE_JOB, {}, { key: PRUNE_JOB, runAt: Date.now() + PRUNE_EVERY_MS, onDuplicate: 'replace' });
+    });
+    await deps.jobs.enqueue(PRUNE_JOB, {}, { key: PRUNE_JOB, runAt: Date.now() + PRUNE_EVERY_MS });
     deps.usage.registerGauge('databases', (ownerId) => databases.count(ownerId));
     deps.usage.registerGauge('storageBytes', (ownerId) => databases.storedBytes(ownerId));
     registerDatabaseMetrics(deps.metrics, engine);

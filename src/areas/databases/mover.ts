@@ -7,7 +7,7 @@
 // A node that finds a local file whose row names another node (it was taken for dead and came back)
 // archives the file: it never serves it again.
 import { createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import type { Kysely } from 'kysely';
 import type { BlobStore } from '../../blob/index.js';
@@ -16,6 +16,7 @@ import type { NodeRegistry } from '../../platform/nodes.js';
 import type { Tables } from '../../store/schema.js';
 import type { DatabaseCopies } from './copies.js';
 import type { DatabaseEngine } from './engine/index.js';
+import { extend, type Materialized, materialize } from './history/materialize.js';
 
 /** What the mover needs of the databases service (an interface here, so the two files import no circle). */
 export interface DatabaseGate {
@@ -43,12 +44,22 @@ export interface AdoptRequest {
   key: string | null;
   /** When that copy's snapshot began. */
   at: number | null;
+  /**
+   * Build the database up to `key` and keep it, without switching (a drain, before its pause): the
+   * adopt that follows applies only the segments after it.
+   */
+  prepare?: boolean;
 }
+
+/** A prepared build is dropped when its adopt does not come within this long. */
+const PREPARED_MS = 5 * 60_000;
 
 export interface MoveStats {
   restored: number;
   moved: number;
   archived: number;
+  /** Adoptions that only applied the tail to a build prepared before the pause. */
+  extended: number;
   /** Write pause of each drain move (ms), last 1,000. */
   pauses: number[];
   /**
@@ -63,7 +74,9 @@ export class DatabaseMover {
   private busy: Promise<void> | undefined;
   /** Databases being installed here: their row still names the old node, so reconcile leaves them. */
   private readonly adopting = new Set<string>();
-  readonly stats: MoveStats = { restored: 0, moved: 0, archived: 0, pauses: [], phases: [] };
+  /** Databases built ahead of a drain's pause (prepare), per id. */
+  private readonly prepared = new Map<string, { path: string; built: Materialized; until: number }>();
+  readonly stats: MoveStats = { restored: 0, moved: 0, archived: 0, extended: 0, pauses: [], phases: [] };
 
   constructor(
     private readonly db: Kysely<Tables>,
@@ -140,7 +153,7 @@ export class DatabaseMover {
       // Rows without a node are this node's (claimUnplaced); a file without a row may be a create in flight.
       if (!r.node_id || r.node_id === this.nodes.id || this.adopting.has(r.id)) continue;
       this.service.forgetLocal(r.id);
-      this.copies.forget(r.id);
+      await this.copies.forget(r.id);
       await this.engine.archive(r.id);
       this.stats.archived++;
       this.log.warn({ db: r.id, node: r.node_id }, 'archived a local database file: the database lives on another node now');
@@ -199,8 +212,14 @@ export class DatabaseMover {
   async move(id: string): Promise<number> {
     const to = await this.nodes.place({ kind: 'database' });
     if (to === this.nodes.id) throw new Error('the scheduler chose the draining node itself');
-    // A copy before the pause: if the move fails midway, the blob store still has a recent one.
-    await this.copies.shipNow(id);
+    // Shipped before the pause, and built on the target from snapshot and segments meanwhile: the pause
+    // then covers only the tail (the last segments), not the database's size.
+    const pre = await this.copies.shipNow(id);
+    if (pre.key) {
+      await this.askToAdopt(to, id, { from: this.nodes.id, key: pre.key, at: pre.at, prepare: true }).catch((err: unknown) =>
+        this.log.warn({ err, db: id }, 'building a database ahead of its move failed; the move builds it during the pause'),
+      );
+    }
     const started = performance.now();
     const gate = await this.service.pause(id);
     const drained = performance.now();
@@ -217,7 +236,7 @@ export class DatabaseMover {
     this.stats.phases.push({ runningMs: drained - started, copyMs: copied - drained, adoptMs: performance.now() - copied });
     if (this.stats.phases.length > 1000) this.stats.phases.shift();
     if (moved) {
-      this.copies.forget(id);
+      await this.copies.forget(id);
       await this.engine.delete(id);
       this.stats.moved++;
       this.stats.pauses.push(pause);
@@ -238,16 +257,43 @@ export class DatabaseMover {
    * still names `req.from`. False (and nothing kept) when another node got there first.
    */
   async adopt(id: string, req: AdoptRequest): Promise<boolean> {
+    await this.dropPrepared();
+    if (req.prepare) {
+      if (!req.key || req.key.startsWith('database-copies/')) return true;
+      const path = await this.engine.stagingPath(id);
+      const built = await materialize(this.store(), this.copies.history, id, { key: req.key }, path);
+      const old = this.prepared.get(id);
+      this.prepared.set(id, { path, built, until: Date.now() + PREPARED_MS });
+      if (old) await rm(old.path, { force: true });
+      return true;
+    }
     this.adopting.add(id);
     try {
+      let from: Materialized | undefined;
       if (req.key) {
         const staging = await this.engine.stagingPath(id);
+        const ready = this.prepared.get(id);
+        this.prepared.delete(id);
         try {
-          const got = await this.store().get(req.key);
-          await pipeline(got.stream, createWriteStream(staging));
+          // A build prepared before the pause: only the tail to apply (else, or if that fails, from scratch).
+          if (ready) from = (await extend(this.store(), this.copies.history, ready.path, ready.built, req.key).catch(() => null)) ?? undefined;
+          if (from && ready) {
+            await rename(ready.path, staging);
+            this.stats.extended++;
+          } else if (req.key.startsWith('database-copies/')) {
+            // A whole copy shipped before WAL shipping.
+            const got = await this.store().get(req.key);
+            await pipeline(got.stream, createWriteStream(staging));
+          } else {
+            // The latest snapshot and every segment after it, up to the one the row names.
+            from = await materialize(this.store(), this.copies.history, id, { key: req.key }, staging);
+          }
+          await this.copies.forget(id);
           await this.engine.install(id, staging);
+          await this.copies.hold(id);
         } finally {
           await rm(staging, { force: true });
+          if (ready) await rm(ready.path, { force: true });
         }
       } else {
         // Never copied: its node died within the first copy interval after the create.
@@ -264,16 +310,27 @@ export class DatabaseMover {
       q = req.key === null ? q.where('copy_key', 'is', null) : q.where('copy_key', '=', req.key);
       const r = await q.executeTakeFirst();
       if (Number(r.numUpdatedRows) === 0) {
+        await this.copies.forget(id);
         await this.engine.delete(id);
         return false;
       }
-      // The installed file's times are older than now: nothing to copy until it changes.
-      this.copies.adopted(id, Date.now());
+      // Shipping goes on in the same generation: the installed file is the history's state at its head.
+      await this.copies.adopted(id, from);
       this.service.forgetLocal(id);
       this.service.placement.moved(id, this.nodes.id);
       return true;
     } finally {
       this.adopting.delete(id);
+    }
+  }
+
+  /** Removes builds whose adopt never came. */
+  private async dropPrepared(): Promise<void> {
+    const now = Date.now();
+    for (const [id, p] of this.prepared) {
+      if (p.until > now) continue;
+      this.prepared.delete(id);
+      await rm(p.path, { force: true });
     }
   }
 

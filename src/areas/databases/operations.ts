@@ -55,6 +55,16 @@ const DatabaseToken = z
   })
   .meta({ id: 'DatabaseToken', description: 'A credential for SQL on one database' });
 
+const DatabaseBookmark = z
+  .object({
+    id: z.string().describe('Bookmark id (bkm_...)'),
+    databaseId: z.string(),
+    name: z.string().nullable(),
+    at: IsoTime.describe('The point it names: every write acknowledged before it is included'),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'DatabaseBookmark', description: "A named point in a database's history" });
+
 const VALUE_ENCODING =
   'Values: NULL -> null, TEXT -> string, INTEGER within +/-(2^53-1) -> number, larger INTEGER -> ' +
   '`{ "integer": "<decimal>" }`, REAL -> number (`{ "real": "Infinity" }` for infinities, `{ "real": "-0" }` ' +
@@ -95,7 +105,9 @@ export const databasesOperations = [
     method: 'POST',
     path: '/databases',
     summary: 'Create an isolated SQLite database',
-    description: 'Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.',
+    description:
+      'Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account. With `from`, a branch ' +
+      "of another of your databases as it was at a time of its history (default now), copied from its snapshot and WAL segments.",
     tags,
     auth: ['owner'],
     body: z.object({
@@ -107,10 +119,19 @@ export const databasesOperations = [
         .describe('Letters, digits and hyphens, max 64'),
       description: z.string().max(1000).optional(),
       workspaceId: WorkspaceIdInput.optional(),
+      from: z
+        .object({
+          databaseId: z.string().min(1).max(200).describe('The database to branch from (yours)'),
+          at: IsoTime.optional().describe("A time within its history window (default: now)"),
+        })
+        .optional()
+        .describe("A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards"),
     }),
     successStatus: 201,
     response: Database,
     errors: [
+      { status: 400, code: 'RestorePointOutsideWindow', description: "A branch's `at` is outside the source's history window" },
+      { status: 402, code: 'PlanLimitReached', description: "A branch past the plan's database allowance" },
       { status: 403, code: 'PlanLimitReached', description: "The plan's database allowance is used up" },
       { status: 409, code: 'DatabaseNameTaken', description: 'A database with this name exists' },
     ],
@@ -249,6 +270,64 @@ export const databasesOperations = [
     response: Ok,
     handler: ({ services, principal, params }) =>
       services.databases.revokeToken(principal, params.dbId, params.tokenId),
+  }),
+  defineOperation({
+    id: 'databases.restore',
+    method: 'POST',
+    path: '/databases/{dbId}/restore',
+    summary: 'Put a database back as it was at a time (or a bookmark) within its history window',
+    description:
+      'The history keeps every write shipped (at most about a second apart) for the plan\'s window: 1 day (Byte), ' +
+      '7 days (Mega), 30 days (Tera); GET /databases/{dbId}/bookmarks shows the window. The database is restored ' +
+      'to the last point shipped at or before `at`. The restore is itself undoable: the state just before it is ' +
+      'bookmarked (`undo`), and restoring to that bookmark puts it back. Requests on the database wait while the ' +
+      'restored file is put in place.',
+    tags,
+    auth: ['owner'],
+    params: DbId,
+    body: z
+      .object({
+        at: IsoTime.optional().describe('The time to go back to (ISO 8601)'),
+        bookmark: z.string().min(1).max(200).optional().describe('A bookmark id (bkm_...) instead of a time'),
+      })
+      .refine((b) => (b.at === undefined) !== (b.bookmark === undefined), { message: 'give exactly one of `at` and `bookmark`' }),
+    response: z.object({
+      restoredTo: IsoTime.describe('The point restored: when the last segment applied was shipped'),
+      undo: DatabaseBookmark.describe('The state just before this restore; restore to it to undo'),
+    }),
+    errors: [
+      { status: 400, code: 'RestorePointOutsideWindow', description: 'The time is before the oldest point kept (the message gives the window)' },
+      { status: 400, code: 'RestorePointInFuture', description: 'The time is in the future' },
+    ],
+    handler: ({ services, principal, params, body }) => services.databases.restore(principal, params.dbId, body),
+  }),
+  defineOperation({
+    id: 'databases.bookmarks.list',
+    method: 'GET',
+    path: '/databases/{dbId}/bookmarks',
+    summary: "List a database's bookmarks and the window its history covers",
+    tags,
+    auth: ['owner'],
+    params: DbId,
+    response: z.object({
+      items: z.array(DatabaseBookmark),
+      window: z.object({ from: IsoTime, to: IsoTime }).describe('The times a restore may name'),
+    }),
+    handler: ({ services, principal, params }) => services.databases.listBookmarks(principal, params.dbId),
+  }),
+  defineOperation({
+    id: 'databases.bookmarks.create',
+    method: 'POST',
+    path: '/databases/{dbId}/bookmarks',
+    summary: 'Name this moment of a database (before a risky migration) to restore to it later',
+    tags,
+    auth: ['owner'],
+    params: DbId,
+    body: z.object({ name: z.string().min(1).max(200).optional().describe('A label for you') }),
+    bodyOptional: true,
+    successStatus: 201,
+    response: DatabaseBookmark,
+    handler: ({ services, principal, params, body }) => services.databases.createBookmark(principal, params.dbId, body.name),
   }),
   defineOperation({
     id: 'databases.export',

@@ -20,6 +20,9 @@ import type {
 import { toApiError } from './engine-errors.js';
 import { isUniqueViolation } from '../../store/unique.js';
 import type { DatabaseCopies } from './copies.js';
+import type { BookmarkRow } from './history/history-repo.js';
+import { materialize } from './history/materialize.js';
+import { rm } from 'node:fs/promises';
 import type { DatabaseMover } from './mover.js';
 import type { DatabasePlacement } from './placement.js';
 import type { DatabaseRow, DatabasesRepo } from './repo.js';
@@ -35,6 +38,18 @@ export interface DatabaseOut {
   createdAt: string;
   libsqlUrl: string;
   workspaceId: string;
+}
+
+export interface BookmarkOut {
+  id: string;
+  databaseId: string;
+  name: string | null;
+  at: string;
+  createdAt: string;
+}
+
+function bookmarkOut(r: BookmarkRow): BookmarkOut {
+  return { id: r.id, databaseId: r.database_id, name: r.name, at: new Date(Number(r.at)).toISOString(), createdAt: new Date(Number(r.created_at)).toISOString() };
 }
 
 export type QueryBody = QueryRequest | { statements: QueryRequest[] } | ImportRequest;
@@ -96,13 +111,66 @@ export class DatabasesService {
     return this.out(await this.row(p, id));
   }
 
-  async create(p: Principal, input: { name: string; description?: string; workspaceId?: string }): Promise<DatabaseOut> {
+  async create(p: Principal, input: { name: string; description?: string; workspaceId?: string; from?: { databaseId: string; at?: string } }): Promise<DatabaseOut> {
     const workspaceId = await this.workspaces.forCreate(p, input.workspaceId);
+    if (input.from) return this.branch(p, { ...input, from: input.from }, workspaceId);
     assertWithinAllowance(p.plan, 'databases', await this.repo.count(p.ownerId));
     // The scheduler picks the node; another node's create is relayed there (ElsewhereError).
     const nodeId = await this.placement.place(p.ownerId);
+    return this.insertNew(p, input, nodeId, workspaceId);
+  }
+
+  /**
+   * A new database from another one's history at `from.at` (default now), built on the source's node
+   * (the create is relayed there) from its snapshot and segments; independent afterwards (its own
+   * generation, a snapshot of its own at its first ship).
+   */
+  private async branch(p: Principal, input: { name: string; description?: string; from: { databaseId: string; at?: string } }, workspaceId: DatabaseRow['workspace_id']): Promise<DatabaseOut> {
+    const src = await this.row(p, input.from.databaseId);
+    const count = await this.repo.count(p.ownerId);
+    const allowed = PLANS[p.plan].databases;
+    if (count >= allowed) {
+      throw errors.paymentRequired(`your ${PLANS[p.plan].title} plan allows ${allowed} databases; a branch is one more: delete one or change plan`, 'PlanLimitReached', { limit: allowed, current: count });
+    }
+    await this.placement.assertHere(src.node_id, src.id);
+    const at = input.from.at === undefined ? Date.now() : this.pointIn(input.from.at, await this.historyWindow(p, src.id), ['from', 'at']);
+    await this.copies.shipNow(src.id);
+    const id = newId('db');
+    const staging = await this.engine.stagingPath(id);
+    try {
+      await materialize(this.copies.store(), this.copies.history, src.id, { at }, staging);
+      await this.engine.install(id, staging);
+    } finally {
+      await rm(staging, { force: true });
+    }
+    return this.insertNew(p, input, this.placement.here, workspaceId, id, true);
+  }
+
+  /** `iso` as ms, 400 unless inside `w` (issues at `path`). */
+  private pointIn(iso: string, w: { from: number; to: number }, path: string[]): number {
+    const at = Date.parse(iso);
+    if (Number.isNaN(at)) throw errors.badRequest('the time must be ISO 8601', [{ path, message: 'not an ISO 8601 time' }]);
+    const windowText = `${new Date(w.from).toISOString()} to ${new Date(w.to).toISOString()}`;
+    if (at > w.to) {
+      throw errors.badRequest(`that time is in the future; this database can be restored to a time from ${windowText}`, [{ path, message: 'in the future' }], 'RestorePointInFuture');
+    }
+    if (at < w.from) {
+      const msg = `that time is outside the window this database's history covers: ${windowText}`;
+      throw errors.badRequest(msg, [{ path, message: msg }], 'RestorePointOutsideWindow');
+    }
+    return at;
+  }
+
+  private async insertNew(
+    p: Principal,
+    input: { name: string; description?: string },
+    nodeId: string,
+    workspaceId: DatabaseRow['workspace_id'],
+    id = newId('db'),
+    installed = false,
+  ): Promise<DatabaseOut> {
     const row: DatabaseRow = {
-      id: newId('db'),
+      id,
       owner_id: p.ownerId,
       name: input.name,
       description: input.description ?? null,
@@ -118,7 +186,7 @@ export class DatabasesService {
     // The file first, then the row and database.created in one commit: a crash in between leaves an
     // unreferenced file, never a database (or an acknowledged create) without its event.
     try {
-      await this.engine.create(row.id, { owner: p.ownerId });
+      if (!installed) await this.engine.create(row.id, { owner: p.ownerId });
     } catch (err) {
       throw this.map(err, p);
     }
@@ -147,7 +215,7 @@ export class DatabasesService {
     try {
       this.owners.delete(id);
       this.caps.delete(id);
-      this.copies.forget(id);
+      await this.copies.forget(id);
       await this.engine.delete(id);
       await this.events.atomically(async (trx, emit) => {
         await this.tokens.deleteAll(p.ownerId, id, trx);
@@ -156,7 +224,7 @@ export class DatabasesService {
     } finally {
       this.leave(id);
     }
-    await this.copies.removeCopy(row.copy_key);
+    await this.copies.removeHistory(id, row.copy_key);
     return { ok: true };
   }
 
@@ -232,6 +300,74 @@ export class DatabasesService {
       throw this.map(err, p);
     } finally {
       this.leave(id);
+    }
+  }
+
+  /** The span of time a restore may name: from the oldest point kept to now. */
+  async historyWindow(p: Principal, id: string): Promise<{ from: number; to: number }> {
+    const now = Date.now();
+    const gens = await this.copies.history.generations(id);
+    const oldest = gens[0]?.started_at ?? now;
+    return { from: Math.max(oldest, now - PLANS[p.plan].databaseHistoryDays * 86_400_000), to: now };
+  }
+
+  async listBookmarks(p: Principal, id: string): Promise<{ items: BookmarkOut[]; window: { from: string; to: string } }> {
+    await this.row(p, id);
+    const [rows, w] = await Promise.all([this.copies.history.bookmarks(id), this.historyWindow(p, id)]);
+    return { items: rows.map(bookmarkOut), window: { from: new Date(w.from).toISOString(), to: new Date(w.to).toISOString() } };
+  }
+
+  /** Names this moment: everything acknowledged before the call is shipped first, so a restore reaches it. */
+  async createBookmark(p: Principal, id: string, name?: string): Promise<BookmarkOut> {
+    const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id, id);
+    const shipped = await this.copies.shipNow(id);
+    if (!shipped.key) throw errors.unavailable('this database has no history yet; retry in a moment', 1);
+    const bm = { id: newId('bkm'), database_id: id, owner_id: p.ownerId, name: name ?? null, at: shipped.at, created_at: Date.now() };
+    await this.copies.history.addBookmark(bm);
+    return bookmarkOut(bm);
+  }
+
+  /**
+   * Puts the database back as it was at `at` (or a bookmark's time). The restore is itself a point in
+   * history: the state just before it is shipped and bookmarked first (the answer's `undo`), and the
+   * restored file starts a new generation.
+   */
+  async restore(p: Principal, id: string, target: { at?: string; bookmark?: string }): Promise<{ restoredTo: string; undo: BookmarkOut }> {
+    const row = await this.row(p, id);
+    await this.placement.assertHere(row.node_id, id);
+    const w = await this.historyWindow(p, id);
+    let at: number;
+    if (target.bookmark === undefined) at = this.pointIn(target.at as string, w, ['at']);
+    else {
+      const bm = await this.copies.history.bookmark(id, target.bookmark);
+      if (!bm) throw errors.notFound('bookmark');
+      at = bm.at;
+    }
+    if (at < w.from) throw errors.badRequest('that bookmark is older than the history kept', [{ path: ['bookmark'], message: 'outside the window' }], 'RestorePointOutsideWindow');
+    // Everything acknowledged until now is in the history (the point reaches it, and undo needs it).
+    await this.copies.shipNow(id);
+    const staging = await this.engine.stagingPath(id);
+    try {
+      const built = await materialize(this.copies.store(), this.copies.history, id, { at }, staging);
+      const gate = await this.pause(id);
+      let undo: BookmarkOut;
+      try {
+        const before = await this.copies.shipNow(id);
+        const bm = { id: newId('bkm'), database_id: id, owner_id: p.ownerId, name: `before restore to ${new Date(at).toISOString()}`, at: before.at, created_at: Date.now() };
+        await this.copies.history.addBookmark(bm);
+        undo = bookmarkOut(bm);
+        await this.copies.forget(id);
+        await this.engine.install(id, staging);
+        this.caps.delete(id);
+        // A new generation at once, standing on the point restored (nothing re-uploaded).
+        await this.copies.derive(id, built);
+      } finally {
+        gate.release();
+      }
+      return { restoredTo: new Date(built.at).toISOString(), undo };
+    } finally {
+      await rm(staging, { force: true });
     }
   }
 

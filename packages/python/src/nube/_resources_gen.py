@@ -273,6 +273,34 @@ class AgentsResource:
         return cast("AgentsTurnsResponse", self._client._call("agents.turns", {"id": id}, {"session": session, "limit": limit}, OMIT, request_options))
 
 
+class DatabasesBookmarksResource:
+    """Operations under `databases.bookmarks`."""
+
+    def __init__(self, client: SyncCaller) -> None:
+        self._client = client
+
+    def create(self, db_id: str, *, name: str = OMIT, request_options: Optional[RequestOptions] = None) -> DatabaseBookmark:
+        """Name this moment of a database (before a risky migration) to restore to it later
+
+        Args:
+            db_id: Database id
+            name: A label for you
+
+        Operation `databases.bookmarks.create`: POST /api/v2/databases/{dbId}/bookmarks.
+        """
+        return cast("DatabaseBookmark", self._client._call("databases.bookmarks.create", {"dbId": db_id}, None, {"name": name}, request_options))
+
+    def list(self, db_id: str, *, request_options: Optional[RequestOptions] = None) -> DatabasesBookmarksListResponse:
+        """List a database's bookmarks and the window its history covers
+
+        Args:
+            db_id: Database id
+
+        Operation `databases.bookmarks.list`: GET /api/v2/databases/{dbId}/bookmarks.
+        """
+        return cast("DatabasesBookmarksListResponse", self._client._call("databases.bookmarks.list", {"dbId": db_id}, None, OMIT, request_options))
+
+
 class DatabasesTokensResource:
     """Operations under `databases.tokens`."""
 
@@ -319,20 +347,22 @@ class DatabasesResource:
 
     def __init__(self, client: SyncCaller) -> None:
         self._client = client
+        self.bookmarks = DatabasesBookmarksResource(client)
         self.tokens = DatabasesTokensResource(client)
 
-    def create(self, *, name: str, description: str = OMIT, workspaceId: str = OMIT, request_options: Optional[RequestOptions] = None) -> Database:
+    def create(self, *, name: str, description: str = OMIT, workspaceId: str = OMIT, from_: DatabasesCreateBodyFrom = OMIT, request_options: Optional[RequestOptions] = None) -> Database:
         """Create an isolated SQLite database
 
-        Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account.
+        Plans allow 3 (Byte), 10 (Mega) or 20 (Tera) databases. Names are unique per account. With `from`, a branch of another of your databases as it was at a time of its history (default now), copied from its snapshot and WAL segments.
 
         Args:
             name: Letters, digits and hyphens, max 64
             workspaceId: Workspace to create it in (`default` when absent, or the only workspace of a key narrowed to one); unknown: 404
+            from_: A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards
 
         Operation `databases.create`: POST /api/v2/databases.
         """
-        return cast("Database", self._client._call("databases.create", None, None, {"name": name, "description": description, "workspaceId": workspaceId}, request_options))
+        return cast("Database", self._client._call("databases.create", None, None, {"name": name, "description": description, "workspaceId": workspaceId, "from": from_}, request_options))
 
     def delete(self, db_id: str, *, request_options: Optional[RequestOptions] = None) -> Ok:
         """Delete a database and all its data (irreversible)
@@ -385,6 +415,20 @@ class DatabasesResource:
         Operation `databases.query`: POST /api/v2/databases/{dbId}/query.
         """
         return cast("Union[QueryResult, DatabasesQueryResponseResults, DatabasesQueryResponseVariant3]", self._client._call("databases.query", {"dbId": db_id}, None, {"sql": sql, "args": args, "statements": statements, "table": table, "columns": columns, "rows": rows, "onConflict": onConflict}, request_options))
+
+    def restore(self, db_id: str, *, at: str = OMIT, bookmark: str = OMIT, request_options: Optional[RequestOptions] = None) -> DatabasesRestoreResponse:
+        """Put a database back as it was at a time (or a bookmark) within its history window
+
+        The history keeps every write shipped (at most about a second apart) for the plan's window: 1 day (Byte), 7 days (Mega), 30 days (Tera); GET /databases/{dbId}/bookmarks shows the window. The database is restored to the last point shipped at or before `at`. The restore is itself undoable: the state just before it is bookmarked (`undo`), and restoring to that bookmark puts it back. Requests on the database wait while the restored file is put in place.
+
+        Args:
+            db_id: Database id
+            at: The time to go back to (ISO 8601)
+            bookmark: A bookmark id (bkm_...) instead of a time
+
+        Operation `databases.restore`: POST /api/v2/databases/{dbId}/restore.
+        """
+        return cast("DatabasesRestoreResponse", self._client._call("databases.restore", {"dbId": db_id}, None, {"at": at, "bookmark": bookmark}, request_options))
 
 
 class DatasetsResource:

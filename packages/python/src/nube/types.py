@@ -199,6 +199,18 @@ class Database(TypedDict):
     """The workspace it belongs to (`default` or `wsp_...`)"""
 
 
+class DatabaseBookmark(TypedDict):
+    """A named point in a database's history"""
+    id: str
+    """Bookmark id (bkm_...)"""
+    databaseId: str
+    name: Optional[str]
+    at: str
+    """The point it names: every write acknowledged before it is included"""
+    createdAt: str
+    """ISO 8601 UTC timestamp"""
+
+
 class DatabaseToken(TypedDict):
     """A credential for SQL on one database"""
     id: str
@@ -1636,6 +1648,37 @@ class AgentsTurnsResponse(TypedDict):
     turns: List[AgentsTurnsResponseTurnsItem]
 
 
+_DatabasesBookmarksListResponseWindowRequired = TypedDict("_DatabasesBookmarksListResponseWindowRequired", {"from": "str", "to": "str"})
+_DatabasesBookmarksListResponseWindowOptional = TypedDict("_DatabasesBookmarksListResponseWindowOptional", {}, total=False)
+
+
+class DatabasesBookmarksListResponseWindow(_DatabasesBookmarksListResponseWindowRequired, _DatabasesBookmarksListResponseWindowOptional):
+    """The times a restore may name
+
+    - from: ISO 8601 UTC timestamp
+    - to: ISO 8601 UTC timestamp
+    """
+
+
+class DatabasesBookmarksListResponse(TypedDict):
+    """What `databases.bookmarks.list` answers."""
+    items: List[DatabaseBookmark]
+    window: DatabasesBookmarksListResponseWindow
+    """The times a restore may name"""
+
+
+class _DatabasesCreateBodyFromRequired(TypedDict):
+    """The keys DatabasesCreateBodyFrom always has."""
+    databaseId: str
+    """The database to branch from (yours)"""
+
+
+class DatabasesCreateBodyFrom(_DatabasesCreateBodyFromRequired, total=False):
+    """A branch: the new database starts as that one was at `at`, built from its history, and is independent afterwards"""
+    at: str
+    """A time within its history window (default: now)"""
+
+
 class DatabasesListResponse(TypedDict):
     """What `databases.list` answers."""
     items: List[Database]
@@ -1738,6 +1781,14 @@ class DatabasesQueryResponseVariant3(TypedDict):
     """Rows written (skipped conflicts not counted)"""
     total: int
     """Rows in the request"""
+
+
+class DatabasesRestoreResponse(TypedDict):
+    """What `databases.restore` answers."""
+    restoredTo: str
+    """The point restored: when the last segment applied was shipped"""
+    undo: DatabaseBookmark
+    """The state just before this restore; restore to it to undo"""
 
 
 class DatabasesTokensCreateResponse(TypedDict):

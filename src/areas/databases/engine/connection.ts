@@ -12,6 +12,11 @@ export interface ConnectionSettings {
   maxResultRows: number;
   maxResultBytes: number;
   busyTimeoutMs: number;
+  /**
+   * False when the history shipper checkpoints (databases/copies.ts, after it read the frames):
+   * connections then never checkpoint on their own (wal_autocheckpoint=0). Default true.
+   */
+  autoCheckpoint?: boolean;
   /** sqlite3_limit(SQLITE_LIMIT_LENGTH): largest string or blob. */
   maxValueBytes: number;
 }
@@ -83,6 +88,7 @@ export class Connection {
         `PRAGMA synchronous=${settings.synchronous === 'full' ? 'FULL' : 'NORMAL'}`,
         'PRAGMA trusted_schema=OFF',
         'PRAGMA journal_size_limit=67108864',
+        `PRAGMA wal_autocheckpoint=${settings.autoCheckpoint === false ? 0 : 1000}`,
         `PRAGMA max_page_count=${maxPages}`,
         `PRAGMA temp.max_page_count=${maxPages}`,
       ].join(';'),

@@ -46,6 +46,7 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
         maxResultBytes: opts.maxResultBytes ?? 16 * 1024 ** 2,
         maxValueBytes: opts.maxValueBytes ?? 16 * 1024 ** 2,
         busyTimeoutMs: opts.busyTimeoutMs ?? 5000,
+        autoCheckpoint: opts.autoCheckpoint ?? true,
         maxOpenConnections: opts.maxOpenConnections ?? 64,
       },
     });
@@ -86,6 +87,11 @@ export class EmbeddedDatabaseEngine implements DatabaseEngine {
       ),
     );
     return Math.max(times[0], times[1]);
+  }
+
+  /** The database's file (its WAL is beside it, `-wal`): the history shipper reads both. */
+  async filePath(id: string): Promise<string> {
+    return dbFile(this.dir, id);
   }
 
   /** A fresh path inside the engine's directory where a copy to `install` can be written. */

@@ -34,6 +34,8 @@ export interface DatabaseEngine {
   exists(id: string): Promise<boolean>;
   /** Latest modification of the database file or its WAL (ms since the epoch); 0 when absent. */
   changedAt(id: string): Promise<number>;
+  /** The database's file (its WAL is beside it, `-wal`): the history shipper reads both. */
+  filePath(id: string): Promise<string>;
   /** A fresh path inside the engine's directory where a copy to `install` can be written. */
   stagingPath(id: string): Promise<string>;
   /** Makes the complete SQLite file at `source` the database `id`, replacing its files (on its lane). */
@@ -85,6 +87,8 @@ export interface EmbeddedEngineOptions {
   /** WAL synchronous mode (default 'full': an acknowledged write survives power loss). */
   synchronous?: 'full' | 'normal';
   busyTimeoutMs?: number;
+  /** False: connections never checkpoint; the history shipper does, once it read the frames (default true). */
+  autoCheckpoint?: boolean;
   /** Connections an executor keeps open (default 64). */
   maxOpenConnections?: number;
 }

@@ -15406,7 +15406,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description DiskTooLarge: diskMB is past the plan's sandbox disk */
+            /** @description DiskTooLarge: diskMB is past the plan's sandbox disk; StorageQuotaExceeded: The plan's storage is used up (templates count in it) */
             402: {
                 headers: {
                     [name: string]: unknown;
@@ -15804,6 +15804,15 @@ export interface operations {
             };
             /** @description Missing or invalid credential */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description StorageQuotaExceeded: The plan's storage is used up (templates count in it) */
+            402: {
                 headers: {
                     [name: string]: unknown;
                 };

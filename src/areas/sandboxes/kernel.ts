@@ -34,10 +34,9 @@ export class Kernel {
     const r = this.core.runtime;
     const errFile = `/tmp/.nube-kernel-${randomBytes(6).toString('hex')}.err`;
     await rt(r.writeFile(row.runtime_id, KERNEL_PATH, Buffer.from(KERNEL_PY)));
-    // Only our own paths are in the command line.
-    const execId = await rt(
-      r.startBackground(row.runtime_id, `exec python3 -u ${KERNEL_PATH} serve ${errFile}`),
-    );
+    // Only our own paths are in the command line. The kernel runs cells as the template's user, as exec does.
+    const { command, ...o } = await this.work.asTemplateUser(row, `exec python3 -u ${KERNEL_PATH} serve ${errFile}`);
+    const execId = await rt(r.startBackground(row.runtime_id, command, o));
     await this.core.repo.update(row.id, { kernel_exec_id: execId });
     row.kernel_exec_id = execId;
     return errFile;

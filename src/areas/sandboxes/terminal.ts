@@ -24,7 +24,7 @@ const Control = z.discriminatedUnion('type', [
 /** Opens the shell before the upgrade (errors are still HTTP answers), then wires it to the socket. */
 export async function openTerminal(s: SandboxesService, p: Principal, id: string, q: z.output<typeof TerminalQuery>) {
   await s.core.started(p, id);
-  const proc = await s.ssh.run(id, { mode: 'run', cmd: null, pty: { rows: q.rows, cols: q.cols, term: q.term } });
+  const proc = await s.ssh.runAsTemplateUser(id, { mode: 'run', cmd: null, pty: { rows: q.rows, cols: q.cols, term: q.term } });
   return (ws: WebSocket) => wire(ws, proc);
 }
 

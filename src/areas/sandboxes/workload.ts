@@ -68,6 +68,11 @@ export class Workload {
    * command wrapped in the switch, the user's home as the cwd when none is named, HOME, USER and
    * LOGNAME beneath the call's env. As given for root.
    */
+  /** `command` as the sandbox's template user (the kernel bridge, which runs cells: as exec would). */
+  asTemplateUser(row: SandboxRow, command: string) {
+    return this.asUser(row, { command });
+  }
+
   private async asUser(row: SandboxRow, b: { command: string; cwd?: string; env?: Record<string, string>; user?: string }) {
     const u = await this.core.users.resolve(row.runtime_id, b.user, userOf(row));
     if (!u) return { command: b.command, cwd: b.cwd ?? cwdOf(row), env: b.env };
@@ -305,11 +310,11 @@ function decodeBase64(s: string): Buffer {
 }
 
 /** The working dir of the sandbox's template (its WORKDIR, or `workdir`), for commands that name none. */
-function cwdOf(row: SandboxRow): string | undefined {
+export function cwdOf(row: SandboxRow): string | undefined {
   return bootstrapOf(row)?.template?.cwd;
 }
 
 /** The user of the sandbox's template (its `user`, or its image's USER), for calls that name none. */
-function userOf(row: SandboxRow): string | undefined {
+export function userOf(row: SandboxRow): string | undefined {
   return bootstrapOf(row)?.template?.user;
 }

@@ -2,7 +2,7 @@ import type { AreaModule } from '../area.js';
 import { refuseProtected } from '../sandboxes/manage.js';
 import { templatesOperations } from './operations.js';
 import { TemplatesRepo, templatesMigrations } from './repo.js';
-import { BUILD_JOB, TemplatesService } from './service.js';
+import { BUILD_JOB, type BuildJob, TemplatesService } from './service.js';
 
 export const templatesArea: AreaModule = {
   name: 'templates',
@@ -20,12 +20,15 @@ export const templatesArea: AreaModule = {
       diskFor: (p, mb) => core.diskFor(p, mb),
       checkAllowOut: (list, path) => refuseProtected(deps.config.sandboxes, list, path),
     });
-    // Builds survive a restart of nube: the job runs again (layers already fetched are kept by digest).
-    deps.jobs.register<{ id: string }>(BUILD_JOB, (p, job) => templates.build(p.id, job), {
+    // Builds survive a restart of nube: the job runs again (layers already fetched are kept by digest,
+    // a Dockerfile's steps done are cached layers, a half-made import of the killed process is removed).
+    deps.jobs.register<BuildJob>(BUILD_JOB, (p, job) => templates.build(p.id, job, p.quotaBytes), {
       maxAttempts: 3,
       concurrency: 2,
       leaseMs: 60_000,
     });
+    // Templates' unpacked images count in the plan's storage, with files, databases and sites.
+    deps.usage.registerGauge('storageBytes', (ownerId) => templates.repo.sizeFor(ownerId));
     core.templateNames = (ownerId, name) => templates.resolve(ownerId, name);
     // A Dockerfile's layers stay when the sandboxes on them go (they are the template).
     core.keptSnapshots = () => templates.repo.allLayers();

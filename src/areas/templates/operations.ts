@@ -236,6 +236,7 @@ export const templatesOperations = [
     errors: [
       { status: 409, code: 'TemplateExists', description: 'You already have a template by that name' },
       { status: 402, code: 'DiskTooLarge', description: "diskMB is past the plan's sandbox disk" },
+      { status: 402, code: 'StorageQuotaExceeded', description: "The plan's storage is used up (templates count in it)" },
     ],
     handler: async ({ principal, services, body }) => {
       const { context, ...rest } = body;
@@ -315,7 +316,10 @@ export const templatesOperations = [
         "A Dockerfile template's new Dockerfile, context, build args or build network (steps whose inputs did not change are reused)",
       ),
     response: Template,
-    errors: [{ status: 409, code: 'InvalidState', description: 'The template is already building' }],
+    errors: [
+      { status: 409, code: 'InvalidState', description: 'The template is already building' },
+      { status: 402, code: 'StorageQuotaExceeded', description: "The plan's storage is used up (templates count in it)" },
+    ],
     handler: async ({ principal, services, params, body }) =>
       services.templates.rebuild(principal, params.id, {
         dockerfile: body?.dockerfile,

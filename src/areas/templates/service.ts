@@ -7,6 +7,8 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { assertStorageAvailable } from '../../platform/limits.js';
+import { PLANS } from '../../platform/plans.js';
 import { cutShort, type JobContext } from '../../platform/jobs-contract.js';
 import type { PlatformDeps } from '../deps.js';
 import { isRootSpec } from '../sandboxes/run-as.js';
@@ -23,6 +25,12 @@ import { Unpacker } from './oci/unpack.js';
 import type { TemplatesRepo, TemplatesTable } from './repo.js';
 
 export const BUILD_JOB = 'templates.build';
+/** A build job's payload: the template, and what is left of its owner's plan storage when it was asked for. */
+export interface BuildJob {
+  id: string;
+  /** Bytes the image may unpack to (the plan's storage less what the owner stores besides); unset: no plan cap (an older job). */
+  quotaBytes?: number;
+}
 /** Names nube's own templates have: an owner's template cannot take them. */
 export const RESERVED = new Set(['base', 'code-interpreter', 'goose', 'acp']);
 /** What every imported build adds besides the image (bump when that changes, so builds are redone; 2: /.nube/runas). */
@@ -176,6 +184,7 @@ export class TemplatesService {
       ]);
     }
     if (input.diskMB !== undefined) this.sandboxes.diskFor(p, input.diskMB);
+    const quotaBytes = await this.storageLeft(p, null);
     const source = await this.sourceOf(p, input);
     if (await this.repo.byName(p.ownerId, input.name)) {
       throw errors.conflict(`you already have a template named ${input.name}`, 'TemplateExists');
@@ -222,8 +231,19 @@ export class TemplatesService {
         throw errors.conflict(`you already have a template named ${input.name}`, 'TemplateExists');
       throw e;
     }
-    await this.deps.jobs.enqueue(BUILD_JOB, { id: row.id }, { key: `template-build:${row.id}` });
+    await this.deps.jobs.enqueue(BUILD_JOB, { id: row.id, quotaBytes } satisfies BuildJob, { key: `template-build:${row.id}` });
     return this.view(row);
+  }
+
+  /**
+   * What the owner's plan storage has left for a template's image (files, databases, sites and the
+   * other templates count against it; a rebuilt template's own bytes do not): 402 StorageQuotaExceeded
+   * when nothing is.
+   */
+  private async storageLeft(p: Principal, rebuilt: TemplatesTable | null): Promise<number> {
+    const used = (await this.deps.usage.gauge('storageBytes', p.ownerId)) - (rebuilt?.size_bytes ?? 0);
+    assertStorageAvailable(p.plan, used, 1);
+    return PLANS[p.plan].storageBytes - used;
   }
 
   /** What a template is built from, checked: an image reference, or a Dockerfile (every line) and its context. */
@@ -331,6 +351,7 @@ export class TemplatesService {
     if (settings?.diskMB !== undefined) this.sandboxes.diskFor(p, settings.diskMB);
     if (r.status === 'building')
       throw errors.conflict(`template ${r.name} is already building`, 'InvalidState');
+    const quotaBytes = await this.storageLeft(p, r);
     const was = JSON.parse(r.source) as Source;
     let source: Source | undefined;
     const changed = (['dockerfile', 'context', 'buildArgs', 'buildNetwork'] as const).filter((k) => change[k] !== undefined);
@@ -358,7 +379,7 @@ export class TemplatesService {
       progress: JSON.stringify({ percent: 0, layersDone: 0, layersTotal: 0, bytesDone: 0, bytesTotal: 0 }),
     });
     await this.repo.clearLog(r.id);
-    await this.deps.jobs.enqueue(BUILD_JOB, { id: r.id }, { key: `template-build:${r.id}` });
+    await this.deps.jobs.enqueue(BUILD_JOB, { id: r.id, quotaBytes } satisfies BuildJob, { key: `template-build:${r.id}` });
     return this.view((await this.repo.get(r.id)) ?? r);
   }
 
@@ -462,7 +483,7 @@ export class TemplatesService {
   }
 
   /** Job: pull, unpack and install the template's image. A failure leaves the template `failed` with why. */
-  async build(id: string, job?: Pick<JobContext, 'signal' | 'stopping'>): Promise<void> {
+  async build(id: string, job?: Pick<JobContext, 'signal' | 'stopping'>, quotaBytes?: number): Promise<void> {
     const row = await this.repo.get(id);
     if (row?.status !== 'building') return;
     const ac = new AbortController();
@@ -470,7 +491,7 @@ export class TemplatesService {
     const signal = job ? AbortSignal.any([ac.signal, job.signal]) : ac.signal;
     const started = Date.now();
     try {
-      await this.pull(row, signal);
+      await this.pull(row, signal, quotaBytes);
       await this.repo.log(
         id,
         `template ${row.name} built in ${((Date.now() - started) / 1000).toFixed(1)} s`,
@@ -500,12 +521,12 @@ export class TemplatesService {
     }
   }
 
-  private async pull(row: TemplatesTable, signal: AbortSignal): Promise<void> {
+  private async pull(row: TemplatesTable, signal: AbortSignal, quotaBytes: number | undefined): Promise<void> {
     const source = JSON.parse(row.source) as Source;
-    if (source.dockerfile !== undefined) return this.buildDockerfile(row, source, signal);
+    if (source.dockerfile !== undefined) return this.buildDockerfile(row, source, signal, quotaBytes);
     const ref = parseImageRef(source.fromImage!);
     if (typeof ref === 'string') throw new TemplateBuildError('ImageNotFound', ref);
-    const { info, size, progress: p } = await this.importImage(row, ref, signal);
+    const { info, size, progress: p } = await this.importImage(row, ref, signal, quotaBytes);
     p.percent = 100;
     const done = await this.repo.updateBuilding(row.id, {
       status: 'ready',
@@ -519,8 +540,14 @@ export class TemplatesService {
   }
 
   /** Pulls the image and imports it as the template's root filesystem (its driver build). */
-  private async importImage(row: TemplatesTable, ref: Exclude<ReturnType<typeof parseImageRef>, string>, signal: AbortSignal) {
-    const id = row.id;    const auth = row.registry_auth
+  private async importImage(
+    row: TemplatesTable,
+    ref: Exclude<ReturnType<typeof parseImageRef>, string>,
+    signal: AbortSignal,
+    quotaBytes: number | undefined,
+  ) {
+    const id = row.id;
+    const auth = row.registry_auth
       ? (JSON.parse(this.deps.secretBox.open(row.registry_auth)) as RegistryAuth)
       : undefined;
     await this.progress(id, { phase: 'resolving' }, `resolving ${ref.canonical}`);
@@ -545,6 +572,8 @@ export class TemplatesService {
       `image ${image.digest}: ${image.layers.length} layers, ${total} bytes`,
     );
     const max = this.deps.config.templates.maxBytes;
+    // The unpacked image counts in the owner's plan storage: past what is left of it, the build stops.
+    const cap = Math.min(max, quotaBytes ?? max);
     let lastWrite = 0;
     for (const [i, layer] of image.layers.entries()) {
       const had = existsSync(this.registry.blobPath(layer.digest));
@@ -581,13 +610,18 @@ export class TemplatesService {
       id,
       build,
       async (rootfs, ids) => {
-        const u = new Unpacker(rootfs, ids, { maxBytes: max, maxEntries: MAX_ENTRIES });
+        const u = new Unpacker(rootfs, ids, { maxBytes: cap, maxEntries: MAX_ENTRIES });
         for (const [i, layer] of image.layers.entries()) {
           await u
             .layer(this.registry.blobPath(layer.digest), layer.digest, signal)
             .catch(async (e: unknown) => {
               // A layer refused for what it holds (an escape, a tar bomb) is not kept either.
               const code = e instanceof TemplateBuildError ? e.code : '';
+              if (code === 'TooLarge' && cap < max && u.stats.bytes > cap)
+                throw new TemplateBuildError(
+                  'StorageQuotaExceeded',
+                  `the image unpacks to more than the ${cap} bytes left of your plan's storage: delete files, databases or templates, or change plan`,
+                );
               if (code === 'LayerRefused' || code === 'TooLarge')
                 await rm(this.registry.blobPath(layer.digest), { force: true });
               throw e;
@@ -615,7 +649,12 @@ export class TemplatesService {
   }
 
   /** FROM (an image pulled and imported, or another template's layers), then the steps (cached). */
-  private async buildDockerfile(row: TemplatesTable, source: Source, signal: AbortSignal): Promise<void> {
+  private async buildDockerfile(
+    row: TemplatesTable,
+    source: Source,
+    signal: AbortSignal,
+    quotaBytes: number | undefined,
+  ): Promise<void> {
     const id = row.id;
     const dockerfile = source.dockerfile!;
     const bad = (e: unknown) => {
@@ -642,7 +681,7 @@ export class TemplatesService {
     } else {
       const ref = parseImageRef(from);
       if (typeof ref === 'string') throw new TemplateBuildError('ImageNotFound', `FROM ${from}: ${ref}`);
-      const got = await this.importImage(row, ref, signal);
+      const got = await this.importImage(row, ref, signal, quotaBytes);
       base = { template: id, build: got.info.build, snapshot: null };
       config = got.image.config;
       size = got.size;

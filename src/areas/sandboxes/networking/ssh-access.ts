@@ -8,6 +8,8 @@ import { hmacHex, sha256Hex } from '../../../platform/crypto.js';
 import { errors } from '../../../platform/errors.js';
 import { newId, randomToken } from '../../../platform/ids.js';
 import type { SandboxRow } from '../repo.js';
+import { userEnv } from '../run-as.js';
+import { cwdOf, userOf } from '../workload.js';
 import { KeyedLock } from '../runtime/keyed-lock.js';
 import type { SandboxesCore } from '../service.js';
 import {
@@ -168,6 +170,25 @@ export class SshAccess {
 
   run(sandboxId: string, h: RunHeader): Promise<HelperProcess> {
     return this.withHelper(sandboxId, (dial, token) => runInSandbox(dial, token, h));
+  }
+
+  /**
+   * A terminal or SSH session: as the sandbox's template user (its `user`, or its image's USER) with
+   * that user's HOME, USER and LOGNAME, in the template's working dir or the user's home, as exec runs
+   * commands. Root's session where the template names no user.
+   */
+  async runAsTemplateUser(sandboxId: string, h: RunHeader): Promise<HelperProcess> {
+    const row = await this.core.repo.get(sandboxId);
+    const here = row && (row.node_id === null || row.node_id === this.core.placement.here);
+    // (A sandbox on another node: its node resolves nothing here; the session is relayed as asked.)
+    const u = here ? await this.core.users.resolve(row.runtime_id, undefined, userOf(row)) : null;
+    if (!u || !row) return this.run(sandboxId, h);
+    return this.run(sandboxId, {
+      ...h,
+      user: { uid: u.uid, gid: u.gid, groups: u.groups },
+      cwd: h.cwd ?? cwdOf(row) ?? u.home,
+      env: { ...userEnv(u), ...h.env },
+    });
   }
 
   forward(sandboxId: string, host: string, port: number) {

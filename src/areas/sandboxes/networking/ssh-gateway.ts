@@ -20,7 +20,8 @@ export interface SshBackend {
     putHostKey(name: string, sealed: string): Promise<string>;
   };
   authenticate(user: string, password: string): Promise<boolean>;
-  run(sandboxId: string, h: RunHeader): Promise<HelperProcess>;
+  /** A session (shell, exec, sftp) as the sandbox's template user. */
+  runAsTemplateUser(sandboxId: string, h: RunHeader): Promise<HelperProcess>;
   forward(sandboxId: string, host: string, port: number): Promise<Socket>;
   listen(sandboxId: string, host: string, port: number): Promise<SandboxListener>;
   accept(sandboxId: string, id: string): Promise<Socket>;
@@ -217,7 +218,7 @@ export class SshGateway {
       accept?.();
     });
     const run = (ch: ServerChannel, cmd: string | null, withPty: boolean) => {
-      this.access.run(id, { mode: 'run', cmd, env, ...(withPty && pty ? { pty } : {}) }).then(
+      this.access.runAsTemplateUser(id, { mode: 'run', cmd, env, ...(withPty && pty ? { pty } : {}) }).then(
         (proc) => {
           resize = (rows, cols) => proc.resize(rows, cols);
           proc.on('stdout', (d) => ch.write(d));

@@ -9,6 +9,7 @@ export type BuildFailure =
   | 'UnsupportedImage'
   | 'LayerRefused'
   | 'TooLarge'
+  | 'StorageQuotaExceeded'
   | 'Canceled'
   | 'BuildFailed'
   // A Dockerfile's

@@ -13,6 +13,7 @@ import {
   lstat,
   mkdir,
   readFile,
+  readdir,
   readlink,
   rename,
   rm,
@@ -23,7 +24,7 @@ import { dirname, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FillRootfs, ProgressFn, TemplateInfo } from '../driver.js';
 import { SandboxRuntimeError } from '../driver.js';
-import { run } from './proc.js';
+import { isAlive, run } from './proc.js';
 
 /** Names of imported templates (the templates area's ids); built-in names never match. */
 export const IMPORTED_NAME = /^tmpl_[0-9a-z]{6,60}$/;
@@ -186,6 +187,7 @@ export async function importTemplate(
   const started = Date.now();
   const tmp = `${dir}.building-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
+  await dropDeadBuilds(`${o.templatesDir}/${name}`);
   await mkdir(`${tmp}/rootfs`, { recursive: true });
   let packages: string[] = [];
   try {
@@ -218,6 +220,38 @@ export async function importTemplate(
   });
   await setCurrent();
   return info;
+}
+
+/**
+ * Gives a build imported before every import had /.nube/runas (IMPORT_VERSION 1) the program, so its
+ * sandboxes run commands as the template's user without a rebuild. Called before a sandbox starts on it.
+ */
+export async function addRunasIfMissing(o: { binDir: string; ids: ImportIds }, info: TemplateInfo): Promise<void> {
+  const target = `${info.path}/.nube/runas`;
+  if (existsSync(target)) return;
+  const from = await ensureStatic(o.binDir, '../runas.c');
+  if (!existsSync(`${info.path}/.nube`)) {
+    await mkdir(`${info.path}/.nube`);
+    await lchown(`${info.path}/.nube`, o.ids.uidBase, o.ids.uidBase);
+    await chmod(`${info.path}/.nube`, 0o755);
+  }
+  const tmp = `${target}.${process.pid}.tmp`;
+  await copyFile(from, tmp);
+  await lchown(tmp, o.ids.uidBase, o.ids.uidBase);
+  await chmod(tmp, 0o755);
+  await rename(tmp, target);
+}
+
+/**
+ * Half-made builds (`<build>.building-<pid>`) of processes that are gone: a nube killed mid-import left
+ * them, and its build job runs again in the next one (builds survive a restart).
+ */
+async function dropDeadBuilds(templateDir: string): Promise<void> {
+  for (const e of await readdir(templateDir).catch(() => [] as string[])) {
+    const m = /\.building-(\d+)$/.exec(e);
+    if (m && Number(m[1]) !== process.pid && !isAlive(Number(m[1])))
+      await rm(`${templateDir}/${e}`, { recursive: true, force: true });
+  }
 }
 
 /** Removes every build of imported template `name` (the caller checked nothing stands on it). */

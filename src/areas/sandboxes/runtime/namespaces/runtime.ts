@@ -62,7 +62,7 @@ import {
   recipeHash,
   templateUnavailable,
 } from './templates.js';
-import { importTemplate, isImported, readImported, removeImported } from './imported-template.js';
+import { addRunasIfMissing, importTemplate, isImported, readImported, removeImported } from './imported-template.js';
 
 export interface NamespacesRuntimeOptions {
   /** Sandboxes, snapshots, compiled helper and (by default) templates live here. */
@@ -116,6 +116,8 @@ export class NamespacesRuntime implements SandboxRuntime {
   private readonly uidBase: number;
   private readonly uidCount: number;
   private readonly cgroupParent: string;
+  /** Imported builds checked for /.nube/runas (addRunasIfMissing). */
+  private readonly runasChecked = new Set<string>();
   protected network!: BridgeNetwork;
   protected ctx!: LaunchContext;
   protected spawner!: Spawner;
@@ -289,7 +291,15 @@ export class NamespacesRuntime implements SandboxRuntime {
   }
 
   async findTemplate(name: string): Promise<TemplateInfo | null> {
-    if (isImported(name)) return readImported(this.templatesDir, name);
+    if (isImported(name)) {
+      const info = readImported(this.templatesDir, name);
+      // A template imported before runas was part of every import gets it now (once per build and process).
+      if (info && !this.runasChecked.has(info.path)) {
+        await addRunasIfMissing({ binDir: `${this.opts.dataDir}/bin`, ids: { uidBase: this.uidBase, uidCount: this.uidCount } }, info);
+        this.runasChecked.add(info.path);
+      }
+      return info;
+    }
     return readTemplate(this.templatesDir, name, recipeHash(name, this.uidBase));
   }
 

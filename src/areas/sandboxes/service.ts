@@ -17,7 +17,7 @@ import { IDLE_SANDBOX_MB, poolStatusFile } from './runtime-dir.js';
 import { collectSnapshots } from './snapshot-gc.js';
 import { type PooledSandbox, type PoolSource, WarmPool } from './warm-pool.js';
 import type { SandboxRow, SandboxesRepo, TemplateRow } from './repo.js';
-import type { ExecResult, SandboxInfo, SandboxRuntime } from './runtime/driver.js';
+import type { ExecResult, SandboxInfo, SandboxRuntime, TemplateInfo } from './runtime/driver.js';
 import { SandboxRuntimeError } from './runtime/driver.js';
 import { isImported } from './runtime/namespaces/imported-template.js';
 import {
@@ -222,6 +222,9 @@ export class SandboxesCore {
     await this.repo.update(id, { events: JSON.stringify(events.slice(-MAX_EVENTS)) });
   }
 
+  /** An owner's template (driver name) built on another node, imported here (the templates area sets it). */
+  fetchTemplate: ((name: string, snapshot?: string) => Promise<TemplateInfo | null>) | null = null;
+
   /** Snapshots the templates area keeps (Dockerfile layers): destroying a sandbox on them leaves them. */
   keptSnapshots: (() => Promise<Set<string>>) | null = null;
 
@@ -301,7 +304,7 @@ export class SandboxesCore {
     await rt(this.runtime.checkHost());
     let built = derived !== undefined;
     if (!derived) {
-      const t = await this.runtime.findTemplate(input.template).catch((e: unknown) => {
+      let t = await this.runtime.findTemplate(input.template).catch((e: unknown) => {
         if (e instanceof SandboxRuntimeError && e.code === 'NotFound') {
           throw errors.badRequest(`unknown template ${input.template}`, [
             { path: ['template'], message: 'unknown template' },
@@ -309,6 +312,8 @@ export class SandboxesCore {
         }
         throw e;
       });
+      // An owner's template built on another node: its layers come from the shared blob store.
+      if (!t && isImported(input.template) && this.fetchTemplate) t = await this.fetchTemplate(input.template, input.snapshot);
       built = t !== null;
       const why = built ? null : await this.runtime.templateUnavailable(input.template);
       if (why)

@@ -19,7 +19,7 @@ export const templatesArea: AreaModule = {
       drainPool: (source) => core.pool.drain(source),
       diskFor: (p, mb) => core.diskFor(p, mb),
       checkAllowOut: (list, path) => refuseProtected(deps.config.sandboxes, list, path),
-    });
+    }, () => other.files?.stores.at() ?? null);
     // Builds survive a restart of nube: the job runs again (layers already fetched are kept by digest,
     // a Dockerfile's steps done are cached layers, a half-made import of the killed process is removed).
     deps.jobs.register<BuildJob>(BUILD_JOB, (p, job) => templates.build(p.id, job, p.quotaBytes), {
@@ -29,6 +29,8 @@ export const templatesArea: AreaModule = {
     });
     // Templates' unpacked images count in the plan's storage, with files, databases and sites.
     deps.usage.registerGauge('storageBytes', (ownerId) => templates.repo.sizeFor(ownerId));
+    // A node that lacks an image template built on another imports it from the shared blob store.
+    core.fetchTemplate = (name, snapshot) => templates.fetchBuilt(name, snapshot);
     core.templateNames = (ownerId, name) => templates.resolve(ownerId, name);
     // A Dockerfile's layers stay when the sandboxes on them go (they are the template).
     core.keptSnapshots = () => templates.repo.allLayers();

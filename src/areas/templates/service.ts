@@ -2,8 +2,11 @@
 // durable job with phases, progress and a log, and usable by name wherever a template is accepted.
 // The root filesystem is the sandboxes driver's (importTemplate): this area only fills it.
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { type BlobStore, NotFound } from '../../blob/index.js';
 import type { Principal } from '../../platform/auth.js';
 import { ApiError, errors } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
@@ -13,7 +16,7 @@ import { cutShort, type JobContext } from '../../platform/jobs-contract.js';
 import type { PlatformDeps } from '../deps.js';
 import { isRootSpec } from '../sandboxes/run-as.js';
 import { driverPolicy } from '../sandboxes/runtime/protected-ranges.js';
-import { SandboxRuntimeError, type SandboxRuntime } from '../sandboxes/runtime/driver.js';
+import { SandboxRuntimeError, type SandboxRuntime, type TemplateInfo } from '../sandboxes/runtime/driver.js';
 import { type BuildBase, buildSteps } from './dockerfile/build.js';
 import { ContextError, readArchive } from './dockerfile/context.js';
 import { DockerfileError } from './dockerfile/parse.js';
@@ -123,6 +126,8 @@ export class TemplatesService {
   readonly registry: RegistryClient;
   /** Builds running in this process, to cancel them. */
   private readonly running = new Map<string, AbortController>();
+  /** Imports of another node's template under way here, by driver name (one at a time per template). */
+  private readonly fetching = new Map<string, Promise<TemplateInfo | null>>();
 
   constructor(
     readonly repo: TemplatesRepo,
@@ -139,6 +144,8 @@ export class TemplatesService {
       /** A network policy's allowOut refusals (private ranges): 400 ProtectedRange. */
       checkAllowOut(allowOut: string[], path: (string | number)[]): Promise<void>;
     },
+    /** The blob store every node shares (the files area's default location), for image layers. */
+    private readonly blobs: () => BlobStore | null = () => null,
   ) {
     const c = deps.config.templates;
     this.registry = new RegistryClient(deps.outbound, c.registryAllow, c.blobDir);
@@ -476,6 +483,100 @@ export class TemplatesService {
     };
   }
 
+  /** Where an image layer is kept in the shared blob store: by its digest, so images share them too. */
+  private static layerKey(digest: string): string {
+    return `templates/layers/${digest.replace(':', '/')}`;
+  }
+
+  /** The blob store when layers go to it: an S3 store, or any store once this nube has other nodes. */
+  private sharedStore(): BlobStore | null {
+    const store = this.blobs();
+    return store && (store.backend === 's3' || !this.deps.nodes.solo) ? store : null;
+  }
+
+  /** Copies an image's layers to the shared blob store (those not there yet), for other nodes to fetch. */
+  private async shareLayers(id: string, layers: Descriptor[]): Promise<void> {
+    const store = this.sharedStore();
+    if (!store) return;
+    let put = 0;
+    for (const l of layers) {
+      const key = TemplatesService.layerKey(l.digest);
+      if (await store.head(key)) continue;
+      await store.put(key, createReadStream(this.registry.blobPath(l.digest)), { contentType: l.mediaType });
+      put++;
+    }
+    await this.repo.log(id, `layers in the blob store for other nodes: ${put} copied, ${layers.length - put} there already`);
+  }
+
+  /**
+   * An image template built on another node, imported here from its layers in the shared blob store
+   * (by digest, checked), never pulled or built again: its driver build is the same as there. Null when
+   * `name` is no ready template of an image. A Dockerfile's step layers are driver snapshots of the
+   * node that built them: 501 on another node.
+   */
+  async fetchBuilt(name: string, snapshot?: string): Promise<TemplateInfo | null> {
+    const r = await this.repo.get(name);
+    if (!r || r.status !== 'ready' || !r.build) return null;
+    const source = JSON.parse(r.source) as Source;
+    const store = this.sharedStore();
+    if (source.dockerfile !== undefined || snapshot !== undefined)
+      throw errors.notImplemented(
+        `a sandbox of Dockerfile template ${r.name} on a node other than the one that built it (its step layers stay there)`,
+      );
+    if (!store)
+      throw errors.badRequest(`template ${r.name} is not on this node and no shared blob store holds its layers`, [
+        { path: ['template'], message: 'template unavailable on this node' },
+      ], 'TemplateUnavailable');
+    let running = this.fetching.get(name);
+    if (!running) {
+      running = this.importShared(r, store).finally(() => this.fetching.delete(name));
+      this.fetching.set(name, running);
+    }
+    return running;
+  }
+
+  private async importShared(r: TemplatesTable, store: BlobStore): Promise<TemplateInfo> {
+    const layers = JSON.parse(r.layers) as Descriptor[];
+    for (const l of layers) {
+      const path = this.registry.blobPath(l.digest);
+      if (existsSync(path)) continue;
+      let got: Awaited<ReturnType<BlobStore['get']>>;
+      try {
+        got = await store.get(TemplatesService.layerKey(l.digest));
+      } catch (e) {
+        if (e instanceof NotFound)
+          throw errors.conflict(
+            `layer ${l.digest} of template ${r.name} is not in the blob store: rebuild the template`,
+            'TemplateUnavailable',
+          );
+        throw e;
+      }
+      const hash = createHash('sha256');
+      const tmp = `${path}.${process.pid}.fetch`;
+      await mkdir(`${path.slice(0, path.lastIndexOf('/'))}`, { recursive: true });
+      const check = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          hash.update(chunk);
+          done(null, chunk);
+        },
+      });
+      try {
+        await pipeline(got.stream, check, createWriteStream(tmp, { mode: 0o600 }));
+        if (`sha256:${hash.digest('hex')}` !== l.digest)
+          throw errors.conflict(`layer ${l.digest} of template ${r.name} in the blob store has other bytes: refused`, 'TemplateUnavailable');
+        await rename(tmp, path);
+      } finally {
+        await rm(tmp, { force: true });
+      }
+    }
+    const max = this.deps.config.templates.maxBytes;
+    return this.runtime.importTemplate(r.id, r.build!, async (rootfs, ids) => {
+      const u = new Unpacker(rootfs, ids, { maxBytes: max, maxEntries: MAX_ENTRIES });
+      for (const l of layers) await u.layer(this.registry.blobPath(l.digest), l.digest, new AbortController().signal);
+      return undefined;
+    });
+  }
+
   private async progress(id: string, patch: Partial<TemplatesTable>, line?: string): Promise<void> {
     if (line) await this.repo.log(id, line);
     if (!(await this.repo.updateBuilding(id, patch)))
@@ -526,7 +627,8 @@ export class TemplatesService {
     if (source.dockerfile !== undefined) return this.buildDockerfile(row, source, signal, quotaBytes);
     const ref = parseImageRef(source.fromImage!);
     if (typeof ref === 'string') throw new TemplateBuildError('ImageNotFound', ref);
-    const { info, size, progress: p } = await this.importImage(row, ref, signal, quotaBytes);
+    const { info, size, image, progress: p } = await this.importImage(row, ref, signal, quotaBytes);
+    await this.shareLayers(row.id, image.layers);
     p.percent = 100;
     const done = await this.repo.updateBuilding(row.id, {
       status: 'ready',

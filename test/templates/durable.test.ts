@@ -5,8 +5,9 @@
 // registry whose blob bytes do not match their digest (nothing kept). Templates count in the plan's
 // storage: an image past what is left of it fails the build, and a create with none left is a 402.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isAlive } from '../../src/areas/sandboxes/runtime/namespaces/proc.js';
 import { type NubeProcess, nubeProcess } from '../helpers/nube-process.js';
 import {
   DRIVERS,
@@ -76,6 +77,11 @@ describe.each(DRIVERS)('%s: a template build survives a restart of nube', (drive
     }
     await sleep(1000);
     await n.stop('SIGKILL');
+    // As an import the killed nube had under way: its half-made build (a pid that is gone) goes.
+    let dead = 4_000_000;
+    while (isAlive(dead)) dead--;
+    const half = `${TEST_ROOT}/templates/${id}/0123456789abcdef.building-${dead}`;
+    mkdirSync(`${half}/rootfs/etc`, { recursive: true });
     await n.start();
 
     const built = await waitBuilt(n, id, 300_000);
@@ -85,6 +91,7 @@ describe.each(DRIVERS)('%s: a template build survives a restart of nube', (drive
     expect(logs).toMatch(/step 2\/4: RUN echo two > \/two \(cached\)/);
     expect(logs).toContain('2 steps built, 2 cached');
     // Nothing half-made of the killed process is left beside the build.
+    expect(existsSync(half)).toBe(false);
     expect(readdirSync(`${TEST_ROOT}/templates/${id}`).filter((e) => e.includes('.building-'))).toEqual([]);
 
     const s = await n.call('POST', '/sandboxes', { template: 'durable' });

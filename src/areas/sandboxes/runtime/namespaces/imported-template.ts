@@ -180,6 +180,7 @@ export async function importTemplate(
     await writeFile(tmp, build);
     await rename(tmp, currentFile(o.templatesDir, name));
   };
+  await dropDeadBuilds(`${o.templatesDir}/${name}`);
   if (existsSync(`${dir}/meta.json`)) {
     await setCurrent();
     return JSON.parse(await readFile(`${dir}/meta.json`, 'utf8')) as TemplateInfo;
@@ -187,7 +188,6 @@ export async function importTemplate(
   const started = Date.now();
   const tmp = `${dir}.building-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
-  await dropDeadBuilds(`${o.templatesDir}/${name}`);
   await mkdir(`${tmp}/rootfs`, { recursive: true });
   let packages: string[] = [];
   try {

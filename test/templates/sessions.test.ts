@@ -1,10 +1,12 @@
-// A template's user beyond exec: the terminal (and so the SSH gateway's sessions, which open the same
-// helper the same way) runs as the template's user in its home, like exec; and a template imported
+// A template's user beyond exec: the terminal and an SSH session (OpenSSH's client through nube's
+// gateway) run as the template's user in its home, like exec; and a template imported
 // before every import had nube's /.nube/runas gets it when a sandbox starts on it. The image: busybox
 // with user `app`, plus this host's bash and python3 (the terminal's helper is a python3 script).
-import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { basename } from 'node:path';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { promisify } from 'node:util';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DRIVERS, type SandboxNube, startSandboxNube, stopSandboxNube, TEST_ROOT, until } from '../sandboxes/helpers.js';
@@ -74,7 +76,7 @@ describe.each(DRIVERS)("%s: terminal sessions as the template's user", (driver) 
     reg?.stop();
   }, 120_000);
 
-  it("the terminal runs as the template's user in its home; an import without /.nube/runas gets it at the sandbox's start", async () => {
+  it("the terminal and SSH run as the template's user in its home; an import without /.nube/runas gets it at the sandbox's start", async () => {
     const c = await t.call('POST', '/templates', { name: 'py-app', fromImage: `${reg.host}/test/bb-py:v1`, user: 'app' });
     expect(c.status, JSON.stringify(c.body)).toBe(200);
     const b = await waitBuilt(t, c.body.id);
@@ -110,6 +112,20 @@ describe.each(DRIVERS)("%s: terminal sessions as the template's user", (driver) 
     ws.send(Buffer.from('exit 4\r'));
     expect(await exit).toEqual({ type: 'exit', code: 4 });
     ws.close();
+
+    // An SSH session through the gateway (OpenSSH's client, the ticket's password given by askpass).
+    expect((await t.call('POST', `/sandboxes/${id}/ssh-enable`)).status).toBe(200);
+    const tk = (await t.call('POST', `/sandboxes/${id}/ssh-ticket`)).body;
+    const dir = mkdtempSync(join(tmpdir(), 'nube-tplssh-'));
+    writeFileSync(`${dir}/askpass`, '#!/bin/sh\nprintf "%s\\n" "$NUBE_TEST_PW"\n', { mode: 0o755 });
+    const opts = ['StrictHostKeyChecking=no', `UserKnownHostsFile=${dir}/known`, 'PreferredAuthentications=password', 'LogLevel=ERROR'];
+    const r2 = await promisify(execFile)(
+      'ssh',
+      [...opts.flatMap((o) => ['-o', o]), '-p', String(tk.port), `${tk.user}@${tk.host}`, 'echo "$(id -u) $(pwd) $HOME"'],
+      { env: { ...process.env, SSH_ASKPASS: `${dir}/askpass`, SSH_ASKPASS_REQUIRE: 'force', DISPLAY: ':0', NUBE_TEST_PW: tk.password } },
+    );
+    expect(r2.stdout).toBe('1000 /home/app /home/app\n');
+    rmSync(dir, { recursive: true, force: true });
     expect((await t.call('DELETE', `/sandboxes/${id}`)).status).toBe(200);
   }, 600_000);
 });

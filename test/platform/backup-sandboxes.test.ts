@@ -1,9 +1,10 @@
 // Issue 37 item 1, the sandbox store: a running sandbox with a file, a suspended one, a template
-// snapshot, a volume with a file and a machine launched from an archive are backed up with `nube
+// snapshot, a volume with a file, a machine launched from an archive and an agent are backed up with `nube
 // backup` while nube runs; then nube stops, its sandboxes and data dir are gone, `nube restore` puts
 // everything into a new data dir, and after the start each answers as before: the running sandbox was
 // started again on its files, the suspended one resumes with its files, the template snapshot makes
-// sandboxes, the volume holds its file within its limit, the machine serves its app. SQLite only: the
+// sandboxes, the volume holds its file within its limit, the machine serves its app, the agent answers;
+// the restore has an empty templates dir, as a new host, so the template build comes from the backup. SQLite only: the
 // metadata store's two dialects are the other drill's (backup.test.ts).
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -11,13 +12,15 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Layout } from '../../src/areas/sandboxes/runtime/namespaces/state.js';
 import { closeStore } from '../../src/areas/sandboxes/runtime/namespaces/store.js';
+import { sseMessage, textOf } from '../agents/helpers.js';
+import { type LlmStub, startLlmStub } from '../helpers/llm-stub.js';
 import { startSourceServer, type SourceServer, tarGz } from '../machines/source-server.js';
 import { type NubeProcess, nubeProcess, viaPortProxy } from '../helpers/nube-process.js';
 import { nubeEntry } from '../helpers/process.js';
 import { SANDBOX_ENV, TEMPLATE_WAIT_MS, TEST_ROOT, until } from '../sandboxes/helpers.js';
 
 const run = promisify(execFile);
-const ENV = {
+const ENV: Record<string, string> = {
   ...SANDBOX_ENV,
   // Volumes need disk quotas: the store image.
   NUBE_SANDBOX_STORE: 'auto',
@@ -67,14 +70,17 @@ async function settled(n: NubeProcess, id: string, key?: string): Promise<any> {
   }
 }
 
-describe('backup and restore of the sandbox store: sandboxes, snapshots, volumes, a machine', () => {
+describe('backup and restore of the sandbox store: sandboxes, snapshots, volumes, a machine, an agent', () => {
   const root = `${TEST_ROOT}/backup-sandboxes-${process.pid}`;
   let n: NubeProcess;
   let restored: NubeProcess | undefined;
   let src: SourceServer;
+  let stub: LlmStub;
 
   beforeAll(async () => {
     rmSync(root, { recursive: true, force: true });
+    stub = await startLlmStub();
+    Object.assign(ENV, { NUBE_LLM_BASE_URL: stub.url, NUBE_LLM_API_KEY: 'sk-operator', NUBE_LLM_MODEL: 'stub-model', NUBE_LLM_GATEWAY_PORT: '0' });
     src = await startSourceServer();
     src.put('/app.tar.gz', app);
     n = await nubeProcess('sqlite', `${root}/data`, ENV);
@@ -87,6 +93,7 @@ describe('backup and restore of the sandbox store: sandboxes, snapshots, volumes
       const key = n.ownerKey;
       if (x.running) {
         for (const m of (await x.call('GET', '/machines', undefined, key)).body?.items ?? []) await x.call('DELETE', `/machines/${m.id}`, undefined, key);
+        for (const a of (await x.call('GET', '/agents', undefined, key)).body?.agents ?? []) await x.call('DELETE', `/agents/${a.id}`, undefined, key);
         for (const s of (await x.call('GET', '/sandboxes', undefined, key)).body?.sandboxes ?? []) await x.call('DELETE', `/sandboxes/${s.id}`, undefined, key);
         await x.stop('SIGTERM');
       }
@@ -94,6 +101,7 @@ describe('backup and restore of the sandbox store: sandboxes, snapshots, volumes
       await x.close();
     }
     await src?.close();
+    await stub?.close();
     rmSync(root, { recursive: true, force: true });
   }, 300_000);
 
@@ -127,27 +135,41 @@ describe('backup and restore of the sandbox store: sandboxes, snapshots, volumes
     expect(machine, JSON.stringify(machine)).toMatchObject({ status: 'running' });
     expect(await viaPortProxy(n, machine.url)).toBe('hello from before the backup');
 
+    const agent = await n.call('POST', '/agents', { template: 'acp', env: {} });
+    expect(agent.status, JSON.stringify(agent.body)).toBe(200);
+    const agentRunning = await until(() => n.call('GET', `/agents/${agent.body.id}`), (v) => v.body?.status === 'running' || v.body?.status === 'lost', 600_000);
+    expect(agentRunning.body.status, JSON.stringify(agentRunning.body)).toBe('running');
+    stub.push({ content: 'before the backup' });
+    expect(textOf((await sseMessage(n.base, n.ownerKey, agent.body.id, 'hello')).events)).toBe('before the backup');
+
     const backupDir = `${root}/backup`;
     const b = await cli({ NUBE_DATA_DIR: n.dataDir }, 'backup', '--to', backupDir);
     expect(b.code, b.stderr).toBe(0);
+    console.log(b.stdout);
     // Every running sandbox (the machine's too) frozen for the copy; the suspended one is still already.
-    expect(b.stdout).toMatch(/sandbox-store: 4 sandbox\(es\), 3 frozen for \d+ ms while copied/);
+    expect(b.stdout).toMatch(/sandbox-store: 5 sandbox\(es\), 4 frozen for \d+ ms while copied/);
     expect(b.stdout).toContain('sandbox-store: 1 volume(s) archived with owners and xattrs');
+    expect(b.stdout).toMatch(/sandbox-store: template builds base\/[0-9a-f]+.* archived/);
     // The sandboxes run on, thawed.
     expect((await exec(rid, 'cat /root/kept.txt')).stdout).toBe('running');
 
     // The host is lost: every sandbox gone with nube, the data dir too.
-    for (const m of [machineId]) await n.call('DELETE', `/machines/${m}`);
+    await n.call('DELETE', `/machines/${machineId}`);
+    await n.call('DELETE', `/agents/${agent.body.id}`);
     for (const id of [rid, pid, withVol.body.id]) await n.call('DELETE', `/sandboxes/${id}`);
     await n.stop('SIGTERM');
     await dropDataDir(n.dataDir);
 
     const target = `${root}/restored`;
     const manifest = JSON.parse((await run('cat', [`${backupDir}/manifest.json`])).stdout);
-    const renv = { NUBE_DATA_DIR: target, NUBE_NODE_ID: manifest.node };
+    // A new host has no template builds either: the ones the sandboxes stand on come from the backup.
+    const renv = { NUBE_DATA_DIR: target, NUBE_NODE_ID: manifest.node, NUBE_TEMPLATES_DIR: `${root}/templates` };
     const r = await cli(renv, 'restore', '--from', backupDir);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/sandbox-store: 4 sandbox\(es\) and 1 volume\(s\) put back/);
+    console.log(r.stdout);
+    expect(r.stdout).toMatch(/sandbox-store: 5 sandbox\(es\) and 1 volume\(s\) put back/);
+    expect(r.stdout).toMatch(/sandbox-store: template builds: base\/[0-9a-f]+/);
+    expect(existsSync(`${root}/templates/base`)).toBe(true);
 
     restored = await nubeProcess('sqlite', target, { ...ENV, ...renv, NUBE_OWNER_KEY: n.ownerKey });
     await restored.start();
@@ -191,6 +213,10 @@ describe('backup and restore of the sandbox store: sandboxes, snapshots, volumes
     );
     expect(m).toBe('hello from before the backup');
     expect((await call('GET', `/machines/${machineId}`)).body.status).toBe('running');
+    // The agent's box was started again: it answers a message.
+    await until(() => call('GET', `/agents/${agent.body.id}`), (v) => v.body?.status === 'running', 120_000);
+    stub.push({ content: 'after the restore' });
+    expect(textOf((await sseMessage(x.base, n.ownerKey, agent.body.id, 'again')).events)).toBe('after the restore');
     expect(existsSync(`${target}/sandbox-runtime/store.img`)).toBe(true);
     expect(readdirSync(backupDir)).toContain('sandbox-store');
   });

@@ -7,7 +7,8 @@
 // where the runtime's recover() finds the sandboxes: a running one is started again on its files (its
 // processes are not copied), a suspended one stays suspended. Disk limits are applied again by each
 // launch; a volume's limit, which lives in its XFS project or btrfs subvolume and not in an archive,
-// is set again by `put` from the limits recorded at `take`.
+// is set again by `put` from the limits recorded at `take`. The template builds the sandboxes and
+// snapshots stand on are archived too, and put back where the host has none (a new host).
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -15,12 +16,13 @@ import { join } from 'node:path';
 import { detectCgroups } from './cgroups.js';
 import { initAlive } from './launch.js';
 import { run } from './proc.js';
-import { Layout, loadAllRecords, type SandboxRecord } from './state.js';
+import { Layout, loadAllRecords, loadAllSnapshots, type SandboxRecord } from './state.js';
 import { mountOptions, openStore, type StoreOptions, storePaths } from './store.js';
 
 /** The store's directories a backup holds (the rest of the store is made again: quotas, probes). */
 const DIRS = ['sandboxes', 'snapshots', 'volumes', 'volume-snapshots'] as const;
 const ARCHIVE = 'store.tar';
+const TEMPLATES_ARCHIVE = 'templates.tar';
 const TAR_FLAGS = ['--xattrs', '--xattrs-include=*', '--acls', '--numeric-owner', '--sparse'];
 
 export interface StoreBackupOptions extends StoreOptions {
@@ -82,6 +84,14 @@ export async function takeStoreBackup(o: StoreBackupOptions, into: string, progr
     const present = [...DIRS.filter((d) => existsSync(join(stage, d))), 'volume-limits.json', 'paths.json'];
     await run('tar', ['-C', stage, ...TAR_FLAGS, '-cf', join(into, ARCHIVE), ...present]);
     progress(`${volumes.length} volume(s) archived with owners and xattrs`);
+    // The template builds the sandboxes and snapshots stand on (their lowest layer): a restore onto a
+    // new host has none, and a sandbox cannot start without its own (the recipe may build another).
+    const builds = new Set([...records, ...(await loadAllSnapshots(layout))].map((r) => `${r.template}/${r.templateBuild}`));
+    const kept = [...builds].filter((b) => existsSync(join(o.templatesDir, b, 'meta.json'))).sort();
+    if (kept.length) {
+      await run('tar', ['-C', o.templatesDir, ...TAR_FLAGS, '-cf', join(into, TEMPLATES_ARCHIVE), ...kept]);
+      progress(`template builds ${kept.join(', ')} archived`);
+    }
   } finally {
     await rm(stage, { recursive: true, force: true });
   }
@@ -107,6 +117,29 @@ async function volumeLimit(root: string, dir: string): Promise<number> {
   return max > 0 ? max : 0;
 }
 
+/** Template builds this host does not have yet (a templates dir shared with other nubes may). */
+async function putTemplates(templatesDir: string, archive: string, progress: (line: string) => void): Promise<void> {
+  await mkdir(templatesDir, { recursive: true });
+  const stage = join(templatesDir, `.restore-${randomBytes(6).toString('hex')}`);
+  await mkdir(stage, { mode: 0o700 });
+  try {
+    await run('tar', ['-C', stage, ...TAR_FLAGS, '--same-owner', '-p', '-xf', archive]);
+    const put: string[] = [];
+    for (const name of await readdir(stage))
+      for (const build of await readdir(join(stage, name))) {
+        const to = join(templatesDir, name, build);
+        if (existsSync(join(to, 'meta.json'))) continue;
+        await mkdir(join(templatesDir, name), { recursive: true });
+        await rm(to, { recursive: true, force: true }); // a build that never finished
+        await run('mv', [join(stage, name, build), to]);
+        put.push(`${name}/${build}`);
+      }
+    progress(`template builds: ${put.length ? put.join(', ') : 'all on this host already'}`);
+  } finally {
+    await rm(stage, { recursive: true, force: true });
+  }
+}
+
 /** Replaces a plain directory by a btrfs subvolume with the same content (read-only: a snapshot). */
 async function asSubvolume(dir: string, readOnly: boolean): Promise<void> {
   const aside = `${dir}.restoring`;
@@ -129,6 +162,7 @@ export async function putStoreBackup(
 ): Promise<void> {
   if (!existsSync(join(from, ARCHIVE))) return;
   await mkdir(o.dataDir, { recursive: true });
+  if (existsSync(join(from, TEMPLATES_ARCHIVE))) await putTemplates(o.templatesDir, join(from, TEMPLATES_ARCHIVE), progress);
   const store = await openStore(o.dataDir, o);
   progress(`store: ${store.kind} at ${store.root}`);
   const stage = join(store.root, `.restore-${randomBytes(6).toString('hex')}`);

@@ -18,6 +18,7 @@ import type { SandboxRuntime } from './runtime/driver.js';
 import { GvisorRuntime } from './runtime/gvisor/runtime.js';
 import { NamespacesRuntime } from './runtime/namespaces/runtime.js';
 import { storePaths } from './runtime/namespaces/store.js';
+import { putStoreBackup, type StoreBackupOptions, takeStoreBackup } from './runtime/namespaces/backup.js';
 import { registerHostUser } from './runtime/namespaces/host-users.js';
 import { buildLogger } from './build-log.js';
 import { runtimeDataDir } from './runtime-dir.js';
@@ -125,6 +126,37 @@ export const sandboxesArea: AreaModule = {
       tableHolder({ area: 'sandboxes', param: 'id', deleteOperation: 'sandboxes.delete', db: deps.store.db, table: 'sandboxes', remove: (p, id) => sandboxes.delete(p, id) }),
     );
     return { sandboxes };
+  },
+  // The sandbox store (sandboxes' files, snapshots, volumes): copied by the runtime itself, each
+  // running sandbox frozen for the instant of a reflink copy (runtime/namespaces/backup.ts).
+  backup: (config) => {
+    const c = config.sandboxes;
+    if (c.driver === 'gvisor') return [];
+    const o: StoreBackupOptions = {
+      dataDir: runtimeDataDir(config),
+      templatesDir: c.templatesDir,
+      cgroupParent: c.cgroupParent,
+      cgroupVersion: c.cgroups,
+      mode: c.store,
+      sizeBytes: c.storeSizeBytes,
+      reserveBytes: c.storeReserveBytes,
+    };
+    return [
+      {
+        name: 'sandbox-store',
+        dir: o.dataDir,
+        own: {
+          take: (into, progress) => takeStoreBackup(o, into, progress),
+          put: (from, progress) => {
+            const { runtime } = makeRuntime(config);
+            return putStoreBackup(o, from, async (volume, bytes) => {
+              if (!runtime.volumes) throw new Error(`the ${c.driver} runtime keeps no volumes: restore volume ${volume} with the namespaces driver`);
+              await runtime.volumes.create(volume, bytes);
+            }, progress);
+          },
+        },
+      },
+    ];
   },
   doctor: (config) => sandboxChecks(config, () => makeRuntime(config).runtime),
   routes(app, services, deps) {

@@ -16,6 +16,16 @@ export interface BackupPart {
   sqlite?: RegExp;
   /** Relative paths left out: staging, temp files, caches. A directory that matches is not entered. */
   skip?: RegExp;
+  /**
+   * A part the area copies itself rather than file by file (the sandboxes' store: a consistent copy
+   * taken while each sandbox is frozen for an instant, archived with its owners and xattrs). `take`
+   * writes the part's files into `into` (its directory in the backup), `put` puts them back from
+   * `from` at restore, once every check has passed.
+   */
+  own?: {
+    take(into: string, progress: (line: string) => void): Promise<void>;
+    put(from: string, progress: (line: string) => void): Promise<void>;
+  };
 }
 
 /** The name a part of the platform's own has in a backup. */

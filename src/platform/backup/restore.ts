@@ -90,8 +90,9 @@ export async function restoreBackup(o: RestoreInput): Promise<BackupManifest> {
     for (const name of m.parts) {
       const part = byName.get(name)!;
       const mine = m.files.filter((f) => f.path.startsWith(`${name}/`));
-      for (const f of mine) await copyPlain(join(src, f.path), join(part.dir, f.path.slice(name.length + 1)));
       written.add(resolve(part.dir));
+      if (part.own) await part.own.put(join(src, name), (line) => o.progress(`${name}: ${line}`));
+      else for (const f of mine) await copyPlain(join(src, f.path), join(part.dir, f.path.slice(name.length + 1)));
       o.progress(`${name}: ${mine.length} file(s)`);
     }
     if (m.secret.file && o.givenSecret === null) await copyPlain(join(src, m.secret.file), join(dataDir, 'secret.key'));

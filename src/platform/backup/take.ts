@@ -57,12 +57,14 @@ export async function takeBackup(o: BackupInput): Promise<BackupManifest> {
       o.progress('secret (sealed keys and certificates stay sealed with it)');
     }
     for (const part of o.parts) {
-      const list = await listFiles(part.dir, part.skip, part.sqlite);
+      if (part.own) await part.own.take(join(dir, part.name), (line) => o.progress(`${part.name}: ${line}`));
+      const list = part.own ? await listFiles(join(dir, part.name)) : await listFiles(part.dir, part.skip, part.sqlite);
       let bytes = 0;
       for (const [i, rel] of list.entries()) {
         const path = `${part.name}/${rel}`;
-        if (part.sqlite?.test(rel)) await copySqlite(join(part.dir, rel), join(dir, path));
-        else await copyPlain(join(part.dir, rel), join(dir, path));
+        // (An area's own part is in the backup already.)
+        if (!part.own && part.sqlite?.test(rel)) await copySqlite(join(part.dir, rel), join(dir, path));
+        else if (!part.own) await copyPlain(join(part.dir, rel), join(dir, path));
         bytes += (await add(path)).size;
         if ((i + 1) % 100 === 0) o.progress(`${part.name}: ${i + 1}/${list.length} files`);
       }

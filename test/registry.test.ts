@@ -120,6 +120,10 @@ const DATABASE_EXTRAS = new Set([
   'databases.tokens.create',
   'databases.tokens.list',
   'databases.tokens.revoke',
+  // Database history (issue 35): restore to a point, bookmarks.
+  'databases.restore',
+  'databases.bookmarks.list',
+  'databases.bookmarks.create',
 ]);
 const databasesSpecOps = databasesOperations.filter((op) => !DATABASE_EXTRAS.has(op.id));
 const databasesExtraOps = databasesOperations.filter((op) => DATABASE_EXTRAS.has(op.id));

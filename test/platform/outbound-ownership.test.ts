@@ -41,6 +41,7 @@ const EXCEPTIONS: Record<string, string> = {
     "the internal channel between nube's own nodes: connects only to addresses nodes registered for themselves in the nodes table (NUBE_NODE_ADDRESS or their listen address), with the credential derived from NUBE_SECRET",
   'platform/tracing.ts': "the OTLP trace exporter: the collector is the operator's (OTEL_EXPORTER_OTLP_ENDPOINT), never a user's",
   'store/db.ts': "the metadata store: PostgreSQL at the operator's DATABASE_URL",
+  'store/backup.ts': "nube backup and restore of the metadata store: PostgreSQL at the operator's DATABASE_URL",
   'server.ts': "Redis at the operator's REDIS_URL",
   'platform/doctor-checks.ts': "nube doctor probes the operator's own PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)",
   'areas/sandboxes/proxy.ts': "the exposed-port proxy: connects only to a sandbox's own address on nube's bridge, which nube assigned",

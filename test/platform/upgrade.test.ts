@@ -138,8 +138,10 @@ describe.skipIf(!HISTORY).each(DIALECTS)('%s: an upgrade from the previous relea
     expect((await n.call('GET', `/documents/${doc.body.document?.id ?? doc.body.id}`)).status).toBe(200);
     // The running sandbox kept running through the upgrade: the same process, the same files.
     expect((await n.call('GET', `/sandboxes/${rid}`)).body.status).toBe('running');
-    expect((await n.call('GET', `/sandboxes/${rid}/bg/${bg.body.execId}`)).body.state).toBe('running');
-    expect((await n.call('POST', `/sandboxes/${rid}/files/read`, { path: '/root/kept.txt' })).body.content).toBe('running');
+    const bgAfter = await n.call('GET', `/sandboxes/${rid}/bg/${bg.body.execId}`);
+    expect(bgAfter.body.state, JSON.stringify(bgAfter.body)).toBe('running');
+    const readAfter = await n.call('POST', `/sandboxes/${rid}/files/read`, { path: '/root/kept.txt' });
+    expect(readAfter.body.content, JSON.stringify(readAfter.body)).toBe('running');
     expect((await n.call('GET', `/sandboxes/${pid}`)).body.status).toBe('suspended');
     expect((await n.call('POST', `/sandboxes/${pid}/resume`)).status).toBe(200);
     expect((await n.call('POST', `/sandboxes/${pid}/files/read`, { path: '/root/kept.txt' })).body.content).toBe('suspended');

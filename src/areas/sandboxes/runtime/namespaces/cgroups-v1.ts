@@ -7,6 +7,9 @@ import { SandboxRuntimeError } from '../driver.js';
 import type { CgroupHost, CgroupStats, SandboxCgroup } from './cgroup-host.js';
 import { killAll, removeTree, sleep } from './cgroup-fs.js';
 
+/** cpuacct cgroups known to exist (an exec asks each time: one stat, then none). */
+const ACCT_SEEN = new Set<string>();
+
 export const V1_CONTROLLERS = ['memory', 'cpu', 'pids', 'freezer'] as const;
 type Controller = (typeof V1_CONTROLLERS)[number];
 
@@ -62,9 +65,23 @@ export class SandboxCgroupV1 implements SandboxCgroup {
   }
 
   /** The sandbox's cpuacct cgroup when cpuacct is mounted apart from the controllers above; else null. */
-  acctDir(): string | null {
+  private acctPath(): string | null {
     const m = this.host.cpuacct;
     return m && !Object.values(this.host.mounts).includes(m) ? `${m}/${this.host.parent}/${this.id}` : null;
+  }
+
+  /**
+   * That cgroup when the sandbox has it. A sandbox an older nube started (before sandboxes joined
+   * cpuacct) has none, and survives an upgrade running: its execs and kills go on without it (its CPU
+   * time is then read from its live processes, as before).
+   */
+  acctDir(): string | null {
+    const d = this.acctPath();
+    if (!d) return null;
+    if (ACCT_SEEN.has(d)) return d;
+    if (!existsSync(d)) return null;
+    ACCT_SEEN.add(d);
+    return d;
   }
 
   dirs(): string[] {
@@ -92,7 +109,8 @@ export class SandboxCgroupV1 implements SandboxCgroup {
    * while a thread-pool round trip apiece took ~1 ms under load on a sandbox's start path.
    */
   async create(limits: SandboxLimits): Promise<void> {
-    for (const d of this.dirs()) mkdirSync(d, { recursive: true });
+    const acct = this.acctPath();
+    for (const d of [...V1_CONTROLLERS.map((c) => this.dir(c)), ...(acct ? [acct] : [])]) mkdirSync(d, { recursive: true });
     const mem = this.dir('memory');
     const bytes = String(limits.memoryMb * 1024 * 1024);
     // With swap accounting the limit must cover swap too, or a hog just swaps. The memory limit may
@@ -152,5 +170,7 @@ export class SandboxCgroupV1 implements SandboxCgroup {
     await this.thaw();
     await killAll(this.dirs());
     for (const d of this.dirs()) await removeTree(d);
+    const acct = this.acctPath();
+    if (acct) ACCT_SEEN.delete(acct);
   }
 }

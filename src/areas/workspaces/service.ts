@@ -101,8 +101,8 @@ export class WorkspacesService {
     const deleted: ResourceCounts = {};
     if (Object.keys(held).length) {
       if (!force) {
-        const what = Object.entries(held).map(([k, n]) => `${n} ${k}`).join(', ');
-        throw errors.conflict(`workspace ${id} holds ${what}: delete them first, or pass force=true to delete them with it`, 'WorkspaceNotEmpty', { resources: held });
+        const what = Object.entries(held).map(([k, n]) => `${k}: ${n}`).join(', ');
+        throw errors.conflict(`workspace ${id} holds resources (${what}): delete them first, or pass force=true to delete them with it`, 'WorkspaceNotEmpty', { resources: held });
       }
       for (const h of this.registry.list()) {
         if (!held[h.area]) continue;

@@ -5,7 +5,7 @@
 // corrupted file, a backup from a newer nube, an interrupted backup; and the S3 target.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -125,6 +125,8 @@ describe.each(DIALECTS)('%s: backup while running, restore onto a new data dir, 
     expect(b.stdout).toContain('metadata store');
     expect(b.stdout).toMatch(/databases: 2 file\(s\)/); // the database and the usage meters
     expect(b.stdout).toMatch(/complete: \d+ files/);
+    // The secret and every account's data: readable by the backup's owner only.
+    expect(statSync(backupDir).mode & 0o777).toBe(0o700);
     const manifest = manifestOf(backupDir);
     expect(manifest.metadata.dialect).toBe(dialect);
     expect(manifest.migrations.length).toBeGreaterThan(50);

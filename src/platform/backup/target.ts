@@ -4,7 +4,7 @@
 // place, or uploaded after every file), so an interrupted backup has no manifest and is never taken
 // for a complete one.
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
@@ -88,7 +88,10 @@ export async function backupWriter(config: Config, to: string): Promise<BackupWr
     throw new Error(
       `${dir} is not empty${(await stat(join(dir, MANIFEST)).catch(() => null)) ? ' (it holds a backup)' : ' (an interrupted backup?)'}: give an empty or new directory`,
     );
-  await mkdir(dir, { recursive: true });
+  // It holds secret.key and the metadata store: no other user of the host may read it, even where the
+  // directory was made beforehand with a looser mode.
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
   return {
     describe: dir,
     dir,

@@ -10,6 +10,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startS3rver } from '../../src/blob/s3rver-harness.js';
+import { makeKept } from '../helpers/kept-resources.js';
 import { type NubeProcess, nubeProcess } from '../helpers/nube-process.js';
 import { createTempDatabase, DIALECTS, type DialectName } from '../helpers/pg.js';
 import { exited, freePort, nubeEntry, spawnNube } from '../helpers/process.js';
@@ -86,21 +87,7 @@ describe.each(DIALECTS)('%s: backup while running, restore onto a new data dir, 
 
   // Not retried: a second try would find the first one's resources (and a stopped nube).
   it('keys, files, databases (written during the backup), webhooks, documents', { retry: 0, timeout: 900_000 }, async () => {
-    const key = await n.call('POST', '/account/keys', { name: 'kept' });
-    expect(key.status, JSON.stringify(key.body)).toBe(201);
-    const created = await n.call('POST', '/files', { fileName: 'kept.txt', contentType: 'text/plain', size: 4 });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    expect((await fetch(created.body.putUrl, { method: 'PUT', body: 'kept', headers: { 'content-type': 'text/plain' } })).ok).toBe(true);
-    const db = await n.call('POST', '/databases', { name: 'kept' });
-    expect(db.status, JSON.stringify(db.body)).toBe(201);
-    const q = await n.call('POST', `/databases/${db.body.id}/query`, {
-      statements: [{ sql: 'create table t (v text)' }, { sql: "insert into t values ('before')" }],
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const hook = await n.call('POST', '/webhooks', { url: `${hooks.base}/hook`, events: ['file.created'] });
-    expect(hook.status, JSON.stringify(hook.body)).toBeLessThan(300);
-    const doc = await n.call('POST', '/documents', { name: 'kept' });
-    expect(doc.status, JSON.stringify(doc.body)).toBe(200);
+    const { key, created, db, hook, doc } = await makeKept(n, 'kept', `${hooks.base}/hook`);
     const docId = doc.body.document?.id ?? doc.body.id;
 
     // The backup runs while a client keeps writing the database: every row acknowledged before the

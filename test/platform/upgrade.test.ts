@@ -7,6 +7,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { existsSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeKept } from '../helpers/kept-resources.js';
 import { type NubeProcess, nubeProcess, viaPortProxy } from '../helpers/nube-process.js';
 import { DIALECTS } from '../helpers/pg.js';
 import { type SourceServer, startSourceServer, tarGz } from '../machines/source-server.js';
@@ -91,21 +92,7 @@ describe.skipIf(!HISTORY).each(DIALECTS)('%s: an upgrade from the previous relea
   // Not retried: a second try would find this tree's nube already on the data, not the previous one.
   it('keys, files, databases, webhooks, documents, sandboxes (running and suspended) and a machine', { retry: 0, timeout: 900_000 }, async () => {
     // One of each, made by the previous release.
-    const key = await n.call('POST', '/account/keys', { name: 'before-upgrade' });
-    expect(key.status, JSON.stringify(key.body)).toBe(201);
-    const created = await n.call('POST', '/files', { fileName: 'kept.txt', contentType: 'text/plain', size: 4 });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    expect((await fetch(created.body.putUrl, { method: 'PUT', body: 'kept', headers: { 'content-type': 'text/plain' } })).ok).toBe(true);
-    const db = await n.call('POST', '/databases', { name: 'kept' });
-    expect(db.status, JSON.stringify(db.body)).toBe(201);
-    const q = await n.call('POST', `/databases/${db.body.id}/query`, {
-      statements: [{ sql: 'create table t (v text)' }, { sql: "insert into t values ('before')" }],
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const hook = await n.call('POST', '/webhooks', { url: `${src.base}/hook`, events: ['file.created'] });
-    expect(hook.status, JSON.stringify(hook.body)).toBeLessThan(300);
-    const doc = await n.call('POST', '/documents', { name: 'kept' });
-    expect(doc.status, JSON.stringify(doc.body)).toBe(200);
+    const { key, created, db, hook, doc } = await makeKept(n, 'before-upgrade', `${src.base}/hook`);
     const running = await n.call('POST', '/sandboxes', { timeoutSeconds: 3600 });
     expect(running.status, JSON.stringify(running.body)).toBe(200);
     const rid = running.body.id;
@@ -113,6 +100,7 @@ describe.skipIf(!HISTORY).each(DIALECTS)('%s: an upgrade from the previous relea
     const bg = await n.call('POST', `/sandboxes/${rid}/bg`, { command: 'exec sleep 3600' });
     expect(bg.status, JSON.stringify(bg.body)).toBe(200);
     const paused = await n.call('POST', '/sandboxes', { timeoutSeconds: 3600 });
+    expect(paused.status, JSON.stringify(paused.body)).toBe(200);
     const pid = paused.body.id;
     await n.call('POST', `/sandboxes/${pid}/files/write`, { path: '/root/kept.txt', content: 'suspended' });
     expect((await n.call('POST', `/sandboxes/${pid}/suspend`)).status).toBe(200);
